@@ -1,0 +1,96 @@
+"""The closed set of effects that protocol code may ask of a runtime.
+
+Protocol operations and request handlers are generator functions: they
+``yield`` one of these objects and receive the result (or have the failure
+thrown back in as an exception).  They never touch a socket, a clock, a thread
+or a disk themselves, which is what lets the very same code run on the SimPy
+runtime (``fedsim.runtime``), on the real agent (``fednode``) and on the
+in-memory runtime used by the property tests (``fedsim.direct``).
+
+Keep this set small: every new effect must be given a meaning in every runtime.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
+from fedsim.protocol.messages import Request
+
+
+@dataclass(slots=True, frozen=True)
+class Call:
+    """Request/reply to a peer.  Result: the handler's return value; its
+    exception (OSError, PeerUnavailable) is raised at the ``yield``."""
+
+    node: int
+    request: Request
+
+
+@dataclass(slots=True, frozen=True)
+class Send:
+    """One-way message to a peer; the result is None as soon as it is sent."""
+
+    node: int
+    request: Request
+
+
+@dataclass(slots=True, frozen=True)
+class Multicast:
+    """The same request to several peers at once (dirmerge, summary pushes).
+
+    Result: a list, in ``nodes`` order, holding each reply or the exception
+    that peer's handler raised (exceptions are returned, not raised, so one
+    unavailable peer does not hide the others' answers)."""
+
+    nodes: tuple[int, ...]
+    request: Request
+
+
+@dataclass(slots=True, frozen=True)
+class Local:
+    """An operation on this node's local file system (see LOCAL_OPS)."""
+
+    op: str
+    path: str
+    args: tuple[Any, ...] = ()
+
+
+@dataclass(slots=True, frozen=True)
+class Compute:
+    """CPU work of the federal layer (hashing, Bloom probes, table updates).
+
+    ``work`` names the kind of work and ``units`` how much; the simulator maps
+    it to time from its cost table, the real runtime ignores it (the real CPU
+    is spent anyway)."""
+
+    work: str
+    units: float = 1.0
+
+
+@dataclass(slots=True, frozen=True)
+class Spawn:
+    """Run a protocol generator concurrently on this node; result is None."""
+
+    gen: Generator[Any, Any, Any]
+
+
+EFFECTS = (Call, Send, Multicast, Local, Compute, Spawn)
+
+# The local file system operations protocol code may ask for, with their
+# arguments after the path.  Every local layer (fedsim.memfs.MemFS,
+# fednode.localfs.LocalFS) implements exactly these.
+LOCAL_OPS: dict[str, str] = {
+    "create": "() -> list[str]: exclusive create, missing parent directories created; returns them",
+    "mkdir": "() -> list[str]: create directory and missing parents (exist ok); returns created dirs",
+    "unlink": "() -> None",
+    "rmdir": "() -> None: the directory must be empty",
+    "listdir": "() -> list[tuple[str, bool]]: (name, is_dir) of every entry",
+    "stat": "() -> tuple[bool, int]: (is_dir, size)",
+    "read": "(offset, size) -> bytes",
+    "write": "(offset, data) -> int: bytes written",
+    "open": "() -> None: check the file exists and is a regular file",
+    "close": "() -> None",
+    "list_dirs": "() -> list[str]: every directory under the path (inclusive), for summaries",
+}

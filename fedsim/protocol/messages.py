@@ -1,0 +1,301 @@
+"""Typed protocol requests and the one codec the real transports use.
+
+Requests are small frozen dataclasses named after the FedFS handlers (Federated
+DAFS Fig. 4).  Replies are plain values (None, bool, int, str, bytes, lists and
+tuples of those) so they need no schema.  Failures travel as errno triples and
+come back out of the codec as the matching ``OSError`` subclass, or as
+``PeerUnavailable``.
+
+The simulator charges every message its encoded size (``wire_size``), so the
+bytes a simulated network carries are the bytes a real one would.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+import os
+from dataclasses import astuple, dataclass, fields
+from typing import Any, ClassVar
+
+import msgpack
+
+
+class PeerUnavailable(ConnectionError):
+    """A peer did not answer (crashed, left, timed out, unreachable).
+
+    Raised into protocol code at the ``yield`` of a Call to that peer."""
+
+    def __init__(self, node: int, reason: str = "did not answer") -> None:
+        super().__init__(_errno.EHOSTDOWN, f"node {node} unavailable: {reason}")
+        self.node = node
+        self.reason = reason
+
+    def __reduce__(self):
+        return (PeerUnavailable, (self.node, self.reason))
+
+
+class ProtocolError(ValueError):
+    """A message that cannot be decoded: garbled, truncated, unknown type."""
+
+
+@dataclass(slots=True, frozen=True)
+class Request:
+    """Base of all requests; ``kind`` is the wire name (the class name)."""
+
+    kind: ClassVar[str] = "Request"
+
+
+_REGISTRY: dict[str, type[Request]] = {}
+
+
+def _register(cls: type[Request]) -> type[Request]:
+    cls.kind = cls.__name__
+    _REGISTRY[cls.__name__] = cls
+    return cls
+
+
+# --- at the manager of a pathname -------------------------------------------------------
+@_register
+@dataclass(slots=True, frozen=True)
+class HomeInfo(Request):
+    """Where does ``path`` live?  With ``create`` set ("file"/"dir"), the manager
+    instead decides a home for a new name (EEXIST if it exists).
+    Reply: (is_dir, home, lookup_path)."""
+
+    path: str
+    create: str | None = None
+
+
+@_register
+@dataclass(slots=True, frozen=True)
+class Forget(Request):
+    """The file was removed at its home: drop the manager's DT entry."""
+
+    path: str
+
+
+@_register
+@dataclass(slots=True, frozen=True)
+class SummaryAdd(Request):
+    """``node`` now holds local directory ``path``: update the manager's copy of
+    that node's summary (FedFS 2.2).  ``new_dir`` marks the target of a mkdir,
+    whose virtual directory is known to be empty."""
+
+    path: str
+    node: int
+    new_dir: bool = False
+
+
+@_register
+@dataclass(slots=True, frozen=True)
+class ListVD(Request):
+    """readdir of a virtual directory at its manager. Reply: [(name, is_dir)] sorted."""
+
+    path: str
+
+
+@_register
+@dataclass(slots=True, frozen=True)
+class Rmdir(Request):
+    """Remove an empty virtual directory, at its manager."""
+
+    path: str
+
+
+# --- at the manager of a directory (the parent's manager) ----------------------------------
+@_register
+@dataclass(slots=True, frozen=True)
+class GetEntry(Request):
+    """Look ``name`` up in virtual directory ``directory`` (dirmerge if not cached).
+    Reply: (is_dir, home, lookup_path) with lookup_path 3 (VD cached) or 4 (dirmerge)."""
+
+    directory: str
+    name: str
+
+
+@_register
+@dataclass(slots=True, frozen=True)
+class AddEntry(Request):
+    directory: str
+    name: str
+    is_dir: bool
+    home: int
+
+
+@_register
+@dataclass(slots=True, frozen=True)
+class DelEntry(Request):
+    directory: str
+    name: str
+
+
+# --- at a node that may hold a directory (dirmerge, rmdir) ----------------------------------
+@_register
+@dataclass(slots=True, frozen=True)
+class ReadDir(Request):
+    """Dirmerge: this node's local entries of ``path``. Reply: [(name, is_dir)]."""
+
+    path: str
+
+
+@_register
+@dataclass(slots=True, frozen=True)
+class RmLocal(Request):
+    path: str
+
+
+@_register
+@dataclass(slots=True, frozen=True)
+class SummaryPush(Request):
+    """A node's whole directory-tree summary (start, join, regeneration)."""
+
+    node: int
+    summary: bytes
+
+
+# --- at the home of a file ---------------------------------------------------------------
+@_register
+@dataclass(slots=True, frozen=True)
+class Create(Request):
+    path: str
+
+
+@_register
+@dataclass(slots=True, frozen=True)
+class Mkdir(Request):
+    path: str
+
+
+@_register
+@dataclass(slots=True, frozen=True)
+class Unlink(Request):
+    path: str
+
+
+@_register
+@dataclass(slots=True, frozen=True)
+class Open(Request):
+    path: str
+
+
+@_register
+@dataclass(slots=True, frozen=True)
+class Close(Request):
+    path: str
+
+
+@_register
+@dataclass(slots=True, frozen=True)
+class Stat(Request):
+    """Reply: (is_dir, size)."""
+
+    path: str
+
+
+@_register
+@dataclass(slots=True, frozen=True)
+class Read(Request):
+    path: str
+    offset: int
+    size: int
+
+
+@_register
+@dataclass(slots=True, frozen=True)
+class Write(Request):
+    path: str
+    offset: int
+    data: bytes
+
+
+REQUEST_TYPES: dict[str, type[Request]] = dict(_REGISTRY)
+
+# Field types per request kind, so that decode_request can reject a message
+# whose fields have the wrong types before any handler sees it.
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {}
+for _cls in REQUEST_TYPES.values():
+    _FIELD_TYPES[_cls.kind] = tuple(
+        {"str": str, "int": int, "bool": bool, "bytes": bytes, "str | None": (str, type(None))}.get(
+            str(f.type), object
+        )
+        for f in fields(_cls)
+    )
+
+
+# --- codec ------------------------------------------------------------------------------
+def encode_request(req: Request) -> list[Any]:
+    """A request as a msgpack-ready list: [kind, field values...]."""
+    return [req.kind, *astuple(req)]
+
+
+def decode_request(obj: Any) -> Request:
+    """Inverse of encode_request; rejects unknown kinds and wrong field types."""
+    if not isinstance(obj, (list, tuple)) or not obj or not isinstance(obj[0], str):
+        raise ProtocolError("a request must be a list [kind, fields...]")
+    cls = REQUEST_TYPES.get(obj[0])
+    if cls is None:
+        raise ProtocolError(f"unknown request type {obj[0]!r}")
+    want = _FIELD_TYPES[obj[0]]
+    args = obj[1:]
+    if len(args) != len(want):
+        raise ProtocolError(f"{obj[0]} takes {len(want)} fields, got {len(args)}")
+    for a, t in zip(args, want):
+        if isinstance(t, tuple):
+            ok = isinstance(a, t)
+        else:
+            ok = t is object or (isinstance(a, t) and not (t is int and isinstance(a, bool)))
+        if not ok:
+            raise ProtocolError(f"{obj[0]}: field of type {type(a).__name__} where {t} expected")
+    return cls(*args)
+
+
+def encode_error(exc: BaseException) -> list[Any]:
+    """An exception as [errno, message, filename, node]; non-OS errors become EIO."""
+    if isinstance(exc, PeerUnavailable):
+        return [exc.errno, exc.reason, None, exc.node]
+    if isinstance(exc, OSError) and exc.errno:
+        return [exc.errno, exc.strerror or os.strerror(exc.errno), exc.filename, None]
+    return [_errno.EIO, f"{type(exc).__name__}: {exc}", None, None]
+
+
+def decode_error(obj: Any) -> OSError:
+    """Rebuild the exception: OSError(errno, ...) picks the right subclass
+    (FileNotFoundError, FileExistsError, NotADirectoryError ...)."""
+    if not isinstance(obj, (list, tuple)) or len(obj) != 4 or not isinstance(obj[0], int):
+        raise ProtocolError("an error must be [errno, message, filename, node]")
+    code, msg, filename, node = obj
+    if node is not None:
+        return PeerUnavailable(int(node), str(msg))
+    if filename is None:
+        return OSError(code, str(msg))
+    return OSError(code, str(msg), filename)
+
+
+def pack(obj: Any) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def unpack(data: bytes, max_size: int = 64 << 20) -> Any:
+    if len(data) > max_size:
+        raise ProtocolError(f"message of {len(data)} bytes exceeds the {max_size}-byte limit")
+    try:
+        return msgpack.unpackb(data, raw=False, strict_map_key=True, max_bin_len=max_size)
+    except Exception as exc:  # msgpack raises several unrelated types
+        raise ProtocolError(f"garbled message: {exc}") from None
+
+
+HEADER_BYTES = 16  # envelope: type, request id, source
+
+
+def wire_size(payload: Any) -> int:
+    """Bytes on the wire for a request or reply payload: the encoded size plus the envelope."""
+    if isinstance(payload, Request):
+        payload = encode_request(payload)
+    elif isinstance(payload, BaseException):
+        payload = encode_error(payload)
+    return HEADER_BYTES + len(pack(payload))
+
+
+def fs_error(code: int, path: str, detail: str | None = None) -> OSError:
+    """The OSError subclass for ``code`` on ``path`` (one place builds them)."""
+    return OSError(code, detail or os.strerror(code), path)

@@ -1,0 +1,93 @@
+"""Path names of the federated namespace: normalisation and validation in one place.
+
+Every pathname that enters protocol code passes through :func:`normalize`, so the
+rest of the protocol can assume canonical absolute paths ("/", "/a", "/a/b").
+Managers are found by hashing pathnames, so two spellings of one name
+("/a//b/", "/a/b") must map to one string or they would land on different
+managers.  Components "." and ".." are rejected rather than resolved: a
+federation node must never be talked into walking out of a directory, and
+FedFS names carry no notion of a current directory.
+"""
+
+from __future__ import annotations
+
+import errno
+
+ROOT = "/"
+MAX_PATH = 4096
+MAX_NAME = 255
+
+
+class InvalidPath(OSError):
+    """A pathname that the federation refuses (EINVAL), with the reason."""
+
+    def __init__(self, path: object, reason: str) -> None:
+        super().__init__(errno.EINVAL, f"invalid path {path!r}: {reason}")
+        self.path = path
+        self.reason = reason
+
+    def __reduce__(self):  # keep the (path, reason) signature through pickling
+        return (InvalidPath, (self.path, self.reason))
+
+
+def normalize(path: object) -> str:
+    """Return the canonical form of an absolute federated pathname.
+
+    Accepts "/a/b", "/a/b/" and "/a//b" (all -> "/a/b").  Rejects, with an
+    :class:`InvalidPath` naming the problem: non-strings, relative paths,
+    NUL bytes, "." and ".." components, over-long names.
+    """
+    if not isinstance(path, str):
+        raise InvalidPath(path, f"a path must be a str, not {type(path).__name__}")
+    if not path.startswith("/"):
+        raise InvalidPath(path, "must be absolute (start with '/')")
+    if "\x00" in path:
+        raise InvalidPath(path, "contains a NUL byte")
+    if len(path) > MAX_PATH:
+        raise InvalidPath(path, f"longer than {MAX_PATH} characters")
+    parts = [p for p in path.split("/") if p]
+    for p in parts:
+        if p in (".", ".."):
+            raise InvalidPath(path, f"component {p!r} is not allowed (no relative components)")
+        if len(p) > MAX_NAME:
+            raise InvalidPath(path, f"component longer than {MAX_NAME} characters")
+    return "/" + "/".join(parts)
+
+
+def validate_name(name: object) -> str:
+    """Check a single directory-entry name (no '/', not '.'/'..', no NUL)."""
+    if not isinstance(name, str) or not name:
+        raise InvalidPath(name, "an entry name must be a non-empty str")
+    if "/" in name or "\x00" in name or name in (".", ".."):
+        raise InvalidPath(name, "an entry name may not contain '/' or NUL, nor be '.' or '..'")
+    if len(name) > MAX_NAME:
+        raise InvalidPath(name, f"longer than {MAX_NAME} characters")
+    return name
+
+
+def split(path: str) -> tuple[str, str]:
+    """Split a canonical path into (parent, name); the root has no parent."""
+    if path == ROOT:
+        raise InvalidPath(path, "the root has no parent")
+    i = path.rfind("/")
+    return (path[:i] or ROOT, path[i + 1 :])
+
+
+def parent(path: str) -> str:
+    return split(path)[0]
+
+
+def join(directory: str, name: str) -> str:
+    return directory + name if directory == ROOT else f"{directory}/{name}"
+
+
+def ancestors(path: str) -> list[str]:
+    """Proper ancestors of a canonical path, root first: "/a/b/c" -> ["/", "/a", "/a/b"]."""
+    if path == ROOT:
+        return []
+    out = [ROOT]
+    i = path.find("/", 1)
+    while i != -1:
+        out.append(path[:i])
+        i = path.find("/", i + 1)
+    return out

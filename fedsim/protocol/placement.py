@@ -1,0 +1,82 @@
+"""Pathname -> manager: the hash schemes that tell every node, with no
+communication, which node manages a name (FedFS 2.1).
+
+Two schemes, chosen by configuration (``hashing``):
+
+* ``mod_n`` -- the papers' scheme: mmh3(path) mod number of nodes.  Cheap and
+  perfectly balanced in expectation, but a join or leave moves almost every
+  name to a new manager.
+* ``ring`` -- a consistent-hash ring with virtual nodes: a join or leave moves
+  only about 1/N of the names, at the price of a binary search per lookup.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+
+import mmh3
+
+
+def path_hash(path: str) -> int:
+    """The one hash of a pathname used for manager placement (unsigned 32-bit mmh3)."""
+    return mmh3.hash(path, 0, signed=False)
+
+
+class ModN:
+    """Manager = members[mmh3(path) mod N] (FedFS 3.3: "we incorporate the
+    number of nodes in the hash function")."""
+
+    name = "mod_n"
+
+    def __init__(self, members: Sequence[int]) -> None:
+        if not members:
+            raise ValueError("a federation needs at least one member")
+        self.members = tuple(sorted(members))
+
+    def manager_of(self, path: str) -> int:
+        return self.members[path_hash(path) % len(self.members)]
+
+    def with_members(self, members: Sequence[int]) -> ModN:
+        return ModN(members)
+
+
+class Ring:
+    """Consistent hashing: each member owns ``vnodes`` points on a 2^32 ring;
+    a name belongs to the first point clockwise from its hash."""
+
+    name = "ring"
+
+    def __init__(self, members: Sequence[int], vnodes: int = 64) -> None:
+        if not members:
+            raise ValueError("a federation needs at least one member")
+        if vnodes <= 0:
+            raise ValueError(f"vnodes must be positive, got {vnodes}")
+        self.members = tuple(sorted(members))
+        self.vnodes = vnodes
+        points = sorted(
+            (mmh3.hash(f"node-{m}-vnode-{v}", 0x5EED, signed=False), m)
+            for m in self.members
+            for v in range(vnodes)
+        )
+        self._keys = [p for p, _ in points]
+        self._owners = [m for _, m in points]
+
+    def manager_of(self, path: str) -> int:
+        i = bisect.bisect_right(self._keys, path_hash(path))
+        return self._owners[i % len(self._owners)]
+
+    def with_members(self, members: Sequence[int]) -> Ring:
+        return Ring(members, self.vnodes)
+
+
+HASHINGS = {"mod_n": ModN, "ring": Ring}
+
+
+def make_hashing(name: str, members: Sequence[int], vnodes: int = 64) -> ModN | Ring:
+    """Build the hashing scheme a config names (``mod_n`` or ``ring``)."""
+    if name == "mod_n":
+        return ModN(members)
+    if name == "ring":
+        return Ring(members, vnodes)
+    raise ValueError(f"unknown hashing {name!r}; allowed: {', '.join(HASHINGS)}")

@@ -1,0 +1,1 @@
+"""Policies: one object each, imported unchanged by the simulator and the agent."""

@@ -1,0 +1,93 @@
+"""The two soft-state caches of a FedFS node: the directory table and the
+virtual-directory cache.
+
+Both are bounded LRU maps.  Everything in them can be rebuilt: a DT miss falls
+back to the file's manager, a VD miss to a dirmerge.  That is what keeps the
+federation's metadata soft state (FedFS autonomy): nothing of it is written
+into the local file systems.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class LRU(Generic[K, V]):
+    """A bounded map that evicts the least recently used entry and counts hits."""
+
+    __slots__ = ("capacity", "_d", "hits", "misses", "evictions")
+
+    def __init__(self, capacity: int) -> None:
+        if capacity <= 0:
+            raise ValueError(f"an LRU cache needs a positive capacity, got {capacity}")
+        self.capacity = capacity
+        self._d: OrderedDict[K, V] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+        self.evictions = 0
+
+    def get(self, key: K) -> V | None:
+        """Look up and count a hit or a miss (use ``peek`` to look without counting)."""
+        v = self._d.get(key)
+        if v is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self._d.move_to_end(key)
+        return v
+
+    def peek(self, key: K) -> V | None:
+        return self._d.get(key)
+
+    def put(self, key: K, value: V) -> None:
+        d = self._d
+        d[key] = value
+        d.move_to_end(key)
+        if len(d) > self.capacity:
+            d.popitem(last=False)
+            self.evictions += 1
+
+    def pop(self, key: K) -> V | None:
+        return self._d.pop(key, None)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._d
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def keys(self) -> list[K]:
+        return list(self._d)
+
+
+@dataclass(slots=True, frozen=True)
+class DTEntry:
+    """A directory-table entry: where a pathname lives.  ``home`` is None for
+    a directory (a virtual directory lives everywhere its holders are)."""
+
+    is_dir: bool
+    home: int | None
+
+
+DIR_ENTRY = DTEntry(True, None)
+
+
+@dataclass(slots=True)
+class VirtualDirectory:
+    """The union of the local directories with one pathname (FedFS 2.1).
+
+    ``entries``: name -> DTEntry (files carry their home).  ``holders``: the
+    nodes whose local file system has this directory, so rmdir knows where to
+    remove it.  ``collisions``: names present as files on more than one node
+    (or as a file and a directory), which FedFS left unhandled: the name
+    resolves to one copy chosen deterministically, the others are listed here.
+    """
+
+    entries: dict[str, DTEntry] = field(default_factory=dict)
+    holders: set[int] = field(default_factory=set)
+    collisions: dict[str, list[int]] = field(default_factory=dict)
