@@ -14,7 +14,7 @@ from collections.abc import Generator, Iterable, Sequence
 from typing import Any
 
 from fedsim.memfs import MemFS
-from fedsim.protocol.effects import Call, Compute, Local, Multicast, Send, Spawn
+from fedsim.protocol.effects import Call, Compute, Local, Multicast, Send, Spawn, run_sync
 from fedsim.protocol.messages import PeerUnavailable, Request
 from fedsim.protocol.node import FedNode, ProtocolConfig
 from fedsim.protocol.placement import make_hashing
@@ -55,18 +55,7 @@ class DirectCluster:
     # -- driving ------------------------------------------------------------------------
     def run(self, node_id: int, gen: Generator[Any, Any, Any]) -> Any:
         """Drive one protocol generator on ``node_id`` to completion."""
-        value: Any = None
-        exc: BaseException | None = None
-        while True:
-            try:
-                eff = gen.throw(exc) if exc is not None else gen.send(value)
-            except StopIteration as stop:
-                return stop.value
-            value, exc = None, None
-            try:
-                value = self._perform(node_id, eff)
-            except Exception as e:  # delivered into the generator
-                exc = e
+        return run_sync(gen, lambda eff: self._perform(node_id, eff))
 
     def _deliver(self, src: int, dst: int, req: Request) -> Any:
         self.trace.append((src, dst, req.kind))

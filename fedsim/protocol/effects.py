@@ -12,7 +12,7 @@ Keep this set small: every new effect must be given a meaning in every runtime.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,3 +94,25 @@ LOCAL_OPS: dict[str, str] = {
     "close": "() -> None",
     "list_dirs": "() -> list[str]: every directory under the path (inclusive), for summaries",
 }
+
+
+def run_sync(gen: Generator[Any, Any, Any], perform: Callable[[Any], Any]) -> Any:
+    """Drive a protocol generator to completion, synchronously.
+
+    ``perform(effect)`` returns the effect's result or raises; a raised
+    exception is thrown into the generator at its ``yield`` (that is how
+    protocol code sees PeerUnavailable and OSError).  This is the whole of the
+    in-memory runtime's scheduler and is also used to run start-up work
+    (summaries) outside simulated time."""
+    value: Any = None
+    exc: BaseException | None = None
+    while True:
+        try:
+            eff = gen.throw(exc) if exc is not None else gen.send(value)
+        except StopIteration as stop:
+            return stop.value
+        value, exc = None, None
+        try:
+            value = perform(eff)
+        except Exception as e:  # delivered into the generator
+            exc = e

@@ -60,8 +60,8 @@ from fedsim.protocol.messages import (
     Read,
     ReadDir,
     Request,
-    RmLocal,
     Rmdir,
+    RmLocal,
     Stat,
     SummaryAdd,
     SummaryPush,
@@ -131,6 +131,7 @@ class FedNode:
         self.dt: LRU[str, DTEntry] = LRU(self.config.dt_entries)
         self.vds: LRU[str, VirtualDirectory] = LRU(self.config.vd_entries)
         self.summaries: dict[int, BloomSummary] = {}
+        self._shared: set[int] = set()  # summaries shared with other nodes (copy on write)
         self.stats = NodeStats()
         self.opens: Counter[str] = Counter()  # open count per local file (the home's DT note)
         self.fds: dict[int, tuple[str, int]] = {}
@@ -216,11 +217,20 @@ class FedNode:
             yield Multicast(others, SummaryPush(self.id, data))
         return data
 
-    def install_summary(self, node: int, data: bytes) -> None:
+    def install_summary(self, node: int, data: bytes | BloomSummary) -> None:
         """Adopt ``node``'s summary.  A summary from a node this one had none
         for (a join) invalidates the cached VDs it may contribute to, so the
-        next access re-merges them with the newcomer."""
-        summary = BloomSummary.from_bytes(data)
+        next access re-merges them with the newcomer.
+
+        A ``BloomSummary`` object (rather than bytes) is shared, not copied:
+        a runtime that preloads one summary into a thousand nodes pays for one
+        array; the first SummaryAdd to this node's copy copies it."""
+        if isinstance(data, BloomSummary):
+            summary = data
+            self._shared.add(node)
+        else:
+            summary = BloomSummary.from_bytes(data)
+            self._shared.discard(node)
         known = node in self.summaries
         self.summaries[node] = summary
         if not known:
@@ -233,15 +243,22 @@ class FedNode:
 
     def _summary_add(self, path: str, new_dir: bool) -> Gen:
         """This node now holds local directory ``path``: tell its manager."""
-        own = self.summaries.get(self.id)
-        if own is not None:
-            own.add(path)
+        if self.manager_of(path) != self.id:  # else on_summary_add updates it
+            own = self.summaries.get(self.id)
+            if own is not None:
+                if self.id in self._shared:
+                    own = self.summaries[self.id] = own.copy()
+                    self._shared.discard(self.id)
+                own.add(path)
         yield from self.notify(self.manager_of(path), SummaryAdd(path, self.id, new_dir))
 
     def on_summary_add(self, src: int, req: SummaryAdd) -> None:
         summary = self.summaries.get(req.node)
         if summary is None:
             summary = self.summaries[req.node] = self.new_summary()
+        elif req.node in self._shared:
+            summary = self.summaries[req.node] = summary.copy()
+            self._shared.discard(req.node)
         summary.add(req.path)
         vd = self.vds.peek(req.path)
         if vd is not None:

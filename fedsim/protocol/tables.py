@@ -20,7 +20,7 @@ V = TypeVar("V")
 class LRU(Generic[K, V]):
     """A bounded map that evicts the least recently used entry and counts hits."""
 
-    __slots__ = ("capacity", "_d", "hits", "misses", "evictions")
+    __slots__ = ("_d", "capacity", "evictions", "hits", "misses")
 
     def __init__(self, capacity: int) -> None:
         if capacity <= 0:

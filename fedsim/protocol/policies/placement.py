@@ -28,7 +28,7 @@ class WithManager:
 
     name = "with_manager"
 
-    def choose_home(self, path, is_dir, requester, manager, members):  # noqa: D102
+    def choose_home(self, path, is_dir, requester, manager, members):
         return manager
 
 
@@ -41,7 +41,7 @@ class RoundRobin:
     def __init__(self, start: int = 0) -> None:
         self._next = start
 
-    def choose_home(self, path, is_dir, requester, manager, members):  # noqa: D102
+    def choose_home(self, path, is_dir, requester, manager, members):
         node = members[self._next % len(members)]
         self._next += 1
         return node
@@ -55,7 +55,7 @@ class RandomPlacement:
     def __init__(self, seed: int = 0) -> None:
         self._rng = random.Random(seed)
 
-    def choose_home(self, path, is_dir, requester, manager, members):  # noqa: D102
+    def choose_home(self, path, is_dir, requester, manager, members):
         return members[self._rng.randrange(len(members))]
 
 
@@ -64,7 +64,7 @@ class WithRequester:
 
     name = "with_requester"
 
-    def choose_home(self, path, is_dir, requester, manager, members):  # noqa: D102
+    def choose_home(self, path, is_dir, requester, manager, members):
         return requester
 
 
@@ -78,7 +78,7 @@ class Pinned:
         self.homes = dict(homes)
         self.fallback = fallback or WithManager()
 
-    def choose_home(self, path, is_dir, requester, manager, members):  # noqa: D102
+    def choose_home(self, path, is_dir, requester, manager, members):
         home = self.homes.get(path)
         if home is None:
             return self.fallback.choose_home(path, is_dir, requester, manager, members)

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The project's two commands on a fresh Debian machine (run as root or with sudo):
+#   ./dev.sh demo    -- set up, then run the main job (simulate a federation, write a figure)
+#   ./dev.sh test    -- set up, then run every test (what CI runs)
+# Set-up is idempotent: system packages via apt-get, Python packages into .venv.
+set -euo pipefail
+cd "$(dirname "$0")"
+VENV=.venv
+
+need_apt=()
+command -v python3 >/dev/null || need_apt+=(python3)
+python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+if ((${#need_apt[@]})); then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
+fi
+python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
+  echo "fedfs needs Python 3.11 or newer; found $(python3 --version)" >&2; exit 1; }
+
+stamp="$VENV/.installed-$(sha1sum pyproject.toml | cut -c1-12)"
+if [ ! -f "$stamp" ]; then
+  [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  "$VENV/bin/python" -m pip install -q -e ".[test]"
+  touch "$stamp"
+fi
+
+cmd=${1:-help}; shift || true
+case "$cmd" in
+  demo) exec "$VENV/bin/fedsim" demo "$@" ;;
+  test) exec "$VENV/bin/python" -m pytest -q -n 2 "$@" ;;
+  setup) ;;
+  *) echo "usage: ./dev.sh demo|test|setup" >&2; exit 2 ;;
+esac

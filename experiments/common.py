@@ -1,0 +1,167 @@
+"""Shared plumbing of the studies: config -> simulated cluster -> metrics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fedsim.config import Config
+from fedsim.network import LogGP, preset
+from fedsim.protocol.node import ProtocolConfig
+from fedsim.runtime import CpuCosts, SimCluster
+from fedsim.storage import EXT2_PAPER, StorageParams
+from fedsim.workloads.sfs97 import Recorder, Sfs97, make_fileset, place
+
+
+def network_of(cfg: Config) -> LogGP:
+    n = cfg.network
+    base = preset(n.preset)
+    return LogGP(
+        L=base.L if n.L_us is None else n.L_us,
+        o=base.o if n.o_us is None else n.o_us,
+        g=base.g if n.g_us is None else n.g_us,
+        G=base.G if n.G_us_per_byte is None else n.G_us_per_byte,
+        name=base.name,
+    )
+
+
+def build_cluster(cfg: Config, **overrides: Any) -> SimCluster:
+    """A SimCluster as the config describes it; keyword overrides win."""
+    cl = cfg.cluster
+    costs = dict(EXT2_PAPER)
+    costs.update(cfg.storage.costs_us)
+    kw: dict[str, Any] = dict(
+        network=network_of(cfg),
+        storage=StorageParams(
+            costs_us=costs,
+            block_size=cfg.storage.block_size,
+            cache_blocks=int(cfg.storage.cache_mb * 2**20 // cfg.storage.block_size),
+        ),
+        protocol=ProtocolConfig(
+            dt_entries=cl.dt_entries,
+            vd_entries=cl.vd_entries,
+            summary_bits=cfg.summary.bits,
+            summary_hashes=cfg.summary.hashes,
+            summary_layout=cfg.summary.layout,
+            async_dir_updates=cl.async_dir_updates,
+        ),
+        hashing=cl.hashing,
+        vnodes=cl.vnodes,
+        placement=cl.placement,
+        workers=cl.workers,
+        cpu=CpuCosts(hash_us=cfg.cpu.hash_us, cores=cl.cores),
+        seed=cfg.seed,
+        rpc_timeout_us=cl.rpc_timeout_ms * 1000.0,
+    )
+    n = overrides.pop("n_nodes", cl.nodes)
+    kw.update(overrides)
+    return SimCluster(n, **kw)
+
+
+def counters(c: SimCluster) -> dict[str, Any]:
+    """Cumulative counters of a cluster, to difference around a measured phase."""
+    paths = [0] * 5
+    for node in c.nodes:
+        for i in range(5):
+            paths[i] += node.stats.lookup_paths[i]
+    return {
+        "paths": paths,
+        "dirmerges": sum(n.stats.dirmerges for n in c.nodes),
+        "merge_contacted": [x for n in c.nodes for x in n.stats.dirmerge_contacted],
+        "merge_holders": [x for n in c.nodes for x in n.stats.dirmerge_holders],
+        "merged_dirs": sum((n.stats.merges_by_dir for n in c.nodes), start=__import__("collections").Counter()),
+        "dt": (sum(n.dt.hits for n in c.nodes), sum(n.dt.misses for n in c.nodes)),
+        "vd": (sum(n.vds.hits for n in c.nodes), sum(n.vds.misses for n in c.nodes)),
+        "load": [n.stats.requests_served + c.client_ops[n.id] for n in c.nodes],
+        "messages": c.messages,
+        "stale": sum(n.stats.stale_retries for n in c.nodes),
+    }
+
+
+def _rate(hits: int, misses: int) -> float:
+    return hits / (hits + misses) if hits + misses else float("nan")
+
+
+@dataclass
+class RunOutcome:
+    metrics: dict[str, float]
+    recorder: Recorder
+    cluster: SimCluster
+
+
+def metrics_between(before: dict[str, Any], after: dict[str, Any], rec: Recorder, sim_us: float) -> dict[str, float]:
+    m: dict[str, float] = {}
+    all_lat = [x for v in rec.latency.values() for x in v]
+    all_msgs = [x for v in rec.messages.values() for x in v]
+    m["ops_done"] = rec.done
+    m["errors"] = sum(rec.errors.values())
+    m["sim_seconds"] = sim_us / 1e6
+    m["throughput_ops_s"] = rec.done / (sim_us / 1e6) if sim_us > 0 else 0.0
+    m["latency_mean_us"] = float(np.mean(all_lat)) if all_lat else float("nan")
+    m["messages_per_op"] = float(np.mean(all_msgs)) if all_msgs else float("nan")
+    m["max_nodes_per_op"] = max((max(v) for v in rec.nodes.values() if v), default=0)
+    for op in sorted(rec.latency):
+        lat = np.asarray(rec.latency[op])
+        m[f"latency_mean_us.{op}"] = float(lat.mean())
+        for q in (50, 95, 99):
+            m[f"latency_p{q}_us.{op}"] = float(np.percentile(lat, q))
+        m[f"messages_per_op.{op}"] = float(np.mean(rec.messages[op]))
+        m[f"count.{op}"] = len(lat)
+    paths = [a - b for a, b in zip(after["paths"], before["paths"])]
+    total = sum(paths[1:])
+    m["lookups"] = total
+    for i in range(1, 5):
+        m[f"lookup_path_{i}"] = paths[i]
+        m[f"lookup_path_share_{i}"] = paths[i] / total if total else float("nan")
+    m["stale_retries"] = after["stale"] - before["stale"]
+    contacted = after["merge_contacted"][len(before["merge_contacted"]) :]
+    holders = after["merge_holders"][len(before["merge_holders"]) :]
+    m["dirmerges"] = after["dirmerges"] - before["dirmerges"]
+    m["dirmerge_contacted_mean"] = float(np.mean(contacted)) if contacted else 0.0
+    m["dirmerge_contacted_max"] = max(contacted, default=0)
+    m["dirmerge_holders_mean"] = float(np.mean(holders)) if holders else 0.0
+    merged = after["merged_dirs"] - before["merged_dirs"]
+    m["dirs_merged"] = len(merged)
+    m["max_merges_per_dir"] = max(merged.values(), default=0)
+    m["dt_hit_rate"] = _rate(after["dt"][0] - before["dt"][0], after["dt"][1] - before["dt"][1])
+    m["vd_hit_rate"] = _rate(after["vd"][0] - before["vd"][0], after["vd"][1] - before["vd"][1])
+    load = np.asarray(after["load"], float) - np.asarray(before["load"], float)
+    m["load_max_over_mean"] = float(load.max() / load.mean()) if load.mean() > 0 else float("nan")
+    m["load_cv"] = float(load.std() / load.mean()) if load.mean() > 0 else float("nan")
+    m["messages_total"] = after["messages"] - before["messages"]
+    return m
+
+
+def run_workload(cfg: Config, **overrides: Any) -> RunOutcome:
+    """Build the cluster, lay out the SFS97 file set, run warm-up then the
+    measured operations; return the measured metrics."""
+    rng = np.random.default_rng(cfg.seed)
+    c = build_cluster(cfg, **overrides)
+    w = cfg.workload
+    fs = make_fileset(w.files, w.dirs, rng)
+    place(c, fs, cfg.cluster.placement, rng)
+    if cfg.cluster.bootstrap == "preload":
+        c.preload_summaries()
+    else:
+        c.env.run(until=c.exchange_summaries())
+    drv = Sfs97(c, fs, mix=dict(w.mix), rng=rng, io_size=w.io_size, locality=w.locality, hot_files=w.hot_files,
+                 frontend_us=w.frontend_us)
+
+    def phase(n_ops: int) -> None:
+        if w.arrivals == "open":
+            body = drv.open_loop(w.rate, n_ops)
+        else:
+            body = drv.closed_loop(w.clients, n_ops, w.think_ms * 1000.0)
+        c.env.run(until=c.env.process(body))
+
+    if w.warmup_ops:
+        drv.measuring = False
+        phase(w.warmup_ops)
+        drv.measuring = True
+    before = counters(c)
+    t0 = c.env.now
+    phase(w.ops)
+    after = counters(c)
+    return RunOutcome(metrics_between(before, after, drv.rec, c.env.now - t0), drv.rec, c)

@@ -1,0 +1,1 @@
+"""fedsim: simulation framework for federated cluster file systems."""

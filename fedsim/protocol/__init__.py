@@ -1,0 +1,1 @@
+"""Protocol-level data structures and algorithms used by FedFS nodes."""

@@ -1,0 +1,1 @@
+"""Workloads that drive a simulated federation."""

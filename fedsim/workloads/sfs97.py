@@ -1,0 +1,218 @@
+"""The SPEC SFS97 (LADDIS) operation mix of FedFS Table 1 over a synthetic file set.
+
+File set: shaped like FedFS 4.1's (about 19,500 files in 650 directories,
+495 MB): directories in a two-level tree, file sizes from the SFS97 size
+distribution (mostly small files, a tail to 1 MB; mean about 26 KB).  The
+files already exist on the nodes' local file systems when the federation
+starts, placed as the configured placement policy would have placed them, so
+the run starts the way FedFS does: over existing data with cold tables.
+
+Operations (Table 1: lookup 46 %, read 34 %, write 17 %, create 2 %,
+remove 1 %) are NFS-like: lookup = stat, read/write = one ``io_size`` block
+at a random offset through a descriptor each node keeps open per file.
+Arrivals are open-loop Poisson at an offered load, or closed-loop clients.
+"""
+
+from __future__ import annotations
+
+import errno
+from collections import defaultdict
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fedsim.protocol.names import join
+from fedsim.runtime import OpTrace, SimCluster
+
+# SFS97 file size distribution (KB, percent of files).
+SFS_SIZES_KB = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256, 1024])
+SFS_SIZE_PCT = np.array([33, 21, 13, 10, 8, 5, 4, 3, 2, 1], dtype=float)
+
+
+@dataclass(slots=True)
+class FileSet:
+    dirs: list[str]
+    files: list[str]
+    sizes: dict[str, int]
+
+
+def make_fileset(n_files: int, n_dirs: int, rng: np.random.Generator) -> FileSet:
+    """``n_dirs`` directories (about sqrt(n) top-level ones, the rest below
+    them) and ``n_files`` files spread over them."""
+    top = max(1, int(round(n_dirs**0.5)))
+    dirs = [f"/d{i:03d}" for i in range(min(top, n_dirs))]
+    for j in range(n_dirs - len(dirs)):
+        dirs.append(f"{dirs[j % top]}/s{j:04d}")
+    which = rng.integers(0, len(dirs), size=n_files)
+    kb = rng.choice(SFS_SIZES_KB, size=n_files, p=SFS_SIZE_PCT / SFS_SIZE_PCT.sum())
+    files = [join(dirs[d], f"f{i:05d}") for i, d in enumerate(which)]
+    sizes = {f: int(k) * 1024 for f, k in zip(files, kb)}
+    return FileSet(dirs, files, sizes)
+
+
+def place(cluster: SimCluster, fs: FileSet, placement: str, rng: np.random.Generator) -> None:
+    """Put the file set on the nodes' local trees as ``placement`` would have."""
+    n = len(cluster.nodes)
+    node0 = cluster.nodes[0]
+    per_node_files: dict[int, list[tuple[str, int]]] = defaultdict(list)
+    per_node_dirs: dict[int, list[str]] = defaultdict(list)
+
+    def home(i: int, path: str) -> int:
+        if placement == "with_manager":
+            return node0.manager_of(path)
+        if placement == "round_robin":
+            return i % n
+        return int(rng.integers(0, n))
+
+    for i, d in enumerate(fs.dirs):
+        per_node_dirs[home(i, d)].append(d)
+    for i, f in enumerate(fs.files):
+        per_node_files[home(i, f)].append((f, fs.sizes[f]))
+    for node in range(n):
+        cluster.populate(node, per_node_files.get(node, []), per_node_dirs.get(node, []))
+
+
+@dataclass
+class Recorder:
+    """Latencies and per-operation message counts of the measured operations."""
+
+    latency: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    messages: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    nodes: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    started: int = 0
+    done: int = 0
+
+
+class Sfs97:
+    """Drives a SimCluster with the SFS97 mix; call ``run()``."""
+
+    def __init__(
+        self,
+        cluster: SimCluster,
+        fileset: FileSet,
+        *,
+        mix: dict[str, float],
+        rng: np.random.Generator,
+        io_size: int = 8192,
+        locality: float = 0.0,
+        hot_files: int = 64,
+        frontend_us: float = 0.0,
+    ) -> None:
+        self.frontend_us = frontend_us
+        self.c = cluster
+        self.fs = fileset
+        self.rng = rng
+        self.io_size = io_size
+        self.locality = locality
+        names = sorted(mix)
+        w = np.array([mix[k] for k in names], dtype=float)
+        self.op_names = names
+        self.op_p = w / w.sum()
+        self.files = list(fileset.files)
+        self.sizes = dict(fileset.sizes)
+        n = len(cluster.nodes)
+        k = min(hot_files, len(self.files))
+        self.hot = [list(rng.choice(len(self.files), size=k, replace=False)) for _ in range(n)]
+        self.fds: list[dict[str, int]] = [{} for _ in range(n)]
+        self.created = 0
+        self.rec = Recorder()
+        self.measuring = True
+
+    def _pick(self, node: int) -> str:
+        if self.locality and self.rng.random() < self.locality:
+            i = self.hot[node][int(self.rng.integers(0, len(self.hot[node])))]
+            if i < len(self.files):
+                return self.files[i]
+        return self.files[int(self.rng.integers(0, len(self.files)))]
+
+    def _fd(self, node: int, path: str, trace: OpTrace) -> Generator[Any, Any, int]:
+        fd = self.fds[node].get(path)
+        if fd is None:
+            fd = yield self.c.op(node, "open", path, trace=trace)
+            self.fds[node][path] = fd
+        return fd
+
+    def one(self, node: int) -> Generator[Any, Any, None]:
+        """One operation from a client attached to ``node`` (a SimPy process body)."""
+        c, env = self.c, self.c.env
+        op = self.op_names[int(self.rng.choice(len(self.op_names), p=self.op_p))]
+        trace = OpTrace()
+        t0 = env.now
+        self.rec.started += 1
+        path = ""
+        if self.frontend_us:
+            with c.cpu[node].request() as slot:
+                yield slot
+                yield env.timeout(self.frontend_us)
+        try:
+            if op == "lookup":
+                yield c.op(node, "stat", self._pick(node), trace=trace)
+            elif op in ("read", "write"):
+                path = self._pick(node)
+                fd = yield from self._fd(node, path, trace)
+                size = self.sizes.get(path, 0)
+                blocks = max(1, -(-size // self.io_size))
+                off = int(self.rng.integers(0, blocks)) * self.io_size
+                if op == "read":
+                    yield c.op(node, "read", fd, off, self.io_size, trace=trace)
+                else:
+                    yield c.op(node, "write", fd, off, bytes(self.io_size), trace=trace)
+                    self.sizes[path] = max(size, off + self.io_size)
+            elif op == "create":
+                d = self.fs.dirs[int(self.rng.integers(0, len(self.fs.dirs)))]
+                path = join(d, f"n{node:04d}_{self.created:06d}")
+                self.created += 1
+                yield c.op(node, "create", path, trace=trace)
+                self.files.append(path)
+                self.sizes[path] = 0
+            elif op == "remove":
+                if len(self.files) <= 1:
+                    return
+                i = int(self.rng.integers(0, len(self.files)))
+                path = self.files[i]
+                self.files[i] = self.files[-1]
+                self.files.pop()
+                self.sizes.pop(path, None)
+                yield c.op(node, "unlink", path, trace=trace)
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.EHOSTDOWN) and path:
+                self.fds[node].pop(path, None)
+            if self.measuring:
+                self.rec.errors[op] += 1
+            return
+        if self.measuring:
+            r = self.rec
+            r.latency[op].append(env.now - t0)
+            r.messages[op].append(trace.messages)
+            r.nodes[op].append(len(trace.nodes - {node}))
+            r.done += 1
+
+    def open_loop(self, rate_per_s: float, n_ops: int) -> Generator[Any, Any, None]:
+        env = self.c.env
+        n = len(self.c.nodes)
+        procs = []
+        mean_gap_us = 1e6 / rate_per_s
+        for _ in range(n_ops):
+            yield env.timeout(float(self.rng.exponential(mean_gap_us)))
+            procs.append(env.process(self.one(int(self.rng.integers(0, n)))))
+        for p in procs:
+            yield p
+
+    def closed_loop(self, clients: int, n_ops: int, think_us: float) -> Generator[Any, Any, None]:
+        env = self.c.env
+        n = len(self.c.nodes)
+        remaining = [n_ops]
+
+        def client(node: int) -> Generator[Any, Any, None]:
+            while remaining[0] > 0:
+                remaining[0] -= 1
+                yield from self.one(node)
+                if think_us:
+                    yield env.timeout(float(self.rng.exponential(think_us)))
+
+        procs = [env.process(client(i % n)) for i in range(clients)]
+        for p in procs:
+            yield p
