@@ -151,6 +151,9 @@ def word_errors(source: str, err: ValidationError, model: type[BaseModel], prefi
     lines = []
     for e in err.errors():
         loc = tuple(e["loc"])
+        is_key = bool(loc) and loc[-1] == "[key]"  # a mapping key (e.g. an op in workload.mix) is wrong
+        if is_key:
+            loc = loc[:-1]
         key = prefix + ".".join(str(p) for p in loc)
         if e["type"] == "extra_forbidden":
             owner = _model_at(model, loc)
@@ -165,7 +168,8 @@ def word_errors(source: str, err: ValidationError, model: type[BaseModel], prefi
         else:
             got = e.get("input")
             shown = "" if isinstance(got, dict) else f" (got {got!r})"
-            lines.append(f"{source}: {key}: {e['msg']}{shown}")
+            what = "not an allowed key: " if is_key else ""
+            lines.append(f"{source}: {key}: {what}{e['msg']}{shown}")
     return "\n".join(lines)
 
 

@@ -14,7 +14,7 @@ from collections.abc import Generator, Iterable, Sequence
 from typing import Any
 
 from fedsim.memfs import MemFS
-from fedsim.protocol.effects import Call, Compute, Local, Multicast, Send, Spawn, run_sync
+from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Send, Spawn, Wake, run_sync
 from fedsim.protocol.messages import PeerUnavailable, Request
 from fedsim.protocol.node import FedNode, ProtocolConfig
 from fedsim.protocol.placement import make_hashing
@@ -90,6 +90,10 @@ class DirectCluster:
         if t is Spawn:
             self.run(node_id, eff.gen)
             return None
+        if t is Wake:
+            return None  # nothing runs concurrently here, so nobody waits
+        if t is Await:
+            raise RuntimeError(f"Await({eff.key!r}) in a sequential runtime would wait forever")
         raise TypeError(f"not an effect: {eff!r}")
 
     # -- conveniences for tests ---------------------------------------------------------

@@ -29,7 +29,7 @@ import simpy
 
 from fedsim.memfs import MemFS
 from fedsim.network import LogGP
-from fedsim.protocol.effects import Call, Compute, Local, Multicast, Send, Spawn, run_sync
+from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Send, Spawn, Wake, run_sync
 from fedsim.protocol.messages import PeerUnavailable, Request, wire_size
 from fedsim.protocol.node import FedNode, ProtocolConfig
 from fedsim.protocol.placement import make_hashing
@@ -127,6 +127,7 @@ class SimCluster:
         self.tx_free = [0.0] * n_nodes
         self.workers = workers
         self._queues: list[dict[int, simpy.Store]] = [{} for _ in members]
+        self._waits: list[dict[Any, simpy.Event]] = [{} for _ in members]
         self.down: set[int] = set()
         self.rpc_timeout_us = rpc_timeout_us
         self.record_messages = record_messages
@@ -220,6 +221,17 @@ class SimCluster:
                         value.append(v)
                 elif t is Spawn:
                     self.env.process(self._drive(node_id, eff.gen, trace, depth))
+                elif t is Await:
+                    ev = self._waits[node_id].get(eff.key)
+                    if ev is None:
+                        ev = self._waits[node_id][eff.key] = self.env.event()
+                    value = yield ev
+                    if isinstance(value, BaseException):
+                        exc, value = value, None
+                elif t is Wake:
+                    ev = self._waits[node_id].pop(eff.key, None)
+                    if ev is not None:
+                        ev.succeed(eff.value)
                 else:
                     raise TypeError(f"not an effect: {eff!r}")
             except Exception as e:  # delivered into the protocol generator

@@ -76,7 +76,25 @@ class Spawn:
     gen: Generator[Any, Any, Any]
 
 
-EFFECTS = (Call, Send, Multicast, Local, Compute, Spawn)
+@dataclass(slots=True, frozen=True)
+class Await:
+    """Suspend until another generator on this node yields ``Wake`` with the
+    same key; the result is the value it passes.  Used to coalesce work that
+    must happen once, e.g. concurrent lookups waiting on one dirmerge."""
+
+    key: Any
+
+
+@dataclass(slots=True, frozen=True)
+class Wake:
+    """Resume every generator on this node waiting on ``key`` with ``value``
+    (an exception object is raised in the waiters).  No waiter: no effect."""
+
+    key: Any
+    value: Any = None
+
+
+EFFECTS = (Call, Send, Multicast, Local, Compute, Spawn, Await, Wake)
 
 # The local file system operations protocol code may ask for, with their
 # arguments after the path.  Every local layer (fedsim.memfs.MemFS,

@@ -43,7 +43,7 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fedsim.protocol.effects import Call, Compute, Local, Multicast, Send
+from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Send, Wake
 from fedsim.protocol.messages import (
     AddEntry,
     Close,
@@ -103,7 +103,8 @@ class NodeStats:
     stale_retries: int = 0
     dirmerges: int = 0
     dirmerge_contacted: list[int] = field(default_factory=list)  # remote nodes asked per merge
-    dirmerge_holders: list[int] = field(default_factory=list)  # nodes that really had the dir
+    dirmerge_holders: list[int] = field(default_factory=list)  # of those, the ones that had the dir
+    merge_waits: int = 0  # requests that waited on an in-flight dirmerge of the same directory
     merges_by_dir: Counter[str] = field(default_factory=Counter)
     incomplete_merges: int = 0
     requests_served: int = 0
@@ -136,7 +137,7 @@ class FedNode:
         self.opens: Counter[str] = Counter()  # open count per local file (the home's DT note)
         self.fds: dict[int, tuple[str, int]] = {}
         self._next_fd = 3
-        # directory -> [merges in flight, queued VD updates]
+        # directory -> VD updates queued while its dirmerge is in flight
         self._merging: dict[str, list[Any]] = {}
         self._handlers: dict[type[Request], Callable[[int, Any], Any]] = {
             HomeInfo: self.on_home_info,
@@ -264,7 +265,7 @@ class FedNode:
         if vd is not None:
             vd.holders.add(req.node)
         elif req.path in self._merging:
-            self._merging[req.path][1].append(("holder", req.node))
+            self._merging[req.path].append(("holder", req.node))
         elif req.new_dir:
             # The mkdir's manager found no such name anywhere: its VD is empty.
             self.vds.put(req.path, VirtualDirectory(holders={req.node}))
@@ -280,28 +281,44 @@ class FedNode:
     def dirmerge(self, directory: str) -> Gen:
         """Build a VD from the local directories of the nodes whose summary says
         they may hold it (FedFS 2.2).  Bloom filters give no false negatives, so
-        no holder is missed; false positives cost one wasted ReadDir each."""
+        no holder is missed; false positives cost one wasted ReadDir each.
+
+        One merge per directory at a time: a request that finds a merge of the
+        same directory in flight waits for its result instead of starting its
+        own, so concurrent first lookups do not multiply the fan-out."""
+        if directory in self._merging:
+            self.stats.merge_waits += 1
+            result = yield Await(("dirmerge", directory))
+            if isinstance(result, BaseException):
+                raise result
+            return result
+        pending: list[Any] = []
+        self._merging[directory] = pending
+        try:
+            vd = yield from self._merge(directory, pending)
+        except Exception as exc:
+            del self._merging[directory]
+            yield Wake(("dirmerge", directory), exc)
+            raise
+        del self._merging[directory]
+        yield Wake(("dirmerge", directory), vd)
+        return vd
+
+    def _merge(self, directory: str, pending: list[Any]) -> Gen:
         yield Compute("bloom_probe", len(self.members))
         candidates = [
             n for n in self.members if (s := self.summaries.get(n)) is None or s.may_contain(directory)
         ]
-        slot = self._merging.setdefault(directory, [0, []])
-        slot[0] += 1
-        try:
-            answers: dict[int, Any] = {}
-            if self.id in candidates:
-                try:
-                    answers[self.id] = yield Local("listdir", directory)
-                except OSError as exc:
-                    answers[self.id] = exc
-            remote = tuple(n for n in candidates if n != self.id)
-            if remote:
-                replies = yield Multicast(remote, ReadDir(directory))
-                answers.update(zip(remote, replies))
-        finally:
-            slot[0] -= 1
-            if slot[0] == 0:
-                del self._merging[directory]
+        answers: dict[int, Any] = {}
+        if self.id in candidates:
+            try:
+                answers[self.id] = yield Local("listdir", directory)
+            except OSError as exc:
+                answers[self.id] = exc
+        remote = tuple(n for n in candidates if n != self.id)
+        if remote:
+            replies = yield Multicast(remote, ReadDir(directory))
+            answers.update(zip(remote, replies))
         vd = VirtualDirectory()
         not_dir = unavailable = False
         for node in sorted(answers):
@@ -316,12 +333,12 @@ class FedNode:
                 vd.holders.add(node)
                 for name, is_dir in ans:
                     self._merge_entry(vd, name, is_dir, node)
-        for op in slot[1]:
+        for op in pending:  # namespace updates that arrived while the merge was in flight
             self._apply_vd_update(vd, op)
         st = self.stats
         st.dirmerges += 1
-        st.dirmerge_contacted.append(len(candidates) - (self.id in candidates))
-        st.dirmerge_holders.append(len(vd.holders))
+        st.dirmerge_contacted.append(len(remote))
+        st.dirmerge_holders.append(len(vd.holders - {self.id}))
         st.merges_by_dir[directory] += 1
         if not vd.holders and directory != ROOT:
             if unavailable:
@@ -372,7 +389,7 @@ class FedNode:
         if vd is not None:
             self._apply_vd_update(vd, op)
         elif directory in self._merging:
-            self._merging[directory][1].append(op)
+            self._merging[directory].append(op)
         # else: not cached; the next dirmerge reads the local directories
 
     def on_add_entry(self, src: int, req: AddEntry) -> None:
