@@ -1,0 +1,403 @@
+"""Simulator throughput: protocol messages per wall-clock second, framework vs bare SimPy.
+
+Run ``python -m fedsim.bench`` (about a minute on a 2-core machine) or
+``python -m fedsim.bench --quick`` (a few seconds).
+
+Why compare against a *bare* model?  The number that decides how large a study
+fedsim can run is how many simulated messages it pushes through per second of
+real time.  An absolute figure says little (it moves with the machine), so this
+benchmark measures, in the same process and the same run, a hand-written SimPy
+request/reply model of the same cluster: one ``simpy.Store`` receive queue and a
+bounded pool of worker processes per node, the same LogGP one-way delay, the
+same number of concurrent clients, about as many messages.  That model is close
+to the least any SimPy simulation of this system could do per message, so the
+ratio framework/bare is the price of the framework's generality:
+
+* protocol code is generic: every step is an effect object (``Call``,
+  ``Local``, ``Compute``) yielded by a protocol generator and interpreted by the
+  runtime's effect driver, instead of a hard-wired ``yield env.timeout(...)``;
+* every message is charged its encoded size (``wire_size`` packs it with the
+  real codec) and goes through the NIC-occupancy model;
+* each node runs the real protocol: directory tables, virtual directories,
+  Bloom summaries, dirmerge, the local file system model (``MemFS`` + storage
+  costs and a disk resource) and per-depth worker pools;
+* optional tracing (``OpTrace``) hooks sit on the message path.
+
+The target is a ratio of at least 0.5 (the framework reaches half the bare
+model's messages/s).  The benchmark reports the ratio it measured; it does not
+assert it (tests assert behaviour, never wall-clock time).
+
+Both measured phases start after a full garbage collection with the objects
+alive before them frozen (``gc.freeze``), and the random choices of the
+workload are drawn before the clock starts.  Only the measured phase is timed:
+building the cluster, preloading the summaries and a warm-up (which does the
+first dirmerges and fills the directory tables) are not.
+
+To see where the framework's time goes:
+``python -m cProfile -s cumtime -m fedsim.bench --quick``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import time
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import simpy
+
+from fedsim.network import LogGP, preset
+from fedsim.runtime import SimCluster
+
+# Operation mix of the measured phase: (kind, weight).  "read" and "write" are an
+# open, a read/write of one 4 KB block and a close; "open" is an open and a close.
+OP_MIX: tuple[tuple[str, float], ...] = (
+    ("stat", 0.35),
+    ("read", 0.25),
+    ("write", 0.15),
+    ("open", 0.10),
+    ("create", 0.15),
+)
+IO_BYTES = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Size:
+    """One benchmark point: cluster size, file set and load."""
+
+    nodes: int
+    groups: int = 20  # top-level directories /g<i>
+    dirs_per_group: int = 15  # /g<i>/d<j>: groups * dirs_per_group leaf directories
+    files: int = 3000  # spread over the leaf directories, each on a random node
+    clients: int = 256  # concurrent client processes
+    ops: int = 20_000  # client operations (sessions) in the measured phase
+    warmup_ops: int = 4_000  # operations run before measuring (caches, dirmerges)
+    workers: int = 4  # protocol workers per node (per depth in the framework)
+
+
+FULL: tuple[Size, ...] = (Size(64, ops=40_000, warmup_ops=8_000), Size(1024, ops=40_000, warmup_ops=8_000))
+QUICK: tuple[Size, ...] = (
+    Size(64, files=1500, clients=128, ops=4_000, warmup_ops=1_000),
+    Size(1024, files=1500, clients=128, ops=4_000, warmup_ops=1_000),
+)
+
+
+@dataclass(slots=True)
+class Result:
+    """What one model did in its measured phase."""
+
+    model: str
+    nodes: int
+    messages: int
+    wall_s: float
+    events: int  # SimPy events scheduled
+    ops: int  # framework: API calls completed; bare: request/reply pairs
+    failed_ops: int = 0
+    sim_us: float = 0.0
+    bytes: int = 0
+
+    @property
+    def msgs_per_s(self) -> float:
+        return self.messages / self.wall_s if self.wall_s > 0 else float("nan")
+
+    @property
+    def events_per_msg(self) -> float:
+        return self.events / self.messages if self.messages else float("nan")
+
+
+class _Measured:
+    """Wall-clock time of a block, after a full garbage collection.
+
+    The objects alive before the block (a 1,024-node cluster's tables and
+    summaries, the previous model's garbage) are frozen out of the cyclic
+    collector for its duration, so a full collection triggered by the block's
+    own allocations does not bill one model for the other's heap."""
+
+    wall_s: float = 0.0
+
+    def __enter__(self) -> _Measured:
+        gc.collect()
+        gc.freeze()
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall_s = time.perf_counter() - self._t0
+        gc.unfreeze()
+
+
+def _event_id(env: simpy.Environment) -> int:
+    """Number of events ``env`` has scheduled so far.
+
+    SimPy numbers events with an ``itertools.count`` used only for heap tie
+    breaking; drawing one number from it leaves the order of events unchanged
+    and costs nothing per event, unlike a counting ``schedule`` override."""
+    return next(env._eid)
+
+
+# ---------------------------------------------------------------------- framework side
+def build_cluster(size: Size, network: LogGP, seed: int = 0) -> tuple[SimCluster, list[str], list[str]]:
+    """A SimCluster whose nodes already hold a file set (populated local trees,
+    preloaded summaries).  Returns the cluster, the files and the leaf directories."""
+    rng = np.random.default_rng(seed)
+    c = SimCluster(size.nodes, network=network, keep_data=False, workers=size.workers, seed=seed)
+    dirs = [f"/g{g}/d{d}" for g in range(size.groups) for d in range(size.dirs_per_group)]
+    homes = rng.integers(0, size.nodes, size.files).tolist()
+    dir_of = rng.integers(0, len(dirs), size.files).tolist()
+    sizes = rng.integers(1, 17, size.files).tolist()  # 4..64 KB
+    per_node: list[list[tuple[str, int]]] = [[] for _ in range(size.nodes)]
+    files: list[str] = []
+    for k in range(size.files):
+        path = f"{dirs[dir_of[k]]}/f{k}"
+        files.append(path)
+        per_node[homes[k]].append((path, sizes[k] * IO_BYTES))
+    # Every directory exists somewhere even if no file landed in it.
+    for i, d in enumerate(dirs):
+        c.populate(i % size.nodes, (), (d,))
+    for node, fs in enumerate(per_node):
+        if fs:
+            c.populate(node, fs)
+    c.preload_summaries()
+    return c, files, dirs
+
+
+def _plan(size: Size, n_ops: int, n_files: int, n_dirs: int, rng: np.random.Generator) -> list[tuple[int, int, int]]:
+    """(op kind index, node, file-or-directory index) for ``n_ops`` operations,
+    drawn before the clock starts so the RNG is not part of the measurement."""
+    weights = np.array([w for _, w in OP_MIX])
+    kinds = rng.choice(len(OP_MIX), n_ops, p=weights / weights.sum()).tolist()
+    nodes = rng.integers(0, size.nodes, n_ops).tolist()
+    files = rng.integers(0, n_files, n_ops).tolist()
+    dirs = rng.integers(0, n_dirs, n_ops).tolist()
+    return [(k, n, d if OP_MIX[k][0] == "create" else f) for k, n, f, d in zip(kinds, nodes, files, dirs, strict=True)]
+
+
+class _Workload:
+    """Concurrent clients issuing FedFS operations on a SimCluster."""
+
+    def __init__(self, c: SimCluster, files: Sequence[str], dirs: Sequence[str]) -> None:
+        self.c = c
+        self.files = files
+        self.dirs = dirs
+        self.done = 0  # API calls completed (each of open/read/close counts)
+        self.failed = 0
+        self.created = 0
+
+    def _call(self, node: int, name: str, *args: Any) -> Generator[simpy.Event, Any, Any]:
+        try:
+            value = yield self.c.op(node, name, *args)
+        except Exception:
+            self.failed += 1
+            return None
+        self.done += 1
+        return value
+
+    def session(self, kind: str, node: int, target: int) -> Generator[simpy.Event, Any, None]:
+        if kind == "stat":
+            yield from self._call(node, "stat", self.files[target])
+        elif kind == "create":
+            self.created += 1
+            yield from self._call(node, "create", f"{self.dirs[target]}/new{self.created}")
+        else:
+            fd = yield from self._call(node, "open", self.files[target])
+            if fd is None:
+                return
+            if kind == "read":
+                yield from self._call(node, "read", fd, 0, IO_BYTES)
+            elif kind == "write":
+                yield from self._call(node, "write", fd, 0, bytes(IO_BYTES))
+            yield from self._call(node, "close", fd)
+
+    def client(self, plan: list[tuple[int, int, int]]) -> Generator[simpy.Event, Any, None]:
+        for k, node, target in plan:
+            yield from self.session(OP_MIX[k][0], node, target)
+
+    def run(self, plan: list[tuple[int, int, int]], clients: int) -> None:
+        """Run the plan split round-robin over ``clients`` processes, to completion."""
+        env = self.c.env
+        procs = [env.process(self.client(plan[i::clients])) for i in range(min(clients, len(plan)))]
+        if procs:
+            env.run(until=env.all_of(procs))
+
+
+def run_framework(size: Size, network: LogGP | None = None, seed: int = 0) -> Result:
+    """Warm a SimCluster up, then measure ``size.ops`` client sessions."""
+    network = network or preset("via_clan")
+    c, files, dirs = build_cluster(size, network, seed)
+    rng = np.random.default_rng(seed + 1)
+    w = _Workload(c, files, dirs)
+    w.run(_plan(size, size.warmup_ops, len(files), len(dirs), rng), size.clients)
+    plan = _plan(size, size.ops, len(files), len(dirs), rng)
+    m0, b0, d0, f0, t0 = c.messages, c.message_bytes, w.done, w.failed, c.env.now
+    e0 = _event_id(c.env)
+    with _Measured() as timer:
+        w.run(plan, size.clients)
+    return Result(
+        model="framework",
+        nodes=size.nodes,
+        messages=c.messages - m0,
+        wall_s=timer.wall_s,
+        events=_event_id(c.env) - e0 - 1,
+        ops=w.done - d0,
+        failed_ops=w.failed - f0,
+        sim_us=c.env.now - t0,
+        bytes=c.message_bytes - b0,
+    )
+
+
+# ---------------------------------------------------------------------- bare SimPy model
+class BareModel:
+    """The same cluster hand-written in SimPy: per node a receive ``Store`` and
+    ``workers`` worker processes; a request flies for the LogGP one-way delay,
+    queues, is served for ``service_us`` and its reply flies back."""
+
+    def __init__(
+        self,
+        nodes: int,
+        network: LogGP,
+        *,
+        workers: int = 4,
+        request_bytes: int = 64,
+        reply_bytes: int = 64,
+        service_us: float = 10.0,
+    ) -> None:
+        self.env = simpy.Environment()
+        self.req_delay = network.one_way(request_bytes)
+        self.reply_delay = network.one_way(reply_bytes)
+        self.service_us = service_us
+        self.messages = 0
+        self.pairs = 0
+        self.queues = [simpy.Store(self.env) for _ in range(nodes)]
+        for q in self.queues:
+            for _ in range(workers):
+                self.env.process(self._worker(q))
+
+    def _worker(self, queue: simpy.Store) -> Generator[simpy.Event, Any, None]:
+        env = self.env
+        while True:
+            reply = yield queue.get()
+            yield env.timeout(self.service_us)
+            self.messages += 1
+            t = env.timeout(self.reply_delay)
+            t.callbacks.append(lambda _e, reply=reply: reply.succeed())
+
+    def request(self, dst: int) -> simpy.Event:
+        """Send one request to ``dst``; the returned event fires with its reply."""
+        env = self.env
+        reply = env.event()
+        self.messages += 1
+        store = self.queues[dst]
+        t = env.timeout(self.req_delay)
+        t.callbacks.append(lambda _e: store.put(reply))
+        return reply
+
+    def client(self, dsts: list[int]) -> Generator[simpy.Event, Any, None]:
+        for dst in dsts:
+            yield self.request(dst)
+            self.pairs += 1
+
+    def run(self, dsts: list[int], clients: int) -> None:
+        env = self.env
+        procs = [env.process(self.client(dsts[i::clients])) for i in range(min(clients, len(dsts)))]
+        if procs:
+            env.run(until=env.all_of(procs))
+
+
+def run_bare(
+    nodes: int,
+    pairs: int,
+    clients: int,
+    network: LogGP | None = None,
+    *,
+    workers: int = 4,
+    message_bytes: int = 64,
+    seed: int = 0,
+) -> Result:
+    """Measure ``pairs`` request/reply exchanges from ``clients`` concurrent clients."""
+    network = network or preset("via_clan")
+    m = BareModel(nodes, network, workers=workers, request_bytes=message_bytes, reply_bytes=message_bytes)
+    dsts = np.random.default_rng(seed).integers(0, nodes, pairs).tolist()
+    while m.env.peek() <= 0.0:  # start the workers outside the measurement
+        m.env.step()
+    e0 = _event_id(m.env)
+    with _Measured() as timer:
+        m.run(dsts, clients)
+    return Result(
+        model="bare",
+        nodes=nodes,
+        messages=m.messages,
+        wall_s=timer.wall_s,
+        events=_event_id(m.env) - e0 - 1,
+        ops=m.pairs,
+        sim_us=m.env.now,
+        bytes=m.messages * message_bytes,
+    )
+
+
+# ---------------------------------------------------------------------- driver
+def compare(size: Size, network: LogGP | None = None, seed: int = 0) -> tuple[Result, Result]:
+    """Framework, then the bare model with as many messages (of the framework's
+    mean size), the same clients and workers per node."""
+    network = network or preset("via_clan")
+    fw = run_framework(size, network, seed)
+    mean_bytes = max(1, round(fw.bytes / fw.messages)) if fw.messages else 64
+    bare = run_bare(
+        size.nodes,
+        max(1, fw.messages // 2),
+        size.clients,
+        network,
+        workers=size.workers,
+        message_bytes=mean_bytes,
+        seed=seed,
+    )
+    return fw, bare
+
+
+def format_table(rows: Sequence[tuple[Result, Result]]) -> str:
+    head = (
+        f"{'nodes':>6} {'model':>9} {'messages':>9} {'wall s':>7} {'msgs/s':>9} "
+        f"{'events/msg':>10} {'ops':>7} {'failed':>6} {'ratio':>6}"
+    )
+    lines = [head, "-" * len(head)]
+    for fw, bare in rows:
+        ratio = fw.msgs_per_s / bare.msgs_per_s
+        for r, rt in ((fw, f"{ratio:6.2f}"), (bare, "")):
+            lines.append(
+                f"{r.nodes:>6} {r.model:>9} {r.messages:>9} {r.wall_s:>7.2f} {r.msgs_per_s:>9.0f} "
+                f"{r.events_per_msg:>10.2f} {r.ops:>7} {r.failed_ops:>6} {rt:>6}"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) -> list[tuple[Result, Result]]:
+    ap = argparse.ArgumentParser(
+        prog="python -m fedsim.bench", description="fedsim simulator throughput vs a bare SimPy model"
+    )
+    ap.add_argument("--quick", action="store_true", help="a smaller run (a few seconds)")
+    ap.add_argument("--network", default="via_clan", help="LogGP preset (default via_clan)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--nodes", type=int, nargs="*", help="only these cluster sizes")
+    args = ap.parse_args(argv)
+    net = preset(args.network)
+    sizes = QUICK if args.quick else FULL
+    if args.nodes:
+        sizes = tuple(replace(sizes[0], nodes=n) for n in args.nodes)
+    rows = [compare(s, net, args.seed) for s in sizes]
+    mix = ", ".join(f"{k} {w:.0%}" for k, w in OP_MIX)
+    out(f"fedsim throughput: protocol messages per wall-clock second (network {net.name})")
+    out(f"framework: SimCluster, preloaded summaries, op mix {mix}")
+    out("bare: hand-written SimPy request/reply, same nodes, workers, clients, LogGP delay, message count")
+    out(format_table(rows))
+    out("ops: framework = API calls completed (open/read/close count separately); bare = request/reply pairs")
+    out("events/msg: SimPy events scheduled per message; ratio: framework msgs/s / bare msgs/s")
+    target = all(fw.msgs_per_s >= 0.5 * bare.msgs_per_s for fw, bare in rows)
+    out(f"target (framework >= 0.5 x bare msgs/s): {'met' if target else 'NOT met'}")
+    return rows
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
