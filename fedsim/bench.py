@@ -189,7 +189,7 @@ class _Workload:
 
     def _call(self, node: int, name: str, *args: Any) -> Generator[simpy.Event, Any, Any]:
         try:
-            value = yield self.c.op(node, name, *args)
+            value = yield from self.c.call_op(node, name, *args)
         except Exception:
             self.failed += 1
             return None

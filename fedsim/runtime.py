@@ -12,7 +12,7 @@ Time is in microseconds.  Each node has:
   has its own thread pool.  A worker only ever waits on deeper stages, so
   bounded pools cannot deadlock, and queuing delay under load emerges;
 * a local file system (``fedsim.memfs``) whose operations are served one at a
-  time for the times of ``fedsim.storage`` (the disk is a FIFO resource);
+  time for the times of ``fedsim.storage`` (the disk is a FIFO queue);
 * a CPU (``cores`` servers) for the federal layer's ``Compute`` effects.
 
 Replies do not need a worker: they wake the waiting caller directly, like
@@ -21,6 +21,7 @@ Federated DAFS's dispatch of replies by thread id.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -122,11 +123,11 @@ class SimCluster:
         self.fs = [MemFS(keep_data=keep_data) for _ in members]
         storage = storage or StorageParams()
         self.storage = [StorageModel(storage) for _ in members]
-        self.disk = [simpy.Resource(self.env, 1) for _ in members]
+        self.disk_free = [0.0] * n_nodes  # when each node's disk finishes its queued work
         self.cpu = [simpy.Resource(self.env, (cpu or CpuCosts()).cores) for _ in members]
         self.tx_free = [0.0] * n_nodes
         self.workers = workers
-        self._queues: list[dict[int, simpy.Store]] = [{} for _ in members]
+        self._queues: list[dict[int, _RecvQueue]] = [{} for _ in members]
         self._waits: list[dict[Any, simpy.Event]] = [{} for _ in members]
         self.down: set[int] = set()
         self.rpc_timeout_us = rpc_timeout_us
@@ -174,6 +175,12 @@ class SimCluster:
         """Start API operation ``name`` (create, stat, read ...) at ``node_id``."""
         self.client_ops[node_id] += 1
         return self.spawn(node_id, getattr(self.nodes[node_id], name)(*args), trace)
+
+    def call_op(self, node_id: int, name: str, *args: Any, trace: OpTrace | None = None) -> Generator[Any, Any, Any]:
+        """API operation ``name`` as a generator a client process can ``yield from``
+        (no SimPy process of its own: cheaper than ``op`` for workload drivers)."""
+        self.client_ops[node_id] += 1
+        return (yield from self._drive(node_id, getattr(self.nodes[node_id], name)(*args), trace, 0))
 
     def run_op(self, node_id: int, name: str, *args: Any, trace: OpTrace | None = None) -> Any:
         """Run one operation to completion (for tests and micro-benchmarks)."""
@@ -238,27 +245,45 @@ class SimCluster:
                 exc = e
 
     def _local(self, node_id: int, eff: Local) -> Generator[Any, Any, Any]:
-        with self.disk[node_id].request() as slot:
-            yield slot
-            try:
-                result = self.fs[node_id].apply(eff.op, eff.path, eff.args)
-            except OSError as e:
-                yield self.env.timeout(self.storage[node_id].c.get("stat", 0.0))
-                raise e
-            cost = self.storage[node_id].cost(eff.op, eff.path, eff.args, result)
-            if cost > 0:
-                yield self.env.timeout(cost)
+        """A local operation on the node's disk, served first come first served.
+
+        The disk is modelled as "busy until": the operation takes effect in
+        arrival order and the caller waits for its queueing plus service time.
+        Because every local operation of a node goes through this one queue,
+        applying it at arrival gives the same results as applying it when its
+        service starts, with one event instead of a resource request."""
+        storage = self.storage[node_id]
+        try:
+            result = self.fs[node_id].apply(eff.op, eff.path, eff.args)
+            err = None
+            cost = storage.cost(eff.op, eff.path, eff.args, result)
+        except OSError as e:
+            result, err, cost = None, e, storage.c.get("stat", 0.0)
+        now = self.env.now
+        start = self.disk_free[node_id]
+        if start < now:
+            start = now
+        done = start + cost
+        self.disk_free[node_id] = done
+        if done > now:
+            yield self.env.timeout(done - now)
+        if err is not None:
+            raise err
         return result
 
     # ------------------------------------------------------------------ network
     def _transmit(self, src: int, dst: int, size: int) -> float:
         """Delay until a message sent now from src arrives at dst (LogGP, NIC busy)."""
         now = self.env.now
-        start = self.tx_free[src] if self.tx_free[src] > now else now
-        self.tx_free[src] = start + self.net.occupancy(size)
+        start = self.tx_free[src]
+        if start < now:
+            start = now
+        net = self.net
+        wire = (size - 1) * net.G
+        self.tx_free[src] = start + (wire if wire > net.g else net.g)
         self.messages += 1
         self.message_bytes += size
-        return start - now + self.net.one_way(size)
+        return start - now + 2 * net.o + wire + net.L
 
     def _request(
         self, src: int, dst: int, req: Request, trace: OpTrace | None, depth: int, want_reply: bool
@@ -283,23 +308,28 @@ class SimCluster:
                 )
             return reply
         msg = _Msg(src, req, reply, trace, depth + 1)
-        store = self._queue(dst, depth + 1)
-        t = self.env.timeout(delay)
-        t.callbacks.append(lambda _e: store.put(msg))
+        queue = self._queue(dst, depth + 1)
+        self.env.schedule(_Arrival(self.env, queue, msg), delay=delay)
         return reply
 
-    def _queue(self, node_id: int, depth: int) -> simpy.Store:
+    def _queue(self, node_id: int, depth: int) -> _RecvQueue:
         q = self._queues[node_id].get(depth)
         if q is None:
-            q = self._queues[node_id][depth] = simpy.Store(self.env)
+            q = self._queues[node_id][depth] = _RecvQueue()
             for _ in range(self.workers):
                 self.env.process(self._worker(node_id, q))
         return q
 
-    def _worker(self, node_id: int, queue: simpy.Store) -> Generator[Any, Any, None]:
+    def _worker(self, node_id: int, queue: _RecvQueue) -> Generator[Any, Any, None]:
         node = self.nodes[node_id]
+        env = self.env
         while True:
-            msg = yield queue.get()
+            if queue.pending:
+                msg = queue.pending.popleft()
+            else:
+                wake = env.event()
+                queue.idle.append(wake)
+                msg = yield wake
             node.stats.requests_served += 1
             try:
                 value = yield from self._drive(node_id, node.handle(msg.src, msg.req), msg.trace, msg.depth)
@@ -318,6 +348,45 @@ class SimCluster:
                     tr.dirmerge_messages += 1
                 if tr.log is not None:
                     tr.log.append((node_id, msg.src, "reply"))
-            t = self.env.timeout(delay)
-            reply, result = msg.reply, (ok, value)
-            t.callbacks.append(lambda _e, reply=reply, result=result: reply.succeed(result))
+            # Trigger the caller's event when the reply arrives: the event is
+            # given its value now and scheduled after the delay (what
+            # simpy.Timeout does), saving a timeout and a callback per reply.
+            reply = msg.reply
+            reply._ok = True
+            reply._value = (ok, value)
+            env.schedule(reply, delay=delay)
+
+
+class _RecvQueue:
+    """A node's receive queue for one stage: messages waiting for a worker,
+    and idle workers waiting for a message (lighter than simpy.Store)."""
+
+    __slots__ = ("idle", "pending")
+
+    def __init__(self) -> None:
+        self.pending: deque[_Msg] = deque()
+        self.idle: deque[simpy.Event] = deque()
+
+    def put(self, msg: _Msg) -> None:
+        if self.idle:
+            self.idle.popleft().succeed(msg)
+        else:
+            self.pending.append(msg)
+
+
+class _Arrival(simpy.Event):
+    """A message reaching its destination's receive queue."""
+
+    __slots__ = ("msg", "queue")
+
+    def __init__(self, env: simpy.Environment, queue: _RecvQueue, msg: _Msg) -> None:
+        super().__init__(env)
+        self._ok = True
+        self._value = None
+        self.queue = queue
+        self.msg = msg
+        self.callbacks.append(_deliver)
+
+
+def _deliver(ev: _Arrival) -> None:
+    ev.queue.put(ev.msg)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import errno as _errno
 import os
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 import msgpack
@@ -223,9 +223,15 @@ for _cls in REQUEST_TYPES.values():
 
 
 # --- codec ------------------------------------------------------------------------------
+_FIELD_NAMES: dict[type[Request], tuple[str, ...]] = {
+    cls: tuple(f.name for f in fields(cls)) for cls in REQUEST_TYPES.values()
+}
+
+
 def encode_request(req: Request) -> list[Any]:
-    """A request as a msgpack-ready list: [kind, field values...]."""
-    return [req.kind, *astuple(req)]
+    """A request as a msgpack-ready list: [kind, field values...] (fields are
+    flat values, so no deep copy as ``dataclasses.astuple`` would make)."""
+    return [req.kind, *[getattr(req, n) for n in _FIELD_NAMES[type(req)]]]
 
 
 def decode_request(obj: Any) -> Request:
@@ -287,13 +293,40 @@ def unpack(data: bytes, max_size: int = 64 << 20) -> Any:
 HEADER_BYTES = 16  # envelope: type, request id, source
 
 
+def packed_size(obj: Any) -> int:
+    """``len(pack(obj))`` computed from msgpack's format rules without
+    encoding (the simulator sizes every message; packing each one, data
+    included, was its largest single cost)."""
+    if obj is None or obj is True or obj is False:
+        return 1
+    t = type(obj)
+    if t is int:
+        if -32 <= obj <= 127:
+            return 1
+        if obj < 0:
+            return 2 if obj >= -128 else 3 if obj >= -32768 else 5 if obj >= -(2**31) else 9
+        return 2 if obj <= 0xFF else 3 if obj <= 0xFFFF else 5 if obj <= 0xFFFFFFFF else 9
+    if t is bytes or t is bytearray or t is memoryview:
+        n = len(obj)
+        return n + (2 if n < 256 else 3 if n < 65536 else 5)
+    if t is str:
+        n = len(obj) if obj.isascii() else len(obj.encode())
+        return n + (1 if n < 32 else 2 if n < 256 else 3 if n < 65536 else 5)
+    if t is list or t is tuple:
+        n = len(obj)
+        return (1 if n < 16 else 3 if n < 65536 else 5) + sum(packed_size(x) for x in obj)
+    if t is float:
+        return 9
+    return len(pack(obj))
+
+
 def wire_size(payload: Any) -> int:
     """Bytes on the wire for a request or reply payload: the encoded size plus the envelope."""
     if isinstance(payload, Request):
         payload = encode_request(payload)
     elif isinstance(payload, BaseException):
         payload = encode_error(payload)
-    return HEADER_BYTES + len(pack(payload))
+    return HEADER_BYTES + packed_size(payload)
 
 
 def fs_error(code: int, path: str, detail: str | None = None) -> OSError:

@@ -42,6 +42,7 @@ import errno
 from collections import Counter
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
+from types import GeneratorType
 from typing import Any
 
 from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Send, Wake
@@ -188,7 +189,7 @@ class FedNode:
         if handler is None:
             raise ProtocolError(f"no handler for request type {type(request).__name__}")
         result = handler(src, request)
-        if isinstance(result, Generator):
+        if type(result) is GeneratorType:  # handlers that need no effects return plainly
             result = yield from result
         return result
 
@@ -235,7 +236,7 @@ class FedNode:
             self._shared.discard(node)
         known = node in self.summaries
         self.summaries[node] = summary
-        if not known:
+        if not known and len(self.vds):
             for d in self.vds.keys():
                 if summary.may_contain(d):
                     self.vds.pop(d)

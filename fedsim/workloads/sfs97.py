@@ -131,7 +131,7 @@ class Sfs97:
     def _fd(self, node: int, path: str, trace: OpTrace) -> Generator[Any, Any, int]:
         fd = self.fds[node].get(path)
         if fd is None:
-            fd = yield self.c.op(node, "open", path, trace=trace)
+            fd = yield from self.c.call_op(node, "open", path, trace=trace)
             self.fds[node][path] = fd
         return fd
 
@@ -149,7 +149,7 @@ class Sfs97:
                 yield env.timeout(self.frontend_us)
         try:
             if op == "lookup":
-                yield c.op(node, "stat", self._pick(node), trace=trace)
+                yield from c.call_op(node, "stat", self._pick(node), trace=trace)
             elif op in ("read", "write"):
                 path = self._pick(node)
                 fd = yield from self._fd(node, path, trace)
@@ -157,15 +157,15 @@ class Sfs97:
                 blocks = max(1, -(-size // self.io_size))
                 off = int(self.rng.integers(0, blocks)) * self.io_size
                 if op == "read":
-                    yield c.op(node, "read", fd, off, self.io_size, trace=trace)
+                    yield from c.call_op(node, "read", fd, off, self.io_size, trace=trace)
                 else:
-                    yield c.op(node, "write", fd, off, bytes(self.io_size), trace=trace)
+                    yield from c.call_op(node, "write", fd, off, bytes(self.io_size), trace=trace)
                     self.sizes[path] = max(size, off + self.io_size)
             elif op == "create":
                 d = self.fs.dirs[int(self.rng.integers(0, len(self.fs.dirs)))]
                 path = join(d, f"n{node:04d}_{self.created:06d}")
                 self.created += 1
-                yield c.op(node, "create", path, trace=trace)
+                yield from c.call_op(node, "create", path, trace=trace)
                 self.files.append(path)
                 self.sizes[path] = 0
             elif op == "remove":
@@ -176,7 +176,7 @@ class Sfs97:
                 self.files[i] = self.files[-1]
                 self.files.pop()
                 self.sizes.pop(path, None)
-                yield c.op(node, "unlink", path, trace=trace)
+                yield from c.call_op(node, "unlink", path, trace=trace)
         except OSError as exc:
             if exc.errno in (errno.ENOENT, errno.EHOSTDOWN) and path:
                 self.fds[node].pop(path, None)

@@ -1,0 +1,82 @@
+"""The message codec: round trips, clear rejection of garbage, exact sizes."""
+
+from __future__ import annotations
+
+import errno
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fedsim.protocol.messages import (
+    REQUEST_TYPES,
+    PeerUnavailable,
+    ProtocolError,
+    Read,
+    Write,
+    decode_error,
+    decode_request,
+    encode_error,
+    encode_request,
+    fs_error,
+    pack,
+    packed_size,
+    unpack,
+)
+
+values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False)
+    | st.text(max_size=300) | st.binary(max_size=70000),
+    lambda inner: st.lists(inner, max_size=20) | st.tuples(inner, inner),
+    max_leaves=30,
+)
+
+
+@given(values)
+def test_packed_size_equals_the_length_of_the_msgpack_encoding(v):
+    assert packed_size(v) == len(pack(v))
+
+
+def test_every_request_type_round_trips_through_bytes():
+    samples = {"str": "/a/b", "int": 7, "bool": True, "bytes": b"xy", "str | None": None}
+    from dataclasses import fields
+
+    for cls in REQUEST_TYPES.values():
+        req = cls(*[samples[str(f.type)] for f in fields(cls)])
+        assert decode_request(unpack(pack(encode_request(req)))) == req
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [[], ["NoSuchRequest", "/a"], ["Read", "/a", 1], ["Read", "/a", "1", 2], ["Write", 3, 0, b""], "Read", 42],
+)
+def test_malformed_requests_are_rejected_with_protocol_error(obj):
+    with pytest.raises(ProtocolError):
+        decode_request(obj)
+
+
+@given(st.binary(max_size=64))
+def test_garbage_bytes_never_decode_into_a_request_silently(data):
+    try:
+        obj = unpack(data)
+    except ProtocolError:
+        return
+    try:
+        req = decode_request(obj)
+    except ProtocolError:
+        return
+    assert type(req) in REQUEST_TYPES.values()
+
+
+def test_oversized_message_is_refused():
+    with pytest.raises(ProtocolError, match="exceeds"):
+        unpack(b"\x00" * 100, max_size=10)
+
+
+def test_errors_cross_the_wire_as_the_same_oserror_subclass():
+    e = decode_error(unpack(pack(encode_error(fs_error(errno.ENOTEMPTY, "/d")))))
+    assert isinstance(e, OSError) and e.errno == errno.ENOTEMPTY and e.filename == "/d"
+    p = decode_error(encode_error(PeerUnavailable(5, "timed out")))
+    assert isinstance(p, PeerUnavailable) and p.node == 5
+    assert decode_error(encode_error(ValueError("boom"))).errno == errno.EIO
+    assert Read("/a", 0, 1) != Write("/a", 0, b"x")
