@@ -109,7 +109,7 @@ def metrics_between(before: dict[str, Any], after: dict[str, Any], rec: Recorder
             m[f"latency_p{q}_us.{op}"] = float(np.percentile(lat, q))
         m[f"messages_per_op.{op}"] = float(np.mean(rec.messages[op]))
         m[f"count.{op}"] = len(lat)
-    paths = [a - b for a, b in zip(after["paths"], before["paths"])]
+    paths = [a - b for a, b in zip(after["paths"], before["paths"], strict=True)]
     total = sum(paths[1:])
     m["lookups"] = total
     for i in range(1, 5):

@@ -66,7 +66,8 @@ def table(headers: list[str], rows: list[list[object]]) -> str:
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     out = []
     for j, row in enumerate(cells):
-        out.append("  ".join(c.rjust(w) if j and i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))))
+        cols = enumerate(zip(row, widths, strict=True))
+        out.append("  ".join(c.rjust(w) if j and i else c.ljust(w) for i, (c, w) in cols))
         if j == 0:
             out.append("  ".join("-" * w for w in widths))
     return "\n".join(out)

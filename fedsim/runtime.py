@@ -163,8 +163,7 @@ class SimCluster:
 
     @staticmethod
     def _all(procs: list[simpy.Process]) -> Generator[Any, Any, None]:
-        for p in procs:
-            yield p
+        yield from procs
 
     # ------------------------------------------------------------------ client side
     def spawn(self, node_id: int, gen: Generator[Any, Any, Any], trace: OpTrace | None = None) -> simpy.Process:

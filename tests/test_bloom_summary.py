@@ -201,7 +201,7 @@ def test_to_bytes_from_bytes_round_trip_preserves_geometry_bits_and_count(
     data = summary.to_bytes()
     back = BloomSummary.from_bytes(data)
     assert back == summary
-    assert (back.bits, back.hashes, back.layout, back.count) == geometry + (len(keys),)
+    assert (back.bits, back.hashes, back.layout, back.count) == (*geometry, len(keys))
     assert back.to_bytes() == data
     assert BloomSummary.from_bytes(bytearray(data)) == summary
     assert BloomSummary.from_bytes(memoryview(data)) == summary

@@ -77,7 +77,7 @@ def test_malformed_yaml_and_missing_file_are_clear_errors(tmp_path):
 def test_set_overrides_apply_and_are_validated(tmp_path):
     p = _write(tmp_path, {"study": "simulate"})
     assert load(p, ["cluster.nodes=9", "workload.locality=0.5"]).cluster.nodes == 9
-    with pytest.raises(ConfigError, match="cluster.nodes"):
+    with pytest.raises(ConfigError, match=r"cluster\.nodes"):
         load(p, ["cluster.nodes=-2"])
     with pytest.raises(ConfigError, match="expected KEY=VALUE"):
         load(p, ["cluster.nodes"])

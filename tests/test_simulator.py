@@ -48,9 +48,9 @@ def test_simulator_and_in_memory_runtime_give_the_same_results_and_messages(plac
     sim.preload_summaries()
     for node, op, args in SCRIPT:
         mark = len(direct.trace)
-        want = _outcome(lambda: direct.op(node, op, *args))
+        want = _outcome(lambda node=node, op=op, args=args: direct.op(node, op, *args))
         tr = OpTrace(log=[])
-        got = _outcome(lambda: sim.run_op(node, op, *args, trace=tr))
+        got = _outcome(lambda node=node, op=op, args=args, tr=tr: sim.run_op(node, op, *args, trace=tr))
         assert got == want, (op, args)
         requests = [m for m in tr.log if m[2] != "reply"]
         assert requests == direct.messages_since(mark), (op, args)

@@ -245,7 +245,7 @@ def decode_request(obj: Any) -> Request:
     args = obj[1:]
     if len(args) != len(want):
         raise ProtocolError(f"{obj[0]} takes {len(want)} fields, got {len(args)}")
-    for a, t in zip(args, want):
+    for a, t in zip(args, want, strict=True):
         if isinstance(t, tuple):
             ok = isinstance(a, t)
         else:

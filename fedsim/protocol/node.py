@@ -320,7 +320,7 @@ class FedNode:
         remote = tuple(n for n in candidates if n != self.id)
         if remote:
             replies = yield Multicast(remote, ReadDir(directory))
-            answers.update(zip(remote, replies))
+            answers.update(zip(remote, replies, strict=True))
         vd = VirtualDirectory()
         not_dir = unavailable = False
         for node in sorted(answers):

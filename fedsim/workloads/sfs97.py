@@ -41,14 +41,14 @@ class FileSet:
 def make_fileset(n_files: int, n_dirs: int, rng: np.random.Generator) -> FileSet:
     """``n_dirs`` directories (about sqrt(n) top-level ones, the rest below
     them) and ``n_files`` files spread over them."""
-    top = max(1, int(round(n_dirs**0.5)))
+    top = max(1, round(n_dirs**0.5))
     dirs = [f"/d{i:03d}" for i in range(min(top, n_dirs))]
     for j in range(n_dirs - len(dirs)):
         dirs.append(f"{dirs[j % top]}/s{j:04d}")
     which = rng.integers(0, len(dirs), size=n_files)
     kb = rng.choice(SFS_SIZES_KB, size=n_files, p=SFS_SIZE_PCT / SFS_SIZE_PCT.sum())
     files = [join(dirs[d], f"f{i:05d}") for i, d in enumerate(which)]
-    sizes = {f: int(k) * 1024 for f, k in zip(files, kb)}
+    sizes = {f: int(k) * 1024 for f, k in zip(files, kb, strict=True)}
     return FileSet(dirs, files, sizes)
 
 
@@ -198,8 +198,7 @@ class Sfs97:
         for _ in range(n_ops):
             yield env.timeout(float(self.rng.exponential(mean_gap_us)))
             procs.append(env.process(self.one(int(self.rng.integers(0, n)))))
-        for p in procs:
-            yield p
+        yield from procs
 
     def closed_loop(self, clients: int, n_ops: int, think_us: float) -> Generator[Any, Any, None]:
         env = self.c.env
@@ -214,5 +213,4 @@ class Sfs97:
                     yield env.timeout(float(self.rng.exponential(think_us)))
 
         procs = [env.process(client(i % n)) for i in range(clients)]
-        for p in procs:
-            yield p
+        yield from procs
