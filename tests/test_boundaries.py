@@ -1,0 +1,42 @@
+"""Architecture guards: the protocol stays pure, the tree stays lint-clean."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ALLOWED = {"__future__", "bisect", "collections", "dataclasses", "errno", "math", "os", "random", "struct",
+           "typing", "types", "zlib", "numpy", "mmh3", "msgpack", "fedsim"}
+
+
+def test_protocol_imports_no_runtime_no_clock_no_io_library():
+    """DESIGN.md: fedsim/protocol imports nothing from the rest of fedsim or
+    fednode, and no SimPy, socket, thread or time module: that is what lets
+    the simulator and the agent run the very same code."""
+    bad = []
+    for f in (ROOT / "fedsim" / "protocol").rglob("*.py"):
+        for node in ast.walk(ast.parse(f.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for n in names:
+                top = n.split(".")[0]
+                if top not in ALLOWED or (top == "fedsim" and not n.startswith("fedsim.protocol")):
+                    bad.append(f"{f.relative_to(ROOT)}: {n}")
+    assert not bad, bad
+
+
+def test_the_tree_is_ruff_clean():
+    ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
+    if not Path(ruff).exists():
+        pytest.skip("ruff is not installed")
+    r = subprocess.run([ruff, "check", str(ROOT)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-3000:]
