@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,7 +72,7 @@ def counters(c: SimCluster) -> dict[str, Any]:
         "dirmerges": sum(n.stats.dirmerges for n in c.nodes),
         "merge_contacted": [x for n in c.nodes for x in n.stats.dirmerge_contacted],
         "merge_holders": [x for n in c.nodes for x in n.stats.dirmerge_holders],
-        "merged_dirs": sum((n.stats.merges_by_dir for n in c.nodes), start=__import__("collections").Counter()),
+        "merged_dirs": sum((n.stats.merges_by_dir for n in c.nodes), start=Counter()),
         "dt": (sum(n.dt.hits for n in c.nodes), sum(n.dt.misses for n in c.nodes)),
         "vd": (sum(n.vds.hits for n in c.nodes), sum(n.vds.misses for n in c.nodes)),
         "load": [n.stats.requests_served + c.client_ops[n.id] for n in c.nodes],

@@ -10,7 +10,7 @@ thousands of random operation sequences.  Every message is recorded
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Generator, Sequence
 from typing import Any
 
 from fedsim.memfs import MemFS
@@ -134,8 +134,3 @@ class DirectCluster:
 
     def messages_since(self, mark: int) -> list[tuple[int, int, str]]:
         return self.trace[mark:]
-
-    def preload(self, files: Iterable[tuple[int, str, int]]) -> None:
-        """Put files on nodes' local trees before start (existing data)."""
-        for node, path, size in files:
-            self.fs[node].populate([(path, size)])

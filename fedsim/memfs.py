@@ -154,8 +154,3 @@ class MemFS:
         if op not in LOCAL_OPS:
             raise ValueError(f"unknown local operation {op!r}; allowed: {', '.join(LOCAL_OPS)}")
         return getattr(self, op)(path, *args)
-
-    def size_of(self, path: str) -> int:
-        f = self.files.get(path, 0)
-        return f if isinstance(f, int) else len(f)
-

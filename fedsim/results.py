@@ -55,11 +55,6 @@ def write_csv(path: Path, study: str, seed: int, rows: Iterable[Row]) -> None:
     path.write_text(to_csv(study, seed, rows))
 
 
-def read_csv(path: Path) -> list[dict[str, str]]:
-    with path.open() as f:
-        return list(csv.DictReader(f))
-
-
 def table(headers: list[str], rows: list[list[object]]) -> str:
     """A plain-text table for study reports."""
     cells = [[str(h) for h in headers]] + [[("" if c is None else str(c)) for c in r] for r in rows]

@@ -48,6 +48,15 @@ class OpTrace:
     dirmerge_messages: int = 0
     log: list[tuple[int, int, str]] | None = None  # (src, dst, kind); "reply" for replies
 
+    def record(self, src: int, dst: int, kind: str, size: int, dirmerge: bool) -> None:
+        """Count one message (a request, or a reply with kind "reply")."""
+        self.messages += 1
+        self.bytes += size
+        if dirmerge:
+            self.dirmerge_messages += 1
+        if self.log is not None:
+            self.log.append((src, dst, kind))
+
 
 class _Msg:
     __slots__ = ("depth", "reply", "req", "src", "trace")
@@ -107,7 +116,8 @@ class SimCluster:
         self.env = env or simpy.Environment()
         self.net = network
         self.protocol = protocol or ProtocolConfig()
-        self.cpu_costs = (cpu or CpuCosts()).table(self.protocol.summary_hashes)
+        cpu = cpu or CpuCosts()
+        self.cpu_costs = cpu.table(self.protocol.summary_hashes)
         members = list(range(n_nodes))
         ring = make_hashing(hashing, members, vnodes)
         self.nodes = [
@@ -124,7 +134,7 @@ class SimCluster:
         storage = storage or StorageParams()
         self.storage = [StorageModel(storage) for _ in members]
         self.disk_free = [0.0] * n_nodes  # when each node's disk finishes its queued work
-        self.cpu = [simpy.Resource(self.env, (cpu or CpuCosts()).cores) for _ in members]
+        self.cpu = [simpy.Resource(self.env, cpu.cores) for _ in members]
         self.tx_free = [0.0] * n_nodes
         self.workers = workers
         self._queues: list[dict[int, _RecvQueue]] = [{} for _ in members]
@@ -290,14 +300,9 @@ class SimCluster:
         size = wire_size(req)
         delay = self._transmit(src, dst, size)
         if trace is not None:
-            trace.messages += 1
-            trace.bytes += size
-            if req.kind == "ReadDir":
-                trace.dirmerge_messages += 1
-            else:
+            trace.record(src, dst, req.kind, size, req.kind == "ReadDir")
+            if req.kind != "ReadDir":
                 trace.nodes.add(dst)
-            if trace.log is not None:
-                trace.log.append((src, dst, req.kind))
         reply = self.env.event() if want_reply else None
         if dst in self.down:
             if reply is not None:
@@ -339,14 +344,8 @@ class SimCluster:
                 continue
             size = wire_size(value)
             delay = self._transmit(node_id, msg.src, size)
-            tr = msg.trace
-            if tr is not None:
-                tr.messages += 1
-                tr.bytes += size
-                if msg.req.kind == "ReadDir":
-                    tr.dirmerge_messages += 1
-                if tr.log is not None:
-                    tr.log.append((node_id, msg.src, "reply"))
+            if msg.trace is not None:
+                msg.trace.record(node_id, msg.src, "reply", size, msg.req.kind == "ReadDir")
             # Trigger the caller's event when the reply arrives: the event is
             # given its value now and scheduled after the delay (what
             # simpy.Timeout does), saving a timeout and a callback per reply.

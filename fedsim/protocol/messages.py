@@ -210,28 +210,26 @@ class Write(Request):
 
 REQUEST_TYPES: dict[str, type[Request]] = dict(_REGISTRY)
 
-# Field types per request kind, so that decode_request can reject a message
-# whose fields have the wrong types before any handler sees it.
-_FIELD_TYPES: dict[str, tuple[type, ...]] = {}
-for _cls in REQUEST_TYPES.values():
-    _FIELD_TYPES[_cls.kind] = tuple(
-        {"str": str, "int": int, "bool": bool, "bytes": bytes, "str | None": (str, type(None))}.get(
-            str(f.type), object
-        )
-        for f in fields(_cls)
-    )
-
-
-# --- codec ------------------------------------------------------------------------------
-_FIELD_NAMES: dict[type[Request], tuple[str, ...]] = {
-    cls: tuple(f.name for f in fields(cls)) for cls in REQUEST_TYPES.values()
+# One table per request class: (field name, accepted types).  encode_request
+# reads the names; decode_request checks the types, so a message whose fields
+# have the wrong types is rejected before any handler sees it.
+_WIRE_TYPES: dict[str, tuple[type, ...]] = {
+    "str": (str,),
+    "int": (int,),
+    "bool": (bool,),
+    "bytes": (bytes,),
+    "str | None": (str, type(None)),
+}
+_FIELDS: dict[type[Request], tuple[tuple[str, tuple[type, ...]], ...]] = {
+    cls: tuple((f.name, _WIRE_TYPES[str(f.type)]) for f in fields(cls)) for cls in REQUEST_TYPES.values()
 }
 
 
+# --- codec ------------------------------------------------------------------------------
 def encode_request(req: Request) -> list[Any]:
     """A request as a msgpack-ready list: [kind, field values...] (fields are
     flat values, so no deep copy as ``dataclasses.astuple`` would make)."""
-    return [req.kind, *[getattr(req, n) for n in _FIELD_NAMES[type(req)]]]
+    return [req.kind, *[getattr(req, name) for name, _ in _FIELDS[type(req)]]]
 
 
 def decode_request(obj: Any) -> Request:
@@ -241,17 +239,14 @@ def decode_request(obj: Any) -> Request:
     cls = REQUEST_TYPES.get(obj[0])
     if cls is None:
         raise ProtocolError(f"unknown request type {obj[0]!r}")
-    want = _FIELD_TYPES[obj[0]]
+    want = _FIELDS[cls]
     args = obj[1:]
     if len(args) != len(want):
         raise ProtocolError(f"{obj[0]} takes {len(want)} fields, got {len(args)}")
-    for a, t in zip(args, want, strict=True):
-        if isinstance(t, tuple):
-            ok = isinstance(a, t)
-        else:
-            ok = t is object or (isinstance(a, t) and not (t is int and isinstance(a, bool)))
-        if not ok:
-            raise ProtocolError(f"{obj[0]}: field of type {type(a).__name__} where {t} expected")
+    for a, (name, types) in zip(args, want, strict=True):
+        if not isinstance(a, types) or (isinstance(a, bool) and bool not in types):
+            expected = " or ".join(t.__name__ for t in types)
+            raise ProtocolError(f"{obj[0]}.{name}: got {type(a).__name__}, expected {expected}")
     return cls(*args)
 
 

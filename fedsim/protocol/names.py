@@ -54,17 +54,6 @@ def normalize(path: object) -> str:
     return "/" + "/".join(parts)
 
 
-def validate_name(name: object) -> str:
-    """Check a single directory-entry name (no '/', not '.'/'..', no NUL)."""
-    if not isinstance(name, str) or not name:
-        raise InvalidPath(name, "an entry name must be a non-empty str")
-    if "/" in name or "\x00" in name or name in (".", ".."):
-        raise InvalidPath(name, "an entry name may not contain '/' or NUL, nor be '.' or '..'")
-    if len(name) > MAX_NAME:
-        raise InvalidPath(name, f"longer than {MAX_NAME} characters")
-    return name
-
-
 def split(path: str) -> tuple[str, str]:
     """Split a canonical path into (parent, name); the root has no parent."""
     if path == ROOT:

@@ -71,7 +71,7 @@ from fedsim.protocol.messages import (
     Write,
     fs_error,
 )
-from fedsim.protocol.names import ROOT, join, normalize, split
+from fedsim.protocol.names import ROOT, normalize, split
 from fedsim.protocol.placement import ModN, Ring
 from fedsim.protocol.policies.placement import PlacementPolicy, WithManager
 from fedsim.protocol.summary import BloomSummary
@@ -454,7 +454,10 @@ class FedNode:
 
     def lookup(self, path: str) -> Gen:
         """Resolve a pathname to (DTEntry, from_own_dt) by the four paths of FedFS 3.1."""
-        path = normalize(path)
+        return (yield from self._lookup(normalize(path)))
+
+    def _lookup(self, path: str) -> Gen:
+        """``lookup`` of a path already in canonical form."""
         if path == ROOT:
             return DIR_ENTRY, False
         e = self.dt.get(path)
@@ -476,11 +479,10 @@ class FedNode:
         return entry
 
     def _at_home(self, path: str, make: Callable[[str], Request], dir_errno: int | None) -> Gen:
-        """Look ``path`` up and run a request at its home.  A stale entry from
-        this node's own DT (the file moved or was removed elsewhere) shows up as
-        ENOENT from the old home: drop it and ask the manager once more."""
-        entry, cached = yield from self.lookup(path)
-        path = normalize(path)
+        """Look the canonical ``path`` up and run a request at its home.  A stale
+        entry from this node's own DT (the file moved or was removed elsewhere)
+        shows up as ENOENT from the old home: drop it and ask the manager once more."""
+        entry, cached = yield from self._lookup(path)
         for attempt in (0, 1):
             if entry.is_dir:
                 if dir_errno is None:
@@ -528,9 +530,10 @@ class FedNode:
         return home
 
     def unlink(self, path: str) -> Gen:
+        path = normalize(path)
         yield Compute("fedfs_op")
         yield from self._at_home(path, Unlink, errno.EISDIR)
-        self.dt.pop(normalize(path))
+        self.dt.pop(path)
 
     def rmdir(self, path: str) -> Gen:
         path = normalize(path)
@@ -548,17 +551,19 @@ class FedNode:
 
     def stat(self, path: str) -> Gen:
         """(is_dir, size)."""
+        path = normalize(path)
         yield Compute("fedfs_op")
         r = yield from self._at_home(path, Stat, None)
         return (True, 0) if r is None else tuple(r[0])
 
     def open(self, path: str) -> Gen:
         """Open a regular file; returns a descriptor for read/write/close."""
+        path = normalize(path)
         yield Compute("fedfs_op")
         _, home = yield from self._at_home(path, Open, errno.EISDIR)
         fd = self._next_fd
         self._next_fd += 1
-        self.fds[fd] = (normalize(path), home)
+        self.fds[fd] = (path, home)
         return fd
 
     def _fd(self, fd: int) -> tuple[str, int]:
@@ -650,5 +655,3 @@ class FedNode:
         except FileNotFoundError:
             pass  # already gone here: rmdir is idempotent per holder
 
-
-__all__ = ["FedNode", "NodeStats", "ProtocolConfig", "join"]

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from fedsim.protocol.names import join
+from fedsim.protocol.policies.placement import make_placement
 from fedsim.runtime import OpTrace, SimCluster
 
 # SFS97 file size distribution (KB, percent of files).
@@ -53,23 +54,25 @@ def make_fileset(n_files: int, n_dirs: int, rng: np.random.Generator) -> FileSet
 
 
 def place(cluster: SimCluster, fs: FileSet, placement: str, rng: np.random.Generator) -> None:
-    """Put the file set on the nodes' local trees as ``placement`` would have."""
+    """Put the file set on the nodes' local trees where ``placement`` would
+    have put it: each name's manager asks its own policy object (the same
+    ``make_placement`` objects the protocol uses), for a requester drawn at random."""
     n = len(cluster.nodes)
-    node0 = cluster.nodes[0]
+    members = cluster.nodes[0].members
+    manager_of = cluster.nodes[0].manager_of
+    seed = int(rng.integers(0, 2**31))
+    policies = {m: make_placement(placement, m, seed) for m in members}
     per_node_files: dict[int, list[tuple[str, int]]] = defaultdict(list)
     per_node_dirs: dict[int, list[str]] = defaultdict(list)
 
-    def home(i: int, path: str) -> int:
-        if placement == "with_manager":
-            return node0.manager_of(path)
-        if placement == "round_robin":
-            return i % n
-        return int(rng.integers(0, n))
+    def home(path: str, is_dir: bool) -> int:
+        m = manager_of(path)
+        return policies[m].choose_home(path, is_dir, int(rng.integers(0, n)), m, members)
 
-    for i, d in enumerate(fs.dirs):
-        per_node_dirs[home(i, d)].append(d)
-    for i, f in enumerate(fs.files):
-        per_node_files[home(i, f)].append((f, fs.sizes[f]))
+    for d in fs.dirs:
+        per_node_dirs[home(d, True)].append(d)
+    for f in fs.files:
+        per_node_files[home(f, False)].append((f, fs.sizes[f]))
     for node in range(n):
         cluster.populate(node, per_node_files.get(node, []), per_node_dirs.get(node, []))
 
