@@ -14,7 +14,7 @@ from collections.abc import Generator, Sequence
 from typing import Any
 
 from fedsim.memfs import MemFS
-from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Send, Spawn, Wake, run_sync
+from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Now, Send, Spawn, Wake, run_sync
 from fedsim.protocol.messages import PeerUnavailable, Request
 from fedsim.protocol.node import FedNode, ProtocolConfig
 from fedsim.protocol.placement import make_hashing
@@ -48,6 +48,7 @@ class DirectCluster:
         ]
         self.fs = list(local) if local is not None else [MemFS() for _ in members]
         self.down: set[int] = set()
+        self.clock = 0.0  # seconds, what ``Now`` returns; tests advance it by hand
         self.trace: list[tuple[int, int, str]] = []  # (src, dst, request kind)
         for node in self.nodes:
             self.run(node.id, node.start())
@@ -92,6 +93,8 @@ class DirectCluster:
             return None
         if t is Wake:
             return None  # nothing runs concurrently here, so nobody waits
+        if t is Now:
+            return self.clock
         if t is Await:
             raise RuntimeError(f"Await({eff.key!r}) in a sequential runtime would wait forever")
         raise TypeError(f"not an effect: {eff!r}")

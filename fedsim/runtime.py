@@ -30,7 +30,7 @@ import simpy
 
 from fedsim.memfs import MemFS
 from fedsim.network import LogGP
-from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Send, Spawn, Wake, run_sync
+from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Now, Send, Spawn, Wake, run_sync
 from fedsim.protocol.messages import PeerUnavailable, Request, wire_size
 from fedsim.protocol.node import FedNode, ProtocolConfig
 from fedsim.protocol.placement import make_hashing
@@ -248,6 +248,8 @@ class SimCluster:
                     ev = self._waits[node_id].pop(eff.key, None)
                     if ev is not None:
                         ev.succeed(eff.value)
+                elif t is Now:
+                    value = self.env.now * 1e-6
                 else:
                     raise TypeError(f"not an effect: {eff!r}")
             except Exception as e:  # delivered into the protocol generator

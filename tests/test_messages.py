@@ -42,8 +42,27 @@ def test_every_request_type_round_trips_through_bytes():
     from dataclasses import fields
 
     for cls in REQUEST_TYPES.values():
-        req = cls(*[samples[str(f.type)] for f in fields(cls)])
+        req = cls(*["b" if f.name == "name" else samples[str(f.type)] for f in fields(cls)])
         assert decode_request(unpack(pack(encode_request(req)))) == req
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        ["Create", "../../etc/passwd"],
+        ["Create", "/a/../../etc/passwd"],
+        ["Read", "a/b", 0, 1],
+        ["Stat", "/a//b"],
+        ["Unlink", "/a\x00b"],
+        ["GetEntry", "/a", "../b"],
+        ["GetEntry", "/a", "b/c"],
+        ["AddEntry", "/a", "..", False, 0],
+    ],
+)
+def test_requests_naming_non_canonical_paths_are_refused_before_any_handler(obj):
+    """A peer cannot smuggle '..', relative or NUL-carrying names past the codec."""
+    with pytest.raises(ProtocolError, match="canonical"):
+        decode_request(obj)
 
 
 @pytest.mark.parametrize(

@@ -94,7 +94,18 @@ class Wake:
     value: Any = None
 
 
-EFFECTS = (Call, Send, Multicast, Local, Compute, Spawn, Await, Wake)
+@dataclass(slots=True, frozen=True)
+class Now:
+    """The runtime's clock, in seconds: simulated time in the simulator,
+    ``time.monotonic()`` in the agent, a settable counter in the in-memory
+    runtime.  Protocol code asks for it only where time is part of the
+    protocol (the age of a cached virtual directory), so the protocol itself
+    stays clock-free and a simulation stays a function of its seed."""
+
+
+NOW = Now()
+
+EFFECTS = (Call, Send, Multicast, Local, Compute, Spawn, Await, Wake, Now)
 
 # The local file system operations protocol code may ask for, with their
 # arguments after the path.  Every local layer (fedsim.memfs.MemFS,

@@ -19,6 +19,8 @@ from typing import Any, ClassVar
 
 import msgpack
 
+from fedsim.protocol.names import InvalidPath, normalize
+
 
 class PeerUnavailable(ConnectionError):
     """A peer did not answer (crashed, left, timed out, unreachable).
@@ -247,7 +249,27 @@ def decode_request(obj: Any) -> Request:
         if not isinstance(a, types) or (isinstance(a, bool) and bool not in types):
             expected = " or ".join(t.__name__ for t in types)
             raise ProtocolError(f"{obj[0]}.{name}: got {type(a).__name__}, expected {expected}")
+        if name in _PATH_FIELDS:
+            _check_name(obj[0], name, a)
     return cls(*args)
+
+
+# Fields that carry names of the namespace: a request from the wire must carry
+# them in canonical form, so no handler ever sees "..", NUL or a relative path.
+_PATH_FIELDS = frozenset({"path", "directory", "name"})
+
+
+def _check_name(kind: str, field: str, value: str) -> None:
+    if field == "name":
+        ok = value not in ("", ".", "..") and "/" not in value and "\x00" not in value
+    else:
+        try:
+            ok = normalize(value) == value
+        except InvalidPath:
+            ok = False
+    if not ok:
+        what = "name" if field == "name" else "path"
+        raise ProtocolError(f"{kind}.{field}: {value!r} is not a canonical federated {what}")
 
 
 def encode_error(exc: BaseException) -> list[Any]:
@@ -276,11 +298,13 @@ def pack(obj: Any) -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
 
 
-def unpack(data: bytes, max_size: int = 64 << 20) -> Any:
+def unpack(data: bytes, max_size: int = 64 << 20, use_list: bool = True) -> Any:
+    """Decode one message.  ``use_list=False`` gives tuples for arrays, as the
+    protocol's replies are built (the real runtime decodes so)."""
     if len(data) > max_size:
         raise ProtocolError(f"message of {len(data)} bytes exceeds the {max_size}-byte limit")
     try:
-        return msgpack.unpackb(data, raw=False, strict_map_key=True, max_bin_len=max_size)
+        return msgpack.unpackb(data, raw=False, strict_map_key=True, max_bin_len=max_size, use_list=use_list)
     except Exception as exc:  # msgpack raises several unrelated types
         raise ProtocolError(f"garbled message: {exc}") from None
 

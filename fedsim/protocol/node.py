@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from types import GeneratorType
 from typing import Any
 
-from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Send, Wake
+from fedsim.protocol.effects import NOW, Await, Call, Compute, Local, Multicast, Send, Wake
 from fedsim.protocol.messages import (
     AddEntry,
     Close,
@@ -71,7 +71,7 @@ from fedsim.protocol.messages import (
     Write,
     fs_error,
 )
-from fedsim.protocol.names import ROOT, normalize, split
+from fedsim.protocol.names import ROOT, join, normalize, parent, split
 from fedsim.protocol.placement import ModN, Ring
 from fedsim.protocol.policies.placement import PlacementPolicy, WithManager
 from fedsim.protocol.summary import BloomSummary
@@ -90,11 +90,26 @@ class ProtocolConfig:
     summary_hashes: int = 4
     summary_layout: str = "shared"
     async_dir_updates: bool = False
+    # Local trees change outside the federation (FedFS autonomy): a cached VD
+    # older than ``vd_max_age_s`` is rebuilt on its next use, and a lookup that
+    # misses in a VD older than ``vd_miss_age_s`` rebuilds it once before
+    # answering ENOENT.  0 disables either (the papers' closed world, and the
+    # simulator's default); the agent enables both.
+    vd_max_age_s: float = 0.0
+    vd_miss_age_s: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("dt_entries", "vd_entries", "summary_bits", "summary_hashes"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("vd_max_age_s", "vd_miss_age_s"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
+
+    @property
+    def aging(self) -> bool:
+        """Whether VDs carry the time they were built (either refresh is on)."""
+        return bool(self.vd_max_age_s or self.vd_miss_age_s)
 
 
 @dataclass(slots=True)
@@ -141,6 +156,13 @@ class FedNode:
         self._next_fd = 3
         # directory -> VD updates queued while its dirmerge is in flight
         self._merging: dict[str, list[Any]] = {}
+        # Name collisions seen by dirmerges at this node: path -> (the home the
+        # name resolves to, None for a directory; every node holding it as a file).
+        self.collisions: dict[str, tuple[int | None, tuple[int, ...]]] = {}
+        # Local directories this node created only to hold a file (create's
+        # missing parents): removed again once empty, so the federation leaves
+        # no directory of its own in the local tree (autonomy).
+        self.implicit_dirs: set[str] = set()
         self._handlers: dict[type[Request], Callable[[int, Any], Any]] = {
             HomeInfo: self.on_home_info,
             Forget: self.on_forget,
@@ -255,7 +277,7 @@ class FedNode:
                 own.add(path)
         yield from self.notify(self.manager_of(path), SummaryAdd(path, self.id, new_dir))
 
-    def on_summary_add(self, src: int, req: SummaryAdd) -> None:
+    def on_summary_add(self, src: int, req: SummaryAdd) -> Gen:
         summary = self.summaries.get(req.node)
         if summary is None:
             summary = self.summaries[req.node] = self.new_summary()
@@ -270,14 +292,20 @@ class FedNode:
             self._merging[req.path].append(("holder", req.node))
         elif req.new_dir:
             # The mkdir's manager found no such name anywhere: its VD is empty.
-            self.vds.put(req.path, VirtualDirectory(holders={req.node}))
+            vd = VirtualDirectory(holders={req.node})
+            if self.config.aging:
+                vd.built = yield NOW
+            self.vds.put(req.path, vd)
 
     # ------------------------------------------------------------------ virtual directories
     def ensure_vd(self, directory: str) -> Gen:
         """The VD of ``directory`` and how it was found: 3 = cached, 4 = dirmerge."""
         vd = self.vds.get(directory)
         if vd is not None:
-            return vd, 3
+            age = self.config.vd_max_age_s
+            if not age or (yield NOW) - vd.built <= age:
+                return vd, 3
+            self.vds.pop(directory)  # too old: the local trees may have changed
         return (yield from self.dirmerge(directory)), 4
 
     def dirmerge(self, directory: str) -> Gen:
@@ -322,6 +350,8 @@ class FedNode:
             replies = yield Multicast(remote, ReadDir(directory))
             answers.update(zip(remote, replies, strict=True))
         vd = VirtualDirectory()
+        if self.config.aging:
+            vd.built = yield NOW  # when the merge started: updates after it are replayed
         not_dir = unavailable = False
         for node in sorted(answers):
             ans = answers[node]
@@ -337,6 +367,8 @@ class FedNode:
                     self._merge_entry(vd, name, is_dir, node)
         for op in pending:  # namespace updates that arrived while the merge was in flight
             self._apply_vd_update(vd, op)
+        if vd.collisions or self.collisions:
+            self._note_collisions(directory, vd)
         st = self.stats
         st.dirmerges += 1
         st.dirmerge_contacted.append(len(remote))
@@ -358,6 +390,15 @@ class FedNode:
         else:
             self.vds.put(directory, vd)
         return vd
+
+    def _note_collisions(self, directory: str, vd: VirtualDirectory) -> None:
+        """Record this merge's collisions in ``self.collisions`` (replacing what
+        an earlier merge of the same directory found) for status and logs."""
+        for p in [p for p in self.collisions if parent(p) == directory]:
+            del self.collisions[p]
+        for name, homes in vd.collisions.items():
+            winner = vd.entries.get(name)
+            self.collisions[join(directory, name)] = (None if winner is None else winner.home, tuple(homes))
 
     @staticmethod
     def _merge_entry(vd: VirtualDirectory, name: str, is_dir: bool, node: int) -> None:
@@ -404,6 +445,13 @@ class FedNode:
     def on_get_entry(self, src: int, req: GetEntry) -> Gen:
         vd, how = yield from self.ensure_vd(req.directory)
         entry = vd.entries.get(req.name)
+        if entry is None and how == 3 and self.config.vd_miss_age_s:
+            # A miss in an older VD: the name may have been created in a local
+            # tree outside the federation since; look once more.
+            if (yield NOW) - vd.built >= self.config.vd_miss_age_s:
+                self.vds.pop(req.directory)
+                vd, how = (yield from self.dirmerge(req.directory)), 4
+                entry = vd.entries.get(req.name)
         if entry is None:
             return None
         return entry.is_dir, entry.home, how
@@ -590,6 +638,7 @@ class FedNode:
     # ------------------------------------------------------------------ handlers at the home
     def on_create(self, src: int, req: Create) -> Gen:
         created = yield Local("create", req.path)
+        self.implicit_dirs.update(created)
         for d in created:
             yield from self._summary_add(d, new_dir=False)
         d, name = split(req.path)
@@ -598,6 +647,7 @@ class FedNode:
 
     def on_mkdir(self, src: int, req: Mkdir) -> Gen:
         created = yield Local("mkdir", req.path)
+        self.implicit_dirs.update(d for d in created if d != req.path)
         for d in created:
             yield from self._summary_add(d, new_dir=d == req.path)
         d, name = split(req.path)
@@ -608,6 +658,8 @@ class FedNode:
         yield Local("unlink", path)
         self.dt.pop(path)
         d, name = split(path)
+        if d in self.implicit_dirs:
+            yield from self._prune(d)
         yield from self.notify(self.manager_of(d), DelEntry(d, name))
         m = self.manager_of(path)
         if m != self.id:
@@ -654,4 +706,25 @@ class FedNode:
             yield Local("rmdir", req.path)
         except FileNotFoundError:
             pass  # already gone here: rmdir is idempotent per holder
+        self.implicit_dirs.discard(req.path)
+        d = parent(req.path)
+        if d in self.implicit_dirs:
+            yield from self._prune(d)
+
+    def _prune(self, directory: str) -> Gen:
+        """Remove ``directory`` and its implicit ancestors from the local tree
+        while they are empty.  The namespace does not change: an implicit
+        directory was created to hold a file in a directory that exists on
+        another node, and stays there."""
+        d = directory
+        while d in self.implicit_dirs:
+            try:
+                if (yield Local("listdir", d)):
+                    return  # still holds something: pruned when that goes
+                yield Local("rmdir", d)
+            except OSError:
+                self.implicit_dirs.discard(d)
+                return  # changed under us (outside the federation): leave it
+            self.implicit_dirs.discard(d)
+            d = parent(d)
 

@@ -91,3 +91,4 @@ class VirtualDirectory:
     entries: dict[str, DTEntry] = field(default_factory=dict)
     holders: set[int] = field(default_factory=set)
     collisions: dict[str, list[int]] = field(default_factory=dict)
+    built: float = 0.0  # runtime clock (seconds) when built; kept only when VDs age
