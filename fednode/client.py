@@ -1,0 +1,275 @@
+"""Python API for programs that use a federation.
+
+    from fednode.client import Client
+
+    with Client("cluster.yaml") as fs:          # or Client(path, node=2)
+        fs.mkdir("/data")
+        fs.write_file("/data/x", b"hello")
+        print(fs.readdir("/data"), fs.read_file("/data/x"))
+
+A client talks to one agent (the requester of its operations, FedFS's
+"node where the application runs") over an authenticated TCP connection.
+Failures are the ``OSError`` subclasses a file-system user expects
+(``FileNotFoundError``, ``FileExistsError``, ``NotADirectoryError``,
+``IsADirectoryError``, ``OSError`` with ``errno.ENOTEMPTY`` or ``EINVAL`` ...);
+an agent or peer that does not answer is ``PeerUnavailable`` (a
+``ConnectionError``, errno ``EHOSTDOWN``).
+
+Blocking sockets rather than asyncio: a program using the API should not have
+to run an event loop, and one request at a time per client needs none.  A
+``Client`` may be shared by threads (calls are serialised by a lock).
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import socket
+import threading
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from fednode import wire
+from fednode.config import Cluster, load_cluster
+from fedsim.protocol.messages import PeerUnavailable, ProtocolError, decode_error, pack
+from fedsim.protocol.names import join, normalize, split
+
+CHUNK = 1 << 20  # bytes per read/write message: large enough for bandwidth, far below the frame limit
+
+
+class Stat(NamedTuple):
+    is_dir: bool
+    size: int
+
+
+class Client:
+    """A connection to one agent of a federation."""
+
+    def __init__(self, cluster: Cluster | str | Path, node: int | None = None, timeout: float | None = None) -> None:
+        self.cluster = cluster if isinstance(cluster, Cluster) else load_cluster(cluster)
+        spec = self.cluster.spec
+        self.timeout = timeout if timeout is not None else 4 * spec.rpc_timeout_ms / 1000.0 + 1.0
+        self.max_size = spec.max_message_bytes
+        self.chunk = min(CHUNK, self.max_size - 4096)
+        self._rid = itertools.count(1)
+        self._lock = threading.Lock()
+        candidates = [node] if node is not None else spec.members
+        errors = []
+        for n in candidates:
+            try:
+                self.sock = self._connect(n)
+                self.node = n
+                break
+            except PeerUnavailable as exc:
+                errors.append(str(exc))
+        else:
+            raise PeerUnavailable(
+                candidates[0] if len(candidates) == 1 else -1,
+                "no agent answered: " + "; ".join(errors) + " (is the federation running? `fednode status`)",
+            )
+
+    # ------------------------------------------------------------------ connection
+    def _connect(self, node: int) -> socket.socket:
+        spec = self.cluster.spec.node(node)
+        try:
+            sock = socket.create_connection((spec.host, spec.port), timeout=self.cluster.spec.connect_timeout_ms / 1000)
+        except OSError as exc:
+            raise PeerUnavailable(node, f"cannot connect to {spec.host}:{spec.port}: {exc.strerror or exc}") from None
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            challenge = self._recv(sock, wire.HANDSHAKE_MAX, node)
+            hello, mine = wire.hello(self.cluster.secret, challenge, wire.CLIENT_ID)
+            sock.sendall(hello)
+            wire.check_welcome(self.cluster.secret, mine, self._recv(sock, wire.HANDSHAKE_MAX, node))
+        except (OSError, wire.AuthError) as exc:
+            sock.close()
+            raise PeerUnavailable(node, str(exc)) from None
+        sock.settimeout(self.timeout)
+        return sock
+
+    def _recv(self, sock: socket.socket, limit: int, node: int) -> bytes:
+        head = self._exact(sock, 4, node)
+        n = wire.HEADER.unpack(head)[0]
+        if n > limit:
+            raise ProtocolError(f"agent sent a frame of {n} bytes (limit {limit})")
+        return self._exact(sock, n, node)
+
+    @staticmethod
+    def _exact(sock: socket.socket, n: int, node: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            try:
+                chunk = sock.recv(min(n - len(buf), 1 << 20))
+            except TimeoutError:
+                raise PeerUnavailable(node, "the agent did not answer within the timeout") from None
+            except OSError as exc:
+                raise PeerUnavailable(node, f"connection failed: {exc.strerror or exc}") from None
+            if not chunk:
+                raise PeerUnavailable(node, "the agent closed the connection")
+            buf += chunk
+        return bytes(buf)
+
+    def disconnect(self) -> None:
+        """Close the connection (the agent closes files this client left open)."""
+        self.sock.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.disconnect()
+
+    # ------------------------------------------------------------------ calls
+    def call(self, op: str, *args: Any, trace: bool = False) -> Any:
+        """Run ``op`` at the agent; its value, or its error raised here."""
+        value, _ = self._call(op, args, trace)
+        return value
+
+    def traced(self, op: str, *args: Any) -> tuple[Any, list[tuple[int, int, str]]]:
+        """``op``'s outcome (value, or the exception object) and every protocol
+        message it caused, as (src, dst, kind) in causal order."""
+        try:
+            return self._call(op, args, True)
+        except _Failed as f:
+            return f.error, f.log
+
+    def _call(self, op: str, args: tuple[Any, ...], trace: bool) -> tuple[Any, list[tuple[int, int, str]]]:
+        with self._lock:
+            rid = next(self._rid)
+            data = pack((wire.CLIENT, rid, op, args, trace))
+            try:
+                self.sock.sendall(wire.HEADER.pack(len(data)) + data)
+            except OSError as exc:
+                raise PeerUnavailable(self.node, f"send failed: {exc.strerror or exc}") from None
+            while True:
+                env = wire.decode(self._recv(self.sock, self.max_size, self.node), self.max_size)
+                if env[0] in (wire.REPLY, wire.ERROR) and env[1] in (rid, 0):
+                    break
+        _, got, body, log = env
+        log = [tuple(x) for x in log or ()]
+        if env[0] == wire.REPLY and got == rid:
+            return body, log
+        err = decode_error(body)
+        if trace:
+            raise _Failed(err, log)
+        raise err
+
+    # ------------------------------------------------------------------ the file API
+    def create(self, path: str) -> int:
+        """Create an empty file (exclusive); returns the node that holds it."""
+        return self.call("create", path)
+
+    def mkdir(self, path: str) -> int:
+        return self.call("mkdir", path)
+
+    def unlink(self, path: str) -> None:
+        self.call("unlink", path)
+
+    def rmdir(self, path: str) -> None:
+        self.call("rmdir", path)
+
+    def readdir(self, path: str) -> list[tuple[str, bool]]:
+        """[(name, is_dir)] sorted by name: the union of the nodes' directories."""
+        return list(self.call("readdir", path))
+
+    def listdir(self, path: str) -> list[str]:
+        return [name for name, _ in self.readdir(path)]
+
+    def stat(self, path: str) -> Stat:
+        return Stat(*self.call("stat", path))
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.stat(path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def open(self, path: str) -> int:
+        return self.call("open", path)
+
+    def close(self, fd: int) -> None:
+        """Close a file descriptor from ``open`` (``disconnect`` ends the connection)."""
+        self.call("close", fd)
+
+    def read(self, fd: int, size: int, offset: int = 0) -> bytes:
+        """Up to ``size`` bytes at ``offset`` (fewer at the end of the file)."""
+        out = bytearray()
+        while len(out) < size:
+            part = self.call("read", fd, offset + len(out), min(self.chunk, size - len(out)))
+            if not part:
+                break
+            out += part
+        return bytes(out)
+
+    def write(self, fd: int, data: bytes, offset: int = 0) -> int:
+        view = memoryview(data)
+        done = 0
+        while done < len(view):
+            done += self.call("write", fd, offset + done, bytes(view[done : done + self.chunk]))
+        return done
+
+    # ------------------------------------------------------------------ conveniences
+    def read_file(self, path: str) -> bytes:
+        fd = self.open(path)
+        try:
+            return self.read(fd, self.stat(path).size)
+        finally:
+            self.close(fd)
+
+    def write_file(self, path: str, data: bytes, overwrite: bool = False) -> int:
+        """Create ``path`` with ``data``; with ``overwrite`` an existing file is replaced."""
+        try:
+            home = self.create(path)
+        except FileExistsError:
+            if not overwrite or self.stat(path).is_dir:
+                raise
+            self.unlink(path)
+            home = self.create(path)
+        fd = self.open(path)
+        try:
+            self.write(fd, data)
+        finally:
+            self.close(fd)
+        return home
+
+    def rename(self, old: str, new: str) -> None:
+        """Rename a file within its directory.
+
+        The protocol has no rename (FedFS had none): this copies the file to
+        the new name (a home chosen by the placement policy) and then removes
+        the old one.  Not atomic: a crash in between leaves both names."""
+        old, new = normalize(old), normalize(new)
+        if split(old)[0] != split(new)[0]:
+            raise OSError(errno.EXDEV, "rename moves files within one directory only", new)
+        if self.stat(old).is_dir:
+            raise IsADirectoryError(errno.EISDIR, "rename of directories is not supported", old)
+        data = self.read_file(old)
+        self.write_file(new, data)
+        self.unlink(old)
+
+    def walk(self, top: str = "/") -> dict[str, bytes | None]:
+        """The whole namespace under ``top``: path -> content (None for directories)."""
+        top = normalize(top)
+        out: dict[str, bytes | None] = {top: None}
+        stack = [top]
+        while stack:
+            d = stack.pop()
+            for name, is_dir in self.readdir(d):
+                p = join(d, name)
+                if is_dir:
+                    out[p] = None
+                    stack.append(p)
+                else:
+                    out[p] = self.read_file(p)
+        return out
+
+    def status(self) -> dict[str, Any]:
+        return self.call("status")
+
+
+class _Failed(Exception):
+    def __init__(self, error: OSError, log: list[tuple[int, int, str]]) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.log = log

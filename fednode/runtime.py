@@ -1,0 +1,557 @@
+"""The real runtime: drives ``fedsim.protocol`` with a transport and a local directory.
+
+One ``Agent`` is one federation member.  It runs on an asyncio event loop:
+
+* the transport hands it every envelope it receives (``on_frame``);
+* a request is served by a protocol worker: requests are grouped by nesting
+  depth and each depth has ``workers`` slots, so a handler waiting on a
+  deeper request can never starve that request of a worker (the simulator's
+  per-stage pools, Federated DAFS V's worker threads);
+* replies wake the waiting caller directly, matched by request id;
+* ``Local`` effects run on ``fednode.localfs.LocalFS`` in the loop's thread
+  (local operations take microseconds; a thread hand-off would cost more);
+* ``Call`` timeouts and lost connections surface in protocol code as
+  ``PeerUnavailable``, exactly where the simulator raises it.
+
+The protocol objects (``FedNode``, the placement and hashing policies) are the
+simulator's, imported unchanged; this module only gives each effect its real
+meaning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import itertools
+import logging
+import time
+from collections.abc import Generator
+from typing import Any
+
+from fednode import wire
+from fednode.config import Cluster
+from fednode.localfs import LocalFS
+from fednode.transport import Conn, Transport
+from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Now, Send, Spawn, Wake
+from fedsim.protocol.messages import (
+    PeerUnavailable,
+    ProtocolError,
+    Read,
+    Request,
+    SummaryPush,
+    decode_error,
+    decode_request,
+    encode_error,
+    encode_request,
+    pack,
+)
+from fedsim.protocol.node import FedNode
+from fedsim.protocol.policies.placement import Pinned, make_placement
+
+log = logging.getLogger("fednode")
+
+Log = list[tuple[int, int, str]] | None
+
+#: API operations a client may call, with the types of their arguments (the
+#: FedNode method of the same name runs at this agent as the requester).
+API_OPS: dict[str, tuple[type, ...]] = {
+    "create": (str,),
+    "mkdir": (str,),
+    "unlink": (str,),
+    "rmdir": (str,),
+    "readdir": (str,),
+    "stat": (str,),
+    "open": (str,),
+    "close": (int,),
+    "read": (int, int, int),
+    "write": (int, int, bytes),
+}
+ADMIN_OPS = ("status", "pin", "ping", "bench", "refresh")
+
+
+class Agent:
+    """One federation member: a FedNode, its local directory and a transport."""
+
+    def __init__(self, cluster: Cluster, node_id: int, transport: Transport, fs: LocalFS | None = None) -> None:
+        spec = cluster.spec
+        self.cluster = cluster
+        self.id = node_id
+        self.spec = spec.node(node_id)
+        self.node = FedNode(
+            node_id,
+            spec.members,
+            spec.hashing_fn(),
+            make_placement(spec.placement, node_id, spec.seed),
+            spec.protocol.build(),
+        )
+        self.fs = fs if fs is not None else LocalFS(cluster.root_of(node_id))
+        self.transport = transport
+        self.timeout = spec.rpc_timeout_ms / 1000.0
+        self.max_size = spec.max_message_bytes
+        self.max_io = max(4096, spec.max_message_bytes - 4096)  # largest read/write payload per message
+        self.workers = spec.workers
+        self.summary_refresh = spec.summary_refresh_s
+        self.running = False
+        self.started = 0.0
+        self.pending: dict[int, tuple[asyncio.Future[Any], Conn]] = {}
+        self.peers: dict[int, Conn] = {}
+        self._connecting: dict[int, asyncio.Future[Conn]] = {}
+        self._rid = itertools.count(1)
+        self._sems: dict[int, asyncio.Semaphore] = {}
+        self._waits: dict[Any, asyncio.Future[Any]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._client_fds: dict[Conn, set[int]] = {}
+        self._reported: set[str] = set()
+        self._summary_acked: set[int] = set()
+        self._summary_kick: asyncio.Event | None = None
+        self.bad_frames = 0
+        self.loop: asyncio.AbstractEventLoop
+
+    # ------------------------------------------------------------------ life cycle
+    async def start(self) -> None:
+        """Listen, summarise the local tree and push the summary to the members
+        (retried until each has it: peers start in any order)."""
+        self.loop = asyncio.get_running_loop()
+        self.started = time.monotonic()
+        await self.transport.start(self)
+        self.running = True
+        self._summary_kick = asyncio.Event()
+        self._spawn(self._summary_loop())
+        log.info(
+            "node %d serving %s on %s (%s transport, %d members)",
+            self.id, self.fs.root, f"{self.spec.host}:{self.spec.port}", self.transport.name, len(self.node.members),
+        )
+
+    async def stop(self) -> None:
+        self.running = False
+        tasks = [t for t in self._tasks if t is not asyncio.current_task()]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.transport.stop()
+        for c in list(self.peers.values()):
+            c.close()
+        for fut, _ in list(self.pending.values()):
+            if not fut.done():
+                fut.set_exception(PeerUnavailable(self.id, "agent stopping"))
+        self.fs.close_all()
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = self.loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("node %d: background task failed: %r", self.id, task.exception())
+
+    @property
+    def summaries_complete(self) -> bool:
+        return len(self.node.summaries) == len(self.node.members)
+
+    async def _summary_loop(self) -> None:
+        others = tuple(m for m in self.node.members if m != self.id)
+        last: bytes | None = None
+        next_refresh = 0.0
+        backoff = 0.05
+        assert self._summary_kick is not None
+        while self.running:
+            now = time.monotonic()
+            if last is None or (self.summary_refresh and now >= next_refresh):
+                data = await self.drive(self.node.regenerate_summary(push=False), 0, None)
+                next_refresh = now + self.summary_refresh
+                if data != last:
+                    last, self._summary_acked = data, set()
+            todo = tuple(n for n in others if n not in self._summary_acked)
+            if todo:
+                replies = await self._multicast(todo, SummaryPush(self.id, last), 0, None)
+                for n, r in zip(todo, replies, strict=True):
+                    if not isinstance(r, BaseException):
+                        self._summary_acked.add(n)
+            pending = any(n not in self._summary_acked for n in others)
+            wait = backoff if pending else (self.summary_refresh or 3600.0)
+            backoff = min(backoff * 2, 2.0) if pending else 0.05
+            self._summary_kick.clear()
+            try:
+                await asyncio.wait_for(self._summary_kick.wait(), wait)
+            except TimeoutError:
+                pass
+
+    # ------------------------------------------------------------------ the effect driver
+    async def drive(self, gen: Generator[Any, Any, Any], depth: int, trace: Log) -> Any:
+        """Run one protocol generator to completion, performing its effects."""
+        value: Any = None
+        exc: BaseException | None = None
+        apply = self.fs.apply
+        while True:
+            try:
+                eff = gen.throw(exc) if exc is not None else gen.send(value)
+            except StopIteration as stop:
+                return stop.value
+            value, exc = None, None
+            t = type(eff)
+            try:
+                if t is Local:
+                    value = apply(eff.op, eff.path, eff.args)
+                elif t is Compute:
+                    pass  # the real CPU is spent anyway
+                elif t is Call:
+                    value = await self.call(eff.node, eff.request, depth, trace)
+                elif t is Multicast:
+                    value = await self._multicast(eff.nodes, eff.request, depth, trace)
+                elif t is Send:
+                    await self._send_oneway(eff.node, eff.request, depth, trace)
+                elif t is Now:
+                    value = time.monotonic()
+                elif t is Await:
+                    fut = self._waits.get(eff.key)
+                    if fut is None:
+                        fut = self._waits[eff.key] = self.loop.create_future()
+                    value = await asyncio.shield(fut)
+                    if isinstance(value, BaseException):
+                        exc, value = value, None
+                elif t is Wake:
+                    fut = self._waits.pop(eff.key, None)
+                    if fut is not None and not fut.done():
+                        fut.set_result(eff.value)
+                elif t is Spawn:
+                    self._spawn(self.drive(eff.gen, depth, trace))
+                else:
+                    raise TypeError(f"not an effect: {eff!r}")
+            except Exception as e:  # delivered into the protocol generator
+                exc = e
+
+    # ------------------------------------------------------------------ sending
+    async def _conn(self, node: int) -> Conn:
+        conn = self.peers.get(node)
+        if conn is not None and not conn.closed:
+            return conn
+        if node not in self.node.members:
+            raise PeerUnavailable(node, "not a member of this federation")
+        waiting = self._connecting.get(node)
+        if waiting is not None:
+            return await asyncio.shield(waiting)
+        fut: asyncio.Future[Conn] = self.loop.create_future()
+        self._connecting[node] = fut
+        try:
+            conn = await self.transport.connect(node)
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                fut.set_exception(exc)
+                fut.exception()  # retrieved: no "never retrieved" warning when nobody else waited
+            else:
+                fut.cancel()
+            raise
+        finally:
+            del self._connecting[node]
+        self.peers[node] = conn
+        fut.set_result(conn)
+        return conn
+
+    async def call(self, dst: int, req: Request, depth: int, trace: Log) -> Any:
+        """Request/reply to ``dst``: its handler's value, or its error raised here."""
+        conn = await self._conn(dst)
+        rid = next(self._rid)
+        fut = self.loop.create_future()
+        self.pending[rid] = (fut, conn)
+        try:
+            conn.send(pack((wire.REQUEST, rid, depth + 1, trace is not None, encode_request(req))))
+        except (ConnectionError, ProtocolError) as exc:
+            del self.pending[rid]
+            raise PeerUnavailable(dst, f"send failed: {exc}") from None
+        if trace is not None:
+            trace.append((self.id, dst, req.kind))
+        timer = self.loop.call_later(self.timeout, self._expire, rid, dst)
+        try:
+            ok, value, sublog = await fut
+        finally:
+            timer.cancel()
+            self.pending.pop(rid, None)
+        if trace is not None:
+            if sublog:
+                trace.extend(sublog)
+            trace.append((dst, self.id, "reply"))
+        if ok:
+            return value
+        raise decode_error(value)
+
+    def _expire(self, rid: int, dst: int) -> None:
+        entry = self.pending.pop(rid, None)
+        if entry is not None and not entry[0].done():
+            entry[0].set_exception(PeerUnavailable(dst, f"no reply within {self.timeout:g} s"))
+
+    async def _multicast(self, nodes: tuple[int, ...], req: Request, depth: int, trace: Log) -> list[Any]:
+        """One call per node, concurrently; exceptions are returned in place.
+        Traced, the log lists every request first (in ``nodes`` order, as they
+        were sent), then each peer's nested messages and reply in that order."""
+        subs: list[Log] = [[] if trace is not None else None for _ in nodes]
+        results = await asyncio.gather(
+            *(self.call(n, req, depth, s) for n, s in zip(nodes, subs, strict=True)), return_exceptions=True
+        )
+        if trace is not None:
+            trace.extend(s[0] for s in subs if s)
+            for s in subs:
+                trace.extend(s[1:] if s else ())
+        return list(results)
+
+    async def _send_oneway(self, dst: int, req: Request, depth: int, trace: Log) -> None:
+        if trace is not None:
+            trace.append((self.id, dst, req.kind))
+        try:
+            conn = await self._conn(dst)
+            conn.send(pack((wire.ONEWAY, 0, depth + 1, False, encode_request(req))))
+        except (ConnectionError, ProtocolError) as exc:
+            log.warning("node %d: one-way %s to node %d lost: %s", self.id, req.kind, dst, exc)
+
+    # ------------------------------------------------------------------ receiving
+    def on_frame(self, conn: Conn, payload: bytes) -> None:
+        """Every envelope the transport receives (called in the loop's thread)."""
+        try:
+            env = wire.decode(payload, self.max_size)
+        except ProtocolError as exc:
+            self._bad(conn, 0, f"garbled frame: {exc}")
+            return
+        kind = env[0]
+        try:
+            if kind == wire.REPLY or kind == wire.ERROR or kind == wire.PONG:
+                self._on_reply(conn, env)
+            elif kind == wire.REQUEST or kind == wire.ONEWAY:
+                self._on_request(conn, env)
+            elif kind == wire.CLIENT:
+                self._on_client(conn, env)
+            elif kind == wire.PING:
+                conn.send(pack((wire.PONG, env[1], env[2])))
+            else:
+                raise ProtocolError(f"unexpected {wire.KIND_NAMES[kind]} envelope")
+        except (ProtocolError, ValueError, IndexError, TypeError) as exc:
+            rid = env[1] if len(env) > 1 and type(env[1]) is int else 0
+            self._bad(conn, rid, f"bad {wire.KIND_NAMES[kind]} envelope: {exc}")
+        except ConnectionError:
+            pass  # the other side went away meanwhile
+
+    def _bad(self, conn: Conn, rid: int, reason: str) -> None:
+        """A frame we cannot serve: answer with EBADMSG and keep serving."""
+        self.bad_frames += 1
+        log.warning("node %d: from %s: %s", self.id, _who(conn.peer), reason)
+        try:
+            conn.send(pack((wire.ERROR, rid, encode_error(OSError(errno.EBADMSG, reason)), None)))
+        except ConnectionError:
+            pass
+
+    def _on_reply(self, conn: Conn, env: tuple[Any, ...]) -> None:
+        if env[0] == wire.PONG:
+            _, rid, payload = env
+            value: tuple[Any, ...] = (True, payload, None)
+        else:
+            _, rid, body, sublog = env
+            value = (env[0] == wire.REPLY, body, sublog)
+        entry = self.pending.pop(rid, None)
+        if entry is None:
+            return  # timed out already, or never ours
+        fut, c = entry
+        if c is not conn:
+            self.pending[rid] = entry
+            raise ProtocolError(f"reply {rid} on the wrong connection")
+        if not fut.done():
+            fut.set_result(value)
+
+    def _on_request(self, conn: Conn, env: tuple[Any, ...]) -> None:
+        kind, rid, depth, trace, body = env
+        if conn.peer == wire.CLIENT_ID:
+            raise ProtocolError("client programs may not send protocol requests (use CLIENT envelopes)")
+        if type(rid) is not int or type(depth) is not int or not 0 < depth <= wire.MAX_DEPTH:
+            raise ProtocolError(f"bad request id {rid!r} or depth {depth!r}")
+        req = decode_request(body)
+        if type(req) is Read and not 0 <= req.size <= self.max_io:
+            raise ProtocolError(f"Read.size {req.size} outside 0..{self.max_io}")
+        self._spawn(self._serve(conn, rid, depth, bool(trace), req, kind == wire.ONEWAY))
+
+    def _sem(self, depth: int) -> asyncio.Semaphore:
+        sem = self._sems.get(depth)
+        if sem is None:
+            sem = self._sems[depth] = asyncio.Semaphore(self.workers)
+        return sem
+
+    async def _serve(self, conn: Conn, rid: int, depth: int, traced: bool, req: Request, oneway: bool) -> None:
+        trace: Log = [] if traced else None
+        async with self._sem(depth):
+            self.node.stats.requests_served += 1
+            try:
+                value = await self.drive(self.node.handle(conn.peer, req), depth, trace)
+                out: tuple[Any, ...] = (wire.REPLY, rid, value, trace)
+            except Exception as exc:
+                out = (wire.ERROR, rid, encode_error(exc), trace)
+        if type(req) is SummaryPush and req.node not in self._summary_acked and self._summary_kick:
+            self._summary_kick.set()  # a (re)joining member: send it ours
+        if len(self.node.collisions) != len(self._reported):
+            self._report_collisions()
+        if not oneway:
+            self._reply(conn, out)
+
+    def _reply(self, conn: Conn, out: tuple[Any, ...]) -> None:
+        data = pack(out)
+        if len(data) > self.max_size:
+            err = OSError(errno.EMSGSIZE, f"reply of {len(data)} bytes exceeds the {self.max_size}-byte limit")
+            data = pack((wire.ERROR, out[1], encode_error(err), None))
+        try:
+            conn.send(data)
+        except ConnectionError:
+            pass  # the caller went away; it has its PeerUnavailable
+
+    def on_lost(self, conn: Conn, reason: str) -> None:
+        """A connection closed: its callers get PeerUnavailable now, not at the timeout."""
+        if self.peers.get(conn.peer) is conn:
+            del self.peers[conn.peer]
+        for rid, (fut, c) in list(self.pending.items()):
+            if c is conn:
+                del self.pending[rid]
+                if not fut.done():
+                    fut.set_exception(PeerUnavailable(conn.peer, f"connection lost: {reason}"))
+        fds = self._client_fds.pop(conn, None)
+        if fds and self.running:
+            for fd in fds:  # a client that vanished leaves no open file behind
+                self._spawn(self.drive(self.node.close(fd), 0, None))
+
+    def _report_collisions(self) -> None:
+        for path, (winner, homes) in self.node.collisions.items():
+            if path not in self._reported:
+                shadowed = [h for h in homes if h != winner]
+                log.warning(
+                    "node %d: name collision: %s exists on nodes %s; it resolves to %s, the copies on %s are hidden",
+                    self.id, path, sorted(homes), "the directory" if winner is None else f"node {winner}", shadowed,
+                )
+        self._reported = set(self.node.collisions)
+
+    # ------------------------------------------------------------------ clients
+    def _on_client(self, conn: Conn, env: tuple[Any, ...]) -> None:
+        _, rid, op, args, trace = env
+        if type(rid) is not int or not isinstance(op, str) or not isinstance(args, tuple):
+            raise ProtocolError("a client call is [6, rid, op, args, trace]")
+        self._spawn(self._serve_client(conn, rid, op, args, bool(trace)))
+
+    async def _serve_client(self, conn: Conn, rid: int, op: str, args: tuple[Any, ...], traced: bool) -> None:
+        trace: Log = [] if traced else None
+        try:
+            value = await self.api(op, args, trace, conn)
+            out: tuple[Any, ...] = (wire.REPLY, rid, value, trace)
+        except Exception as exc:
+            out = (wire.ERROR, rid, encode_error(exc), trace)
+        self._reply(conn, out)
+
+    async def api(self, op: str, args: tuple[Any, ...], trace: Log = None, conn: Conn | None = None) -> Any:
+        """Run a client's call at this agent: an API operation as the requester,
+        or an administrative one (status, pin, ping, bench, refresh)."""
+        want = API_OPS.get(op)
+        if want is None:
+            if op in ADMIN_OPS:
+                return await getattr(self, f"admin_{op}")(*args)
+            raise OSError(errno.EINVAL, f"unknown operation {op!r}; allowed: {', '.join([*API_OPS, *ADMIN_OPS])}")
+        if len(args) != len(want) or any(type(a) is not t for a, t in zip(args, want, strict=False)):
+            shown = ", ".join(type(a).__name__ for a in args)
+            raise OSError(errno.EINVAL, f"{op} takes ({', '.join(t.__name__ for t in want)}), got ({shown})")
+        if op == "read":
+            args = (args[0], args[1], min(args[2], self.max_io))  # a short read, as POSIX allows
+        async with self._sem(0):
+            value = await self.drive(getattr(self.node, op)(*args), 0, trace)
+        if conn is not None:
+            if op == "open":
+                self._client_fds.setdefault(conn, set()).add(value)
+            elif op == "close":
+                self._client_fds.get(conn, set()).discard(args[0])
+        return value
+
+    # ------------------------------------------------------------------ administration
+    async def admin_status(self) -> dict[str, Any]:
+        """What ``fednode status`` shows for this node."""
+        node = self.node
+        files = dirs = 0
+        for d in self.fs.list_dirs("/"):
+            dirs += 1
+            files += sum(1 for _, is_dir in self.fs.listdir(d) if not is_dir)
+        return {
+            "node": self.id,
+            "transport": self.transport.name,
+            "address": f"{self.spec.host}:{self.spec.port}",
+            "root": str(self.fs.root),
+            "uptime_s": round(time.monotonic() - self.started, 3),
+            "members": list(node.members),
+            "summaries": sorted(node.summaries),
+            "local_files": files,
+            "local_dirs": dirs,
+            "managed_names": sum(1 for p in node.dt.keys() if node.manager_of(p) == self.id),
+            "dt_entries": len(node.dt),
+            "vd_entries": len(node.vds),
+            "open_files": len(node.fds),
+            "requests_served": node.stats.requests_served,
+            "lookup_paths": node.stats.lookup_paths[1:],
+            "dirmerges": node.stats.dirmerges,
+            "collisions": [[p, w, list(h)] for p, (w, h) in sorted(node.collisions.items())],
+            "bad_frames": self.bad_frames,
+            "refused_connections": getattr(self.transport, "refused", 0),
+        }
+
+    async def admin_pin(self, path: str, home: int) -> None:
+        """Force the home of a name this node manages (benchmarks' forced placements)."""
+        if home not in self.node.members:
+            raise OSError(errno.EINVAL, f"node {home} is not a member")
+        if not isinstance(self.node.placement, Pinned):
+            self.node.placement = Pinned({}, self.node.placement)
+        self.node.placement.homes[path] = home
+
+    async def admin_refresh(self) -> None:
+        """Re-summarise the local tree now and push it if it changed."""
+        data = await self.drive(self.node.regenerate_summary(push=False), 0, None)
+        others = tuple(m for m in self.node.members if m != self.id)
+        if others:
+            await self._multicast(others, SummaryPush(self.id, data), 0, None)
+
+    async def ping(self, dst: int, payload: bytes = b"") -> None:
+        """One raw round trip to ``dst``: PING answered by its receive path, no protocol."""
+        conn = await self._conn(dst)
+        rid = next(self._rid)
+        fut = self.loop.create_future()
+        self.pending[rid] = (fut, conn)
+        conn.send(pack((wire.PING, rid, payload)))
+        timer = self.loop.call_later(self.timeout, self._expire, rid, dst)
+        try:
+            await fut
+        finally:
+            timer.cancel()
+            self.pending.pop(rid, None)
+
+    async def admin_ping(self, dst: int, count: int, size: int) -> list[int]:
+        """``count`` timed round trips of ``size`` payload bytes to ``dst`` (ns each)."""
+        payload = bytes(size)
+        out = []
+        for _ in range(count):
+            t0 = time.perf_counter_ns()
+            await self.ping(dst, payload)
+            out.append(time.perf_counter_ns() - t0)
+        return out
+
+    async def admin_bench(self, kind: str, op: str, calls: list[list[Any]]) -> list[int]:
+        """Time each call (ns): ``kind`` "fedfs" runs the API operation here,
+        "local" the same operation straight on the local directory (no
+        federation), for the benchmark's side-by-side ratios."""
+        from fednode.bench_ops import local_op
+
+        out = []
+        node = self.node
+        perf = time.perf_counter_ns
+        for args in calls:
+            if kind == "fedfs":
+                t0 = perf()
+                await self.drive(getattr(node, op)(*args), 0, None)
+            elif kind == "local":
+                t0 = perf()
+                local_op(self.fs, op, *args)
+            else:
+                raise OSError(errno.EINVAL, f"bench kind must be 'fedfs' or 'local', not {kind!r}")
+            out.append(perf() - t0)
+        return out
+
+
+def _who(peer: int) -> str:
+    return "a client" if peer == wire.CLIENT_ID else f"node {peer}"

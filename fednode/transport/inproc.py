@@ -1,0 +1,89 @@
+"""The in-process transport: agents of one event loop, envelopes handed over
+by the loop.  Every envelope is still encoded and decoded (the codec and its
+limits are exercised), and delivery is asynchronous (``call_soon``) as on a
+wire, so the agents' concurrency is the real one; only sockets are missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from fedsim.protocol.messages import PeerUnavailable, ProtocolError
+
+if TYPE_CHECKING:
+    from fednode.runtime import Agent
+
+
+class InprocNetwork:
+    """The agents that can reach each other: node id -> running agent."""
+
+    def __init__(self) -> None:
+        self.agents: dict[int, Agent] = {}
+
+
+class InprocConn:
+    def __init__(self, owner: Agent, peer: int, max_size: int) -> None:
+        self.owner = owner  # the agent that receives what arrives on this end
+        self.peer = peer
+        self.other: InprocConn
+        self.closed = False
+        self.max_size = max_size
+
+    def send(self, payload: bytes) -> None:
+        if self.closed:
+            raise ConnectionError("connection closed")
+        if len(payload) > self.max_size:
+            raise ProtocolError(f"message of {len(payload)} bytes exceeds the {self.max_size}-byte limit")
+        other = self.other
+        asyncio.get_running_loop().call_soon(_arrive, other, payload)
+
+    def close(self) -> None:
+        for end in (self, self.other):
+            if not end.closed:
+                end.closed = True
+                asyncio.get_running_loop().call_soon(end.owner.on_lost, end, "closed")
+
+
+def _arrive(conn: InprocConn, payload: bytes) -> None:
+    if not conn.closed:
+        conn.owner.on_frame(conn, payload)
+
+
+class InprocTransport:
+    name = "inproc"
+
+    def __init__(self, network: InprocNetwork, node_id: int, max_size: int = 16 << 20) -> None:
+        self.network = network
+        self.me = node_id
+        self.max_size = max_size
+        self.agent: Agent
+        self.conns: list[InprocConn] = []
+        self.refused = 0
+
+    async def start(self, agent: Agent) -> None:
+        self.agent = agent
+        self.network.agents[self.me] = agent
+
+    def pair(self, peer: Agent, peer_id: int) -> InprocConn:
+        """A connection from this agent to ``peer`` (who sees us as ``self.me``)."""
+        mine = InprocConn(self.agent, peer_id, self.max_size)
+        theirs = InprocConn(peer, self.me, self.max_size)
+        mine.other, theirs.other = theirs, mine
+        self.conns.append(mine)
+        peer.transport.conns.append(theirs)  # type: ignore[attr-defined]
+        return mine
+
+    async def connect(self, node: int) -> InprocConn:
+        peer = self.network.agents.get(node)
+        if peer is None or not peer.running:
+            raise PeerUnavailable(node, "not running")
+        return self.pair(peer, node)
+
+    async def stop(self) -> None:
+        self.network.agents.pop(self.me, None)
+        for c in self.conns:
+            if not c.closed:
+                c.close()
+        self.conns.clear()
+

@@ -1,0 +1,126 @@
+"""What travels between agents and clients: frames, envelopes, the handshake.
+
+Frames are length-prefixed (4 bytes, big endian) msgpack documents; the
+payload codec is ``fedsim.protocol.messages`` (one codec for every transport).
+An envelope is a msgpack array whose first element says what it is:
+
+=========  ===========================================================
+REQUEST    [0, rid, depth, trace, request]   a protocol request (Call)
+ONEWAY     [1, 0, depth, trace, request]     a protocol request (Send)
+REPLY      [2, rid, value, log]              a successful reply
+ERROR      [3, rid, error, log]              a failed one (errno triple)
+PING       [4, rid, payload]                 the raw round trip (``fednode bench``)
+PONG       [5, rid, payload]
+CLIENT     [6, rid, op, args, trace]         an API call from a client program
+=========  ===========================================================
+
+``depth`` is the request's nesting (a client's call is 0, a request a handler
+sends is one deeper): each depth has its own worker pool, so bounded pools
+cannot deadlock (as in the simulator).  With ``trace`` set the reply carries
+``log``, the (src, dst, kind) of every message the handler caused, so the
+requester can rebuild the whole message sequence of an operation across
+processes (the conformance suite compares it with the simulator's).
+
+The handshake on every connection: the server sends a random challenge; the
+connecting side answers with HMAC-SHA256(secret, "client" + challenge), its own
+challenge and who it is (a node id, or -1 for a client program); the server
+checks, then proves it knows the secret too.  Nothing else is read before that.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import struct
+from typing import Any
+
+from fedsim.protocol.messages import ProtocolError, pack, unpack
+
+REQUEST, ONEWAY, REPLY, ERROR, PING, PONG, CLIENT = range(7)
+KIND_NAMES = ("REQUEST", "ONEWAY", "REPLY", "ERROR", "PING", "PONG", "CLIENT")
+HEADER = struct.Struct("!I")
+NONCE_BYTES = 32
+HANDSHAKE_MAX = 512  # bytes: a handshake frame is small; anything bigger is refused
+CLIENT_ID = -1
+MAX_DEPTH = 16  # deeper nesting than any protocol operation makes: refused
+
+
+class AuthError(ConnectionError):
+    """The other side does not know the cluster's secret."""
+
+
+def frame(payload: bytes) -> bytes:
+    return HEADER.pack(len(payload)) + payload
+
+
+def encode(obj: Any) -> bytes:
+    """One envelope as a frame, ready for the wire."""
+    payload = pack(obj)
+    return HEADER.pack(len(payload)) + payload
+
+
+def decode(payload: bytes, max_size: int) -> tuple[Any, ...]:
+    """One frame's payload -> envelope (a tuple whose first item is its kind).
+    Arrays decode as tuples all the way down: replies then look exactly as
+    the handlers built them (and as the simulator hands them over)."""
+    obj = unpack(payload, max_size, use_list=False)
+    if not isinstance(obj, tuple) or not obj or type(obj[0]) is not int or not 0 <= obj[0] < len(KIND_NAMES):
+        raise ProtocolError("an envelope must be an array [kind, ...] with a known kind")
+    return obj
+
+
+# ---------------------------------------------------------------------------- handshake
+def nonce() -> bytes:
+    return os.urandom(NONCE_BYTES)
+
+
+def mac(secret: bytes, role: bytes, challenge: bytes) -> bytes:
+    return hmac.new(secret, role + challenge, hashlib.sha256).digest()
+
+
+def hello(secret: bytes, challenge: bytes, who: int) -> tuple[bytes, bytes]:
+    """The connecting side's answer to ``challenge``: (frame, its own challenge)."""
+    mine = nonce()
+    return frame(pack([mac(secret, b"client", challenge), mine, who])), mine
+
+
+def check_hello(secret: bytes, challenge: bytes, payload: bytes) -> tuple[int, bytes]:
+    """Server side: verify a hello; returns (who, the reply frame proving the server's key)."""
+    try:
+        obj = unpack(payload, HANDSHAKE_MAX, use_list=False)
+        proof, theirs, who = obj
+        ok = (
+            isinstance(proof, bytes)
+            and isinstance(theirs, bytes)
+            and len(theirs) == NONCE_BYTES
+            and isinstance(who, int)
+            and not isinstance(who, bool)
+        )
+    except (ProtocolError, TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise AuthError("malformed handshake")
+    if not hmac.compare_digest(proof, mac(secret, b"client", challenge)):
+        raise AuthError("wrong secret: the peer's HMAC does not match the cluster file's secret")
+    return who, frame(pack([True, mac(secret, b"server", theirs)]))
+
+
+def refusal(reason: str) -> bytes:
+    """The frame a server sends before closing an unauthenticated connection."""
+    return frame(pack([False, reason]))
+
+
+def check_welcome(secret: bytes, mine: bytes, payload: bytes) -> None:
+    """Connecting side: verify the server's proof."""
+    try:
+        obj = unpack(payload, HANDSHAKE_MAX, use_list=False)
+        ok = isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[0], bool)
+    except ProtocolError:
+        ok = False
+    if not ok:
+        raise AuthError("malformed handshake reply (is this a fednode agent?)")
+    if obj[0] is False:
+        raise AuthError(f"the agent refused the connection: {obj[1]}")
+    if not isinstance(obj[1], bytes) or not hmac.compare_digest(obj[1], mac(secret, b"server", mine)):
+        raise AuthError("the agent does not know the cluster's secret")

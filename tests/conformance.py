@@ -1,0 +1,276 @@
+"""The conformance suite's scenarios and the runners for every world.
+
+A scenario is an initial placement of local files (what each node's directory
+holds before the federation starts) and a script of operations, each issued at
+a given node.  A runner plays it on one runtime and returns, per operation,
+the outcome (value, or the errno it failed with) and the protocol messages it
+caused, plus every node's local tree at the end.  The suite asserts that every
+runtime gives the same: that is the promise "the same protocol code in both
+worlds", checked.
+
+Messages are compared as the sequence of requests (type, source, destination)
+in causal order and the number of replies: replies to a multicast arrive in
+whatever order the peers answer, so their order is not part of the protocol.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fedsim.direct import DirectCluster
+from fedsim.memfs import MemFS
+from fedsim.network import preset
+from fedsim.protocol.node import ProtocolConfig
+from fedsim.runtime import OpTrace, SimCluster
+from fednode.cluster import AgentGroup, ProcessCluster, local_spec
+from fednode.config import Cluster, write_cluster
+
+FD = "$fd"  # in an op's args: the descriptor the last open at that node returned
+
+Op = tuple[int, str, tuple[Any, ...]]
+
+
+@dataclass
+class Scenario:
+    name: str
+    nodes: int
+    files: dict[int, list[tuple[str, bytes]]] = field(default_factory=dict)
+    dirs: dict[int, list[str]] = field(default_factory=dict)
+    ops: list[Op] = field(default_factory=list)
+    placement: str = "with_manager"
+
+
+SCENARIOS = [
+    Scenario(
+        "union of pre-populated directories",
+        3,
+        files={0: [("/a/x", b"x on n0")], 1: [("/a/y", b"y on n1"), ("/b/deep/f", b"f")]},
+        dirs={2: ["/e"]},
+        ops=[
+            (2, "readdir", ("/",)),
+            (0, "readdir", ("/a",)),
+            (2, "stat", ("/a/y",)),
+            (1, "open", ("/a/x",)),
+            (1, "read", (FD, 0, 100)),
+            (1, "close", (FD,)),
+            (1, "create", ("/a/z",)),
+            (1, "open", ("/a/z",)),
+            (1, "write", (FD, 0, b"zzz")),
+            (1, "close", (FD,)),
+            (0, "open", ("/a/z",)),
+            (0, "read", (FD, 1, 10)),
+            (0, "close", (FD,)),
+            (2, "unlink", ("/a/x",)),
+            (0, "mkdir", ("/c",)),
+            (1, "create", ("/c/f",)),
+            (2, "readdir", ("/c",)),
+            (0, "rmdir", ("/a",)),
+            (1, "rmdir", ("/e",)),
+            (2, "readdir", ("/b/deep",)),
+            (0, "readdir", ("/",)),
+        ],
+    ),
+    Scenario(
+        "errors a file-system user expects",
+        3,
+        files={0: [("/d/f", b"data")]},
+        dirs={1: ["/d/sub"]},
+        ops=[
+            (1, "create", ("/d/f",)),
+            (2, "stat", ("/d/f/x",)),
+            (0, "open", ("/d/sub",)),
+            (2, "unlink", ("/d/none",)),
+            (1, "rmdir", ("/d",)),
+            (0, "rmdir", ("/d/f",)),
+            (2, "mkdir", ("/d/sub",)),
+            (1, "readdir", ("/nowhere",)),
+            (0, "create", ("/nowhere/f",)),
+            (2, "stat", ("/../etc/passwd",)),
+            (1, "read", (99, 0, 1)),
+            (0, "unlink", ("/d/sub",)),
+            (0, "rmdir", ("/",)),
+        ],
+    ),
+    Scenario(
+        "name collision resolves to the lowest node",
+        3,
+        files={0: [("/c/f", b"copy on n0")], 2: [("/c/f", b"copy on n2"), ("/c/g", b"g")], 1: [("/c/g/h", b"h")]},
+        ops=[
+            (1, "readdir", ("/c",)),
+            (1, "stat", ("/c/f",)),
+            (2, "open", ("/c/f",)),
+            (2, "read", (FD, 0, 100)),
+            (2, "close", (FD,)),
+            (0, "stat", ("/c/g",)),
+            (0, "readdir", ("/c/g",)),
+        ],
+    ),
+    Scenario(
+        "round-robin homes, remote lookups and stale directory tables",
+        4,
+        dirs={0: ["/w"], 1: ["/w"], 2: ["/w"], 3: ["/w"]},
+        placement="round_robin",
+        ops=[
+            *[(i % 4, "create", (f"/w/f{i}",)) for i in range(6)],
+            *[((i + 1) % 4, "stat", (f"/w/f{i}",)) for i in range(6)],
+            (3, "unlink", ("/w/f1",)),
+            (2, "stat", ("/w/f1",)),
+            (1, "create", ("/w/f1",)),
+            (2, "stat", ("/w/f1",)),
+            (0, "readdir", ("/w",)),
+            (3, "mkdir", ("/w/sub",)),
+            (2, "create", ("/w/sub/g",)),
+            (1, "unlink", ("/w/sub/g",)),
+            (0, "rmdir", ("/w/sub",)),
+            (1, "readdir", ("/w",)),
+        ],
+    ),
+]
+
+# Protocol settings every world shares: the papers' closed world (no VD
+# ageing: real time and simulated time differ, so age-triggered merges would
+# differ too), and no periodic re-summarising in the agents.
+PROTOCOL = {"vd_max_age_s": 0.0, "vd_miss_age_s": 0.0}
+
+
+@dataclass
+class Outcome:
+    results: list[Any]
+    messages: list[list[tuple[int, int, str]]]
+    trees: list[dict[str, bytes | None]]
+
+    def requests(self, i: int) -> list[tuple[int, int, str]]:
+        return [m for m in self.messages[i] if m[2] != "reply"]
+
+    def replies(self, i: int) -> int:
+        return sum(1 for m in self.messages[i] if m[2] == "reply")
+
+
+def canonical(value: Any) -> Any:
+    """Outcomes compared across runtimes: sequences as tuples, errors as errno."""
+    if isinstance(value, BaseException):
+        return ("error", getattr(value, "errno", None) or type(value).__name__)
+    if isinstance(value, (list, tuple)):
+        return tuple(canonical(v) for v in value)
+    if isinstance(value, bytearray):
+        return bytes(value)
+    return value
+
+
+def _args(args: tuple[Any, ...], fd: int | None) -> tuple[Any, ...]:
+    return tuple(fd if a == FD else a for a in args)
+
+
+def _populate(fs: Any, sc: Scenario, node: int) -> None:
+    for d in sc.dirs.get(node, []):
+        fs.mkdir(d)
+    for path, data in sc.files.get(node, []):
+        fs.create(path)
+        fs.write(path, 0, data)
+
+
+def _play(sc: Scenario, run_one: Any) -> tuple[list[Any], list[list[tuple[int, int, str]]]]:
+    results, messages = [], []
+    fds: dict[int, int] = {}
+    for node, op, args in sc.ops:
+        value, log = run_one(node, op, _args(args, fds.get(node)))
+        if op == "open" and isinstance(value, int):
+            fds[node] = value
+        results.append(canonical(value))
+        messages.append([tuple(m) for m in log])
+    return results, messages
+
+
+# ---------------------------------------------------------------------------- the worlds
+def run_sim(sc: Scenario) -> Outcome:
+    c = SimCluster(
+        sc.nodes, network=preset("tcp_loopback"), keep_data=True, placement=sc.placement,
+        protocol=ProtocolConfig(**PROTOCOL),
+    )
+    for n in range(sc.nodes):
+        _populate(c.fs[n], sc, n)
+    c.preload_summaries()
+
+    def one(node: int, op: str, args: tuple[Any, ...]) -> tuple[Any, list[Any]]:
+        trace = OpTrace(log=[])
+        try:
+            value = c.run_op(node, op, *args, trace=trace)
+        except Exception as exc:
+            value = exc
+        c.env.run()
+        return value, list(trace.log or [])
+
+    results, messages = _play(sc, one)
+    return Outcome(results, messages, [fs.tree() for fs in c.fs])
+
+
+def run_direct(sc: Scenario) -> Outcome:
+    fss = [MemFS() for _ in range(sc.nodes)]
+    for n, fs in enumerate(fss):
+        _populate(fs, sc, n)
+    c = DirectCluster(sc.nodes, placement=sc.placement, config=ProtocolConfig(**PROTOCOL), local=fss)
+
+    def one(node: int, op: str, args: tuple[Any, ...]) -> tuple[Any, list[Any]]:
+        mark = len(c.trace)
+        try:
+            value = c.op(node, op, *args)
+        except Exception as exc:
+            value = exc
+        # the in-memory runtime records requests only; replies are implied by calls
+        return value, c.messages_since(mark)
+
+    results, messages = _play(sc, one)
+    return Outcome(results, messages, [fs.tree() for fs in fss])
+
+
+def _real_cluster(sc: Scenario, base: Path) -> Cluster:
+    from fednode.config import ProtocolSpec
+
+    spec = local_spec(
+        base, sc.nodes, placement=sc.placement, summary_refresh_s=0.0, protocol=ProtocolSpec(**PROTOCOL)
+    )
+    from fednode.localfs import LocalFS
+
+    for n in range(sc.nodes):
+        _populate(LocalFS(base / f"n{n}"), sc, n)
+    write_cluster(base / "cluster.yaml", spec)
+    return Cluster(spec, base / "cluster.yaml")
+
+
+def _trees(base: Path, n: int) -> list[dict[str, bytes | None]]:
+    from fednode.localfs import LocalFS
+
+    return [LocalFS(base / f"n{i}").tree() for i in range(n)]
+
+
+def run_inproc(sc: Scenario) -> Outcome:
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        cluster = _real_cluster(sc, base)
+        with AgentGroup(cluster, transport="inproc") as g:
+            results, messages = _play(sc, lambda node, op, args: g.traced(node, op, *args))
+        return Outcome(results, messages, _trees(base, sc.nodes))
+
+
+def run_tcp(sc: Scenario) -> Outcome:
+    """Separate agent processes talking TCP; operations through the client API."""
+    from fednode.client import Client
+
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        cluster = _real_cluster(sc, base)
+        with ProcessCluster(base / "cluster.yaml", log_dir=base / "logs") as pc:
+            pc.wait_ready()
+            clients = {n: Client(cluster, node=n) for n in range(sc.nodes)}
+            try:
+                results, messages = _play(sc, lambda node, op, args: clients[node].traced(op, *args))
+            finally:
+                for c in clients.values():
+                    c.disconnect()
+        return Outcome(results, messages, _trees(base, sc.nodes))
+
+
+__all__ = ["SCENARIOS", "Outcome", "Scenario", "run_direct", "run_inproc", "run_sim", "run_tcp"]
