@@ -94,7 +94,7 @@ from experiments.common import build_cluster, network_of
 from fedsim.config import Config, ConfigError
 from fedsim.protocol.effects import Local
 from fedsim.protocol.names import split
-from fedsim.protocol.placement import ModN, Ring, make_hashing
+from fedsim.protocol.placement import ModN, Ring, make_hashing, names_managed_by
 from fedsim.protocol.policies.placement import Pinned, WithManager
 from fedsim.results import StudyResult, table
 from fedsim.runtime import OpTrace, SimCluster
@@ -227,13 +227,8 @@ class Measurement:
 def pick_names(hashing: ModN | Ring, parent_manager: int, manager: int) -> tuple[str, str]:
     """A parent directory managed by ``parent_manager`` and a name in it managed
     by ``manager`` (the first in a fixed order: deterministic)."""
-    parent = next((p for j in range(_SEARCH) if hashing.manager_of(p := f"{ROOT_DIR}/p{j}") == parent_manager), None)
-    if parent is None:
-        raise RuntimeError(f"no directory name hashes to node {parent_manager}")
-    path = next((f for i in range(_SEARCH) if hashing.manager_of(f := f"{parent}/x{i}") == manager), None)
-    if path is None:
-        raise RuntimeError(f"no file name under {parent} hashes to node {manager}")
-    return parent, path
+    parent = names_managed_by(hashing, parent_manager, f"{ROOT_DIR}/p", limit=_SEARCH)[0]
+    return parent, names_managed_by(hashing, manager, f"{parent}/x", limit=_SEARCH)[0]
 
 
 def _with_updates(cfg: Config, async_updates: bool) -> Config:

@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fedsim.config import ConfigError
 from fednode.config import Cluster, load_cluster
+from fedsim.config import ConfigError
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -115,7 +115,8 @@ def fs(cluster_file: str, node: int | None, cmd: str, args: list[str]) -> int:
     want = FS_COMMANDS[cmd]
     counts = want if isinstance(want, tuple) else (want,)
     if len(args) not in counts:
-        print(f"fednode fs {cmd}: expected {' or '.join(map(str, counts))} argument(s), got {len(args)}", file=sys.stderr)
+        want_n = " or ".join(map(str, counts))
+        print(f"fednode fs {cmd}: expected {want_n} argument(s), got {len(args)}", file=sys.stderr)
         return 2
     try:
         with Client(load_cluster(cluster_file), node=node) as c:
@@ -195,7 +196,9 @@ def format_status(rows: list[dict[str, Any]]) -> str:
 
 # ---------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="fednode", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="fednode", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("-v", "--verbose", action="store_true")
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("serve", help="run one agent in the foreground")

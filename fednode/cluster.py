@@ -163,12 +163,15 @@ class ProcessCluster:
 
     def start_node(self, node: int) -> None:
         cmd = [sys.executable, "-m", "fednode.cli", "serve", "--cluster", str(self.file), "--node", str(node)]
-        err: Any = subprocess.DEVNULL
-        if self.log_dir is not None:
-            self.log_dir.mkdir(parents=True, exist_ok=True)
-            err = open(self.log_dir / f"n{node}.log", "ab")  # noqa: SIM115 -- the child owns it
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.procs[node] = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env)
+        if self.log_dir is None:
+            self.procs[node] = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+            )
+            return
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_dir / f"n{node}.log", "ab") as err:  # the child keeps its own copy
+            self.procs[node] = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env)
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Until every running agent answers and holds every member's summary."""

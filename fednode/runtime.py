@@ -93,7 +93,7 @@ class Agent:
         self.summary_refresh = spec.summary_refresh_s
         self.running = False
         self.started = 0.0
-        self.pending: dict[int, tuple[asyncio.Future[Any], Conn]] = {}
+        self.pending: dict[int, tuple[asyncio.Future[Any], Conn, float]] = {}  # rid -> (future, conn, deadline)
         self.peers: dict[int, Conn] = {}
         self._connecting: dict[int, asyncio.Future[Conn]] = {}
         self._rid = itertools.count(1)
@@ -117,6 +117,7 @@ class Agent:
         self.running = True
         self._summary_kick = asyncio.Event()
         self._spawn(self._summary_loop())
+        self._spawn(self._sweep())
         log.info(
             "node %d serving %s on %s (%s transport, %d members)",
             self.id, self.fs.root, f"{self.spec.host}:{self.spec.port}", self.transport.name, len(self.node.members),
@@ -131,7 +132,7 @@ class Agent:
         await self.transport.stop()
         for c in list(self.peers.values()):
             c.close()
-        for fut, _ in list(self.pending.values()):
+        for fut, _, _ in list(self.pending.values()):
             if not fut.done():
                 fut.set_exception(PeerUnavailable(self.id, "agent stopping"))
         self.fs.close_all()
@@ -180,48 +181,76 @@ class Agent:
                 pass
 
     # ------------------------------------------------------------------ the effect driver
-    async def drive(self, gen: Generator[Any, Any, Any], depth: int, trace: Log) -> Any:
-        """Run one protocol generator to completion, performing its effects."""
-        value: Any = None
-        exc: BaseException | None = None
+    def _run_sync(self, gen: Generator[Any, Any, Any], value: Any, exc: BaseException | None, depth: int,
+                  trace: Log) -> tuple[bool, Any]:
+        """Advance ``gen``, performing the effects that need no waiting (Local,
+        Compute, Now, Wake, Spawn) in place.  Returns (True, its return value)
+        when it finishes, or (False, effect) at the first effect that must wait
+        for the network (Call, Multicast, Send, Await).  The generator's own
+        exception propagates.
+
+        A handler whose effects are all local (Stat, Read, Write, ReadDir, a
+        cached GetEntry ...) thus runs to its reply inside ``on_frame``, with no
+        task and no extra turn of the event loop: most of the gap between a
+        1-hop operation and the raw round trip."""
         apply = self.fs.apply
         while True:
             try:
                 eff = gen.throw(exc) if exc is not None else gen.send(value)
             except StopIteration as stop:
-                return stop.value
+                return True, stop.value
             value, exc = None, None
             t = type(eff)
-            try:
-                if t is Local:
+            if t is Local:
+                try:
                     value = apply(eff.op, eff.path, eff.args)
-                elif t is Compute:
-                    pass  # the real CPU is spent anyway
-                elif t is Call:
+                except Exception as e:  # delivered into the protocol generator
+                    exc = e
+            elif t is Compute:
+                pass  # the real CPU is spent anyway
+            elif t is Now:
+                value = time.monotonic()
+            elif t is Wake:
+                fut = self._waits.pop(eff.key, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(eff.value)
+            elif t is Spawn:
+                self._spawn(self.drive(eff.gen, depth, trace))
+            elif t is Call or t is Multicast or t is Send or t is Await:
+                return False, eff
+            else:
+                exc = TypeError(f"not an effect: {eff!r}")
+
+    async def drive(self, gen: Generator[Any, Any, Any], depth: int, trace: Log, pending: Any = None) -> Any:
+        """Run one protocol generator to completion, performing its effects
+        (``pending``: an effect it already yielded, to perform first)."""
+        value: Any = None
+        exc: BaseException | None = None
+        while True:
+            if pending is None:
+                done, eff = self._run_sync(gen, value, exc, depth, trace)
+                if done:
+                    return eff
+            else:
+                eff, pending = pending, None
+            value, exc = None, None
+            try:
+                t = type(eff)
+                if t is Call:
                     value = await self.call(eff.node, eff.request, depth, trace)
                 elif t is Multicast:
                     value = await self._multicast(eff.nodes, eff.request, depth, trace)
                 elif t is Send:
                     await self._send_oneway(eff.node, eff.request, depth, trace)
-                elif t is Now:
-                    value = time.monotonic()
-                elif t is Await:
+                else:  # Await
                     fut = self._waits.get(eff.key)
                     if fut is None:
                         fut = self._waits[eff.key] = self.loop.create_future()
                     value = await asyncio.shield(fut)
                     if isinstance(value, BaseException):
-                        exc, value = value, None
-                elif t is Wake:
-                    fut = self._waits.pop(eff.key, None)
-                    if fut is not None and not fut.done():
-                        fut.set_result(eff.value)
-                elif t is Spawn:
-                    self._spawn(self.drive(eff.gen, depth, trace))
-                else:
-                    raise TypeError(f"not an effect: {eff!r}")
+                        raise value
             except Exception as e:  # delivered into the protocol generator
-                exc = e
+                exc, value = e, None
 
     # ------------------------------------------------------------------ sending
     async def _conn(self, node: int) -> Conn:
@@ -255,7 +284,7 @@ class Agent:
         conn = await self._conn(dst)
         rid = next(self._rid)
         fut = self.loop.create_future()
-        self.pending[rid] = (fut, conn)
+        self.pending[rid] = (fut, conn, time.monotonic() + self.timeout)
         try:
             conn.send(pack((wire.REQUEST, rid, depth + 1, trace is not None, encode_request(req))))
         except (ConnectionError, ProtocolError) as exc:
@@ -263,11 +292,9 @@ class Agent:
             raise PeerUnavailable(dst, f"send failed: {exc}") from None
         if trace is not None:
             trace.append((self.id, dst, req.kind))
-        timer = self.loop.call_later(self.timeout, self._expire, rid, dst)
         try:
             ok, value, sublog = await fut
         finally:
-            timer.cancel()
             self.pending.pop(rid, None)
         if trace is not None:
             if sublog:
@@ -277,10 +304,19 @@ class Agent:
             return value
         raise decode_error(value)
 
-    def _expire(self, rid: int, dst: int) -> None:
-        entry = self.pending.pop(rid, None)
-        if entry is not None and not entry[0].done():
-            entry[0].set_exception(PeerUnavailable(dst, f"no reply within {self.timeout:g} s"))
+    async def _sweep(self) -> None:
+        """Fail the calls whose reply is overdue.  One sweeper instead of a
+        timer per call: a call then costs no timer-heap work, and a timeout
+        fires at most a tick late."""
+        tick = min(0.05, self.timeout / 4)
+        while self.running:
+            await asyncio.sleep(tick)
+            now = time.monotonic()
+            for rid, (fut, conn, deadline) in list(self.pending.items()):
+                if deadline <= now:
+                    del self.pending[rid]
+                    if not fut.done():
+                        fut.set_exception(PeerUnavailable(conn.peer, f"no reply within {self.timeout:g} s"))
 
     async def _multicast(self, nodes: tuple[int, ...], req: Request, depth: int, trace: Log) -> list[Any]:
         """One call per node, concurrently; exceptions are returned in place.
@@ -350,7 +386,7 @@ class Agent:
         entry = self.pending.pop(rid, None)
         if entry is None:
             return  # timed out already, or never ours
-        fut, c = entry
+        fut, c, _ = entry
         if c is not conn:
             self.pending[rid] = entry
             raise ProtocolError(f"reply {rid} on the wrong connection")
@@ -366,7 +402,22 @@ class Agent:
         req = decode_request(body)
         if type(req) is Read and not 0 <= req.size <= self.max_io:
             raise ProtocolError(f"Read.size {req.size} outside 0..{self.max_io}")
-        self._spawn(self._serve(conn, rid, depth, bool(trace), req, kind == wire.ONEWAY))
+        oneway = kind == wire.ONEWAY
+        log: Log = [] if trace else None
+        if self._sem(depth).locked():  # every worker of this stage busy: queue for one
+            self._spawn(self._serve(conn, rid, depth, log, req, oneway, None, None))
+            return
+        self.node.stats.requests_served += 1
+        gen = self.node.handle(conn.peer, req)
+        try:
+            done, r = self._run_sync(gen, None, None, depth, log)
+        except Exception as exc:
+            self._finish(conn, req, oneway, (wire.ERROR, rid, encode_error(exc), log))
+            return
+        if done:
+            self._finish(conn, req, oneway, (wire.REPLY, rid, r, log))
+        else:  # it must wait for the network: continue on a worker
+            self._spawn(self._serve(conn, rid, depth, log, req, oneway, gen, r))
 
     def _sem(self, depth: int) -> asyncio.Semaphore:
         sem = self._sems.get(depth)
@@ -374,15 +425,23 @@ class Agent:
             sem = self._sems[depth] = asyncio.Semaphore(self.workers)
         return sem
 
-    async def _serve(self, conn: Conn, rid: int, depth: int, traced: bool, req: Request, oneway: bool) -> None:
-        trace: Log = [] if traced else None
+    async def _serve(
+        self, conn: Conn, rid: int, depth: int, trace: Log, req: Request, oneway: bool, gen: Any, pending: Any
+    ) -> None:
+        """Serve a request on one of its stage's workers (``gen``: a handler
+        already started by the fast path, ``pending`` the effect it waits on)."""
         async with self._sem(depth):
-            self.node.stats.requests_served += 1
+            if gen is None:
+                self.node.stats.requests_served += 1
+                gen = self.node.handle(conn.peer, req)
             try:
-                value = await self.drive(self.node.handle(conn.peer, req), depth, trace)
+                value = await self.drive(gen, depth, trace, pending)
                 out: tuple[Any, ...] = (wire.REPLY, rid, value, trace)
             except Exception as exc:
                 out = (wire.ERROR, rid, encode_error(exc), trace)
+        self._finish(conn, req, oneway, out)
+
+    def _finish(self, conn: Conn, req: Request, oneway: bool, out: tuple[Any, ...]) -> None:
         if type(req) is SummaryPush and req.node not in self._summary_acked and self._summary_kick:
             self._summary_kick.set()  # a (re)joining member: send it ours
         if len(self.node.collisions) != len(self._reported):
@@ -404,7 +463,7 @@ class Agent:
         """A connection closed: its callers get PeerUnavailable now, not at the timeout."""
         if self.peers.get(conn.peer) is conn:
             del self.peers[conn.peer]
-        for rid, (fut, c) in list(self.pending.items()):
+        for rid, (fut, c, _) in list(self.pending.items()):
             if c is conn:
                 del self.pending[rid]
                 if not fut.done():
@@ -512,13 +571,11 @@ class Agent:
         conn = await self._conn(dst)
         rid = next(self._rid)
         fut = self.loop.create_future()
-        self.pending[rid] = (fut, conn)
+        self.pending[rid] = (fut, conn, time.monotonic() + self.timeout)
         conn.send(pack((wire.PING, rid, payload)))
-        timer = self.loop.call_later(self.timeout, self._expire, rid, dst)
         try:
             await fut
         finally:
-            timer.cancel()
             self.pending.pop(rid, None)
 
     async def admin_ping(self, dst: int, count: int, size: int) -> list[int]:
@@ -531,26 +588,36 @@ class Agent:
             out.append(time.perf_counter_ns() - t0)
         return out
 
-    async def admin_bench(self, kind: str, op: str, calls: list[list[Any]]) -> list[int]:
+    async def admin_bench(self, kind: str, op: str, calls: list[list[Any]], ping: int = -1) -> list[list[int]]:
         """Time each call (ns): ``kind`` "fedfs" runs the API operation here,
         "local" the same operation straight on the local directory (no
-        federation), for the benchmark's side-by-side ratios."""
-        from fednode.bench_ops import local_op
+        federation).  With ``ping`` (a node id) each call is preceded by a
+        timed raw round trip to that node, so the operation and the transport
+        it is compared with are measured side by side, under the same load.
+        Returns [call times, round-trip times]."""
+        from fednode.bench_ops import close_all, local_op
 
-        out = []
+        if kind == "cleanup":
+            close_all()
+            return [[], []]
+        if kind not in ("fedfs", "local"):
+            raise OSError(errno.EINVAL, f"bench kind must be 'fedfs', 'local' or 'cleanup', not {kind!r}")
+        times, rtts = [], []
         node = self.node
         perf = time.perf_counter_ns
         for args in calls:
+            if ping >= 0:
+                t0 = perf()
+                await self.ping(ping)
+                rtts.append(perf() - t0)
             if kind == "fedfs":
                 t0 = perf()
                 await self.drive(getattr(node, op)(*args), 0, None)
-            elif kind == "local":
+            else:
                 t0 = perf()
                 local_op(self.fs, op, *args)
-            else:
-                raise OSError(errno.EINVAL, f"bench kind must be 'fedfs' or 'local', not {kind!r}")
-            out.append(perf() - t0)
-        return out
+            times.append(perf() - t0)
+        return [times, rtts]
 
 
 def _who(peer: int) -> str:

@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fednode.cluster import AgentGroup, ProcessCluster, local_spec
+from fednode.config import Cluster, write_cluster
 from fedsim.direct import DirectCluster
 from fedsim.memfs import MemFS
 from fedsim.network import preset
 from fedsim.protocol.node import ProtocolConfig
 from fedsim.runtime import OpTrace, SimCluster
-from fednode.cluster import AgentGroup, ProcessCluster, local_spec
-from fednode.config import Cluster, write_cluster
 
 FD = "$fd"  # in an op's args: the descriptor the last open at that node returned
 

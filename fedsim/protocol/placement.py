@@ -80,3 +80,17 @@ def make_hashing(name: str, members: Sequence[int], vnodes: int = 64) -> ModN | 
     if name == "ring":
         return Ring(members, vnodes)
     raise ValueError(f"unknown hashing {name!r}; allowed: {', '.join(HASHINGS)}")
+
+
+def names_managed_by(hashing: ModN | Ring, node: int, prefix: str, count: int = 1, limit: int = 1_000_000) -> list[str]:
+    """The first ``count`` names ``f"{prefix}{i}"`` (i = 0, 1, ...) that ``node``
+    manages: how studies and benchmarks force a role arrangement (a file's
+    manager, its parent's manager) without touching the hash."""
+    out: list[str] = []
+    for i in range(limit):
+        name = f"{prefix}{i}"
+        if hashing.manager_of(name) == node:
+            out.append(name)
+            if len(out) == count:
+                return out
+    raise ValueError(f"only {len(out)} of {count} names {prefix}<i> (i < {limit}) hash to node {node}")
