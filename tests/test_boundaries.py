@@ -40,3 +40,21 @@ def test_the_tree_is_ruff_clean():
         pytest.skip("ruff is not installed")
     r = subprocess.run([ruff, "check", str(ROOT)], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout[-3000:]
+
+
+def test_fednode_uses_the_protocol_but_never_the_simulator():
+    """DESIGN.md: fednode imports fedsim.protocol and never fedsim.runtime (nor
+    SimPy, nor the studies): the agent runs the protocol, not a model of it."""
+    bad = []
+    for f in (ROOT / "fednode").rglob("*.py"):
+        for node in ast.walk(ast.parse(f.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for n in names:
+                if n.split(".")[0] in ("simpy", "experiments") or n.startswith(("fedsim.runtime", "fedsim.direct")):
+                    bad.append(f"{f.relative_to(ROOT)}: {n}")
+    assert not bad, bad
+
