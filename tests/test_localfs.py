@@ -1,0 +1,621 @@
+"""fednode.localfs.LocalFS: MemFS parity over a real directory, confinement, autonomy, open files.
+
+The parity test runs random LOCAL_OPS sequences on ``fedsim.memfs.MemFS`` and
+on a fresh ``LocalFS`` and demands the same result, or the same exception
+class, errno and (federated) path, at every step, and the same tree at the
+end -- as LocalFS reports it and as an independent ``os.walk`` of the host
+directory sees it.  The other tests pin down what MemFS cannot model:
+symlinks and special files, traversal attempts, descriptors, host paths.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import socket
+import stat
+import tempfile
+import traceback
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fednode import localfs
+from fednode.localfs import FOREIGN_ERRNO, LocalFS
+from fedsim.memfs import MemFS
+from fedsim.protocol.effects import LOCAL_OPS
+from fedsim.protocol.names import InvalidPath
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def disk_tree(root: str) -> dict[str, Any]:
+    """What is really under ``root`` (independently of LocalFS): path -> None | bytes | "other"."""
+    out: dict[str, Any] = {"/": None}
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel = "/" + os.path.relpath(dirpath, root).removeprefix(".").lstrip("/")
+        base = rel.rstrip("/")
+        for name in dirnames + filenames:
+            host = os.path.join(dirpath, name)
+            fed = f"{base}/{name}"
+            mode = os.lstat(host).st_mode
+            if stat.S_ISDIR(mode):
+                out[fed] = None
+            elif stat.S_ISREG(mode):
+                out[fed] = Path(host).read_bytes()
+            else:
+                out[fed] = "other"
+    return out
+
+
+def snapshot(top: str) -> dict[str, tuple[Any, ...]]:
+    """Every entry under ``top`` with its type, size, mtime and (for files) content."""
+    out: dict[str, tuple[Any, ...]] = {}
+    for dirpath, dirnames, filenames in os.walk(top):
+        for name in dirnames + filenames:
+            p = os.path.join(dirpath, name)
+            st_ = os.lstat(p)
+            content = Path(p).read_bytes() if stat.S_ISREG(st_.st_mode) else None
+            out[os.path.relpath(p, top)] = (stat.S_IFMT(st_.st_mode), st_.st_size, st_.st_mtime_ns, content)
+    return out
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def outcome(fs: Any, op: str, path: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A comparable result: ("ok", value) or ("error", class, errno, filename)."""
+    try:
+        value = fs.apply(op, path, args)
+    except OSError as e:
+        return ("error", type(e), e.errno, e.filename)
+    return ("ok", sorted(value) if op == "list_dirs" else value)
+
+
+@contextlib.contextmanager
+def raises_errno(code: int, filename: str | None = None) -> Iterator[None]:
+    """An OSError with ``code`` (and ``filename`` if given) must be raised inside."""
+    with pytest.raises(OSError) as info:
+        yield
+    assert info.value.errno == code, f"expected {errno.errorcode[code]}, got {info.value!r}"
+    if filename is not None:
+        assert info.value.filename == filename
+
+
+ARGS: dict[str, tuple[Any, ...]] = {"read": (0, 16), "write": (0, b"pwned")}
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> tuple[Path, Path]:
+    """tmp/root (served) beside tmp/outside (a secret file and a directory)."""
+    root = tmp_path / "root"
+    outside = tmp_path / "outside"
+    root.mkdir()
+    (outside / "sub").mkdir(parents=True)
+    (outside / "secret.txt").write_bytes(b"top secret")
+    (tmp_path / "x").write_bytes(b"sibling of root")
+    return root, outside
+
+
+# -- 1. parity with MemFS ------------------------------------------------------------------
+
+NAMES = ("a", "b")
+PATHS = ["/"] + [
+    "/" + "/".join(parts)
+    for parts in [(a,) for a in NAMES]
+    + [(a, b) for a in NAMES for b in NAMES]
+    + [(a, b, c) for a in NAMES for b in NAMES for c in NAMES]
+]
+# Each depth about equally likely, so that operations often meet what earlier ones made.
+paths = st.one_of(
+    st.sampled_from(["/", "/a", "/b"]), *(st.sampled_from([p for p in PATHS if p.count("/") == d]) for d in (2, 3))
+)
+# Creations and data operations weighted up, so that sequences build trees worth operating on.
+WEIGHTED_OPS = (
+    ["create"] * 4
+    + ["mkdir"] * 3
+    + ["write"] * 3
+    + ["read"] * 2
+    + ["open"] * 2
+    + ["unlink", "rmdir", "listdir", "stat", "close", "list_dirs"]
+)
+ARG_STRATEGIES: dict[str, st.SearchStrategy[tuple[Any, ...]]] = {
+    "read": st.tuples(st.integers(-1, 12), st.integers(-1, 12)),
+    "write": st.tuples(st.integers(-1, 12), st.binary(max_size=6)),
+}
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_random_op_sequences_match_memfs_step_by_step(data: st.DataObject) -> None:
+    """Each step's path is from the alphabet or, half the time, a path that exists now, so that
+    reads, writes, unlinks and rmdirs of real files and directories are common, not flukes."""
+    mem = MemFS()
+    before = open_fds()
+    with tempfile.TemporaryDirectory() as root:
+        with LocalFS(root) as fs:
+            for i in range(data.draw(st.integers(0, 40), label="steps")):
+                op = data.draw(st.sampled_from(WEIGHTED_OPS))
+                path = data.draw(st.one_of(paths, st.sampled_from(sorted(mem.tree()))))
+                args = data.draw(ARG_STRATEGIES.get(op, st.just(())))
+                expected = outcome(mem, op, path, args)
+                got = outcome(fs, op, path, args)
+                assert got == expected, f"step {i}: {op}{(path, *args)}: LocalFS {got} != MemFS {expected}"
+            assert fs.tree() == mem.tree()
+            assert disk_tree(root) == mem.tree()
+        assert open_fds() == before  # every descriptor, open files included, released
+
+
+def test_populate_and_tree_match_memfs(tmp_path: Path) -> None:
+    files = [("/a/b/f", 5), ("/a/g", b"hello"), ("/h", 0), ("/c/d/e/big", 70000), ("/.hidden", b"dot")]
+    dirs = ["/empty", "/a/b/sub"]
+    mem = MemFS()
+    mem.populate([(p, c if isinstance(c, int) else len(c)) for p, c in files], dirs)
+    for p, c in files:
+        if isinstance(c, bytes):
+            mem.write(p, 0, c)
+    with LocalFS(tmp_path) as fs:
+        fs.populate(files, dirs)
+        assert fs.tree() == mem.tree() == disk_tree(str(tmp_path))
+        assert fs.list_dirs("/") == sorted(mem.list_dirs("/"))
+        assert fs.list_dirs("/a") == sorted(mem.list_dirs("/a"))
+        with raises_errno(errno.EEXIST, "/h"):
+            fs.populate([("/h", 1)])
+
+
+def test_names_needing_the_slow_canonical_check_are_served(tmp_path: Path) -> None:
+    with LocalFS(tmp_path) as fs:
+        for p in ("/.hidden", "/.d/..x", "/caf\u00e9/\u00fcber", "/" + "n" * 255):
+            fs.create(p)
+            assert fs.stat(p) == (False, 0)
+        assert ("caf\u00e9", True) in fs.listdir("/")
+        assert (tmp_path / ".d" / "..x").is_file()
+
+
+def test_zero_length_write_past_end_extends_the_file_like_memfs(tmp_path: Path) -> None:
+    mem = MemFS()
+    mem.create("/f")
+    mem.write("/f", 7, b"")
+    with LocalFS(tmp_path) as fs:
+        fs.create("/f")
+        assert fs.write("/f", 7, b"") == 0
+        assert fs.read("/f", 0, 100) == mem.read("/f", 0, 100) == bytes(7)
+        fs.open("/f")
+        fs.write("/f", 9, b"")
+        assert fs.stat("/f") == (False, 9)
+        fs.close("/f")
+
+
+def test_huge_read_size_is_clamped_to_the_file(tmp_path: Path) -> None:
+    with LocalFS(tmp_path) as fs:
+        fs.populate([("/f", b"abc")])
+        assert fs.read("/f", 1, 1 << 45) == b"bc"  # no terabyte buffer allocated
+        fs.open("/f")
+        assert fs.read("/f", 0, 1 << 45) == b"abc"
+        assert fs.read("/f", 10, 1 << 45) == b""
+        fs.close("/f")
+
+
+def test_unknown_op_is_a_value_error(tmp_path: Path) -> None:
+    with LocalFS(tmp_path) as fs, pytest.raises(ValueError, match="unknown local operation 'rename'"):
+        fs.apply("rename", "/a", ("/b",))
+    assert set(LOCAL_OPS) <= {name for name in dir(LocalFS) if not name.startswith("_")}
+
+
+# -- 2. traversal attempts --------------------------------------------------------------------
+
+
+class _Str(str):
+    pass
+
+
+BAD_PATHS: list[Any] = [
+    "../../etc/passwd",
+    "../outside/secret.txt",
+    "/../outside/secret.txt",
+    "/../x",
+    "/..",
+    "a/b",
+    "outside/secret.txt",
+    "",
+    "/a/../b",
+    "/a/./b",
+    "/./a",
+    "/a/.",
+    "/a//b",
+    "/a/",
+    "/a\x00b",
+    "\x00",
+    "/" + "x" * 256,
+    b"/a",
+    None,
+    7,
+    ["/a"],
+    PurePosixPath("/a"),
+    _Str("/a"),
+]
+
+
+class _Tripwire:
+    """Stands in for the ``os`` module: any use of it is a test failure."""
+
+    def __init__(self) -> None:
+        self.touched: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        self.touched.append(name)
+        raise AssertionError(f"os.{name} used while refusing a bad path")
+
+
+@pytest.mark.parametrize("bad", BAD_PATHS, ids=repr)
+def test_traversal_attempts_are_refused_with_einval_before_any_system_call(
+    bad: Any, layout: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, _ = layout
+    before = snapshot(str(root.parent))
+    with LocalFS(root) as fs:
+        fs.populate([("/a/f", b"x")])
+        inside = snapshot(str(root.parent))
+        tripwire = _Tripwire()
+        monkeypatch.setattr(localfs, "os", tripwire)
+        for op in LOCAL_OPS:
+            with pytest.raises(InvalidPath) as info:
+                fs.apply(op, bad, ARGS.get(op, ()))
+            assert info.value.errno == errno.EINVAL
+        with pytest.raises(InvalidPath):
+            fs.populate([(bad, b"x")])
+        assert tripwire.touched == []
+        monkeypatch.undo()
+    assert snapshot(str(root.parent)) == inside
+    assert {k for k in inside if not k.startswith("root")} == {k for k in before if not k.startswith("root")}
+
+
+# -- 3. symlinks and special files --------------------------------------------------------------
+
+
+@pytest.fixture
+def linked(layout: tuple[Path, Path]) -> Iterator[tuple[LocalFS, Path, Path]]:
+    root, outside = layout
+    (root / "real").mkdir()
+    (root / "real" / "mine.txt").write_bytes(b"mine")
+    os.symlink(outside, root / "link")  # absolute, to a directory outside
+    os.symlink("../outside", root / "rel")  # relative, to the same
+    os.symlink(outside / "secret.txt", root / "flink")  # to a file outside
+    os.symlink(outside / "new.txt", root / "dangling")  # to a file that does not exist (yet)
+    os.symlink(outside, root / "real" / "inner")  # a link one level down
+    os.symlink("mine.txt", root / "real" / "same")  # a link to a file inside the root: still refused
+    fs = LocalFS(root)
+    yield fs, root, outside
+    fs.close_all()
+
+
+LINKS = ["/link", "/rel", "/flink", "/dangling", "/real/inner", "/real/same"]
+DIR_LINKS = ["/link", "/rel", "/real/inner"]
+
+
+def test_symlinks_are_refused_with_eloop_and_never_followed(linked: tuple[LocalFS, Path, Path]) -> None:
+    fs, root, outside = linked
+    before = snapshot(str(outside))
+    for link in LINKS:
+        for op in LOCAL_OPS:
+            if op == "close":
+                continue  # touches nothing on disk; never fails
+            with raises_errno(FOREIGN_ERRNO, link):
+                fs.apply(op, link, ARGS.get(op, ()))
+        assert os.path.islink(root / link.lstrip("/")), f"{link} was removed"
+    for link in DIR_LINKS:
+        through = [
+            ("stat", f"{link}/secret.txt", ()),
+            ("read", f"{link}/secret.txt", (0, 16)),
+            ("write", f"{link}/secret.txt", (0, b"pwned")),
+            ("open", f"{link}/secret.txt", ()),
+            ("unlink", f"{link}/secret.txt", ()),
+            ("rmdir", f"{link}/sub", ()),
+            ("listdir", f"{link}/sub", ()),
+            ("list_dirs", f"{link}/sub", ()),
+            ("create", f"{link}/new.txt", ()),
+            ("create", f"{link}/sub/new.txt", ()),
+            ("mkdir", f"{link}/newdir", ()),
+            ("mkdir", f"{link}/sub/x/y", ()),
+        ]
+        for op, path, args in through:
+            with raises_errno(FOREIGN_ERRNO, link):
+                fs.apply(op, path, args)
+    assert snapshot(str(outside)) == before  # unchanged, and nothing new appeared outside
+    assert not (outside / "new.txt").exists()
+    assert (root / "real" / "mine.txt").read_bytes() == b"mine"
+
+
+def test_symlinked_intermediate_directory_is_not_followed_by_create_or_mkdir(
+    linked: tuple[LocalFS, Path, Path],
+) -> None:
+    fs, root, _ = linked
+    before = snapshot(str(root.parent))
+    for path in ("/link/a", "/link/a/b/c", "/real/inner/sub/z", "/rel/q"):
+        with raises_errno(FOREIGN_ERRNO):
+            fs.create(path)
+        with raises_errno(FOREIGN_ERRNO):
+            fs.mkdir(path)
+    assert snapshot(str(root.parent)) == before
+
+
+def test_listings_skip_symlinks_and_special_files(
+    linked: tuple[LocalFS, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fs, root, _ = linked
+    os.mkfifo(root / "fifo")
+    monkeypatch.chdir(root)  # a unix socket's path must be short: bind it relative to the root
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind("sock")
+        assert fs.listdir("/") == [("real", True)]
+        assert fs.listdir("/real") == [("mine.txt", False)]
+        assert fs.list_dirs("/") == ["/", "/real"]
+        assert fs.tree() == {"/": None, "/real": None, "/real/mine.txt": b"mine"}
+
+
+@contextlib.contextmanager
+def _no_hang(seconds: int = 5) -> Iterator[None]:
+    """Fail, rather than hang the suite, if a special file blocks."""
+
+    def alarm(*_: object) -> None:
+        raise TimeoutError("LocalFS blocked on a special file")
+
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def test_special_files_are_refused_without_blocking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    os.mkfifo(tmp_path / "fifo")
+    specials = ["/fifo", "/sock"]
+    try:
+        os.mknod(tmp_path / "null", stat.S_IFCHR | 0o600, os.makedev(1, 3))  # /dev/null's numbers
+        specials.append("/null")
+    except (PermissionError, OSError):
+        pass  # not privileged: fifos and sockets still cover the policy
+    monkeypatch.chdir(tmp_path)
+    with socket.socket(socket.AF_UNIX) as s, LocalFS(tmp_path) as fs, _no_hang():
+        s.bind("sock")
+        for path in specials:
+            for op in LOCAL_OPS:
+                if op == "close":
+                    continue
+                with raises_errno(FOREIGN_ERRNO, path):
+                    fs.apply(op, path, ARGS.get(op, ()))
+            with raises_errno(FOREIGN_ERRNO, path):
+                fs.create(f"{path}/below")
+            assert os.path.lexists(tmp_path / path.lstrip("/"))
+        assert fs.listdir("/") == []
+
+
+def test_symlink_as_the_root_argument_is_resolved_once(layout: tuple[Path, Path]) -> None:
+    root, outside = layout
+    alias = root.parent / "alias"
+    os.symlink(root, alias)
+    with LocalFS(alias) as fs:
+        fs.create("/via/alias")
+        assert (root / "via" / "alias").is_file()
+        os.unlink(alias)
+        os.symlink(outside, alias)  # retargeting the alias afterwards does not move the served tree
+        assert fs.listdir("/") == [("via", True)]
+        with raises_errno(errno.ENOENT, "/secret.txt"):
+            fs.stat("/secret.txt")
+
+
+# -- 4. autonomy ---------------------------------------------------------------------------------
+
+
+def test_tree_holds_exactly_what_the_operations_made(tmp_path: Path) -> None:
+    steps: list[tuple[str, str, tuple[Any, ...]]] = [
+        ("create", "/a/b/f", ()),
+        ("mkdir", "/a/c/d", ()),
+        ("write", "/a/b/f", (0, b"data")),
+        ("open", "/a/b/f", ()),
+        ("write", "/a/b/f", (10, b"more")),
+        ("read", "/a/b/f", (0, 100)),
+        ("close", "/a/b/f", ()),
+        ("create", "/.hidden", ()),
+        ("create", "/gone", ()),
+        ("open", "/gone", ()),
+        ("unlink", "/gone", ()),
+        ("mkdir", "/tmpdir", ()),
+        ("rmdir", "/tmpdir", ()),
+        ("listdir", "/a", ()),
+        ("list_dirs", "/", ()),
+        ("stat", "/a/b/f", ()),
+    ]
+    mem = MemFS()
+    with LocalFS(tmp_path) as fs:
+        for op, path, args in steps:
+            assert outcome(fs, op, path, args) == outcome(mem, op, path, args)
+    assert disk_tree(str(tmp_path)) == mem.tree()  # no hidden, temporary or lock files of its own
+    for entry in [tmp_path, *tmp_path.rglob("*")]:
+        try:
+            xattrs = os.listxattr(entry, follow_symlinks=False)
+        except OSError:  # the file system has no xattrs at all
+            continue
+        assert [x for x in xattrs if not x.startswith("security.")] == [], entry
+
+
+# -- 5. open files -----------------------------------------------------------------------------
+
+
+class _CountingOS:
+    """Forwards to ``os`` and records which functions LocalFS calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(os, name)
+        if callable(real):
+            self.calls.append(name)
+        return real
+
+
+def test_open_file_reads_and_writes_match_direct_file_access(tmp_path: Path) -> None:
+    content = bytes(range(256)) * 64
+    with LocalFS(tmp_path) as fs:
+        fs.populate([("/d/f", content)])
+        host = tmp_path / "d" / "f"
+        fs.open("/d/f")
+        for offset, size in [(0, 16), (100, 4096), (16380, 100), (20000, 5), (0, 0)]:
+            assert fs.read("/d/f", offset, size) == host.read_bytes()[offset : offset + size]
+        assert fs.write("/d/f", 10, b"HELLO") == 5
+        assert host.read_bytes()[10:15] == b"HELLO"
+        assert fs.write("/d/f", 20000, b"tail") == 4  # past the end: a zero-filled gap
+        assert host.read_bytes() == content[:10] + b"HELLO" + content[15:] + bytes(20000 - 16384) + b"tail"
+        fs.close("/d/f")
+        assert fs.read("/d/f", 0, 30000) == host.read_bytes()  # and the same without the descriptor
+        with raises_errno(errno.EINVAL, "/d/f"):
+            fs.read("/d/f", -1, 1)
+
+
+def test_io_on_an_open_file_uses_its_descriptor_not_the_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with LocalFS(tmp_path) as fs:
+        fs.populate([("/d/f", b"0123456789")])
+        fs.open("/d/f")
+        fs.open("/d/f")  # reference counted: one descriptor
+        spy = _CountingOS()
+        monkeypatch.setattr(localfs, "os", spy)
+        assert fs.read("/d/f", 2, 3) == b"234"
+        assert fs.write("/d/f", 0, b"ab") == 2
+        assert spy.calls == ["pread", "pwrite"]  # no open, no walk, no stat
+        fs.close("/d/f")
+        assert fs.read("/d/f", 0, 4) == b"ab23"
+        assert "open" not in spy.calls  # one close left: still open
+        fs.close("/d/f")
+        assert spy.calls[-1] == "close"  # the last close released the descriptor
+        spy.calls.clear()
+        assert fs.read("/d/f", 0, 4) == b"ab23"
+        assert "open" in spy.calls and spy.calls[-1] == "close"  # not open: a temporary descriptor
+
+
+def test_descriptors_are_released_by_close_and_close_all(tmp_path: Path) -> None:
+    base = open_fds()
+    fs = LocalFS(tmp_path)
+    assert open_fds() == base + 1  # the root
+    fs.populate([("/a", b"1"), ("/b", b"2"), ("/c/d", b"3")])
+    for p in ("/a", "/b", "/c/d", "/a"):
+        fs.open(p)
+    assert open_fds() == base + 4
+    fs.close("/a")
+    fs.close("/b")
+    fs.close("/nonexistent")  # like MemFS: closing what is not open is not an error
+    assert open_fds() == base + 3  # /a still has one reference
+    fs.close_all()
+    assert open_fds() == base
+    with raises_errno(errno.EBADF, "/a"):
+        fs.stat("/a")
+    with raises_errno(errno.EBADF, "/c/d"):
+        fs.read("/c/d", 0, 1)
+    fs.close_all()  # idempotent
+
+
+def test_unlink_of_an_open_file_succeeds_and_the_path_then_answers_like_memfs(tmp_path: Path) -> None:
+    base = open_fds()
+    mem = MemFS()
+    with LocalFS(tmp_path) as fs:
+        for f in (fs, mem):
+            f.create("/f")
+            f.write("/f", 0, b"old")
+            f.open("/f")
+        for op, args in [
+            ("unlink", ()),
+            ("read", (0, 10)),
+            ("write", (0, b"x")),
+            ("stat", ()),
+            ("close", ()),
+            ("create", ()),
+            ("read", (0, 10)),
+            ("write", (0, b"new")),
+            ("read", (0, 10)),
+        ]:
+            assert outcome(fs, op, "/f", args) == outcome(mem, op, "/f", args), op
+        assert not (tmp_path / "f").exists() or (tmp_path / "f").read_bytes() == b"new"
+    assert open_fds() == base
+
+
+def test_reopen_after_outside_replacement_follows_the_new_file(tmp_path: Path) -> None:
+    with LocalFS(tmp_path) as fs:
+        fs.populate([("/f", b"first")])
+        fs.open("/f")
+        os.unlink(tmp_path / "f")
+        (tmp_path / "f").write_bytes(b"second")
+        assert fs.read("/f", 0, 10) == b"first"  # documented: an open path keeps its file until reopened
+        fs.open("/f")
+        assert fs.read("/f", 0, 10) == b"second"
+        os.unlink(tmp_path / "f")
+        with raises_errno(errno.ENOENT, "/f"):
+            fs.open("/f")
+        with raises_errno(errno.ENOENT, "/f"):
+            fs.read("/f", 0, 10)  # the stale descriptor was dropped
+
+
+# -- 6. error paths are federated -------------------------------------------------------------------
+
+
+def test_errors_carry_the_federated_path_not_the_host_path(linked: tuple[LocalFS, Path, Path]) -> None:
+    fs, root, _ = linked
+    fs.populate([("/d/f", b"x")])
+    host = str(root)
+    cases = [
+        ("stat", "/nope/deeper", (), errno.ENOENT, "/nope/deeper"),
+        ("create", "/d/f/g", (), errno.ENOTDIR, "/d/f"),
+        ("mkdir", "/d/f", (), errno.EEXIST, "/d/f"),
+        ("create", "/d", (), errno.EEXIST, "/d"),
+        ("unlink", "/d", (), errno.EISDIR, "/d"),
+        ("rmdir", "/d", (), errno.ENOTEMPTY, "/d"),
+        ("rmdir", "/d/f", (), errno.ENOTDIR, "/d/f"),
+        ("rmdir", "/", (), errno.ENOTEMPTY, "/"),
+        ("listdir", "/d/f", (), errno.ENOTDIR, "/d/f"),
+        ("read", "/d/f", (-1, 1), errno.EINVAL, "/d/f"),
+        ("write", "/d/missing", (0, b"x"), errno.ENOENT, "/d/missing"),
+        ("open", "/d", (), errno.EISDIR, "/d"),
+        ("read", "/link/secret.txt", (0, 1), FOREIGN_ERRNO, "/link"),
+        ("unlink", "/flink", (), FOREIGN_ERRNO, "/flink"),
+    ]
+    for op, path, args, code, filename in cases:
+        with pytest.raises(OSError) as info:
+            fs.apply(op, path, args)
+        e = info.value
+        assert (e.errno, e.filename) == (code, filename), (op, path, e)
+        text = str(e) + "".join(traceback.format_exception(e))
+        assert host not in text, (op, path, text)
+    with pytest.raises(InvalidPath) as bad:
+        fs.stat("/../" + host)
+    assert bad.value.errno == errno.EINVAL
+    assert "canonical" in str(bad.value) or "not allowed" in str(bad.value)
+
+
+def test_an_empty_root_cannot_be_removed(tmp_path: Path) -> None:
+    with LocalFS(tmp_path) as fs, raises_errno(errno.EBUSY, "/"):
+        fs.rmdir("/")
+
+
+# -- 7. bad roots -----------------------------------------------------------------------------------
+
+
+def test_bad_root_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="does not exist"):
+        LocalFS(tmp_path / "missing")
+    (tmp_path / "file").write_bytes(b"")
+    with pytest.raises(ValueError, match="is not a directory"):
+        LocalFS(tmp_path / "file")
+    os.symlink(tmp_path / "file", tmp_path / "to-file")
+    with pytest.raises(ValueError, match="is not a directory"):
+        LocalFS(tmp_path / "to-file")
+    os.symlink(tmp_path / "missing", tmp_path / "dangling")
+    with pytest.raises(ValueError, match="does not exist"):
+        LocalFS(tmp_path / "dangling")
