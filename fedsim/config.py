@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin
 
 import yaml
 from pydantic import (
@@ -29,6 +29,7 @@ from pydantic import (
     field_validator,
 )
 
+from fedsim.calibration import CalibrationError, apply_calibration
 from fedsim.network import PRESETS
 from fedsim.storage import EXT2_PAPER
 
@@ -134,17 +135,40 @@ class Config(Strict):
 
 
 # ---------------------------------------------------------------------------- wording of errors
+def _as_model(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model an annotation names (``X`` or ``X | None``), else None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    models = [a for a in get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
+    return models[0] if len(models) == 1 and get_origin(annotation) is not dict else None
+
+
+def _dict_values(annotation: Any) -> Any:
+    """For ``dict[K, V]`` (or ``dict[K, V] | None``), V; else None."""
+    for a in (annotation, *get_args(annotation)):
+        if get_origin(a) is dict:
+            return get_args(a)[1] if get_args(a) else Any
+    return None
+
+
 def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    """The pydantic model that owns the key at ``loc`` (for 'allowed keys')."""
+    """The pydantic model that owns the key at ``loc`` (for 'allowed keys').
+    A mapping of models (``dict[str, Model]``) consumes one free key."""
     cur: Any = model
-    for part in loc[:-1]:
-        if not (isinstance(cur, type) and issubclass(cur, BaseModel)):
+    parts = list(loc[:-1])
+    while parts:
+        part = parts.pop(0)
+        m = _as_model(cur)
+        if m is None:
             return None
-        f = cur.model_fields.get(str(part))
+        f = m.model_fields.get(str(part))
         if f is None:
             return None
         cur = f.annotation
-    return cur if isinstance(cur, type) and issubclass(cur, BaseModel) else None
+        if _as_model(cur) is None and _as_model(_dict_values(cur)) is not None and parts:
+            parts.pop(0)
+            cur = _dict_values(cur)
+    return _as_model(cur)
 
 
 def word_errors(source: str, err: ValidationError, model: type[BaseModel], prefix: str = "") -> str:
@@ -234,6 +258,10 @@ def load(path: str | Path, overrides: list[str] | None = None, seed: int | None 
     raw = apply_overrides(read_yaml(path), parse_set(overrides))
     if seed is not None:
         raw["seed"] = seed
+    try:
+        apply_calibration(raw, path)  # a fednode bench profile: measured network and local costs
+    except CalibrationError as exc:
+        raise ConfigError(str(exc)) from None
     return validate(raw, str(path))
 
 
@@ -242,3 +270,48 @@ def validate_params(cfg: Config, model: type[BaseModel], source: str) -> BaseMod
         return model.model_validate(cfg.params)
     except ValidationError as exc:
         raise ConfigError(word_errors(source, exc, model, prefix="params.")) from None
+
+
+# ---------------------------------------------------------------------------- dotted keys
+def key_paths(model: type[BaseModel], prefix: str = "") -> tuple[list[str], list[str]]:
+    """Every dotted key of ``model``: (keys, open mappings).  Sections count as
+    keys too (``cluster`` as well as ``cluster.nodes``); an open mapping is a
+    field whose own keys are free (``workload.mix``, ``storage.costs_us``):
+    any key below it is accepted here and checked when the value is validated."""
+    keys: list[str] = []
+    open_maps: list[str] = []
+    for name, f in model.model_fields.items():
+        path = prefix + name
+        keys.append(path)
+        sub = _as_model(f.annotation)
+        if sub is not None:
+            k, o = key_paths(sub, path + ".")
+            keys += k
+            open_maps += o
+        elif _dict_values(f.annotation) is not None:
+            open_maps.append(path)
+    return keys, open_maps
+
+
+def check_key(key: str, source: str, params_model: type[BaseModel] | None = None) -> None:
+    """Raise ConfigError unless ``key`` (dotted, e.g. ``cluster.nodes`` or
+    ``params.dt_entries``) names a config key; the message names the nearest
+    valid key.  ``params.*`` is checked against the study's ``params_model``."""
+    keys, open_maps = key_paths(Config)
+    keys.remove("params")
+    open_maps.remove("params")
+    keys.append("params")
+    if params_model is not None:
+        k, o = key_paths(params_model, "params.")
+        keys += k
+        open_maps += o
+    else:
+        open_maps.append("params")  # no study model to check against
+    if key in ("seed", "study"):
+        raise ConfigError(f"{source}: {key}: not a parameter to vary (seeds have their own list)")
+    if key in keys or any(key.startswith(m + ".") for m in open_maps):
+        return
+    hint = difflib.get_close_matches(key, keys, n=1, cutoff=0.5)
+    msg = f"{source}: {key}: unknown parameter"
+    msg += f"; did you mean {hint[0]!r}?" if hint else "; parameters are dotted config keys, e.g. cluster.nodes"
+    raise ConfigError(msg)

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -389,3 +390,27 @@ def test_the_demo_runs_a_real_federation_that_sends_the_simulated_messages(tmp_p
     assert png.exists() and png.stat().st_size > 10_000
     rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith(("create", "stat"))]
     assert rows and all(r[3] == r[4] for r in rows)  # messages/op: real == simulated
+
+
+def test_a_bench_profile_calibrates_a_simulator_config(tmp_path):
+    """`fednode bench` writes a profile; a config naming it gets the measured
+    network and local costs, and its own keys still win."""
+    from fednode.bench import report
+    from fedsim.config import load
+
+    res = {"rtt_us": 40.0, "rtt_big_us": 40.0 + 2 * 65536 * 0.001,
+           "local": {"create": 7.0, "mkdir": 9.0, "rmdir": 8.0, "stat": 2.0, "read": 1.5, "write": 1.8, "unlink": 6.0},
+           "cells": {}}
+    _, _, profile = report(res)
+    (tmp_path / "profile.yaml").write_text(yaml.safe_dump(profile))
+    (tmp_path / "c.yaml").write_text(
+        "study: simulate\ncalibration: profile.yaml\n"
+        "network: {preset: tcp_loopback, L_us: 1.0}\nstorage: {costs_us: {create: 50}}\n"
+    )
+    cfg = load(tmp_path / "c.yaml")
+    assert cfg.network.o_us == 10.0 and cfg.network.L_us == 1.0
+    assert abs(cfg.network.G_us_per_byte - 0.001) < 1e-9
+    assert cfg.storage.costs_us["stat"] == 2.0 and cfg.storage.costs_us["create"] == 50
+    (tmp_path / "d.yaml").write_text("study: simulate\ncalibration: missing.yaml\n")
+    with pytest.raises(ConfigError, match="fednode bench"):
+        load(tmp_path / "d.yaml")

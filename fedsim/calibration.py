@@ -1,0 +1,63 @@
+"""Calibration profiles: costs measured on real agents, loaded by simulator configs.
+
+``fednode bench`` writes a profile (YAML) with a ``network`` section (the
+measured round trip as LogGP overrides: ``L_us``, ``o_us``, ``g_us``,
+``G_us_per_byte``) and a ``storage.costs_us`` section (the local file
+system's per-operation costs).  A config names it::
+
+    calibration: results/fednode_bench/profile.yaml   # relative to the config file
+    network: {preset: tcp_loopback}                    # the preset the profile refines
+
+and the profile's values fill in every network and storage key the config
+does not set itself (the config's own keys win), so a study then predicts the
+machine the profile was measured on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+NETWORK_KEYS = ("L_us", "o_us", "g_us", "G_us_per_byte")
+
+
+class CalibrationError(ValueError):
+    """A profile that cannot be used, worded for the user."""
+
+
+def apply_calibration(raw: dict[str, Any], source: str | Path) -> dict[str, Any]:
+    """Merge the profile ``raw["calibration"]`` names into ``raw`` (in place) and drop the key."""
+    ref = raw.pop("calibration", None)
+    if ref is None:
+        return raw
+    if not isinstance(ref, str):
+        raise CalibrationError(f"{source}: calibration: expected the path of a profile, got {ref!r}")
+    path = Path(ref)
+    if not path.is_absolute():
+        path = Path(source).parent / path
+    try:
+        profile = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise CalibrationError(
+            f"{source}: calibration: cannot read {path}: {exc.strerror} (write one with `fednode bench --out DIR`)"
+        ) from None
+    except yaml.YAMLError as exc:
+        raise CalibrationError(f"{source}: calibration: {path} is not valid YAML: {exc}") from None
+    if not isinstance(profile, dict):
+        raise CalibrationError(f"{source}: calibration: {path} must be a mapping with network/storage sections")
+    net = profile.get("network") or {}
+    unknown = set(net) - set(NETWORK_KEYS)
+    if unknown:
+        raise CalibrationError(f"{source}: calibration: {path}: unknown network keys {sorted(unknown)}")
+    network = raw.setdefault("network", {})
+    for k, v in net.items():
+        network.setdefault(k, v)
+    costs = ((profile.get("storage") or {}).get("costs_us")) or {}
+    if costs:
+        storage = raw.setdefault("storage", {})
+        own = storage.setdefault("costs_us", {})
+        for k, v in costs.items():
+            own.setdefault(k, v)
+    return raw
