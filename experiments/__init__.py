@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fedsim.config import Config
+    from fedsim.results import StudyResult
 
 STUDIES: dict[str, str] = {
     "simulate": "experiments.simulate",
@@ -15,6 +20,7 @@ STUDIES: dict[str, str] = {
     "bloom_summary": "experiments.bloom_summary",
     "lookup_paths": "experiments.lookup_paths",
     "scale": "experiments.scale",
+    "table3": "experiments.table3",
 }
 
 
@@ -23,3 +29,21 @@ def get_study(name: str) -> ModuleType:
         return importlib.import_module(STUDIES[name])
     except KeyError:
         raise KeyError(f"unknown study {name!r}; allowed: {', '.join(STUDIES)}") from None
+
+
+def run_study(cfg: Config, source: str = "<config>") -> StudyResult:
+    """Run the study ``cfg`` names: validate its ``params`` block against the
+    study's own model, then run it.  The one path from a validated config to
+    result rows, shared by ``fedsim run`` and every sweep point (so a sweep
+    point and a ``fedsim run`` of the same config give the same rows).
+
+    Raises ``ConfigError`` (worded with ``source``) for an unknown study or
+    bad params."""
+    from fedsim.config import ConfigError, validate_params
+
+    try:
+        study = get_study(cfg.study)
+    except KeyError as exc:
+        raise ConfigError(f"{source}: study: {exc.args[0]}") from None
+    params = validate_params(cfg, study.Params, source)
+    return study.run(cfg, params)

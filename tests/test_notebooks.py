@@ -1,0 +1,117 @@
+"""Every notebook in notebooks/ executes (small mode) and writes its figure, and
+each figure's data has the shape the paper states.
+
+The notebooks are jupytext percent scripts; each is converted to a notebook and
+run by nbclient on a python3 kernel with ``FEDFS_NOTEBOOK_OUT`` pointing at a
+temporary directory.  A notebook writes ``<name>.png`` and ``<name>.json`` (its
+key numbers) there; the shape checks read the JSON, not the image.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+jupytext = pytest.importorskip("jupytext")
+nbclient = pytest.importorskip("nbclient")
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.py"))
+
+
+def _increasing(xs: list[float]) -> bool:
+    return all(a < b for a, b in itertools.pairwise(xs))
+
+
+def check_fig5(d: dict) -> None:
+    nfs, dnfs = d["nfs_latency_ms"], d["dnfs_latency_ms"]
+    # "DNFS scales better than regular NFS": at high load DNFS stays below NFS ...
+    assert dnfs[-1] < nfs[-1] and dnfs[-2] < nfs[-2]
+    # ... because the single server saturates while four servers keep up
+    assert nfs[-1] > 10 * nfs[0]
+    assert dnfs[-1] < 2 * dnfs[0]
+    assert d["dnfs_throughput"][-1] > 0.9 * d["loads"][-1] > d["nfs_throughput"][-1]
+
+
+def check_table3(d: dict) -> None:
+    # "the latency is only marginally higher on DNFS compared to NFS"
+    for op in d["ops"]:
+        assert 0 <= d["sim_overhead_us"][op] < 100, op
+    assert d["sim_overhead_us"]["average"] < 0.1 * d["sim_nfs_ms"][-1] * 1000
+
+
+def check_table2(d: dict) -> None:
+    # latency grows with the number of hops, for every call, as in the paper
+    for op, cells in d["ops"].items():
+        assert _increasing(cells["paper_us"]) or op == "read", op  # the paper's read: 0 hop == local
+        fed = [s for h, s in zip(cells["hops"], cells["sim_us"], strict=True) if h >= 0]
+        assert _increasing(fed), (op, fed)
+    assert d["within_25pct"] >= d["federated_cells"] // 2
+
+
+def check_bloom(d: dict) -> None:
+    chi2 = d["chi2_theory_vs_paper"]
+    assert d["best_fit"] == "per_hash"
+    assert chi2["per_hash"] < 13.28 < chi2["shared"]  # 1 % critical value, 4 dof
+    # one shared array is far worse than the paper at k=3 (~15x at the paper's size)
+    assert d["measured_fp_rate"]["k=3 shared"] > 3 * d["measured_fp_rate"]["k=3 per_hash"]
+
+
+def check_lookup_paths(d: dict) -> None:
+    # a bigger directory table serves more lookups from path 1, more so with locality
+    share1 = d["path_share"]["1"]
+    for loc, by_dt in share1.items():
+        dts = sorted(by_dt, key=int)
+        assert by_dt[dts[-1]] > by_dt[dts[0]], loc
+    locs = sorted(share1, key=float)
+    biggest = max(share1[locs[0]], key=int)
+    assert share1[locs[-1]][biggest] > share1[locs[0]][biggest]
+
+
+def check_scale(d: dict) -> None:
+    # claim 1: a lookup reaches at most 3 other nodes, at every size
+    for vd, worst in d["max_nodes_per_lookup"].items():
+        assert max(worst) <= 3, vd
+    big = max(d["max_merges_per_dir"], key=int)
+    tiny = min(d["max_merges_per_dir"], key=int)
+    # claim 2: once per directory with a VD cache that holds them all; not with a tiny one
+    assert max(d["max_merges_per_dir"][big]) == 1
+    assert max(d["max_merges_per_dir"][tiny]) > 1
+    # claim 3: a dirmerge asks fewer nodes than all the others
+    for n, asked in zip(d["nodes"], d["dirmerge_asked_mean"][big], strict=True):
+        assert 0 < asked < n - 1
+
+
+CHECKS: dict[str, tuple[str, Callable[[dict], None]]] = {
+    "fedfs_fig5": ("fedfs_fig5", check_fig5),
+    "fedfs_table3": ("fedfs_table3", check_table3),
+    "fedfs_table2": ("fedfs_table2", check_table2),
+    "bloom_summary": ("bloom_summary", check_bloom),
+    "lookup_paths": ("lookup_paths", check_lookup_paths),
+    "scale": ("scale", check_scale),
+}
+
+
+def test_every_notebook_has_a_shape_check():
+    assert {p.stem for p in NOTEBOOKS} == set(CHECKS)
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_runs_and_its_figure_has_the_papers_shape(notebook, tmp_path, monkeypatch):
+    monkeypatch.setenv("FEDFS_NOTEBOOK_OUT", str(tmp_path))
+    monkeypatch.delenv("FEDFS_FULL", raising=False)
+    nb = jupytext.read(notebook)
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=300,
+                                     resources={"metadata": {"path": str(ROOT)}})
+    client.execute()
+    name, check = CHECKS[notebook.stem]
+    png = tmp_path / f"{name}.png"
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    data = json.loads((tmp_path / f"{name}.json").read_text())
+    assert data["full"] is False
+    check(data)
