@@ -32,10 +32,10 @@ FULL = False
 
 # %%
 import json
-import os
-from pathlib import Path
 
 import matplotlib
+
+from experiments.notebook import notebook_setup
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -44,10 +44,7 @@ from fedsim.config import read_yaml
 from fedsim.plot import read_rows, summarize
 from fedsim.sweep import parse_sweep, run_sweep
 
-FULL = FULL or os.environ.get("FEDFS_FULL") == "1"
-ROOT = next(p for p in (Path.cwd(), *Path.cwd().parents) if (p / "configs" / "fedfs").is_dir())
-OUT = Path(os.environ.get("FEDFS_NOTEBOOK_OUT", ROOT / "results" / "notebooks"))
-OUT.mkdir(parents=True, exist_ok=True)
+FULL, ROOT, OUT = notebook_setup(FULL)
 
 SWEEP = ROOT / "configs" / "sweeps" / "fedfs_fig5.yaml"
 raw = read_yaml(SWEEP)

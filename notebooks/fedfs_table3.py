@@ -30,18 +30,15 @@ FULL = False
 
 # %%
 import json
-import os
-from pathlib import Path
 
 import matplotlib
+
+from experiments.notebook import notebook_setup
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-FULL = FULL or os.environ.get("FEDFS_FULL") == "1"
-ROOT = next(p for p in (Path.cwd(), *Path.cwd().parents) if (p / "configs" / "fedfs").is_dir())
-OUT = Path(os.environ.get("FEDFS_NOTEBOOK_OUT", ROOT / "results" / "notebooks"))
-OUT.mkdir(parents=True, exist_ok=True)
+FULL, ROOT, OUT = notebook_setup(FULL)
 
 from experiments import run_study
 from fedsim.config import load
