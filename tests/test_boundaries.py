@@ -15,22 +15,27 @@ ALLOWED = {"__future__", "bisect", "collections", "dataclasses", "errno", "math"
            "typing", "types", "zlib", "numpy", "mmh3", "msgpack", "fedsim"}
 
 
+def imports(package: str) -> list[tuple[str, str]]:
+    """(file, imported module) for every import statement under ``package``."""
+    out = []
+    for f in (ROOT / package).rglob("*.py"):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Import):
+                out += [(str(f.relative_to(ROOT)), a.name) for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                out.append((str(f.relative_to(ROOT)), node.module))
+    return out
+
+
 def test_protocol_imports_no_runtime_no_clock_no_io_library():
     """DESIGN.md: fedsim/protocol imports nothing from the rest of fedsim or
     fednode, and no SimPy, socket, thread or time module: that is what lets
     the simulator and the agent run the very same code."""
-    bad = []
-    for f in (ROOT / "fedsim" / "protocol").rglob("*.py"):
-        for node in ast.walk(ast.parse(f.read_text())):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module]
-            for n in names:
-                top = n.split(".")[0]
-                if top not in ALLOWED or (top == "fedsim" and not n.startswith("fedsim.protocol")):
-                    bad.append(f"{f.relative_to(ROOT)}: {n}")
+    bad = [
+        f"{f}: {n}"
+        for f, n in imports("fedsim/protocol")
+        if n.split(".")[0] not in ALLOWED or (n.startswith("fedsim") and not n.startswith("fedsim.protocol"))
+    ]
     assert not bad, bad
 
 
@@ -45,16 +50,9 @@ def test_the_tree_is_ruff_clean():
 def test_fednode_uses_the_protocol_but_never_the_simulator():
     """DESIGN.md: fednode imports fedsim.protocol and never fedsim.runtime (nor
     SimPy, nor the studies): the agent runs the protocol, not a model of it."""
-    bad = []
-    for f in (ROOT / "fednode").rglob("*.py"):
-        for node in ast.walk(ast.parse(f.read_text())):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module]
-            for n in names:
-                if n.split(".")[0] in ("simpy", "experiments") or n.startswith(("fedsim.runtime", "fedsim.direct")):
-                    bad.append(f"{f.relative_to(ROOT)}: {n}")
+    bad = [
+        f"{f}: {n}"
+        for f, n in imports("fednode")
+        if n.split(".")[0] in ("simpy", "experiments") or n.startswith(("fedsim.runtime", "fedsim.direct"))
+    ]
     assert not bad, bad
-
