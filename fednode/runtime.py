@@ -560,11 +560,10 @@ class Agent:
         self.node.placement.homes[path] = home
 
     async def admin_refresh(self) -> None:
-        """Re-summarise the local tree now and push it if it changed."""
-        data = await self.drive(self.node.regenerate_summary(push=False), 0, None)
-        others = tuple(m for m in self.node.members if m != self.id)
-        if others:
-            await self._multicast(others, SummaryPush(self.id, data), 0, None)
+        """Re-summarise the local tree now and push the summary to every member
+        (the protocol's own ``regenerate_summary``; no retries, unlike the
+        start-up loop, since the caller sees any failure in ``status``)."""
+        await self.drive(self.node.regenerate_summary(push=True), 0, None)
 
     async def ping(self, dst: int, payload: bytes = b"") -> None:
         """One raw round trip to ``dst``: PING answered by its receive path, no protocol."""
