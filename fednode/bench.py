@@ -25,7 +25,7 @@ import platform
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,13 +73,17 @@ OPS = ("stat", "read", "write", "create", "mkdir", "unlink")
 
 
 @contextlib.contextmanager
-def federation(cluster_file: str | None, nodes: int = 4) -> Iterator[Cluster]:
-    """The cluster file's running federation, or ``nodes`` local agents started for the run."""
+def federation(
+    cluster_file: str | None, nodes: int = 4, transport: str = "tcp", devices: Sequence[str] = ()
+) -> Iterator[Cluster]:
+    """The cluster file's running federation, or ``nodes`` local agents
+    started for the run on ``transport`` (with ``devices``: node i's RDMA
+    device is ``devices[i % len(devices)]``)."""
     if cluster_file is not None:
         yield load_cluster(cluster_file)
         return
     with tempfile.TemporaryDirectory(prefix="fednode-bench-") as tmp:
-        path = write_local(tmp, nodes)
+        path = write_local(tmp, nodes, transport=transport, devices=devices)
         with ProcessCluster(path, log_dir=Path(tmp) / "logs") as pc:
             pc.wait_ready()
             yield pc.cluster
@@ -222,8 +226,17 @@ def report(res: dict[str, Any]) -> tuple[str, list[list[Any]], dict[str, Any]]:
                 continue
             us, measured, cell, paired = c
             row.append(f"{us:.1f}" + ("" if measured == hops else f" ({measured} hops)"))
-            tidy.append([op, hops, measured, cell.roles, "dt hit" if cell.dt_hit else "dt miss", round(us, 3),
-                         round(paired, 3) if paired else ""])
+            tidy.append(
+                [
+                    op,
+                    hops,
+                    measured,
+                    cell.roles,
+                    "dt hit" if cell.dt_hit else "dt miss",
+                    round(us, 3),
+                    round(paired, 3) if paired else "",
+                ]
+            )
         zero = cells.get((op, 0))
         one = cells.get((op, 1))
         row.append(f"{zero[0] / local[op]:.2f}x" if zero and op in local else "-")
@@ -242,16 +255,18 @@ def report(res: dict[str, Any]) -> tuple[str, list[list[Any]], dict[str, Any]]:
         "measured_by": "fednode bench",
         "host": platform.node(),
         "python": platform.python_version(),
-        "storage": {"costs_us": {
-            "create": round(local["create"], 2),
-            "mkdir": round(local["mkdir"], 2),
-            "rmdir": round(local["rmdir"], 2),
-            "stat": round(local["stat"], 2),
-            "open": round(local["stat"], 2),
-            "read_hit": round(local["read"], 2),
-            "write": round(local["write"], 2),
-            "unlink": round(local["unlink"], 2),
-        }},
+        "storage": {
+            "costs_us": {
+                "create": round(local["create"], 2),
+                "mkdir": round(local["mkdir"], 2),
+                "rmdir": round(local["rmdir"], 2),
+                "stat": round(local["stat"], 2),
+                "open": round(local["stat"], 2),
+                "read_hit": round(local["read"], 2),
+                "write": round(local["write"], 2),
+                "unlink": round(local["unlink"], 2),
+            }
+        },
     }
     if rtt:
         # A round trip is two one-way messages of 2o + L each; on one host the
@@ -263,24 +278,96 @@ def report(res: dict[str, Any]) -> tuple[str, list[list[Any]], dict[str, Any]]:
     return text, tidy, profile
 
 
-def bench(cluster_file: str | None, requester: int | None, repeat: int, out: Path) -> int:
+def compare(results: dict[str, dict[str, Any]]) -> str:
+    """Transports side by side: every cell's median, the same cell in raw
+    round trips of its own transport (paired ones for 1-hop cells, else the
+    run's median), and the second transport's time over the first's."""
+    names = list(results)
+    first = results[names[0]]
+    head = ["op", "hops", "local"]
+    for t in names:
+        head += [f"{t} us", f"{t} / RTT"]
+    if len(names) > 1:
+        head.append(f"{names[1]} / {names[0]}")
+    rows: list[list[Any]] = []
+    keys = [k for k in ((c.op, c.hops) for c in CELLS) if any(k in r["cells"] for r in results.values())]
+    for op, hops in keys:
+        row: list[Any] = [op, hops, f"{first['local'].get(op, 0):.1f}" if op in first["local"] else "-"]
+        us = []
+        for t in names:
+            c = results[t]["cells"].get((op, hops))
+            rtt = results[t].get("rtt_us")
+            if c is None:
+                row += ["-", "-"]
+                us.append(None)
+                continue
+            base = c[3] if c[3] else rtt
+            row += [f"{c[0]:.1f}", f"{c[0] / base:.2f}x" if base else "-"]
+            us.append(c[0])
+        if len(names) > 1:
+            row.append(f"{us[1] / us[0]:.2f}x" if us[0] and us[1] else "-")
+        rows.append(row)
+    for label, key in (("raw RTT", "rtt_us"), ("raw RTT 64K", "rtt_big_us")):
+        row = [label, "-", "-"]
+        vals = []
+        for t in names:
+            v = results[t].get(key)
+            row += [f"{v:.1f}" if v else "-", "1.00x" if v and key == "rtt_us" else "-"]
+            vals.append(v)
+        if len(names) > 1:
+            row.append(f"{vals[1] / vals[0]:.2f}x" if vals[0] and vals[1] else "-")
+        rows.append(row)
+    text = table(head, rows)
+    return text + (
+        "\nmedians in us, every transport measured in this run; 't / RTT' is the cell over that transport's raw"
+        "\nround trip (for 1-hop cells the round trips timed alternately with the cell's calls)"
+    )
+
+
+def bench(
+    cluster_files: Sequence[str] | None,
+    requester: int | None,
+    repeat: int,
+    out: Path,
+    transports: Sequence[str] = ("tcp",),
+    devices: Sequence[str] = (),
+) -> int:
+    """Measure each running federation of ``cluster_files``, or else a local
+    4-agent federation per transport of ``transports``; one column each."""
     if repeat < 5:
         raise ValueError(f"--repeat must be at least 5, not {repeat}")
-    with federation(cluster_file) as cluster:
-        b = Bench(cluster, requester, repeat)
-        try:
-            res = b.run()
-        finally:
-            b.close()
-    text, tidy, profile = report(res)
+    runs: list[tuple[str | None, str]] = (
+        [(f, "") for f in cluster_files] if cluster_files else [(None, t) for t in transports]
+    )
+    results: dict[str, dict[str, Any]] = {}
     out.mkdir(parents=True, exist_ok=True)
-    (out / "bench.txt").write_text(text + "\n")
-    with open(out / "bench.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["op", "hops", "measured_hops", "roles", "dt", "median_us", "paired_rtt_us"])
-        w.writerows(tidy)
-    (out / "profile.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
-    print(text)
-    prof = out / "profile.yaml"
-    print(f"\n-> {out / 'bench.txt'}, {out / 'bench.csv'}, {prof} (in a fedsim config: calibration: {prof})")
+    written = []
+    for cluster_file, transport in runs:
+        with federation(cluster_file, transport=transport or "tcp", devices=devices) as cluster:
+            b = Bench(cluster, requester, repeat)
+            try:
+                label = b.at(b.R).status()["transport"]
+                res = b.run()
+            finally:
+                b.close()
+        while label in results:
+            label += "+"
+        results[label] = res
+        text, tidy, profile = report(res)
+        suffix = "" if len(runs) == 1 else f"-{label}"
+        (out / f"bench{suffix}.txt").write_text(text + "\n")
+        with open(out / f"bench{suffix}.csv", "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["op", "hops", "measured_hops", "roles", "dt", "median_us", "paired_rtt_us"])
+            w.writerows(tidy)
+        prof = out / f"profile{suffix}.yaml"
+        prof.write_text(yaml.safe_dump({**profile, "transport": label}, sort_keys=False))
+        written += [out / f"bench{suffix}.txt", prof]
+        print(f"== {label}\n{text}\n", flush=True)
+    if len(runs) > 1:
+        text = compare(results)
+        (out / "bench.txt").write_text(text + "\n")
+        written.insert(0, out / "bench.txt")
+        print(f"== side by side\n{text}")
+    print(f"\n-> {', '.join(map(str, written))} (in a fedsim config: calibration: PROFILE)")
     return 0

@@ -4,7 +4,9 @@
     fednode local  --nodes N --base DIR           N agents on this machine (writes DIR/cluster.yaml)
     fednode fs     --cluster FILE CMD ARGS...     ls, stat, mkdir, put, get, cat, rm, rmdir, mv
     fednode status --cluster FILE                 each node: reachable?, files, names, tables, collisions
-    fednode bench  [--cluster FILE] [--out P]     raw round trip vs FedFS ops at 0-3 hops vs local ops
+    fednode bench  [--cluster FILE]... [--transport verbs,tcp] [--out P]
+                                                  raw round trip vs FedFS ops at 0-3 hops vs local ops,
+                                                  one column per transport or per running federation
 
 Exit status: 0 on success, 1 when an operation failed (the message says
 why), 2 for a usage or cluster-file error.
@@ -23,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fednode.config import Cluster, load_cluster
+from fednode.config import load_cluster
 from fedsim.config import ConfigError
 
 
@@ -36,22 +38,11 @@ def _setup_logging(verbose: bool) -> None:
 
 
 # ---------------------------------------------------------------------------- serve
-def make_transport(cluster: Cluster, node: int) -> Any:
-    """The transport the cluster file asks for."""
-    kind = cluster.spec.transport
-    if kind in ("tcp", "auto"):
-        from fednode.transport.tcp import TcpTransport
-
-        return TcpTransport(cluster, node)
-    raise ConfigError(
-        f"transport {kind!r} is not available in this build; use 'tcp' (or 'auto', which falls back to TCP)"
-    )
-
-
 def serve(cluster_file: str, node: int) -> int:
     cluster = load_cluster(cluster_file)
     cluster.spec.node(node)  # a clear error for an unknown id before anything starts
     from fednode.runtime import Agent
+    from fednode.transport import make_transport
 
     log = logging.getLogger("fednode")
 
@@ -105,7 +96,15 @@ def local(nodes: int, base: str, placement: str | None) -> int:
 
 # ---------------------------------------------------------------------------- fs
 FS_COMMANDS = {
-    "ls": 1, "stat": 1, "mkdir": 1, "put": 2, "get": (1, 2), "cat": 1, "rm": 1, "rmdir": 1, "mv": 2,
+    "ls": 1,
+    "stat": 1,
+    "mkdir": 1,
+    "put": 2,
+    "get": (1, 2),
+    "cat": 1,
+    "rm": 1,
+    "rmdir": 1,
+    "mv": 2,
 }
 
 
@@ -183,10 +182,18 @@ def format_status(rows: list[dict[str, Any]]) -> str:
             body.append([r["node"], "UNREACHABLE", "-", "-", "-", "-", "-", "-"])
             notes.append(f"node {r['node']}: {r['error']}")
             continue
-        body.append([
-            r["node"], f"up {r['uptime_s']:.0f}s", r["transport"], r["local_files"], r["managed_names"],
-            r["dt_entries"], r["vd_entries"], len(r["collisions"]),
-        ])
+        body.append(
+            [
+                r["node"],
+                f"up {r['uptime_s']:.0f}s",
+                r["transport"],
+                r["local_files"],
+                r["managed_names"],
+                r["dt_entries"],
+                r["vd_entries"],
+                len(r["collisions"]),
+            ]
+        )
         for path, winner, homes in r["collisions"]:
             who = "the directory" if winner is None else f"node {winner}"
             notes.append(f"node {r['node']}: name collision {path} on nodes {list(homes)}: resolves to {who}")
@@ -217,7 +224,14 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("--cluster", required=True)
     st.add_argument("--json", action="store_true")
     b = sub.add_parser("bench", help="raw round trip vs FedFS operations vs local operations")
-    b.add_argument("--cluster", default=None, help="a running federation (default: start 4 local agents)")
+    b.add_argument(
+        "--cluster",
+        action="append",
+        default=None,
+        help="a running federation (repeat for side-by-side columns; default: start 4 local agents per --transport)",
+    )
+    b.add_argument("--transport", default="tcp", help="for local agents: tcp, verbs, auto, or a list (verbs,tcp)")
+    b.add_argument("--devices", default="", help="for local agents: RDMA devices, node i gets the i-th (cycled)")
     b.add_argument("--requester", type=int, default=None, help="node that issues the operations (default: the first)")
     b.add_argument("--repeat", type=int, default=200, help="timed calls per cell")
     b.add_argument("--out", default="results/fednode_bench", help="directory for the table and the profile")
@@ -236,7 +250,12 @@ def main(argv: list[str] | None = None) -> int:
             return status(args.cluster, args.json)
         from fednode.bench import bench
 
-        return bench(args.cluster, args.requester, args.repeat, Path(args.out))
+        transports = [t for t in args.transport.split(",") if t]
+        bad = [t for t in transports if t not in ("tcp", "verbs", "auto")]
+        if bad or not transports:
+            raise ConfigError(f"--transport: {bad or args.transport!r}: each must be tcp, verbs or auto")
+        devices = [d for d in args.devices.split(",") if d]
+        return bench(args.cluster, args.requester, args.repeat, Path(args.out), transports, devices)
     except ConfigError as exc:
         print(f"fednode: configuration error:\n{exc}", file=sys.stderr)
         return 2

@@ -19,14 +19,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Coroutine, Iterable
+from collections.abc import Coroutine, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from fednode.config import Cluster, ClusterSpec, NodeSpec, load_cluster, new_secret, write_cluster
 from fednode.runtime import Agent
+from fednode.transport import make_transport
 from fednode.transport.inproc import InprocNetwork, InprocTransport
-from fednode.transport.tcp import TcpTransport
 
 
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
@@ -44,8 +44,9 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
     return ports
 
 
-def local_spec(base: Path, n: int, host: str = "127.0.0.1", **options: Any) -> ClusterSpec:
-    """A cluster of ``n`` agents on this machine, roots ``base/n{i}`` (created)."""
+def local_spec(base: Path, n: int, host: str = "127.0.0.1", devices: Sequence[str] = (), **options: Any) -> ClusterSpec:
+    """A cluster of ``n`` agents on this machine, roots ``base/n{i}`` (created);
+    with ``devices``, node i uses RDMA device ``devices[i % len(devices)]``."""
     if n <= 0:
         raise ValueError(f"a federation needs at least one node, not {n}")
     base = Path(base).resolve()
@@ -53,7 +54,8 @@ def local_spec(base: Path, n: int, host: str = "127.0.0.1", **options: Any) -> C
     for i, port in enumerate(free_ports(n, host)):
         root = base / f"n{i}"
         root.mkdir(parents=True, exist_ok=True)
-        nodes.append(NodeSpec(id=i, host=host, port=port, root=str(root)))
+        dev = devices[i % len(devices)] if devices else None
+        nodes.append(NodeSpec(id=i, host=host, port=port, root=str(root), rdma_device=dev))
     return ClusterSpec(secret=new_secret(), nodes=nodes, **options)
 
 
@@ -86,10 +88,8 @@ class AgentGroup:
         for n in ids:
             if transport == "inproc":
                 t: Any = InprocTransport(self.network, n, cluster.spec.max_message_bytes)
-            elif transport == "tcp":
-                t = TcpTransport(cluster, n)
             else:
-                raise ValueError(f"transport must be 'inproc' or 'tcp', not {transport!r}")
+                t = make_transport(cluster, n, transport)
             self.agents[n] = Agent(cluster, n, t)
         try:
             self.lt.run(self._start())

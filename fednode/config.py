@@ -67,6 +67,32 @@ class ProtocolSpec(Strict):
         return ProtocolConfig(**self.model_dump())
 
 
+class RdmaSpec(Strict):
+    """How the verbs transport uses its queue pairs (``transport: verbs``/``auto``).
+
+    Messages up to ``inline_bytes`` travel by SEND into one of the peer's
+    ``recv_depth`` pre-posted receive buffers (the sender holds that many
+    credits).  Larger ones move by RDMA: with ``bulk: write`` a request names
+    one of the requester's ``reply_slots`` landing regions and the responder
+    RDMA-WRITEs the reply there (Federated DAFS V-A); with ``bulk: read`` (and
+    for any large request, or a reply bigger than a slot) the sender exposes
+    the message in a registered region and the receiver RDMA-READs it.  All of
+    it is registered when the connection is made, off the request path; only a
+    message bigger than ``slot_bytes`` registers memory of its own.
+    ``spin_us`` bounds the adaptive poll after a completion event while a
+    reply is expected (0: completion events only).
+    """
+
+    bulk: Literal["write", "read"] = "write"
+    inline_bytes: int = Field(4096, ge=256, le=1 << 20)
+    recv_depth: int = Field(32, ge=4, le=4096)
+    slot_bytes: int = Field((1 << 20) + (64 << 10), ge=4096)
+    reply_slots: int = Field(2, ge=0, le=255)
+    stage_slots: int = Field(2, ge=1, le=255)
+    spin_us: NonNegativeFloat = 50.0
+    port: int = Field(1, ge=1)
+
+
 class ClusterSpec(Strict):
     secret: str | None = None
     secret_file: str | None = None
@@ -81,6 +107,7 @@ class ClusterSpec(Strict):
     max_message_bytes: int = Field(16 << 20, ge=4096)
     summary_refresh_s: NonNegativeFloat = 5.0  # re-summarise the local tree (0 = never)
     protocol: ProtocolSpec = ProtocolSpec()
+    rdma: RdmaSpec = RdmaSpec()
     nodes: list[NodeSpec] = Field(min_length=1)
 
     @field_validator("nodes")

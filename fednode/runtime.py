@@ -120,7 +120,11 @@ class Agent:
         self._spawn(self._sweep())
         log.info(
             "node %d serving %s on %s (%s transport, %d members)",
-            self.id, self.fs.root, f"{self.spec.host}:{self.spec.port}", self.transport.name, len(self.node.members),
+            self.id,
+            self.fs.root,
+            f"{self.spec.host}:{self.spec.port}",
+            self.transport.name,
+            len(self.node.members),
         )
 
     async def stop(self) -> None:
@@ -181,8 +185,9 @@ class Agent:
                 pass
 
     # ------------------------------------------------------------------ the effect driver
-    def _run_sync(self, gen: Generator[Any, Any, Any], value: Any, exc: BaseException | None, depth: int,
-                  trace: Log) -> tuple[bool, Any]:
+    def _run_sync(
+        self, gen: Generator[Any, Any, Any], value: Any, exc: BaseException | None, depth: int, trace: Log
+    ) -> tuple[bool, Any]:
         """Advance ``gen``, performing the effects that need no waiting (Local,
         Compute, Now, Wake, Spawn) in place.  Returns (True, its return value)
         when it finishes, or (False, effect) at the first effect that must wait
@@ -479,7 +484,11 @@ class Agent:
                 shadowed = [h for h in homes if h != winner]
                 log.warning(
                     "node %d: name collision: %s exists on nodes %s; it resolves to %s, the copies on %s are hidden",
-                    self.id, path, sorted(homes), "the directory" if winner is None else f"node {winner}", shadowed,
+                    self.id,
+                    path,
+                    sorted(homes),
+                    "the directory" if winner is None else f"node {winner}",
+                    shadowed,
                 )
         self._reported = set(self.node.collisions)
 
@@ -531,7 +540,7 @@ class Agent:
             files += sum(1 for _, is_dir in self.fs.listdir(d) if not is_dir)
         return {
             "node": self.id,
-            "transport": self.transport.name,
+            **self.transport.describe(),
             "address": f"{self.spec.host}:{self.spec.port}",
             "root": str(self.fs.root),
             "uptime_s": round(time.monotonic() - self.started, 3),
@@ -548,7 +557,6 @@ class Agent:
             "dirmerges": node.stats.dirmerges,
             "collisions": [[p, w, list(h)] for p, (w, h) in sorted(node.collisions.items())],
             "bad_frames": self.bad_frames,
-            "refused_connections": getattr(self.transport, "refused", 0),
         }
 
     async def admin_pin(self, path: str, home: int) -> None:

@@ -12,6 +12,7 @@ ERROR      [3, rid, error, log]              a failed one (errno triple)
 PING       [4, rid, payload]                 the raw round trip (``fednode bench``)
 PONG       [5, rid, payload]
 CLIENT     [6, rid, op, args, trace]         an API call from a client program
+RDMA       [7, 0, parameters]                the verbs transport's queue-pair set-up
 =========  ===========================================================
 
 ``depth`` is the request's nesting (a client's call is 0, a request a handler
@@ -37,8 +38,8 @@ from typing import Any
 
 from fedsim.protocol.messages import ProtocolError, pack, unpack
 
-REQUEST, ONEWAY, REPLY, ERROR, PING, PONG, CLIENT = range(7)
-KIND_NAMES = ("REQUEST", "ONEWAY", "REPLY", "ERROR", "PING", "PONG", "CLIENT")
+REQUEST, ONEWAY, REPLY, ERROR, PING, PONG, CLIENT, RDMA = range(8)
+KIND_NAMES = ("REQUEST", "ONEWAY", "REPLY", "ERROR", "PING", "PONG", "CLIENT", "RDMA")
 HEADER = struct.Struct("!I")
 NONCE_BYTES = 32
 HANDSHAKE_MAX = 512  # bytes: a handshake frame is small; anything bigger is refused
@@ -68,6 +69,26 @@ def decode(payload: bytes, max_size: int) -> tuple[Any, ...]:
     if not isinstance(obj, tuple) or not obj or type(obj[0]) is not int or not 0 <= obj[0] < len(KIND_NAMES):
         raise ProtocolError("an envelope must be an array [kind, ...] with a known kind")
     return obj
+
+
+_UINT = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}
+
+
+def peek(payload: bytes) -> tuple[int, int]:
+    """(kind, rid) of a packed envelope, read from its first bytes without
+    decoding the rest: the verbs transport must know which messages are
+    requests and which reply to which (to name and find reply regions), and
+    decoding a 1 MiB read reply just for that would cost more than moving it.
+    Raises ProtocolError for anything that does not start like an envelope."""
+    if len(payload) < 3 or payload[0] & 0xF0 != 0x90 or payload[1] >= len(KIND_NAMES):
+        raise ProtocolError("not an envelope")
+    b = payload[2]
+    if b < 0x80:
+        return payload[1], b
+    n = _UINT.get(b)
+    if n is None or len(payload) < 3 + n:
+        raise ProtocolError("an envelope's id must be an unsigned integer")
+    return payload[1], int.from_bytes(payload[3 : 3 + n], "big")
 
 
 # ---------------------------------------------------------------------------- handshake

@@ -226,11 +226,11 @@ def run_direct(sc: Scenario) -> Outcome:
     return Outcome(results, messages, [fs.tree() for fs in fss])
 
 
-def _real_cluster(sc: Scenario, base: Path) -> Cluster:
+def _real_cluster(sc: Scenario, base: Path, **options: Any) -> Cluster:
     from fednode.config import ProtocolSpec
 
     spec = local_spec(
-        base, sc.nodes, placement=sc.placement, summary_refresh_s=0.0, protocol=ProtocolSpec(**PROTOCOL)
+        base, sc.nodes, placement=sc.placement, summary_refresh_s=0.0, protocol=ProtocolSpec(**PROTOCOL), **options
     )
     from fednode.localfs import LocalFS
 
@@ -255,13 +255,14 @@ def run_inproc(sc: Scenario) -> Outcome:
         return Outcome(results, messages, _trees(base, sc.nodes))
 
 
-def run_tcp(sc: Scenario) -> Outcome:
-    """Separate agent processes talking TCP; operations through the client API."""
+def run_tcp(sc: Scenario, **options: Any) -> Outcome:
+    """Separate agent processes talking TCP (or what ``options`` say, e.g.
+    ``transport="verbs"``); operations through the client API."""
     from fednode.client import Client
 
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
-        cluster = _real_cluster(sc, base)
+        cluster = _real_cluster(sc, base, **options)
         with ProcessCluster(base / "cluster.yaml", log_dir=base / "logs") as pc:
             pc.wait_ready()
             clients = {n: Client(cluster, node=n) for n in range(sc.nodes)}
@@ -273,4 +274,30 @@ def run_tcp(sc: Scenario) -> Outcome:
         return Outcome(results, messages, _trees(base, sc.nodes))
 
 
-__all__ = ["SCENARIOS", "Outcome", "Scenario", "run_direct", "run_inproc", "run_sim", "run_tcp"]
+def run_verbs(sc: Scenario) -> Outcome:
+    """Agent processes whose peers talk RDMA (verbs), alternating between the
+    test bed's two Soft-RoCE devices as if on two hosts."""
+    return run_tcp(sc, transport="verbs", devices=RDMA_DEVICES)
+
+
+RDMA_DEVICES = ("rxe_v0", "rxe_v1")  # the test bed's veth pair; see fednode.testbed
+
+
+def verbs_missing() -> str | None:
+    """Why the verbs transport cannot be tested here (None: it can)."""
+    from fednode.transport.verbs import VerbsUnavailable, devices
+
+    try:
+        have = devices()
+    except VerbsUnavailable as exc:
+        return f"{exc} (the verbs tests run in the Soft-RoCE guest: fednode testbed rxe)"
+    missing = [d for d in RDMA_DEVICES if d not in have]
+    if missing:
+        return f"RDMA devices {missing} not present (have {have}); fednode testbed rxe creates them"
+    return None
+
+
+__all__ = [
+    "RDMA_DEVICES", "SCENARIOS", "Outcome", "Scenario", "run_direct", "run_inproc", "run_sim", "run_tcp", "run_verbs",
+    "verbs_missing",
+]  # fmt: skip

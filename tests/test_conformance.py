@@ -1,13 +1,13 @@
 """Same code in both worlds: every scenario gives the same outcomes, the same
 protocol messages and the same local trees on the simulator, the in-memory
 runtime, the agents with the in-process transport and the agents as separate
-processes over TCP."""
+processes over TCP and over RDMA (verbs; in the Soft-RoCE test bed)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.conformance import SCENARIOS, Outcome, run_direct, run_inproc, run_sim, run_tcp
+from tests.conformance import SCENARIOS, Outcome, run_direct, run_inproc, run_sim, run_tcp, run_verbs, verbs_missing
 
 IDS = [sc.name for sc in SCENARIOS]
 
@@ -49,3 +49,11 @@ def test_agents_in_process_match_the_simulator(sc, sim_outcomes):
 @pytest.mark.parametrize("sc", SCENARIOS, ids=IDS)
 def test_agent_processes_over_tcp_match_the_simulator(sc, sim_outcomes):
     assert_same(sim_outcomes[sc.name], run_tcp(sc), sc, "tcp")
+
+
+@pytest.mark.parametrize("sc", SCENARIOS, ids=IDS)
+def test_agent_processes_over_verbs_match_the_simulator(sc, sim_outcomes):
+    why = verbs_missing()
+    if why:
+        pytest.skip(why)
+    assert_same(sim_outcomes[sc.name], run_verbs(sc), sc, "verbs")

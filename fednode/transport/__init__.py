@@ -10,9 +10,10 @@ same seam.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from fednode.config import Cluster
     from fednode.runtime import Agent
 
 
@@ -39,3 +40,25 @@ class Transport(Protocol):
         ...
 
     async def stop(self) -> None: ...
+
+    def describe(self) -> dict[str, Any]:
+        """What ``fednode status`` shows: at least ``transport`` (its name),
+        and for RDMA the device and the counters of operations."""
+        ...
+
+
+def make_transport(cluster: Cluster, node: int, kind: str | None = None) -> Transport:
+    """The transport the cluster file asks for (``kind`` overrides it): TCP,
+    or verbs (``auto``: verbs where this node has a usable RDMA device, TCP
+    otherwise).  A ``verbs`` node without a usable device is a ConfigError
+    naming what is missing."""
+    kind = kind or cluster.spec.transport
+    if kind == "tcp":
+        from fednode.transport.tcp import TcpTransport
+
+        return TcpTransport(cluster, node)
+    if kind in ("verbs", "auto"):
+        from fednode.transport.verbs import VerbsTransport
+
+        return VerbsTransport(cluster, node, kind)
+    raise ValueError(f"transport must be 'tcp', 'verbs' or 'auto', not {kind!r}")

@@ -7,7 +7,7 @@ wire, so the agents' concurrency is the real one; only sockets are missing.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fedsim.protocol.messages import PeerUnavailable, ProtocolError
 
@@ -61,6 +61,9 @@ class InprocTransport:
         self.conns: list[InprocConn] = []
         self.refused = 0
 
+    def describe(self) -> dict[str, Any]:
+        return {"transport": self.name, "refused_connections": self.refused}
+
     async def start(self, agent: Agent) -> None:
         self.agent = agent
         self.network.agents[self.me] = agent
@@ -86,4 +89,3 @@ class InprocTransport:
             if not c.closed:
                 c.close()
         self.conns.clear()
-

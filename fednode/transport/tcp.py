@@ -68,7 +68,7 @@ class TcpConn(asyncio.Protocol):
             payload = bytes(buf[4 : 4 + n])
             del buf[: 4 + n]
             if self.open:
-                self.tcp.agent.on_frame(self, payload)
+                self.tcp.deliver(self, payload)
             else:
                 self._handshake(payload)
             if self.closed:
@@ -84,7 +84,7 @@ class TcpConn(asyncio.Protocol):
         if not self.ready.done():
             self.ready.set_exception(PeerUnavailable(self.peer, reason))
         if was_open:
-            self.tcp.agent.on_lost(self, reason)
+            self.tcp.lost(self, reason)
 
     # -- handshake -------------------------------------------------------------------
     def _handshake(self, payload: bytes) -> None:
@@ -163,6 +163,18 @@ class TcpTransport:
         self.server: asyncio.base_events.Server | None = None
         self.agent: Agent
         self.refused = 0
+
+    def deliver(self, conn: TcpConn, payload: bytes) -> None:
+        """An authenticated connection's frame (the verbs transport intercepts
+        its set-up frames here)."""
+        self.agent.on_frame(conn, payload)
+
+    def lost(self, conn: TcpConn, reason: str) -> None:
+        self.agent.on_lost(conn, reason)
+
+    def describe(self) -> dict[str, Any]:
+        """What ``fednode status`` shows about the transport."""
+        return {"transport": self.name, "refused_connections": self.refused}
 
     async def start(self, agent: Agent) -> None:
         self.agent = agent
