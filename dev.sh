@@ -10,10 +10,14 @@ VENV=.venv
 need_apt=()
 command -v python3 >/dev/null || need_apt+=(python3)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+# the Soft-RoCE test bed (fednode testbed rxe): QEMU and what builds its guest
+for tool in qemu-system-x86_64:qemu-system-x86 debootstrap:debootstrap cpio:cpio zstd:zstd depmod:kmod xz:xz-utils; do
+  command -v "${tool%%:*}" >/dev/null || need_apt+=("${tool#*:}")
+done
 if ((${#need_apt[@]})); then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
 fi
 python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
   echo "fedfs needs Python 3.11 or newer; found $(python3 --version)" >&2; exit 1; }

@@ -3,7 +3,9 @@
     fednode serve  --cluster FILE --node ID       run one agent in the foreground
     fednode local  --nodes N --base DIR           N agents on this machine (writes DIR/cluster.yaml)
     fednode fs     --cluster FILE CMD ARGS...     ls, stat, mkdir, put, get, cat, rm, rmdir, mv
-    fednode status --cluster FILE                 each node: reachable?, files, names, tables, collisions
+    fednode status --cluster FILE                 each node: reachable?, transport/device, files, names, tables
+    fednode init   --hosts H1,H2,... [--device D] a cluster file for a real testbed (new secret, mode 0600)
+    fednode hosts  --cluster FILE                 'ID HOST' per node, for launcher loops (see deploy/)
     fednode bench  [--cluster FILE]... [--transport verbs,tcp] [--out P]
                                                   raw round trip vs FedFS ops at 0-3 hops vs local ops,
                                                   one column per transport or per running federation
@@ -201,6 +203,34 @@ def format_status(rows: list[dict[str, Any]]) -> str:
     return out + ("\n" + "\n".join(notes) if notes else "")
 
 
+# ---------------------------------------------------------------------------- init, hosts
+def init(out: str, hosts: list[str], roots: str, port: int, transport: str, device: str | None,
+         gid_index: int | None) -> int:  # fmt: skip
+    """Write a cluster file for a federation of ``hosts`` (one agent each, in
+    order: node ids 0..N-1) with a fresh secret, mode 0600."""
+    from fednode.config import ClusterSpec, NodeSpec, new_secret, write_cluster
+
+    if not hosts:
+        raise ConfigError("--hosts: give at least one host (host1,host2,...)")
+    nodes = [
+        NodeSpec(id=i, host=h, port=port, root=roots.format(id=i, host=h), rdma_device=device, gid_index=gid_index)
+        for i, h in enumerate(hosts)
+    ]
+    spec = ClusterSpec(secret=new_secret(), transport=transport, nodes=nodes)  # type: ignore[arg-type]
+    if Path(out).exists():
+        raise ConfigError(f"{out} exists; remove it or choose another --out (a new secret would lock out the old)")
+    write_cluster(out, spec)
+    print(f"wrote {out}: {len(hosts)} nodes, transport {transport}; copy it to every host (it holds the secret)")
+    return 0
+
+
+def hosts(cluster_file: str) -> int:
+    """``ID HOST`` per line: what a launcher loop over the cluster needs."""
+    for n in load_cluster(cluster_file).spec.nodes:
+        print(n.id, n.host)
+    return 0
+
+
 # ---------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
@@ -220,6 +250,16 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--node", type=int, default=None, help="the agent to talk to (default: the first that answers)")
     f.add_argument("command", choices=sorted(FS_COMMANDS))
     f.add_argument("args", nargs="*")
+    ini = sub.add_parser("init", help="write a cluster file for a list of hosts (with a new secret)")
+    ini.add_argument("--out", default="cluster.yaml")
+    ini.add_argument("--hosts", required=True, help="comma-separated host names or addresses; node i is the i-th")
+    ini.add_argument("--root", default="/srv/fedfs/n{id}", help="each node's directory ({id} and {host} expand)")
+    ini.add_argument("--port", type=int, default=7400)
+    ini.add_argument("--transport", default="auto", choices=["tcp", "verbs", "auto"])
+    ini.add_argument("--device", default=None, help="RDMA device on every host (default: each host's first)")
+    ini.add_argument("--gid-index", type=int, default=None, help="GID index (default: the first RoCE v2 GID)")
+    ho = sub.add_parser("hosts", help="print 'ID HOST' per node of a cluster file (for launcher loops)")
+    ho.add_argument("--cluster", required=True)
     st = sub.add_parser("status", help="per-node state")
     st.add_argument("--cluster", required=True)
     st.add_argument("--json", action="store_true")
@@ -248,6 +288,11 @@ def main(argv: list[str] | None = None) -> int:
             return fs(args.cluster, args.node, args.command, args.args)
         if args.cmd == "status":
             return status(args.cluster, args.json)
+        if args.cmd == "init":
+            hs = [h for h in args.hosts.split(",") if h]
+            return init(args.out, hs, args.root, args.port, args.transport, args.device, args.gid_index)
+        if args.cmd == "hosts":
+            return hosts(args.cluster)
         from fednode.bench import bench
 
         transports = [t for t in args.transport.split(",") if t]

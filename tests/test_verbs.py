@@ -103,7 +103,8 @@ def test_a_1mib_read_through_a_non_home_agent_moves_its_data_by_rdma(tmp_path, b
     path, data = _home_file(spec, 1, MIB)
     with AgentGroup(Cluster(spec), transport="verbs") as g:
         g.op(0, "mkdir", "/big")
-        fd = g.op(1, "create", path)
+        g.op(1, "create", path)
+        fd = g.op(1, "open", path)
         g.op(1, "write", fd, 0, data)
         g.op(1, "close", fd)
         assert (tmp_path / "n1" / path.lstrip("/")).stat().st_size == MIB  # it lives at node 1
@@ -129,7 +130,8 @@ def test_a_write_bigger_than_a_slot_is_pulled_by_the_home(tmp_path):
     path, data = _home_file(spec, 1, 3 * MIB)
     with AgentGroup(Cluster(spec), transport="verbs") as g:
         g.op(0, "mkdir", "/big")
-        fd = g.op(0, "create", path)
+        g.op(0, "create", path)
+        fd = g.op(0, "open", path)
         before = _stats(g, 1)
         g.op(0, "write", fd, 0, data)
         after = _stats(g, 1)
