@@ -77,7 +77,8 @@ def federation(base: Path, ops: int) -> bool:
             return r.stdout.decode()
 
         fs("mkdir", "/demo")
-        fs("put", "/demo/hello.txt", stdin=b"hello over RDMA\n")
+        (base / "hello.txt").write_bytes(b"hello over RDMA\n")
+        fs("put", str(base / "hello.txt"), "/demo/hello.txt")
         listing = fs("ls", "/demo")
         got = fs("--node", "2", "cat", "/demo/hello.txt")
         ok &= "hello.txt" in listing and got == "hello over RDMA\n"

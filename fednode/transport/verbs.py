@@ -76,6 +76,7 @@ WC_STATUS = (
 HDR = struct.Struct("<BHI")  # message type, credits returned, aux (named slot + 1, or a token)
 PULL = struct.Struct("<QIIi")  # exposed address, rkey, length, named slot (-1: none)
 T_MSG, T_PULL, T_CREDIT, T_DONE = 1, 2, 3, 4
+SIGNAL_EVERY = 8
 # work request ids: kind << 32 | index
 W_RECV, W_SEND, W_STAGE, W_READ = 1, 2, 3, 4
 ACCESS = 1 | 2 | 4  # IBV_ACCESS_LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ
@@ -238,7 +239,7 @@ class VerbsConn:
         self.stage_mr = MR(dev.pd, cfg.stage_slots * self.slot, ACCESS)
         self.pull_mr = MR(dev.pd, self.slot, ACCESS)  # where an RDMA READ lands (one at a time)
         cap = QPCap(max_send_wr=sq, max_recv_wr=self.depth, max_send_sge=1, max_recv_sge=1)
-        init = QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.cq, rcq=self.cq, cap=cap)
+        init = QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.cq, rcq=self.cq, cap=cap, sq_sig_all=0)
         attr = QPAttr(port_num=dev.port)
         attr.qp_access_flags = ACCESS
         self.qp = QP(dev.pd, init, attr)
@@ -247,6 +248,12 @@ class VerbsConn:
         self.credits = 0  # set from the peer's recv_depth when connected
         self.owed = 0  # receive buffers freed since the last credits we returned
         self.free_send = list(range(nsend))
+        # SENDs are signalled one in SIGNAL_EVERY (or when buffers run low): on an
+        # RC queue pair a completion implies every earlier one, so the signalled
+        # SEND frees the buffers of the unsignalled ones before it, and the
+        # others cost no completion event
+        self.unsignaled: list[int] = []
+        self.batches: dict[int, list[int]] = {}
         self.free_stage = list(range(cfg.stage_slots))
         self.free_land = list(range(cfg.reply_slots)) if cfg.bulk == "write" else []
         self.named: dict[int, int] = {}  # our request id -> our landing slot named in it
@@ -377,11 +384,11 @@ class VerbsConn:
         self.qp.post_recv(RecvWR(wr_id=(W_RECV << 32) | i, num_sge=1, sg=[sge]))
 
     def _post(self, wr_id: int, opcode: int, addr: int, n: int, lkey: int, remote: tuple[int, int] | None = None,
-              imm: int = 0) -> None:  # fmt: skip
+              imm: int = 0, signaled: bool = True) -> None:  # fmt: skip
         from pyverbs.wr import SGE, SendWR
 
         wr = SendWR(wr_id=wr_id, opcode=opcode, num_sge=1, imm_data=imm, sg=[SGE(addr, n, lkey)],
-                    send_flags=self.e.IBV_SEND_SIGNALED)  # fmt: skip
+                    send_flags=self.e.IBV_SEND_SIGNALED if signaled else 0)  # fmt: skip
         if remote is not None:
             wr.set_wr_rdma(remote[1], remote[0])
         self.qp.post_send(wr)
@@ -394,7 +401,14 @@ class VerbsConn:
         self.owed = 0
         self.credits -= 1
         self.send_mr.write(data, len(data), off)
-        self._post((W_SEND << 32) | i, self.e.IBV_WR_SEND, self.send_mr.buf + off, len(data), self.send_mr.lkey)
+        signaled = len(self.unsignaled) >= SIGNAL_EVERY - 1 or len(self.free_send) <= 2
+        if signaled:
+            self.batches[i] = self.unsignaled
+            self.unsignaled = []
+        else:
+            self.unsignaled.append(i)
+        self._post((W_SEND << 32) | i, self.e.IBV_WR_SEND, self.send_mr.buf + off, len(data), self.send_mr.lkey,
+                   signaled=signaled)  # fmt: skip
         self.vt.stats["sends"] += 1
 
     def _pump(self) -> None:
@@ -530,6 +544,7 @@ class VerbsConn:
             return
         if kind == W_SEND:
             self.free_send.append(i)
+            self.free_send.extend(self.batches.pop(i, ()))
         elif kind == W_STAGE:
             self.free_stage.append(i)
         elif kind == W_READ:
