@@ -6,6 +6,7 @@
     fednode status --cluster FILE                 each node: reachable?, transport/device, files, names, tables
     fednode init   --hosts H1,H2,... [--device D] a cluster file for a real testbed (new secret, mode 0600)
     fednode hosts  --cluster FILE                 'ID HOST' per node, for launcher loops (see deploy/)
+    fednode testbed rxe [-- COMMAND]              boot a Soft-RoCE guest (QEMU), run the RDMA suite or COMMAND
     fednode bench  [--cluster FILE]... [--transport verbs,tcp] [--out P]
                                                   raw round trip vs FedFS ops at 0-3 hops vs local ops,
                                                   one column per transport or per running federation
@@ -260,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     ini.add_argument("--gid-index", type=int, default=None, help="GID index (default: the first RoCE v2 GID)")
     ho = sub.add_parser("hosts", help="print 'ID HOST' per node of a cluster file (for launcher loops)")
     ho.add_argument("--cluster", required=True)
+    from fednode import testbed
+
+    testbed.add_parser(sub)
     st = sub.add_parser("status", help="per-node state")
     st.add_argument("--cluster", required=True)
     st.add_argument("--json", action="store_true")
@@ -293,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
             return init(args.out, hs, args.root, args.port, args.transport, args.device, args.gid_index)
         if args.cmd == "hosts":
             return hosts(args.cluster)
+        if args.cmd == "testbed":
+            return testbed.main(args)
         from fednode.bench import bench
 
         transports = [t for t in args.transport.split(",") if t]
