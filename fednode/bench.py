@@ -89,7 +89,7 @@ def federation(
             yield pc.cluster
 
 
-def _median_us(ns: list[int]) -> float:
+def median_us(ns: list[int]) -> float:
     return statistics.median(ns) / 1000.0
 
 
@@ -157,8 +157,8 @@ class Bench:
         out: dict[str, Any] = {"cells": {}, "local": {}}
         if A is not None:
             R.call("ping", A, 20, 0)  # connection set up, caches warm
-            out["rtt_us"] = _median_us(R.call("ping", A, self.repeat, 0))
-            out["rtt_big_us"] = _median_us(R.call("ping", A, max(20, self.repeat // 4), BIG))
+            out["rtt_us"] = median_us(R.call("ping", A, self.repeat, 0))
+            out["rtt_big_us"] = median_us(R.call("ping", A, max(20, self.repeat // 4), BIG))
         R.mkdir(self.top)
         for cell in CELLS:
             if any(self.role[x] is None for x in cell.roles):
@@ -166,14 +166,14 @@ class Bench:
             calls, _ = self.setup(cell, self.repeat + 1)
             measured = self.hops(cell, calls[0])
             ns, rtts = R.call("bench", "fedfs", cell.op, calls[1:], A if A is not None else -1)
-            rtt = _median_us(rtts) if rtts else None
-            out["cells"][(cell.op, cell.hops)] = (_median_us(ns), measured, cell, rtt)
+            rtt = median_us(rtts) if rtts else None
+            out["cells"][(cell.op, cell.hops)] = (median_us(ns), measured, cell, rtt)
         out["local"] = self.local()
         self.cleanup()
         return out
 
     def local_us(self, op: str, calls: list[list[Any]]) -> float:
-        return _median_us(self.at(self.R).call("bench", "local", op, calls)[0])
+        return median_us(self.at(self.R).call("bench", "local", op, calls)[0])
 
     def local(self) -> dict[str, float]:
         """The same operations straight on the requester's directory."""

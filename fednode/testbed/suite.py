@@ -27,13 +27,13 @@ import argparse
 import json
 import os
 import random
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from fednode.bench import median_us
 from fednode.client import Client
 from fednode.cluster import ProcessCluster, write_local
 from fednode.config import RdmaSpec
@@ -140,10 +140,6 @@ def bench(out: Path, repeat: int) -> bool:
 
 
 # ---------------------------------------------------------------------------- 4. choices
-def _median_us(ns: list[int]) -> float:
-    return statistics.median(ns) / 1000.0
-
-
 def _measure(base: Path, rdma: RdmaSpec, repeat: int) -> dict[str, float]:
     """Round trip, 1-hop stat and a 1 MiB read through a non-home agent."""
     path = write_local(base, 2, transport="verbs", devices=DEVICES, summary_refresh_s=0.0, rdma=rdma)
@@ -153,14 +149,14 @@ def _measure(base: Path, rdma: RdmaSpec, repeat: int) -> dict[str, float]:
         r, home = Client(pc.cluster, node=0, timeout=60), Client(pc.cluster, node=1, timeout=60)
         try:
             r.call("ping", 1, 20, 0)
-            out = {"rtt": _median_us(r.call("ping", 1, repeat, 0))}
+            out = {"rtt": median_us(r.call("ping", 1, repeat, 0))}
             d = names_managed_by(spec.hashing_fn(), 1, "/m", 1)[0]
             r.mkdir(d)
             f = names_managed_by(spec.hashing_fn(), 1, f"{d}/f", 1)[0]
             home.write_file(f, os.urandom(MIB))
-            out["stat_1hop"] = _median_us(r.call("bench", "fedfs", "stat", [[f]] * repeat)[0])
+            out["stat_1hop"] = median_us(r.call("bench", "fedfs", "stat", [[f]] * repeat)[0])
             fd = r.open(f)
-            out["read_1mib"] = _median_us(r.call("bench", "fedfs", "read", [[fd, 0, MIB]] * max(5, repeat // 5))[0])
+            out["read_1mib"] = median_us(r.call("bench", "fedfs", "read", [[fd, 0, MIB]] * max(5, repeat // 5))[0])
             r.close(fd)
             st = r.status()["rdma"]
             out["rdma_writes"], out["rdma_reads"] = st["rdma_writes"], st["rdma_reads"]

@@ -214,7 +214,12 @@ class VerbsConn:
         e = _pyverbs()
         from pyverbs.cq import CQ
         from pyverbs.mr import MR
+        from pyverbs.pyverbs_error import PyverbsError
         from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+        from pyverbs.wr import SGE, RecvWR, SendWR
+
+        # bound once: posting and completion handling are the hot path
+        self._sge, self._recv_wr, self._send_wr, self._verbs_error = SGE, RecvWR, SendWR, PyverbsError
 
         self.e = e
         self.vt = vt
@@ -381,16 +386,12 @@ class VerbsConn:
 
     # ------------------------------------------------------------------ posting
     def _post_recv(self, i: int) -> None:
-        from pyverbs.wr import SGE, RecvWR
-
-        sge = SGE(self.recv_mr.buf + i * self.buf, self.buf, self.recv_mr.lkey)
-        self.qp.post_recv(RecvWR(wr_id=(W_RECV << 32) | i, num_sge=1, sg=[sge]))
+        sge = self._sge(self.recv_mr.buf + i * self.buf, self.buf, self.recv_mr.lkey)
+        self.qp.post_recv(self._recv_wr(wr_id=(W_RECV << 32) | i, num_sge=1, sg=[sge]))
 
     def _post(self, wr_id: int, opcode: int, addr: int, n: int, lkey: int, remote: tuple[int, int] | None = None,
               imm: int = 0, signaled: bool = True) -> None:  # fmt: skip
-        from pyverbs.wr import SGE, SendWR
-
-        wr = SendWR(wr_id=wr_id, opcode=opcode, num_sge=1, imm_data=imm, sg=[SGE(addr, n, lkey)],
+        wr = self._send_wr(wr_id=wr_id, opcode=opcode, num_sge=1, imm_data=imm, sg=[self._sge(addr, n, lkey)],
                     send_flags=self.e.IBV_SEND_SIGNALED if signaled else 0)  # fmt: skip
         if remote is not None:
             wr.set_wr_rdma(remote[1], remote[0])
@@ -488,15 +489,13 @@ class VerbsConn:
 
     # ------------------------------------------------------------------ completions
     def _on_event(self) -> None:
-        from pyverbs.pyverbs_error import PyverbsError
-
         if self.closed:
             return
         try:
             self.chan.get_cq_event(self.cq)
             self.cq.ack_events(1)
             self.cq.req_notify()
-        except PyverbsError as exc:
+        except self._verbs_error as exc:
             if getattr(exc, "error_code", 0) != errno.EAGAIN:  # EAGAIN: a spurious wake-up
                 self.fail(f"completion channel: {exc}")
             return
