@@ -93,9 +93,9 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 from experiments.common import build_cluster, network_of
 from fedsim.config import Config, ConfigError
 from fedsim.protocol.effects import Local
+from fedsim.protocol.hashing import ModN, Ring, make_hashing, names_managed_by
 from fedsim.protocol.names import split
-from fedsim.protocol.placement import ModN, Ring, make_hashing, names_managed_by
-from fedsim.protocol.policies.placement import Pinned, WithManager
+from fedsim.protocol.policies.homes import Pinned, WithManager
 from fedsim.results import StudyResult, table
 from fedsim.runtime import OpTrace, SimCluster
 

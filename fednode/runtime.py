@@ -32,65 +32,47 @@ from fednode import wire
 from fednode.config import Cluster
 from fednode.localfs import LocalFS
 from fednode.transport import Conn, Transport
-from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Now, Send, Spawn, Wake
+from fedsim.protocol.designs import build_node
+from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Now, Send, Sleep, Spawn, Wake
 from fedsim.protocol.messages import (
     PeerUnavailable,
     ProtocolError,
     Read,
     Request,
-    SummaryPush,
     decode_error,
     decode_request,
     encode_error,
     encode_request,
     pack,
 )
-from fedsim.protocol.node import FedNode
-from fedsim.protocol.policies.placement import Pinned, make_placement
+from fedsim.protocol.policies.homes import Pinned
 
 log = logging.getLogger("fednode")
 
 Log = list[tuple[int, int, str]] | None
 
-#: API operations a client may call, with the types of their arguments (the
-#: FedNode method of the same name runs at this agent as the requester).
-API_OPS: dict[str, tuple[type, ...]] = {
-    "create": (str,),
-    "mkdir": (str,),
-    "unlink": (str,),
-    "rmdir": (str,),
-    "readdir": (str,),
-    "stat": (str,),
-    "open": (str,),
-    "close": (int,),
-    "read": (int, int, int),
-    "write": (int, int, bytes),
-}
 ADMIN_OPS = ("status", "pin", "ping", "bench", "refresh")
 
 
 class Agent:
-    """One federation member: a FedNode, its local directory and a transport."""
+    """One federation member: a node of the cluster file's design, its local
+    directory and a transport."""
 
     def __init__(self, cluster: Cluster, node_id: int, transport: Transport, fs: LocalFS | None = None) -> None:
         spec = cluster.spec
         self.cluster = cluster
         self.id = node_id
         self.spec = spec.node(node_id)
-        self.node = FedNode(
-            node_id,
-            spec.members,
-            spec.hashing_fn(),
-            make_placement(spec.placement, node_id, spec.seed),
-            spec.protocol.build(),
-        )
+        self.node = build_node(spec.federation(), node_id)
+        #: the operations a client may call, with their argument types: the
+        #: node's own interface (its ``@api`` methods), whatever its design
+        self.api_ops: dict[str, tuple[type, ...]] = type(self.node).API
         self.fs = fs if fs is not None else LocalFS(cluster.root_of(node_id))
         self.transport = transport
         self.timeout = spec.rpc_timeout_ms / 1000.0
         self.max_size = spec.max_message_bytes
         self.max_io = max(4096, spec.max_message_bytes - 4096)  # largest read/write payload per message
         self.workers = spec.workers
-        self.summary_refresh = spec.summary_refresh_s
         self.running = False
         self.started = 0.0
         self.pending: dict[int, tuple[asyncio.Future[Any], Conn, float]] = {}  # rid -> (future, conn, deadline)
@@ -102,21 +84,19 @@ class Agent:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._client_fds: dict[Conn, set[int]] = {}
         self._reported: set[str] = set()
-        self._summary_acked: set[int] = set()
-        self._summary_kick: asyncio.Event | None = None
         self.bad_frames = 0
         self.loop: asyncio.AbstractEventLoop
 
     # ------------------------------------------------------------------ life cycle
     async def start(self) -> None:
-        """Listen, summarise the local tree and push the summary to the members
-        (retried until each has it: peers start in any order)."""
+        """Listen, then run the node's own start (FedFS: summarise the local
+        tree, push the summary to the members, and keep it current on the
+        protocol's timers)."""
         self.loop = asyncio.get_running_loop()
         self.started = time.monotonic()
         await self.transport.start(self)
         self.running = True
-        self._summary_kick = asyncio.Event()
-        self._spawn(self._summary_loop())
+        self._spawn(self.drive(self.node.start(), 0, None))
         self._spawn(self._sweep())
         log.info(
             "node %d serving %s on %s (%s transport, %d members)",
@@ -156,34 +136,6 @@ class Agent:
     def summaries_complete(self) -> bool:
         return len(self.node.summaries) == len(self.node.members)
 
-    async def _summary_loop(self) -> None:
-        others = tuple(m for m in self.node.members if m != self.id)
-        last: bytes | None = None
-        next_refresh = 0.0
-        backoff = 0.05
-        assert self._summary_kick is not None
-        while self.running:
-            now = time.monotonic()
-            if last is None or (self.summary_refresh and now >= next_refresh):
-                data = await self.drive(self.node.regenerate_summary(push=False), 0, None)
-                next_refresh = now + self.summary_refresh
-                if data != last:
-                    last, self._summary_acked = data, set()
-            todo = tuple(n for n in others if n not in self._summary_acked)
-            if todo:
-                replies = await self._multicast(todo, SummaryPush(self.id, last), 0, None)
-                for n, r in zip(todo, replies, strict=True):
-                    if not isinstance(r, BaseException):
-                        self._summary_acked.add(n)
-            pending = any(n not in self._summary_acked for n in others)
-            wait = backoff if pending else (self.summary_refresh or 3600.0)
-            backoff = min(backoff * 2, 2.0) if pending else 0.05
-            self._summary_kick.clear()
-            try:
-                await asyncio.wait_for(self._summary_kick.wait(), wait)
-            except TimeoutError:
-                pass
-
     # ------------------------------------------------------------------ the effect driver
     def _run_sync(
         self, gen: Generator[Any, Any, Any], value: Any, exc: BaseException | None, depth: int, trace: Log
@@ -221,7 +173,7 @@ class Agent:
                     fut.set_result(eff.value)
             elif t is Spawn:
                 self._spawn(self.drive(eff.gen, depth, trace))
-            elif t is Call or t is Multicast or t is Send or t is Await:
+            elif t is Call or t is Multicast or t is Send or t is Await or t is Sleep:
                 return False, eff
             else:
                 exc = TypeError(f"not an effect: {eff!r}")
@@ -247,6 +199,8 @@ class Agent:
                     value = await self._multicast(eff.nodes, eff.request, depth, trace)
                 elif t is Send:
                     await self._send_oneway(eff.node, eff.request, depth, trace)
+                elif t is Sleep:
+                    await asyncio.sleep(eff.seconds)
                 else:  # Await
                     fut = self._waits.get(eff.key)
                     if fut is None:
@@ -447,8 +401,6 @@ class Agent:
         self._finish(conn, req, oneway, out)
 
     def _finish(self, conn: Conn, req: Request, oneway: bool, out: tuple[Any, ...]) -> None:
-        if type(req) is SummaryPush and req.node not in self._summary_acked and self._summary_kick:
-            self._summary_kick.set()  # a (re)joining member: send it ours
         if len(self.node.collisions) != len(self._reported):
             self._report_collisions()
         if not oneway:
@@ -511,11 +463,11 @@ class Agent:
     async def api(self, op: str, args: tuple[Any, ...], trace: Log = None, conn: Conn | None = None) -> Any:
         """Run a client's call at this agent: an API operation as the requester,
         or an administrative one (status, pin, ping, bench, refresh)."""
-        want = API_OPS.get(op)
+        want = self.api_ops.get(op)
         if want is None:
             if op in ADMIN_OPS:
                 return await getattr(self, f"admin_{op}")(*args)
-            raise OSError(errno.EINVAL, f"unknown operation {op!r}; allowed: {', '.join([*API_OPS, *ADMIN_OPS])}")
+            raise OSError(errno.EINVAL, f"unknown operation {op!r}; allowed: {', '.join([*self.api_ops, *ADMIN_OPS])}")
         if len(args) != len(want) or any(type(a) is not t for a, t in zip(args, want, strict=False)):
             shown = ", ".join(type(a).__name__ for a in args)
             raise OSError(errno.EINVAL, f"{op} takes ({', '.join(t.__name__ for t in want)}), got ({shown})")

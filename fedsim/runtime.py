@@ -30,11 +30,11 @@ import simpy
 
 from fedsim.memfs import MemFS
 from fedsim.network import LogGP
-from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Now, Send, Spawn, Wake, run_sync
+from fedsim.protocol.config import FederationSpec, ProtocolConfig
+from fedsim.protocol.designs import build_nodes
+from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Now, Send, Sleep, Spawn, Wake, run_sync
 from fedsim.protocol.messages import PeerUnavailable, Request, wire_size
-from fedsim.protocol.node import FedNode, ProtocolConfig
-from fedsim.protocol.placement import make_hashing
-from fedsim.protocol.policies.placement import PlacementPolicy, make_placement
+from fedsim.protocol.policies.homes import PlacementPolicy
 from fedsim.storage import StorageModel, StorageParams
 
 
@@ -101,6 +101,7 @@ class SimCluster:
         hashing: str = "mod_n",
         vnodes: int = 64,
         placement: str | list[PlacementPolicy] = "with_manager",
+        design: str = "fedfs",
         workers: int = 4,
         cpu: CpuCosts | None = None,
         seed: int = 0,
@@ -119,17 +120,16 @@ class SimCluster:
         cpu = cpu or CpuCosts()
         self.cpu_costs = cpu.table(self.protocol.summary_hashes)
         members = list(range(n_nodes))
-        ring = make_hashing(hashing, members, vnodes)
-        self.nodes = [
-            FedNode(
-                i,
-                members,
-                ring,
-                placement[i] if isinstance(placement, list) else make_placement(placement, i, seed),
-                self.protocol,
-            )
-            for i in members
-        ]
+        self.spec = FederationSpec(
+            members,
+            design=design,
+            hashing=hashing,
+            vnodes=vnodes,
+            placement=placement if isinstance(placement, str) else "with_manager",
+            seed=seed,
+            protocol=self.protocol,
+        )
+        self.nodes = build_nodes(self.spec, placements=placement if isinstance(placement, list) else None)
         self.fs = [MemFS(keep_data=keep_data) for _ in members]
         storage = storage or StorageParams()
         self.storage = [StorageModel(storage) for _ in members]
@@ -165,6 +165,7 @@ class SimCluster:
             for other in self.nodes:
                 if other is not node:
                     other.install_summary(node.id, node.summaries[node.id])
+            node.summary_unacked.clear()  # every member holds it now
 
     def exchange_summaries(self) -> simpy.Process:
         """Run every node's ``start()`` (summary push to all) in simulated time."""
@@ -250,6 +251,8 @@ class SimCluster:
                         ev.succeed(eff.value)
                 elif t is Now:
                     value = self.env.now * 1e-6
+                elif t is Sleep:
+                    yield self.env.timeout(eff.seconds * 1e6)
                 else:
                     raise TypeError(f"not an effect: {eff!r}")
             except Exception as e:  # delivered into the protocol generator

@@ -25,7 +25,7 @@ from fednode.config import Cluster, write_cluster
 from fedsim.direct import DirectCluster
 from fedsim.memfs import MemFS
 from fedsim.network import preset
-from fedsim.protocol.node import ProtocolConfig
+from fedsim.protocol.config import ProtocolConfig
 from fedsim.runtime import OpTrace, SimCluster
 
 FD = "$fd"  # in an op's args: the descriptor the last open at that node returned
