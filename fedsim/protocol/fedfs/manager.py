@@ -29,6 +29,13 @@ class Manager(Directory):
         super().__init__(node_id, spec, **kw)
         self.dt: LRU[str, DTEntry] = LRU(self.config.dt_entries)
 
+    def describe(self) -> dict[str, Any]:
+        return {
+            **super().describe(),
+            "managed_names": sum(1 for p in self.dt.keys() if self.manager_of(p) == self.id),
+            "dt_entries": len(self.dt),
+        }
+
     def resolve(self, path: str, check_dt: bool) -> Gen:
         """At P's manager: (is_dir, home, lookup_path) from the DT, else from
         the parent's manager.  ENOENT if the name does not exist."""
