@@ -261,3 +261,28 @@ def test_fedfs_declares_each_of_its_study_modules_and_each_registers_its_name():
             assert get_study(name).module == module
     for cfg in (ROOT / "configs" / "fedfs").glob("*.yaml"):
         assert yaml.safe_load(cfg.read_text())["study"] in declared, cfg
+
+
+# ---------------------------------------------------------------------------- fedsim demo
+def test_fedsim_demo_runs_the_demo_its_entry_point_names(monkeypatch, tmp_path, capsys):
+    """`fedsim demo` lives in experiments (it runs studies and real agents), so
+    fedsim finds it by entry point; without one it is a clear error, exit 2."""
+    from importlib import metadata
+
+    import fedsim.cli as cli
+    from experiments.demo import demo
+
+    (ep,) = metadata.entry_points(group=cli.DEMO_GROUP, name="demo")
+    assert ep.load() is demo
+    calls = []
+
+    class FakeEntryPoint:
+        def load(self):
+            return lambda out, quick: calls.append((out, quick))
+
+    monkeypatch.setattr(cli.metadata, "entry_points", lambda **kw: [FakeEntryPoint()])
+    assert main(["demo", "--out", str(tmp_path), "--quick"]) == 0
+    assert calls == [(tmp_path, True)]
+    monkeypatch.setattr(cli.metadata, "entry_points", lambda **kw: [])
+    assert main(["demo"]) == 2
+    assert "no 'fedsim.demo' entry point named 'demo' is installed" in capsys.readouterr().err
