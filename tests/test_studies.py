@@ -80,11 +80,16 @@ LAB_ENTRY_POINTS = """\
 
 @pytest.fixture
 def isolated(monkeypatch):
-    """The registry and the lab's modules as they were: a test's registrations
-    must not leak into the next test."""
-    monkeypatch.setattr(st, "_REGISTRY", dict(st._REGISTRY))
+    """The registry and the imported modules as they were: a test's
+    registrations must not leak into the next test, and a module that
+    registered during the test is forgotten with its registration (else a
+    later get_study would find it imported, not re-run it, and so find
+    nothing registered)."""
+    before = dict(st._REGISTRY)
+    monkeypatch.setattr(st, "_REGISTRY", dict(before))
     yield
-    for name in [m for m in sys.modules if m == "mylab" or m.startswith("mylab.")]:
+    added = {s.module for n, s in st._REGISTRY.items() if n not in before}
+    for name in [m for m in sys.modules if m in added or m == "mylab" or m.startswith("mylab.")]:
         del sys.modules[name]
 
 
