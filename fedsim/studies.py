@@ -70,6 +70,10 @@ class UnknownStudyError(KeyError):
         return str(self.args[0])
 
 
+#: A plain dict, not ``fedsim.protocol.registry.Registry``: the names a config
+#: may give include the entry points not yet imported, an unknown one is a
+#: KeyError the config layer words, and a re-registration is recognised by the
+#: run function's and model's names (a ``Study`` is a fresh record every time).
 _REGISTRY: dict[str, Study] = {}
 
 
