@@ -39,7 +39,8 @@ def run_study(cfg: Config, source: str = "<config>") -> StudyResult:
 
     Raises ``ConfigError`` (worded with ``source``) for an unknown study or
     bad params."""
-    from fedsim.config import ConfigError, validate_params
+    from fedsim.config import validate_params
+    from fedsim.schema import ConfigError
 
     try:
         study = get_study(cfg.study)

@@ -24,8 +24,9 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from experiments.common import run_workload
-from fedsim.config import Config, ConfigError
-from fedsim.results import StudyResult, table
+from fedsim.config import Config
+from fedsim.results import StudyResult
+from fedsim.schema import ConfigError, table
 
 #: FedFS Table 3 (milliseconds): operation -> (NFS, DNFS).  "average" is the
 #: mix-weighted mean (0.46 x 0.50 + 0.34 x 1.62 + ... = 1.03).

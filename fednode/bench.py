@@ -36,7 +36,7 @@ from fednode.client import Client
 from fednode.cluster import ProcessCluster, write_local
 from fednode.config import Cluster, load_cluster
 from fedsim.protocol.hashing import names_managed_by
-from fedsim.results import table
+from fedsim.schema import table
 
 IO = 4096
 BIG = 65536

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import yaml
 
-from fedsim.config import ConfigError, load
+from fedsim.config import load
 from fedsim.results import write_csv
+from fedsim.schema import ConfigError
 
 
 def run_config(config: str, seed: int | None, sets: list[str] | None, out: str | None) -> Path:

@@ -40,7 +40,7 @@ from experiments.notebook import notebook_setup
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from fedsim.config import read_yaml
+from fedsim.schema import read_yaml
 from fedsim.plot import read_rows, summarize
 from fedsim.sweep import parse_sweep, run_sweep
 

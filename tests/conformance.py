@@ -133,7 +133,7 @@ SCENARIOS = [
 # Protocol settings every world shares: the papers' closed world (no VD
 # ageing: real time and simulated time differ, so age-triggered merges would
 # differ too), and no periodic re-summarising in the agents.
-PROTOCOL = {"vd_max_age_s": 0.0, "vd_miss_age_s": 0.0}
+PROTOCOL = {"vd_max_age_s": 0.0, "vd_miss_age_s": 0.0, "summary_refresh_s": 0.0}
 
 
 @dataclass
@@ -227,11 +227,7 @@ def run_direct(sc: Scenario) -> Outcome:
 
 
 def _real_cluster(sc: Scenario, base: Path, **options: Any) -> Cluster:
-    from fednode.config import ProtocolSpec
-
-    spec = local_spec(
-        base, sc.nodes, placement=sc.placement, summary_refresh_s=0.0, protocol=ProtocolSpec(**PROTOCOL), **options
-    )
+    spec = local_spec(base, sc.nodes, protocol={**PROTOCOL, "placement": sc.placement}, **options)
     from fednode.localfs import LocalFS
 
     for n in range(sc.nodes):

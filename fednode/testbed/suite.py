@@ -64,7 +64,7 @@ def tests(extra: list[str]) -> bool:
 
 # ---------------------------------------------------------------------------- 2. federation
 def federation(base: Path, ops: int) -> bool:
-    path = write_local(base, 3, transport="verbs", devices=DEVICES, summary_refresh_s=0.0)
+    path = write_local(base, 3, transport="verbs", devices=DEVICES, protocol={"summary_refresh_s": 0.0})
     ok = True
     with ProcessCluster(path, log_dir=base / "logs") as pc:
         pc.wait_ready(timeout=120)
@@ -142,7 +142,7 @@ def bench(out: Path, repeat: int) -> bool:
 # ---------------------------------------------------------------------------- 4. choices
 def _measure(base: Path, rdma: RdmaSpec, repeat: int) -> dict[str, float]:
     """Round trip, 1-hop stat and a 1 MiB read through a non-home agent."""
-    path = write_local(base, 2, transport="verbs", devices=DEVICES, summary_refresh_s=0.0, rdma=rdma)
+    path = write_local(base, 2, transport="verbs", devices=DEVICES, protocol={"summary_refresh_s": 0.0}, rdma=rdma)
     with ProcessCluster(path, log_dir=base / "logs") as pc:
         pc.wait_ready(timeout=120)
         spec = pc.cluster.spec
