@@ -177,7 +177,7 @@ def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] |
 def moved_message(key: str, moved: dict[str, str]) -> str | None:
     """Where a key that moved lives now (``key`` or a section above it), else None."""
     if key in moved:
-        return f"moved to {moved[key]} (write it there)"
+        return f"moved to {moved[key]}; the protocol's keys live under protocol:, alike in configs and cluster files"
     below = [f"{old} -> {new}" for old, new in moved.items() if old.startswith(key + ".")]
     if below:
         return "this section moved: " + ", ".join(below)
