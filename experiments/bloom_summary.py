@@ -43,11 +43,11 @@ from pydantic import (
 )
 
 from fedsim.config import Config
-from fedsim.protocol.summary import BloomSummary, expected_collisions, expected_fp_rate
+from fedsim.protocol.summary import LAYOUTS, BloomSummary, expected_collisions, expected_fp_rate
 from fedsim.results import StudyResult
 from fedsim.schema import table as format_table
 
-LayoutName = Literal["shared", "per_hash", "partitioned"]
+LayoutName = Literal[LAYOUTS]  # type: ignore[valid-type]  # the summary's own list, not a copy
 Row = tuple[str, str, float]
 
 #: The paper's geometry and figures (FedFS, section 2.2).

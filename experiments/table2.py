@@ -29,6 +29,8 @@ report says, from the numbers, which setting fits the paper.
 
 Role arrangements
 -----------------
+The cells and their arrangements are ``fedsim.table2_cells.CELLS``, one list
+that ``fednode bench`` times on real agents as well.
 R (the requester) is node 0; A, B and C are three other nodes.  For the pathname
 P of each scenario, M = manager_of(P), PM = manager_of(parent of P) and H = the
 home (pinned with ``Pinned`` at creation, or where the file lies on disk).
