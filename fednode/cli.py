@@ -66,10 +66,17 @@ def serve(cluster_file: str, node: int) -> int:
 
 # ---------------------------------------------------------------------------- local
 def local(nodes: int, base: str, placement: str | None) -> int:
+    from pydantic import ValidationError
+
     from fednode.cluster import ProcessCluster, write_local
+    from fednode.config import ClusterSpec
+    from fedsim.schema import word_errors
 
     opts = {"protocol": {"placement": placement}} if placement else {}
-    path = write_local(base, nodes, **opts)
+    try:
+        path = write_local(base, nodes, **opts)
+    except ValidationError as exc:  # --placement names no registered policy
+        raise ConfigError(word_errors("fednode local", exc, ClusterSpec)) from None
     pc = ProcessCluster(path, log_dir=Path(base) / "logs")
     stopping = False
 
