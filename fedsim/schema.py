@@ -16,7 +16,7 @@ network and disk models.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
@@ -29,6 +29,7 @@ from pydantic import (
     PositiveFloat,
     PositiveInt,
     ValidationError,
+    ValidationInfo,
     field_validator,
 )
 
@@ -52,6 +53,26 @@ class Strict(BaseModel):
 # ---------------------------------------------------------------------------- the protocol's schema
 _P = ProtocolConfig()
 _F = FederationSpec((0,))
+
+
+def _known_layout(name: str) -> str:
+    """Summary layouts are a closed list (each has a code in the summary's wire
+    format), checked with the registries' wording."""
+    if name not in LAYOUTS:
+        near = difflib.get_close_matches(name, LAYOUTS, n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        raise ValueError(f"unknown summary layout {name!r}; allowed: {', '.join(LAYOUTS)}{hint}")
+    return name
+
+
+#: How each named key of ``protocol:`` is checked: the registry's lookup, which
+#: raises ValueError listing the names registered at that moment.
+NAME_CHECKS: dict[str, Callable[[str], object]] = {
+    "architecture": design_class,
+    "hashing": HASHINGS.get,
+    "placement": HOMES.get,
+    "summary_layout": _known_layout,
+}
 
 
 class ProtocolSpec(Strict):
@@ -80,32 +101,10 @@ class ProtocolSpec(Strict):
     summary_retry_s: PositiveFloat = _P.summary_retry_s
     summary_retry_max_s: PositiveFloat = _P.summary_retry_max_s
 
-    @field_validator("architecture")
+    @field_validator(*NAME_CHECKS)
     @classmethod
-    def _registered_design(cls, v: str) -> str:
-        design_class(v)  # ValueError naming the registered designs
-        return v
-
-    @field_validator("hashing")
-    @classmethod
-    def _registered_hashing(cls, v: str) -> str:
-        HASHINGS.get(v)
-        return v
-
-    @field_validator("placement")
-    @classmethod
-    def _registered_placement(cls, v: str) -> str:
-        HOMES.get(v)
-        return v
-
-    @field_validator("summary_layout")
-    @classmethod
-    def _known_layout(cls, v: str) -> str:
-        # Layouts are a closed list: each has a code in the summary's wire format.
-        if v not in LAYOUTS:
-            near = difflib.get_close_matches(v, LAYOUTS, n=1)
-            hint = f"; did you mean {near[0]!r}?" if near else ""
-            raise ValueError(f"unknown summary layout {v!r}; allowed: {', '.join(LAYOUTS)}{hint}")
+    def _registered(cls, v: str, info: ValidationInfo) -> str:
+        NAME_CHECKS[info.field_name or ""](v)  # ValueError naming what is registered
         return v
 
     def config(self) -> ProtocolConfig:
