@@ -170,3 +170,21 @@ def test_ring_hashing_and_more_nodes_keep_the_arrangements():
                     "protocol": {"hashing": "ring", "async_dir_updates": True}})
     out = measure_all(cfg, Params(compare_updates=False))
     assert all(m.ok and m.roles_ok() for m in out.values())
+
+
+def test_fednode_bench_times_the_studys_own_cells():
+    """One scenario list: the agent's bench runs Table 2's cells, all but the
+    ones a warm, repeated real call cannot arrange, and reports them under the
+    paper's columns with the requests each arrangement should send."""
+    from fednode.bench import BENCH_CELLS, TIDY_COLUMNS, report
+
+    fed = {c.case for c in CELLS if c.roles is not None and c.variant != "cache-hit"}
+    assert set(BENCH_CELLS) <= set(CELLS)
+    assert fed - {c.case for c in BENCH_CELLS} == {"unlink 0 hop"}  # R's DT always knows what R manages and holds
+    local = {"create": 7.0, "mkdir": 9.0, "rmdir": 8.0, "stat": 2.0, "read": 1.5, "write": 1.8, "unlink": 6.0}
+    cells = {c.case: (100.0, c.requests, c, 50.0) for c in BENCH_CELLS}
+    text, tidy, _ = report({"rtt_us": 40.0, "rtt_big_us": 90.0, "local": local, "cells": cells})
+    assert [r[0] for r in tidy] == [c.case for c in BENCH_CELLS]
+    assert all(len(r) == len(TIDY_COLUMNS) for r in tidy)
+    assert {(r[2], r[3]) for r in tidy} == {(c.paper_hops, c.requests) for c in BENCH_CELLS}
+    assert "5 hops" in text and "requests)" not in text  # every traced call sent what its arrangement should
