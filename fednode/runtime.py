@@ -33,7 +33,20 @@ from fednode.config import Cluster
 from fednode.localfs import LocalFS
 from fednode.transport import Conn, Transport
 from fedsim.protocol.designs import build_node
-from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Now, Send, Sleep, Spawn, Wake
+from fedsim.protocol.effects import (
+    Await,
+    Call,
+    Compute,
+    Local,
+    Multicast,
+    Now,
+    Send,
+    Sleep,
+    Spawn,
+    UnknownWork,
+    Wake,
+    known_work,
+)
 from fedsim.protocol.messages import (
     PeerUnavailable,
     ProtocolError,
@@ -165,7 +178,8 @@ class Agent:
                 except Exception as e:  # delivered into the protocol generator
                     exc = e
             elif t is Compute:
-                pass  # the real CPU is spent anyway
+                if eff.work not in known_work:  # the real CPU is spent anyway; only the name is checked
+                    exc = UnknownWork(eff.work)
             elif t is Now:
                 value = time.monotonic()
             elif t is Wake:

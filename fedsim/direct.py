@@ -17,7 +17,7 @@ from typing import Any
 from fedsim.memfs import MemFS
 from fedsim.protocol.config import FederationSpec, ProtocolConfig
 from fedsim.protocol.designs import build_nodes
-from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Now, Send, Sleep, Spawn, Wake
+from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Now, Send, Sleep, Spawn, Wake, check_work
 from fedsim.protocol.messages import PeerUnavailable, Request
 
 Gen = Generator[Any, Any, Any]
@@ -114,6 +114,7 @@ class DirectCluster:
         if t is Local:
             return self.fs[node_id].apply(eff.op, eff.path, eff.args)
         if t is Compute:
+            check_work(eff)
             return None
         if t is Send:
             try:

@@ -32,7 +32,21 @@ from fedsim.memfs import MemFS
 from fedsim.network import LogGP
 from fedsim.protocol.config import FederationSpec, ProtocolConfig
 from fedsim.protocol.designs import build_nodes
-from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Now, Send, Sleep, Spawn, Wake, run_sync
+from fedsim.protocol.effects import (
+    WORK,
+    Await,
+    Call,
+    Compute,
+    Local,
+    Multicast,
+    Now,
+    Send,
+    Sleep,
+    Spawn,
+    UnknownWork,
+    Wake,
+    run_sync,
+)
 from fedsim.protocol.messages import PeerUnavailable, Request, wire_size
 from fedsim.protocol.policies.homes import PlacementPolicy
 from fedsim.storage import StorageModel, StorageParams
@@ -79,13 +93,18 @@ class CpuCosts:
     cores: int = 2
 
     def table(self, summary_hashes: int) -> dict[str, float]:
+        """Microseconds per unit of each kind of work: exactly the names of
+        ``effects.WORK`` (a Compute naming any other is UnknownWork)."""
         h = self.hash_us
-        return {
+        table = {
             "fedfs_op": 2 * h,  # the DT hash and the manager hash of the path
             "bloom_probe": summary_hashes * h,  # per summary tested
             "bloom_insert": summary_hashes * h,
             "hash": h,
         }
+        if set(table) != set(WORK):
+            raise AssertionError(f"CpuCosts.table prices {sorted(table)}, effects.WORK names {sorted(WORK)}")
+        return table
 
 
 class SimCluster:
@@ -225,7 +244,10 @@ class SimCluster:
                 elif t is Local:
                     value = yield from self._local(node_id, eff)
                 elif t is Compute:
-                    cost = self.cpu_costs.get(eff.work, 0.0) * eff.units
+                    cost = self.cpu_costs.get(eff.work)
+                    if cost is None:
+                        raise UnknownWork(eff.work)
+                    cost *= eff.units
                     if cost > 0:
                         with self.cpu[node_id].request() as slot:
                             yield slot
