@@ -181,7 +181,7 @@ class Agent:
                 if eff.work not in known_work:  # the real CPU is spent anyway; only the name is checked
                     exc = UnknownWork(eff.work)
             elif t is Now:
-                value = time.monotonic()
+                value = self.loop.time()  # time.monotonic() on a real loop; virtual in the fault tests
             elif t is Wake:
                 fut = self._waits.pop(eff.key, None)
                 if fut is not None and not fut.done():
@@ -258,7 +258,7 @@ class Agent:
         conn = await self._conn(dst)
         rid = next(self._rid)
         fut = self.loop.create_future()
-        self.pending[rid] = (fut, conn, time.monotonic() + self.timeout)
+        self.pending[rid] = (fut, conn, self.loop.time() + self.timeout)
         try:
             conn.send(pack((wire.REQUEST, rid, depth + 1, trace is not None, encode_request(req))))
         except (ConnectionError, ProtocolError) as exc:
@@ -285,7 +285,7 @@ class Agent:
         tick = min(0.05, self.timeout / 4)
         while self.running:
             await asyncio.sleep(tick)
-            now = time.monotonic()
+            now = self.loop.time()  # the loop's clock, as the sleep's: virtual in the fault tests
             for rid, (fut, conn, deadline) in list(self.pending.items()):
                 if deadline <= now:
                     del self.pending[rid]
