@@ -55,7 +55,7 @@ class Federation:
                 await a.stop()
 
     def converged(self) -> bool:
-        return all(a.summaries_complete for a in self.agents.values() if a.running)
+        return all(a.ready for a in self.agents.values() if a.running)
 
     async def until_converged(self, what: str) -> float:
         """Wait (in virtual time, on the readiness condition) until every
@@ -104,7 +104,7 @@ def _partition_then_heal(base: Path) -> list[tuple[float, str]]:
         loop = asyncio.get_running_loop()
         await asyncio.sleep(30.0)
         assert not fed.converged(), "the partition must keep node 2's summary out"
-        assert fed.agents[0].summaries_complete is False and 2 not in fed.agents[0].node.summaries
+        assert fed.agents[0].ready is False and 2 not in fed.agents[0].node.summaries
         fed.events.append((loop.time(), f"partitioned: {len(injector.log)} envelopes cut"))
         fed.network.heal()
         healed = loop.time()
