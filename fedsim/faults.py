@@ -37,21 +37,24 @@ LOST = None
 
 @dataclass(frozen=True, slots=True)
 class Partition:
-    """No message crosses between ``side`` and the other members while the
-    message's sequence number is in [first, last] and the clock in [start, end)."""
+    """No message crosses between ``side`` and ``other`` (None: every node not
+    in ``side``) while the message's sequence number is in [first, last] and
+    the clock in [start, end).  Nodes in neither group reach both."""
 
     side: frozenset[int]
     first: int = 0
     last: int = sys.maxsize
     start: float = 0.0
     end: float = inf
+    other: frozenset[int] | None = None
 
     def cuts(self, seq: int, src: int, dst: int, now: float) -> bool:
-        return (
-            self.first <= seq <= self.last
-            and self.start <= now < self.end
-            and ((src in self.side) != (dst in self.side))
-        )
+        if not (self.first <= seq <= self.last and self.start <= now < self.end):
+            return False
+        a, b = src in self.side, dst in self.side
+        if self.other is None:
+            return a != b
+        return (a and dst in self.other) or (b and src in self.other)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,8 +105,9 @@ class FaultPlan:
         if self.delay:
             parts.append("delay " + ", ".join(f"#{s} by {d:g} s" for s, d in sorted(self.delay.items())))
         for p in self.partitions:
+            rest = "rest" if p.other is None else str(sorted(p.other))
             parts.append(
-                f"partition {sorted(p.side)} | rest for messages {p.first}..{p.last}, time [{p.start:g}, {p.end:g})"
+                f"partition {sorted(p.side)} | {rest} for messages {p.first}..{p.last}, time [{p.start:g}, {p.end:g})"
             )
         return "; ".join(parts) or "no faults"
 

@@ -259,6 +259,12 @@ def test_in_memory_lost_send_is_silent_and_a_late_one_is_overtaken():
     assert order == ["/first", "/late"]
 
 
+def test_a_partition_between_two_groups_leaves_the_others_connected():
+    p = Partition(frozenset({0}), other=frozenset({1}))
+    assert p.cuts(0, 0, 1, 0.0) and p.cuts(0, 1, 0, 0.0)
+    assert not p.cuts(0, 0, 2, 0.0) and not p.cuts(0, 2, 1, 0.0) and not p.cuts(0, 1, 2, 0.0)
+
+
 def test_in_memory_partition_cuts_both_ways_for_its_window_of_messages():
     c = DirectCluster(3)
     c.inject(FaultPlan.of(partitions=[Partition(frozenset({2}), first=0, last=1)]))

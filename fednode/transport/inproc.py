@@ -6,7 +6,9 @@ wire, so the agents' concurrency is the real one; only sockets are missing.
 The network can be faulty: ``InprocNetwork.inject`` applies a
 ``fedsim.faults.FaultPlan`` to every envelope sent from then on (lost, late by
 ``call_later``, cut by a partition), so the agent's own timeouts, retries and
-reconnects are tested against the same schedules as the simulator.  On an
+reconnects are tested against the same schedules as the simulator.  As on a
+real network, a partition cuts envelopes, not connections: a connection made
+across it stays open, and what is sent on it is lost.  On an
 event loop with a virtual clock (``tests/virtual_loop.py``) such a test runs
 in milliseconds and the same schedule gives the same run.
 """
