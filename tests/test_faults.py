@@ -39,21 +39,28 @@ paths = st.lists(st.sampled_from(NAMES), min_size=1, max_size=2).map(lambda p: "
 UNIVERSE = [f"/{a}" for a in NAMES] + [f"/{a}/{b}" for a in NAMES for b in NAMES]
 
 
-def fault_plans(messages: int, nodes: int, delays: list[float]) -> st.SearchStrategy[FaultPlan]:
+def fault_plans(
+    messages: int, nodes: int, delays: list[float], clock: float | None = None
+) -> st.SearchStrategy[FaultPlan]:
     """Plans over the first ``messages`` messages: a few lost, a few late by
-    one of ``delays`` seconds, up to two partitions (windows of messages)."""
+    one of ``delays`` seconds, up to two partitions (windows of messages, and
+    with ``clock`` also windows of time within [0, clock] seconds), each
+    between a group and the rest or between two groups."""
     seq = st.integers(0, messages - 1)
-    partition = st.builds(
-        lambda side, first, length: Partition(side, first=first, last=first + length),
-        st.frozensets(st.integers(0, nodes - 1), min_size=1, max_size=nodes - 1),
-        seq,
-        st.integers(0, messages // 2),
-    )
+    group = st.frozensets(st.integers(0, nodes - 1), min_size=1, max_size=nodes - 1)
+    window = st.just((0.0, float("inf"))) if clock is None else st.tuples(
+        st.floats(0, clock), st.floats(0, clock)
+    ).map(sorted)
+    def partition(side: frozenset[int], other: frozenset[int] | None, first: int, length: int, when: list[float]):
+        other = None if other is None else (other - side) or None
+        return Partition(side, first=first, last=first + length, start=when[0], end=when[1], other=other)
+
+    partitions = st.builds(partition, group, st.none() | group, seq, st.integers(0, messages // 2), window)
     return st.builds(
         FaultPlan.of,
         st.sets(seq, max_size=4),
         st.dictionaries(seq, st.sampled_from(delays), max_size=4),
-        st.lists(partition, max_size=2),
+        st.lists(partitions, max_size=2),
     )
 
 
@@ -372,7 +379,7 @@ def _run_sim_script(sim: SimCluster, n: int, script: list[tuple[int, str, str, f
 
 
 @settings(max_examples=60, deadline=None)
-@given(direct_params, sim_scripts, fault_plans(60, 4, [0.0002, 0.002, 1.0]))
+@given(direct_params, sim_scripts, fault_plans(60, 4, [0.0002, 0.002, 1.0], clock=0.004))
 def test_simulated_under_faults_every_operation_succeeds_or_raises_oserror_and_none_hangs(params, script, plan):
     n, placement = params
     sim = _sim(n, placement)
