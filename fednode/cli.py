@@ -44,6 +44,7 @@ def _setup_logging(verbose: bool) -> None:
 def serve(cluster_file: str, node: int) -> int:
     cluster = load_cluster(cluster_file)
     cluster.spec.node(node)  # a clear error for an unknown id before anything starts
+    from fednode.cluster import READY_LISTENING
     from fednode.runtime import Agent
     from fednode.transport import make_transport
 
@@ -56,7 +57,11 @@ def serve(cluster_file: str, node: int) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        me = cluster.spec.node(node)
+        print(f"{READY_LISTENING} {me.host}:{me.port} {agent.transport.name}", flush=True)
+        ready = loop.create_task(_announce_ready(agent))
         await stop.wait()
+        ready.cancel()
         log.info("node %d stopping", node)
         await agent.stop()
 
@@ -64,11 +69,22 @@ def serve(cluster_file: str, node: int) -> int:
     return 0
 
 
+async def _announce_ready(agent: Any) -> None:
+    """Print the READY_COMPLETE line (``fednode.cluster``) once the agent's
+    node is ready, whatever its design (FedFS: it holds every member's
+    summary); the agent's own state, looked at between turns of its loop."""
+    from fednode.cluster import READY_COMPLETE
+
+    while not agent.ready:
+        await asyncio.sleep(0.01)
+    print(READY_COMPLETE, flush=True)
+
+
 # ---------------------------------------------------------------------------- local
 def local(nodes: int, base: str, placement: str | None) -> int:
     from pydantic import ValidationError
 
-    from fednode.cluster import ProcessCluster, write_local
+    from fednode.cluster import AgentExited, ProcessCluster, write_local
     from fednode.config import ClusterSpec
     from fedsim.schema import word_errors
 
@@ -87,7 +103,11 @@ def local(nodes: int, base: str, placement: str | None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        pc.wait_ready()
+        try:
+            pc.wait_ready()
+        except AgentExited as exc:
+            print(f"fednode local: {exc}", file=sys.stderr)
+            return 1
         print(f"{nodes} agents serving {Path(base).resolve()}/n0 ... n{nodes - 1}", flush=True)
         print(f"cluster file: {path}", flush=True)
         print(f"try: fednode fs --cluster {path} ls /      (Ctrl-C stops the agents)", flush=True)

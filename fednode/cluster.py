@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import os
+import selectors
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Coroutine, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from fednode.config import Cluster, ClusterSpec, NodeSpec, load_cluster, new_secret, write_cluster
 from fednode.runtime import Agent
@@ -148,6 +150,21 @@ class AgentGroup:
         self.stop()
 
 
+# The readiness lines ``fednode serve`` prints on stdout (its logging goes to
+# stderr).  A launcher reads them instead of polling the agents against a
+# fixed deadline: a slow machine is then slow, not a failure, and an agent
+# that dies first is seen at once, by the end of its stdout.  The first line
+# says the agent listens ("fednode-listening HOST:PORT TRANSPORT"), the second
+# ("fednode-ready") that its node is ready (``Node.ready``; FedFS: it holds
+# every member's summary), so that client operations see the whole federation.
+READY_LISTENING = "fednode-listening"
+READY_COMPLETE = "fednode-ready"
+
+
+class AgentExited(RuntimeError):
+    """An agent process ended before it was ready: its status and the tail of its stderr."""
+
+
 class ProcessCluster:
     """One ``fednode serve`` process per node of a cluster file."""
 
@@ -158,43 +175,87 @@ class ProcessCluster:
         self.cluster = load_cluster(self.file)
         self.log_dir = Path(log_dir) if log_dir else None
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.state: dict[int, str] = {}  # node -> "started", READY_LISTENING or READY_COMPLETE
+        self.address: dict[int, str] = {}  # node -> "host:port", as the agent announced it
+        self._stderr: dict[int, IO[bytes]] = {}  # where each agent's stderr goes (its tail explains an exit)
+        self._partial: dict[int, bytes] = {}
         for n in nodes if nodes is not None else self.cluster.spec.members:
             self.start_node(n)
 
     def start_node(self, node: int) -> None:
         cmd = [sys.executable, "-m", "fednode.cli", "serve", "--cluster", str(self.file), "--node", str(node)]
         env = dict(os.environ, PYTHONUNBUFFERED="1")
+        old = self._stderr.pop(node, None)
+        if old is not None:
+            old.close()
         if self.log_dir is None:
-            self.procs[node] = subprocess.Popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
-            )
-            return
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.log_dir / f"n{node}.log", "ab") as err:  # the child keeps its own copy
-            self.procs[node] = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env)
+            err: IO[bytes] = tempfile.TemporaryFile()
+        else:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            err = open(self.log_dir / f"n{node}.log", "ab+")
+        self._stderr[node] = err
+        # stdout: the readiness lines, unbuffered so select() sees every byte
+        self.procs[node] = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, env=env, bufsize=0
+        )
+        self.state[node] = "started"
+        self._partial[node] = b""
 
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        """Until every running agent answers and holds every member's summary."""
-        from fednode.client import Client
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Until every agent announces it is ready (its node's start-up
+        exchange is done), or, when only some of the members run, listens.  No deadline
+        unless ``timeout`` (seconds) is given; an agent that exits first is an
+        ``AgentExited`` with its status and stderr tail."""
+        want = READY_COMPLETE if len(self.procs) == len(self.cluster.spec.members) else READY_LISTENING
+        order = ("started", READY_LISTENING, READY_COMPLETE)
+        waiting = {n for n in self.procs if order.index(self.state[n]) < order.index(want)}
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with selectors.DefaultSelector() as sel:
+            for n in waiting:
+                sel.register(self.procs[n].stdout, selectors.EVENT_READ, n)  # type: ignore[arg-type]
+            while waiting:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    states = {n: self.state[n] for n in sorted(waiting)}
+                    raise TimeoutError(f"agents not ready within {timeout} s: {states}")
+                for key, _ in sel.select(left):
+                    n = key.data
+                    if not self._read_lines(n):
+                        raise self._exited(n)
+                    if order.index(self.state[n]) >= order.index(want):
+                        waiting.discard(n)
+                        sel.unregister(key.fileobj)
 
-        deadline = time.monotonic() + timeout
-        members = self.cluster.spec.members
-        last = "no agent answered yet"
-        for n, p in self.procs.items():
-            while True:
-                if p.poll() is not None:
-                    raise RuntimeError(f"agent {n} exited with status {p.returncode} (see its log)")
-                try:
-                    with Client(self.cluster, node=n, timeout=5) as c:
-                        st = c.status()
-                    if st["ready"] or len(self.procs) < len(members):
-                        break
-                    last = f"node {n} is not ready (start-up exchange incomplete)"
-                except ConnectionError as exc:
-                    last = str(exc)
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"the federation did not come up within {timeout} s: {last}")
-                time.sleep(0.05)
+    def _read_lines(self, node: int) -> bool:
+        """Take what agent ``node`` printed; False at the end of its stdout (it exited)."""
+        out = self.procs[node].stdout
+        assert out is not None
+        data = os.read(out.fileno(), 4096)
+        if not data:
+            return False
+        *lines, self._partial[node] = (self._partial[node] + data).split(b"\n")
+        for raw in lines:
+            word, _, rest = raw.decode(errors="replace").partition(" ")
+            if word == READY_LISTENING:
+                self.state[node] = READY_LISTENING
+                self.address[node] = rest.split(" ")[0]
+            elif word == READY_COMPLETE:
+                self.state[node] = READY_COMPLETE
+        return True
+
+    def stderr_tail(self, node: int, lines: int = 20) -> str:
+        """The last ``lines`` lines agent ``node`` wrote to stderr."""
+        err = self._stderr[node]
+        err.flush()
+        err.seek(0)
+        return b"\n".join(err.read().splitlines()[-lines:]).decode(errors="replace")
+
+    def _exited(self, node: int) -> AgentExited:
+        rc = self.procs[node].wait()  # its stdout is closed: it is exiting
+        return AgentExited(
+            f"agent {node} exited with status {rc} before it was ready; the end of its stderr:\n"
+            + self.stderr_tail(node)
+        )
 
     def kill(self, node: int, sig: int = signal.SIGKILL) -> None:
         p = self.procs[node]
@@ -213,6 +274,11 @@ class ProcessCluster:
             except subprocess.TimeoutExpired:
                 p.kill()
                 out[n] = p.wait()
+            if p.stdout is not None:
+                p.stdout.close()
+        for err in self._stderr.values():
+            err.close()
+        self._stderr.clear()
         return out
 
     def __enter__(self) -> ProcessCluster:

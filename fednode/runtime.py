@@ -33,7 +33,20 @@ from fednode.config import Cluster
 from fednode.localfs import LocalFS
 from fednode.transport import Conn, Transport
 from fedsim.protocol.designs import build_node
-from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Now, Send, Sleep, Spawn, Wake
+from fedsim.protocol.effects import (
+    Await,
+    Call,
+    Compute,
+    Local,
+    Multicast,
+    Now,
+    Send,
+    Sleep,
+    Spawn,
+    UnknownWork,
+    Wake,
+    known_work,
+)
 from fedsim.protocol.messages import (
     PeerUnavailable,
     ProtocolError,
@@ -165,9 +178,10 @@ class Agent:
                 except Exception as e:  # delivered into the protocol generator
                     exc = e
             elif t is Compute:
-                pass  # the real CPU is spent anyway
+                if eff.work not in known_work:  # the real CPU is spent anyway; only the name is checked
+                    exc = UnknownWork(eff.work)
             elif t is Now:
-                value = time.monotonic()
+                value = self.loop.time()  # time.monotonic() on a real loop; virtual in the fault tests
             elif t is Wake:
                 fut = self._waits.pop(eff.key, None)
                 if fut is not None and not fut.done():
@@ -244,7 +258,7 @@ class Agent:
         conn = await self._conn(dst)
         rid = next(self._rid)
         fut = self.loop.create_future()
-        self.pending[rid] = (fut, conn, time.monotonic() + self.timeout)
+        self.pending[rid] = (fut, conn, self.loop.time() + self.timeout)
         try:
             conn.send(pack((wire.REQUEST, rid, depth + 1, trace is not None, encode_request(req))))
         except (ConnectionError, ProtocolError) as exc:
@@ -271,7 +285,7 @@ class Agent:
         tick = min(0.05, self.timeout / 4)
         while self.running:
             await asyncio.sleep(tick)
-            now = time.monotonic()
+            now = self.loop.time()  # the loop's clock, as the sleep's: virtual in the fault tests
             for rid, (fut, conn, deadline) in list(self.pending.items()):
                 if deadline <= now:
                     del self.pending[rid]

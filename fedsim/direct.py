@@ -14,10 +14,11 @@ import heapq
 from collections.abc import Generator, Sequence
 from typing import Any
 
+from fedsim.faults import FaultInjector, FaultPlan
 from fedsim.memfs import MemFS
 from fedsim.protocol.config import FederationSpec, ProtocolConfig
 from fedsim.protocol.designs import build_nodes
-from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Now, Send, Sleep, Spawn, Wake
+from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Now, Send, Sleep, Spawn, Wake, check_work
 from fedsim.protocol.messages import PeerUnavailable, Request
 
 Gen = Generator[Any, Any, Any]
@@ -42,6 +43,8 @@ class DirectCluster:
         local: Sequence[MemFS] | None = None,
         design: str = "fedfs",
         vnodes: int = 64,
+        faults: FaultPlan | None = None,
+        rpc_timeout: float = 1.0,
     ) -> None:
         members = list(range(n_nodes))
         self.config = config or ProtocolConfig()
@@ -55,6 +58,10 @@ class DirectCluster:
         self.trace: list[tuple[int, int, str]] = []  # (src, dst, request kind)
         self._timers: list[tuple[float, int, int, Gen]] = []  # (wake-up time, seq, node, parked generator)
         self._seq = 0
+        #: network faults being injected (``inject``); None: a perfect network
+        self.faults: FaultInjector | None = FaultInjector(faults) if faults is not None else None
+        #: seconds: a request or reply the plan delays this long is a PeerUnavailable at the caller
+        self.rpc_timeout = rpc_timeout
         for node in self.nodes:
             self.run(node.id, node.start())
 
@@ -99,13 +106,71 @@ class DirectCluster:
         """How many background generators are parked on a timer."""
         return len(self._timers)
 
-    def _deliver(self, src: int, dst: int, req: Request) -> Any:
+    def inject(self, plan: FaultPlan) -> FaultInjector:
+        """Apply ``plan`` to the messages sent from now on (numbered from 0)."""
+        self.faults = FaultInjector(plan)
+        return self.faults
+
+    def heal(self) -> None:
+        """No more faults; late messages still wait for ``advance``."""
+        self.faults = None
+
+    def _deliver(self, src: int, dst: int, req: Request, oneway: bool = False) -> Any:
         self.trace.append((src, dst, req.kind))
         if dst in self.down:
             raise PeerUnavailable(dst, "node is down")
+        if self.faults is not None:
+            return self._deliver_under_faults(src, dst, req, oneway)
+        return self._serve(src, dst, req)
+
+    def _serve(self, src: int, dst: int, req: Request) -> Any:
         node = self.nodes[dst]
         node.stats.requests_served += 1
         return self.run(dst, node.handle(src, req))
+
+    def _deliver_under_faults(self, src: int, dst: int, req: Request, oneway: bool) -> Any:
+        """Without time, a fault means: a lost request or reply is
+        PeerUnavailable at once (a lost reply after the handler ran); a late
+        one-way message, or a request late by ``rpc_timeout`` or more, is
+        parked on the timer heap and delivered when ``advance`` reaches it (so
+        it is overtaken by what is sent meanwhile); a shorter delay of a
+        request or reply changes nothing, as the caller waits anyway."""
+        faults = self.faults
+        assert faults is not None
+        fate = faults.fate(src, dst, req.kind, self.clock)
+        if fate is None:
+            if oneway:
+                return None
+            raise PeerUnavailable(dst, "request lost")
+        if fate and (oneway or fate >= self.rpc_timeout):
+            self._seq += 1
+            heapq.heappush(self._timers, (self.clock + fate, self._seq, dst, self._late(src, dst, req)))
+            if oneway:
+                return None
+            raise PeerUnavailable(dst, f"no reply within {self.rpc_timeout:g} s")
+        try:
+            value, err = self._serve(src, dst, req), None
+        except Exception as e:  # an error reply: subject to the plan like any reply
+            value, err = None, e
+        if not oneway:
+            fate = faults.fate(dst, src, "reply", self.clock) if self.faults is faults else 0.0
+            if fate is None:
+                raise PeerUnavailable(dst, "reply lost")
+            if fate >= self.rpc_timeout:
+                raise PeerUnavailable(dst, f"no reply within {self.rpc_timeout:g} s")
+        if err is not None:
+            raise err
+        return value
+
+    def _late(self, src: int, dst: int, req: Request) -> Gen:
+        """A late message, delivered from the timer heap; nobody waits for its reply."""
+        if dst not in self.down:
+            try:
+                self._serve(src, dst, req)
+            except Exception:
+                pass  # its sender gave up long ago
+        return
+        yield
 
     def _perform(self, node_id: int, eff: Any) -> Any:
         t = type(eff)
@@ -114,10 +179,11 @@ class DirectCluster:
         if t is Local:
             return self.fs[node_id].apply(eff.op, eff.path, eff.args)
         if t is Compute:
+            check_work(eff)
             return None
         if t is Send:
             try:
-                self._deliver(node_id, eff.node, eff.request)
+                self._deliver(node_id, eff.node, eff.request, oneway=True)
             except Exception:
                 pass  # one-way: the sender never hears of a failure
             return None

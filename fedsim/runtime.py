@@ -28,11 +28,26 @@ from typing import Any
 
 import simpy
 
+from fedsim.faults import FaultInjector, FaultPlan
 from fedsim.memfs import MemFS
 from fedsim.network import LogGP
 from fedsim.protocol.config import FederationSpec, ProtocolConfig
 from fedsim.protocol.designs import build_nodes
-from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Now, Send, Sleep, Spawn, Wake, run_sync
+from fedsim.protocol.effects import (
+    WORK,
+    Await,
+    Call,
+    Compute,
+    Local,
+    Multicast,
+    Now,
+    Send,
+    Sleep,
+    Spawn,
+    UnknownWork,
+    Wake,
+    run_sync,
+)
 from fedsim.protocol.messages import PeerUnavailable, Request, wire_size
 from fedsim.protocol.policies.homes import PlacementPolicy
 from fedsim.storage import StorageModel, StorageParams
@@ -79,13 +94,18 @@ class CpuCosts:
     cores: int = 2
 
     def table(self, summary_hashes: int) -> dict[str, float]:
+        """Microseconds per unit of each kind of work: exactly the names of
+        ``effects.WORK`` (a Compute naming any other is UnknownWork)."""
         h = self.hash_us
-        return {
+        table = {
             "fedfs_op": 2 * h,  # the DT hash and the manager hash of the path
             "bloom_probe": summary_hashes * h,  # per summary tested
             "bloom_insert": summary_hashes * h,
             "hash": h,
         }
+        if set(table) != set(WORK):
+            raise AssertionError(f"CpuCosts.table prices {sorted(table)}, effects.WORK names {sorted(WORK)}")
+        return table
 
 
 class SimCluster:
@@ -109,6 +129,7 @@ class SimCluster:
         rpc_timeout_us: float = 1_000_000.0,
         record_messages: bool = False,
         env: simpy.Environment | None = None,
+        faults: FaultPlan | None = None,
     ) -> None:
         if n_nodes <= 0:
             raise ValueError(f"n_nodes must be positive, got {n_nodes}")
@@ -145,6 +166,8 @@ class SimCluster:
         self.messages = 0
         self.message_bytes = 0
         self.client_ops = [0] * n_nodes
+        #: network faults being injected (``inject``); None: a perfect network, and no cost for checking
+        self.faults: FaultInjector | None = FaultInjector(faults) if faults is not None else None
 
     # ------------------------------------------------------------------ setup
     def populate(self, node: int, files: Iterable[tuple[str, int]], dirs: Iterable[str] = ()) -> None:
@@ -204,6 +227,17 @@ class SimCluster:
         """The node stops answering: requests to it time out as PeerUnavailable."""
         self.down.add(node)
 
+    def inject(self, plan: FaultPlan) -> FaultInjector:
+        """Apply ``plan`` to the messages sent from now on (numbered from 0).
+        Under a plan every call has a timeout (``rpc_timeout_us``), as a lost
+        reply must not leave its caller waiting forever."""
+        self.faults = FaultInjector(plan)
+        return self.faults
+
+    def heal(self) -> None:
+        """No more faults; messages already late still arrive late."""
+        self.faults = None
+
     # ------------------------------------------------------------------ the effect driver
     def _drive(
         self, node_id: int, gen: Generator[Any, Any, Any], trace: OpTrace | None, depth: int
@@ -225,7 +259,10 @@ class SimCluster:
                 elif t is Local:
                     value = yield from self._local(node_id, eff)
                 elif t is Compute:
-                    cost = self.cpu_costs.get(eff.work, 0.0) * eff.units
+                    cost = self.cpu_costs.get(eff.work)
+                    if cost is None:
+                        raise UnknownWork(eff.work)
+                    cost *= eff.units
                     if cost > 0:
                         with self.cpu[node_id].request() as slot:
                             yield slot
@@ -304,6 +341,8 @@ class SimCluster:
     def _request(
         self, src: int, dst: int, req: Request, trace: OpTrace | None, depth: int, want_reply: bool
     ) -> simpy.Event | None:
+        if self.faults is not None:
+            return self._request_under_faults(src, dst, req, trace, depth, want_reply)
         size = wire_size(req)
         delay = self._transmit(src, dst, size)
         if trace is not None:
@@ -322,6 +361,52 @@ class SimCluster:
         queue = self._queue(dst, depth + 1)
         self.env.schedule(_Arrival(self.env, queue, msg), delay=delay)
         return reply
+
+    def _request_under_faults(
+        self, src: int, dst: int, req: Request, trace: OpTrace | None, depth: int, want_reply: bool
+    ) -> simpy.Event | None:
+        """``_request`` with the fault plan applied (kept apart so that a run
+        without faults pays nothing for them).  The caller waits on ``reply``,
+        which the first of three things triggers: the timeout, or the handler's
+        reply if the plan lets it through (``_reply_under_faults``, which
+        numbers the reply when it reaches the caller)."""
+        env = self.env
+        size = wire_size(req)
+        delay = self._transmit(src, dst, size)
+        if trace is not None:
+            trace.record(src, dst, req.kind, size, req.kind == "ReadDir")
+            if req.kind != "ReadDir":
+                trace.nodes.add(dst)
+        reply = env.event() if want_reply else None
+        if reply is not None:
+            late = (False, PeerUnavailable(dst, "no reply within the timeout"))
+            env.timeout(self.rpc_timeout_us).callbacks.append(lambda _e: reply.triggered or reply.succeed(late))
+        if dst in self.down:
+            return reply
+        assert self.faults is not None
+        fate = self.faults.fate(src, dst, req.kind, env.now * 1e-6)
+        if fate is None:
+            return reply  # lost: the timeout answers the caller
+        inner = None
+        if reply is not None:
+            inner = env.event()
+            inner.callbacks.append(lambda ev: self._reply_under_faults(ev, reply, dst, src))
+        msg = _Msg(src, req, inner, trace, depth + 1)
+        env.schedule(_Arrival(env, self._queue(dst, depth + 1), msg), delay=delay + fate * 1e6)
+        return reply
+
+    def _reply_under_faults(self, inner: simpy.Event, reply: simpy.Event, src: int, dst: int) -> None:
+        """A reply from ``src`` reached ``dst``, where the caller waits on ``reply``."""
+        if reply.triggered:
+            return  # the caller timed out: nobody reads it, so it is not numbered
+        fate = 0.0 if self.faults is None else self.faults.fate(src, dst, "reply", self.env.now * 1e-6)
+        if fate is None:
+            return
+        if fate == 0.0:
+            reply.succeed(inner.value)
+        else:
+            late = self.env.timeout(fate * 1e6)
+            late.callbacks.append(lambda _e: reply.triggered or reply.succeed(inner.value))
 
     def _queue(self, node_id: int, depth: int) -> _RecvQueue:
         q = self._queues[node_id].get(depth)

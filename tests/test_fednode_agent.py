@@ -193,12 +193,13 @@ def test_a_killed_agent_fails_the_operations_that_need_it_and_only_those(tmp_pat
 
 def test_fednode_serve_stops_cleanly_on_sigterm(tmp_path):
     path = write_local(tmp_path, 1)
-    p = subprocess.Popen([*FEDNODE, "serve", "--cluster", str(path), "--node", "0"], stderr=subprocess.PIPE)
-    try:
-        _eventually(lambda: Client(path, node=0, timeout=5).status()["node"] == 0, timeout=30)
-    except AssertionError:
+    p = subprocess.Popen([*FEDNODE, "serve", "--cluster", str(path), "--node", "0"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)  # fmt: skip
+    assert p.stdout is not None
+    if not p.stdout.readline().startswith(b"fednode-listening"):  # its readiness line
         p.kill()
-        raise
+        raise AssertionError(f"fednode serve did not start: {p.stderr.read().decode()}")  # type: ignore[union-attr]
+    assert Client(path, node=0, timeout=30).status()["node"] == 0
     p.send_signal(signal.SIGTERM)
     assert p.wait(20) == 0
     assert b"stopping" in p.stderr.read()

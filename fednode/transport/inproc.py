@@ -2,6 +2,15 @@
 by the loop.  Every envelope is still encoded and decoded (the codec and its
 limits are exercised), and delivery is asynchronous (``call_soon``) as on a
 wire, so the agents' concurrency is the real one; only sockets are missing.
+
+The network can be faulty: ``InprocNetwork.inject`` applies a
+``fedsim.faults.FaultPlan`` to every envelope sent from then on (lost, late by
+``call_later``, cut by a partition), so the agent's own timeouts, retries and
+reconnects are tested against the same schedules as the simulator.  As on a
+real network, a partition cuts envelopes, not connections: a connection made
+across it stays open, and what is sent on it is lost.  On an
+event loop with a virtual clock (``tests/virtual_loop.py``) such a test runs
+in milliseconds and the same schedule gives the same run.
 """
 
 from __future__ import annotations
@@ -9,26 +18,40 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from fedsim.protocol.messages import PeerUnavailable, ProtocolError
+from fednode import wire
+from fedsim.faults import FaultInjector, FaultPlan
+from fedsim.protocol.messages import PeerUnavailable, ProtocolError, unpack
 
 if TYPE_CHECKING:
     from fednode.runtime import Agent
 
 
 class InprocNetwork:
-    """The agents that can reach each other: node id -> running agent."""
+    """The agents that can reach each other: node id -> running agent; and
+    the faults being injected (None: a perfect network)."""
 
-    def __init__(self) -> None:
+    def __init__(self, faults: FaultPlan | None = None) -> None:
         self.agents: dict[int, Agent] = {}
+        self.faults: FaultInjector | None = FaultInjector(faults) if faults is not None else None
+
+    def inject(self, plan: FaultPlan) -> FaultInjector:
+        """Apply ``plan`` to the envelopes sent from now on (numbered from 0)."""
+        self.faults = FaultInjector(plan)
+        return self.faults
+
+    def heal(self) -> None:
+        """No more faults; envelopes already late still arrive late."""
+        self.faults = None
 
 
 class InprocConn:
-    def __init__(self, owner: Agent, peer: int, max_size: int) -> None:
+    def __init__(self, owner: Agent, peer: int, max_size: int, network: InprocNetwork | None = None) -> None:
         self.owner = owner  # the agent that receives what arrives on this end
         self.peer = peer
         self.other: InprocConn
         self.closed = False
         self.max_size = max_size
+        self.network = network
 
     def send(self, payload: bytes) -> None:
         if self.closed:
@@ -36,7 +59,15 @@ class InprocConn:
         if len(payload) > self.max_size:
             raise ProtocolError(f"message of {len(payload)} bytes exceeds the {self.max_size}-byte limit")
         other = self.other
-        asyncio.get_running_loop().call_soon(_arrive, other, payload)
+        loop = asyncio.get_running_loop()
+        if self.network is not None and self.network.faults is not None:
+            fate = self.network.faults.fate(other.peer, self.peer, _kind(payload), loop.time())
+            if fate is None:
+                return  # lost on the wire: the sender does not know
+            if fate:
+                loop.call_later(fate, _arrive, other, payload)
+                return
+        loop.call_soon(_arrive, other, payload)
 
     def close(self) -> None:
         for end in (self, self.other):
@@ -48,6 +79,17 @@ class InprocConn:
 def _arrive(conn: InprocConn, payload: bytes) -> None:
     if not conn.closed:
         conn.owner.on_frame(conn, payload)
+
+
+def _kind(payload: bytes) -> str:
+    """What a fault log calls an envelope: the request's kind, else the envelope's."""
+    try:
+        env = unpack(payload)
+        if env[0] in (wire.REQUEST, wire.ONEWAY):
+            return str(env[4][0])
+        return "reply" if env[0] in (wire.REPLY, wire.ERROR) else wire.KIND_NAMES[env[0]]
+    except Exception:
+        return "garbled"
 
 
 class InprocTransport:
@@ -70,8 +112,8 @@ class InprocTransport:
 
     def pair(self, peer: Agent, peer_id: int) -> InprocConn:
         """A connection from this agent to ``peer`` (who sees us as ``self.me``)."""
-        mine = InprocConn(self.agent, peer_id, self.max_size)
-        theirs = InprocConn(peer, self.me, self.max_size)
+        mine = InprocConn(self.agent, peer_id, self.max_size, self.network)
+        theirs = InprocConn(peer, self.me, self.max_size, self.network)
         mine.other, theirs.other = theirs, mine
         self.conns.append(mine)
         peer.transport.conns.append(theirs)  # type: ignore[attr-defined]

@@ -69,6 +69,35 @@ class Compute:
     units: float = 1.0
 
 
+#: The kinds of federal-layer work a ``Compute`` may name: one home, so that
+#: the simulator's cost table (``fedsim.runtime.CpuCosts.table``) prices
+#: exactly these and every runtime rejects any other name.  A misspelt name
+#: would otherwise be free work in the simulator and go unnoticed.
+WORK: tuple[str, ...] = (
+    "fedfs_op",  # the DT hash and the manager hash of a path, per operation
+    "bloom_probe",  # testing one member's summary (units: summaries tested)
+    "bloom_insert",  # adding one directory to the own summary (units: directories)
+    "hash",  # one hash of a path (designs that hash once per step)
+)
+known_work = frozenset(WORK)  # for membership tests on hot paths
+
+
+class UnknownWork(ValueError):
+    """A ``Compute`` naming work no runtime knows how to price (raised into
+    the generator that yielded it, as every runtime does with a bad effect)."""
+
+    def __init__(self, work: str) -> None:
+        super().__init__(f"unknown Compute work {work!r}; known: {', '.join(WORK)}")
+        self.work = work
+
+
+def check_work(eff: Compute) -> None:
+    """UnknownWork unless ``eff`` names one of ``WORK`` (for the runtimes that
+    otherwise ignore Compute: the agent and the in-memory runtime)."""
+    if eff.work not in known_work:
+        raise UnknownWork(eff.work)
+
+
 @dataclass(slots=True, frozen=True)
 class Spawn:
     """Run a protocol generator concurrently on this node; result is None."""

@@ -1,0 +1,159 @@
+"""The agent's own code (call timeouts, the sweeper, summary re-push with
+backoff, reconnecting to a restarted peer) on a deterministic simulated
+network: real ``Agent``s over the in-process transport with injected faults
+(``fedsim.faults``), on an event loop whose clock is virtual
+(``tests/virtual_loop.py``).  Seconds of protocol time pass in milliseconds,
+a bug in the agent's timing shows up here rather than on a testbed, and the
+same schedule gives the same run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fednode.cluster import local_spec
+from fednode.config import Cluster
+from fednode.runtime import Agent
+from fednode.transport.inproc import InprocNetwork, InprocTransport
+from fedsim.faults import FaultPlan, Partition
+from fedsim.protocol.effects import Call
+from fedsim.protocol.messages import PeerUnavailable, Stat
+from tests.virtual_loop import VirtualClockLoop, VirtualTimeExceeded, run_virtual
+
+RPC_TIMEOUT_S = 2.0
+REFRESH_S = 5.0
+EVERYONE = 10**9  # a partition window covering every message
+
+
+class Federation:
+    """``n`` agents on one loop over one (faulty) in-process network."""
+
+    def __init__(self, base: Path, n: int) -> None:
+        spec = local_spec(base, n, rpc_timeout_ms=RPC_TIMEOUT_S * 1000, protocol={"summary_refresh_s": REFRESH_S})
+        self.cluster = Cluster(spec)
+        self.network = InprocNetwork()
+        self.agents: dict[int, Agent] = {}
+        self.events: list[tuple[float, str]] = []  # (virtual time, what happened): compared across runs
+
+    def agent(self, node: int) -> Agent:
+        a = Agent(self.cluster, node, InprocTransport(self.network, node, self.cluster.spec.max_message_bytes))
+        self.agents[node] = a
+        return a
+
+    async def start(self, nodes: list[int] | None = None) -> None:
+        for n in nodes if nodes is not None else self.cluster.spec.members:
+            await self.agent(n).start()
+
+    async def stop(self) -> None:
+        for a in self.agents.values():
+            if a.running:
+                await a.stop()
+
+    def converged(self) -> bool:
+        return all(a.ready for a in self.agents.values() if a.running)
+
+    async def until_converged(self, what: str) -> float:
+        """Wait (in virtual time, on the readiness condition) until every
+        running agent holds every member's summary; returns when."""
+        loop = asyncio.get_running_loop()
+        while not self.converged():
+            await asyncio.sleep(0.01)
+        self.events.append((round(loop.time(), 6), what))
+        return loop.time()
+
+
+def _stat_root_at(node: int) -> Generator[Any, Any, Any]:
+    return (yield Call(node, Stat("/")))
+
+
+def test_a_call_to_a_peer_that_never_answers_is_peer_unavailable_after_the_rpc_timeout(tmp_path: Path) -> None:
+    async def scenario() -> tuple[float, PeerUnavailable]:
+        fed = Federation(tmp_path, 3)
+        await fed.start()
+        await fed.until_converged("started")
+        fed.network.inject(FaultPlan.of(partitions=[Partition(frozenset({2}), last=EVERYONE)]))
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        with pytest.raises(PeerUnavailable) as ei:
+            await fed.agents[0].drive(_stat_root_at(2), 0, None)
+        took = loop.time() - t0
+        assert await fed.agents[0].drive(_stat_root_at(1), 0, None) == (True, 0)  # the same side still answers
+        await fed.stop()
+        return took, ei.value
+
+    took, err = run_virtual(scenario())
+    assert err.node == 2 and "no reply within 2 s" in str(err)
+    tick = min(0.05, RPC_TIMEOUT_S / 4)  # the sweeper's granularity
+    assert RPC_TIMEOUT_S <= took <= RPC_TIMEOUT_S + tick + 1e-6
+
+
+def _partition_then_heal(base: Path) -> list[tuple[float, str]]:
+    """Node 2 starts cut off from the others; its summary pushes and theirs
+    time out and are retried with backoff; 30 virtual seconds later the
+    partition heals and the retries make every summary known everywhere."""
+
+    async def scenario() -> list[tuple[float, str]]:
+        fed = Federation(base, 3)
+        injector = fed.network.inject(FaultPlan.of(partitions=[Partition(frozenset({2}), last=EVERYONE)]))
+        await fed.start()
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(30.0)
+        assert not fed.converged(), "the partition must keep node 2's summary out"
+        assert fed.agents[0].ready is False and 2 not in fed.agents[0].node.summaries
+        fed.events.append((loop.time(), f"partitioned: {len(injector.log)} envelopes cut"))
+        fed.network.heal()
+        healed = loop.time()
+        done = await fed.until_converged("healed")
+        # the longest wait: one backoff step at its cap, plus a push timing out
+        assert done - healed <= fed.cluster.spec.federation().protocol.summary_retry_max_s + RPC_TIMEOUT_S + 0.1
+        await fed.stop()
+        return fed.events
+
+    return run_virtual(scenario())
+
+
+def test_summaries_converge_after_a_partition_heals_and_the_run_is_deterministic(tmp_path: Path) -> None:
+    first = _partition_then_heal(tmp_path / "one")
+    second = _partition_then_heal(tmp_path / "two")
+    assert first == second, (first, second)
+
+
+def test_a_restarted_peer_is_reconnected_and_learns_every_summary(tmp_path: Path) -> None:
+    """Agent 2 stops: calls to it fail at once (its connections are gone, not
+    at the timeout); a new agent 2 starts on the same directory: the others
+    reconnect on their next call and its fresh push gets every summary back."""
+
+    async def scenario() -> None:
+        fed = Federation(tmp_path, 3)
+        await fed.start()
+        await fed.until_converged("started")
+        loop = asyncio.get_running_loop()
+        await fed.agents[2].stop()
+        t0 = loop.time()
+        with pytest.raises(PeerUnavailable) as ei:
+            await fed.agents[0].drive(_stat_root_at(2), 0, None)
+        assert ei.value.node == 2 and loop.time() - t0 < RPC_TIMEOUT_S
+        await fed.start([2])
+        await fed.until_converged("restarted")
+        assert await fed.agents[0].drive(_stat_root_at(2), 0, None) == (True, 0)
+        await fed.stop()
+
+    run_virtual(scenario())
+
+
+def test_the_virtual_loop_reports_a_wait_that_never_ends() -> None:
+    async def forever() -> None:
+        while True:
+            await asyncio.sleep(1.0)
+
+    loop = VirtualClockLoop(limit=100.0)
+    try:
+        with pytest.raises(VirtualTimeExceeded):
+            loop.run_until_complete(forever())
+    finally:
+        loop.close()
