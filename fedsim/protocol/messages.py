@@ -244,6 +244,15 @@ class Write(Request):
     data: bytes
 
 
+@register_request
+@dataclass(slots=True, frozen=True)
+class Truncate(Request):
+    """Cut the file to ``size`` bytes or extend it with zeros (overwrite in place)."""
+
+    path: str
+    size: int
+
+
 
 # --- codec ------------------------------------------------------------------------------
 def encode_request(req: Request) -> list[Any]:
