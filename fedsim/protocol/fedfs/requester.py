@@ -194,12 +194,13 @@ class Requester(Home):
 
     @api(str, int)
     def truncate(self, path: str, size: int) -> Gen:
-        """Cut a regular file to ``size`` bytes or extend it with zeros.  With
-        open + write it overwrites a file in place: the name never goes missing,
-        as it would between an unlink and a create."""
+        """Cut a regular file to ``size`` bytes or extend it with zeros; returns
+        its home (as ``create`` does).  With open + write it overwrites a file
+        in place: the name never goes missing, as between an unlink and a create."""
         path = normalize(path)
         yield Compute("fedfs_op")
-        yield from self._at_home(path, lambda p: Truncate(p, size), errno.EISDIR)
+        _, home = yield from self._at_home(path, lambda p: Truncate(p, size), errno.EISDIR)
+        return home
 
     @api(str)
     def open(self, path: str) -> Gen:
