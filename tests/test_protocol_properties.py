@@ -104,6 +104,29 @@ class Reference:
             raise OSError(errno.EISDIR, path)
         return v[offset : offset + size]
 
+    def truncate(self, path: str, size: int) -> None:
+        v = self._get(path)
+        if v is None:
+            raise OSError(errno.EISDIR, path)
+        self.t[path] = v[:size] + bytes(max(0, size - len(v)))
+
+    def rename(self, old: str, new: str) -> None:
+        """The federation's rename: POSIX within one directory, EXDEV across
+        directories and for directories (checked in that order)."""
+        if "/" in (old, new):
+            raise OSError(errno.EBUSY, "/")
+        if old.rsplit("/", 1)[0] != new.rsplit("/", 1)[0]:
+            raise OSError(errno.EXDEV, new)
+        src = self._get(old)
+        if old == new:
+            return
+        if src is None:
+            raise OSError(errno.EXDEV, old)
+        if new in self.t and self.t[new] is None:
+            raise OSError(errno.EISDIR, new)
+        del self.t[old]
+        self.t[new] = src
+
 
 def fed_write(c: DirectCluster, node: int, path: str, offset: int, data: bytes) -> int:
     fd = c.op(node, "open", path)
@@ -279,3 +302,90 @@ def test_stale_directory_table_entry_is_dropped_and_the_manager_asked_again():
     before = c.nodes[reader].stats.stale_retries
     assert tuple(c.op(reader, "stat", "/f")) == (False, 5)
     assert c.nodes[reader].stats.stale_retries == before + 1
+
+
+# Renames within a directory (a sibling name: the common case) and between any two paths
+# (mostly EXDEV), among creations, writes, unlinks and truncations.
+rename_strategy = st.one_of(
+    st.tuples(st.just("rename"), paths, st.sampled_from(NAMES)).map(
+        lambda t: ("rename", t[1], (t[1].rsplit("/", 1)[0] or "") + "/" + t[2])
+    ),
+    st.tuples(st.just("rename"), paths, paths),
+    st.tuples(st.just("truncate"), paths, st.integers(0, 6)),
+)
+RENAME_MIX = st.one_of(op_strategy, rename_strategy, rename_strategy)
+
+
+def check_no_trace_and_exact_tables(c: DirectCluster, ref: Reference) -> None:
+    """No rename left a mark, gate or flight behind, and every manager's DT
+    entry for a name it manages is exact (a file's entry names a node holding it)."""
+    for node in c.nodes:
+        assert not node.rename_marks and not node.gates and not node.renames, node.id
+        for p in node.dt.keys():
+            if node.manager_of(p) != node.id:
+                continue  # a requester's cache: may be stale by design
+            e = node.dt.peek(p)
+            assert p in ref.t, (node.id, p, e)
+            assert e.is_dir == (ref.t[p] is None), (node.id, p, e)
+            if not e.is_dir:
+                assert c.fs[e.home].tree().get(p) == ref.t[p], (node.id, p, e)
+
+
+@settings(max_examples=300, deadline=None)
+@given(cluster_params, preexisting, st.lists(st.tuples(st.integers(0, 6), RENAME_MIX), min_size=5, max_size=60))
+def test_renames_keep_the_namespace_exact(params, pre, ops):
+    """Random sequences with renames (targets existing on the source's home,
+    on another node, absent; errors) match the reference step by step; at the
+    end every view, the local trees and the managers' tables agree with it."""
+    c, ref = build(params, pre)
+    n = params["n"]
+    for who, op in ops:
+        node = who % n
+        name, path, *rest = op
+        if name == "write":
+            got = outcome(fed_write, c, node, path, *rest)
+            want = outcome(ref.write, path, *rest)
+        elif name == "read":
+            got = outcome(fed_read, c, node, path, *rest)
+            want = outcome(ref.read, path, *rest)
+        else:
+            got = outcome(c.op, node, name, path, *rest)
+            if got[0] == "ok":
+                got = ("ok", tuple(got[1]) if name in ("stat", "readdir") else None)
+            want = outcome(getattr(ref, name), path, *rest)
+            if want[0] == "ok":
+                want = ("ok", tuple(want[1]) if name in ("stat", "readdir") else None)
+        assert got == want, f"{name} {path} {rest} at node {node}: federation {got}, reference {want}"
+    for viewer in range(n):
+        assert c.walk(viewer) == ref.t
+    assert c.namespace() == ref.t
+    check_no_trace_and_exact_tables(c, ref)
+
+
+def test_a_rename_that_fails_before_its_commit_point_leaves_no_trace():
+    """An open source (EBUSY at its home) and an unreachable target home
+    (PeerUnavailable) abort after the target's manager marked it: the mark and
+    the gates are rolled back, both files are intact, and the next rename works."""
+    c = DirectCluster(5, placement="round_robin")
+    c.op(0, "mkdir", "/d")
+    for i in range(5):
+        c.op(i, "create", f"/d/f{i}")
+        fed_write(c, i, f"/d/f{i}", 0, f"file {i}".encode())
+    homes = {f: c.nodes[c.nodes[0].manager_of(f)].dt.peek(f).home for f in ("/d/f0", "/d/f1")}
+    assert homes["/d/f0"] != homes["/d/f1"]
+    fd = c.op(3, "open", "/d/f0")
+    mark = len(c.trace)
+    assert outcome(c.op, 2, "rename", "/d/f0", "/d/f1") == ("err", errno.EBUSY)
+    assert "RenameUncheck" in [k for _, _, k in c.messages_since(mark)]
+    c.op(3, "close", fd)
+    c.down.add(homes["/d/f1"])
+    assert outcome(c.op, 2, "rename", "/d/f0", "/d/f1") == ("err", errno.EHOSTDOWN)
+    c.down.clear()
+    for node in c.nodes:
+        assert not node.rename_marks and not node.gates and not node.renames
+    assert fed_read(c, 4, "/d/f0", 0, 10) == b"file 0"
+    assert fed_read(c, 4, "/d/f1", 0, 10) == b"file 1"
+    c.op(1, "rename", "/d/f0", "/d/f1")
+    assert fed_read(c, 4, "/d/f1", 0, 10) == b"file 0"
+    assert [name for name, _ in c.op(0, "readdir", "/d")] == ["f1", "f2", "f3", "f4"]
+    assert c.namespace()["/d/f1"] == b"file 0" and "/d/f0" not in c.namespace()
