@@ -283,7 +283,7 @@ def decode_request(obj: Any) -> Request:
 
 # Fields that carry names of the namespace: a request from the wire must carry
 # them in canonical form, so no handler ever sees "..", NUL or a relative path.
-_PATH_FIELDS = frozenset({"path", "directory", "name"})
+_PATH_FIELDS = frozenset({"path", "directory", "name", "old", "new"})  # old/new: a rename's two paths
 
 
 def _check_name(kind: str, field: str, value: str) -> None:

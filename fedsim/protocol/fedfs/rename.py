@@ -59,10 +59,11 @@ Renaming across directories is EXDEV (``mv`` then copies by itself), and so
 is renaming a directory: every name below it would change manager, which is
 redistribution (the dynamics issue), not a rename.
 
-Known limits: a target that collides (a file of the same name on several
-nodes) loses only the copy the name resolves to; the others stay, as after
-an unlink.  Marks and gates of a participant that crashes mid-rename stay
-until it restarts (crash-stop; there is no lease yet).
+Known limits: a name that collides (a file of the same name on several
+nodes) is renamed or replaced only in the copy it resolves to; the other
+copies keep the name, as after an unlink, and the next merge shows them.
+Marks and gates of a participant that crashes mid-rename stay until it
+restarts (crash-stop; there is no lease yet).
 """
 
 from __future__ import annotations
@@ -197,7 +198,9 @@ class Renaming(Requester):
     @handles(Rename)
     def on_rename(self, src: int, req: Rename) -> Gen:
         d, old_name = split(req.old)
-        new_name = split(req.new)[1]
+        new_d, new_name = split(req.new)
+        if new_d != d or old_name == new_name:  # the requester answers these itself; a peer may not
+            raise fs_error(errno.EXDEV if new_d != d else errno.EINVAL, req.new, "not a rename within a directory")
         if d in self.renames:
             raise fs_error(errno.EAGAIN, req.old, "another rename in this directory is in flight; try again")
         flight = self.renames[d] = RenameFlight(old_name, new_name)
