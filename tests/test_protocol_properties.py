@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import errno
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fedsim.direct import DirectCluster
 from fedsim.memfs import MemFS
 from fedsim.protocol.config import ProtocolConfig
+from fedsim.protocol.fedfs.rename import Rename
+from fedsim.protocol.messages import HomeInfo
 
 NAMES = ["a", "b", "c"]
 # Creations are weighted up so that sequences build trees worth operating on.
@@ -389,3 +392,84 @@ def test_a_rename_that_fails_before_its_commit_point_leaves_no_trace():
     assert fed_read(c, 4, "/d/f1", 0, 10) == b"file 0"
     assert [name for name, _ in c.op(0, "readdir", "/d")] == ["f1", "f2", "f3", "f4"]
     assert c.namespace()["/d/f1"] == b"file 0" and "/d/f0" not in c.namespace()
+
+
+def _rename_roles(n: int = 5) -> tuple[str, str, int, int, int, int]:
+    """(source, target, PM, M_b, H_a, H_b): names in /d whose directory's and
+    target's managers differ, and two homes that are neither."""
+    c = DirectCluster(n)
+    pm = c.nodes[0].manager_of("/d")
+    candidates = [*NAMES, "x", "y", "z", "u", "v", "w"]
+    for a in candidates:
+        for b in candidates:
+            m_b = c.nodes[0].manager_of(f"/d/{b}")
+            if a != b and m_b != pm:
+                h_a, h_b = [h for h in range(n) if h not in (pm, m_b)][:2]
+                return f"/d/{a}", f"/d/{b}", pm, m_b, h_a, h_b
+    raise AssertionError("no such names")
+
+
+def _step(c: DirectCluster, node: int, gen, value=None, stop=lambda eff: False):
+    """Drive a protocol generator on ``node`` until it yields an effect ``stop``
+    accepts (returned unperformed, with the generator) or returns (its value)."""
+    exc = None
+    while True:
+        try:
+            eff = gen.throw(exc) if exc is not None else gen.send(value)
+        except StopIteration as s:
+            return ("done", s.value)
+        if stop(eff):
+            return ("paused", eff)
+        value, exc = None, None
+        try:
+            value = c._perform(node, eff)
+        except Exception as e:
+            exc = e
+
+
+def test_a_lookup_answered_before_a_rename_does_not_overwrite_what_the_rename_set():
+    """The target's manager asks the parent's manager (its DT entry was
+    evicted); the answer, the old target's home, travels while the rename
+    commits.  It is returned (the lookup is linearised before the rename) but
+    not cached: the manager's DT keeps the rename's entry (``dt_epoch``)."""
+    src, dst, pm, m_b, h_a, h_b = _rename_roles()
+    fss = [MemFS() for _ in range(5)]
+    fss[h_a].create(src)
+    fss[h_a].write(src, 0, b"moved")
+    fss[h_b].create(dst)
+    c = DirectCluster(5, local=fss)
+    assert c.op(m_b, "stat", dst) == (False, 0)
+    c.nodes[m_b].dt.pop(dst)  # evicted
+    lookup = c.nodes[m_b].resolve(dst, check_dt=True)
+    state, eff = _step(c, m_b, lookup, stop=lambda e: type(e).__name__ == "Call")
+    assert state == "paused" and eff.node == pm and eff.request.kind == "GetEntry"
+    answer = c._perform(m_b, eff)  # answered now, delivered after the rename
+    c.op(h_b, "rename", src, dst)
+    assert c.nodes[m_b].dt.peek(dst).home == h_a
+    assert _step(c, m_b, lookup, answer) == ("done", (False, h_b, 3))
+    assert c.nodes[m_b].dt.peek(dst).home == h_a  # not overwritten by the older answer
+    assert fed_read(c, 0, dst, 0, 10) == b"moved"
+
+
+def test_a_create_of_the_target_racing_a_rename_is_told_to_try_again():
+    """A create of the (absent) target asked the parent's manager before the
+    rename marked the name, and resumes while the rename is prepared: EAGAIN,
+    not a second file of that name; after the rename it is EEXIST."""
+    src, dst, pm, m_b, h_a, _ = _rename_roles()
+    fss = [MemFS() for _ in range(5)]
+    fss[h_a].create(src)
+    c = DirectCluster(5, local=fss)
+    create = c.nodes[m_b].on_home_info(m_b, HomeInfo(dst, "file"))
+    state, eff = _step(c, m_b, create, stop=lambda e: type(e).__name__ == "Call")
+    assert state == "paused" and eff.request.kind == "GetEntry"
+    answer = c._perform(m_b, eff)  # None: absent
+    rename = c.nodes[pm].on_rename(h_a, Rename(src, dst))
+    is_prepare = lambda e: type(e).__name__ == "Call" and e.request.kind == "RenamePrepare"  # noqa: E731
+    state, prepare = _step(c, pm, rename, stop=is_prepare)
+    assert state == "paused" and dst in c.nodes[m_b].rename_marks
+    with pytest.raises(BlockingIOError):
+        _step(c, m_b, create, answer)
+    assert _step(c, pm, rename, c._perform(pm, prepare))[0] == "done"
+    assert outcome(c.op, 0, "create", dst) == ("err", errno.EEXIST)
+    assert c.namespace()[dst] == b"" and src not in c.namespace()
+    assert sum(dst in fs.tree() for fs in fss) == 1

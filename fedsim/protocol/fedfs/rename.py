@@ -236,7 +236,7 @@ class Renaming(Requester):
             if h_b is not None:
                 yield from self.call(h_b, RenameGate(new))
                 undo.append((h_b, RenameDrop(new, False)))
-        except BaseException:
+        except Exception:  # not GeneratorExit: an abandoned generator must not yield its rollback
             for node, request in reversed(undo):
                 yield from _best_effort(self.call(node, request))
             raise
@@ -247,7 +247,7 @@ class Renaming(Requester):
         self._vd_update(d, ("add", flight.new, DTEntry(False, h_a)))
         try:
             yield from self.call(h_a, RenameFinish(old, new, True))
-        except BaseException:
+        except Exception:
             # The local tree changed outside the federation, or H_a failed:
             # restore the VD and undo the rest (see the module docstring).
             flight.home = None
