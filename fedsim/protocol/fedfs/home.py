@@ -112,7 +112,10 @@ class Home(Manager):
         # the file pinned (EBUSY) rather than renaming it under a new descriptor.
         self.opens[req.path] += 1
         try:
-            yield from self._local("open", req.path)
+            if not self.gates and not self.moved:  # the hot path, as in on_stat
+                yield Local("open", req.path)
+            else:
+                yield from self._local("open", req.path)
         except OSError:
             self._unpin(req.path)
             raise
@@ -130,7 +133,10 @@ class Home(Manager):
 
     @handles(Stat)
     def on_stat(self, src: int, req: Stat) -> Gen:
-        return (yield from self._local("stat", req.path))
+        path = req.path
+        if not self.gates and not self.moved:  # the hot path: no rename near, no generator within
+            return (yield Local("stat", path))
+        return (yield from self._local("stat", path))
 
     @handles(Truncate)
     def on_truncate(self, src: int, req: Truncate) -> Gen:
