@@ -98,6 +98,7 @@ from fedsim.protocol.names import split
 from fedsim.protocol.policies.homes import Pinned, WithManager
 from fedsim.results import StudyResult, table
 from fedsim.runtime import OpTrace, SimCluster
+from fedsim.studies import register_study
 
 Op = Literal["creat", "mkdir", "read", "write", "unlink"]
 OPS: tuple[Op, ...] = ("creat", "mkdir", "read", "write", "unlink")
@@ -627,3 +628,6 @@ def run(cfg: Config, params: Params) -> StudyResult:
             res.add(cell.case, "sim_us_acked_updates", by[False].latency_us)
     res.report = _report(cfg, params, meas, other)
     return res
+
+
+register_study("table2", Params, run)

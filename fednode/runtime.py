@@ -133,8 +133,9 @@ class Agent:
             log.error("node %d: background task failed: %r", self.id, task.exception())
 
     @property
-    def summaries_complete(self) -> bool:
-        return len(self.node.summaries) == len(self.node.members)
+    def ready(self) -> bool:
+        """The node's start-up exchange is done (FedFS: every summary is here)."""
+        return self.node.ready
 
     # ------------------------------------------------------------------ the effect driver
     def _run_sync(
@@ -401,7 +402,7 @@ class Agent:
         self._finish(conn, req, oneway, out)
 
     def _finish(self, conn: Conn, req: Request, oneway: bool, out: tuple[Any, ...]) -> None:
-        if len(self.node.collisions) != len(self._reported):
+        if len(self.node.collisions_seen()) != len(self._reported):
             self._report_collisions()
         if not oneway:
             self._reply(conn, out)
@@ -431,7 +432,7 @@ class Agent:
                 self._spawn(self.drive(self.node.close(fd), 0, None))
 
     def _report_collisions(self) -> None:
-        for path, (winner, homes) in self.node.collisions.items():
+        for path, (winner, homes) in self.node.collisions_seen().items():
             if path not in self._reported:
                 shadowed = [h for h in homes if h != winner]
                 log.warning(
@@ -442,7 +443,7 @@ class Agent:
                     "the directory" if winner is None else f"node {winner}",
                     shadowed,
                 )
-        self._reported = set(self.node.collisions)
+        self._reported = set(self.node.collisions_seen())
 
     # ------------------------------------------------------------------ clients
     def _on_client(self, conn: Conn, env: tuple[Any, ...]) -> None:
@@ -496,18 +497,13 @@ class Agent:
             "address": f"{self.spec.host}:{self.spec.port}",
             "root": str(self.fs.root),
             "uptime_s": round(time.monotonic() - self.started, 3),
+            "architecture": self.cluster.spec.architecture,
+            "ready": node.ready,
             "members": list(node.members),
-            "summaries": sorted(node.summaries),
             "local_files": files,
             "local_dirs": dirs,
-            "managed_names": sum(1 for p in node.dt.keys() if node.manager_of(p) == self.id),
-            "dt_entries": len(node.dt),
-            "vd_entries": len(node.vds),
-            "open_files": len(node.fds),
             "requests_served": node.stats.requests_served,
-            "lookup_paths": node.stats.lookup_paths[1:],
-            "dirmerges": node.stats.dirmerges,
-            "collisions": [[p, w, list(h)] for p, (w, h) in sorted(node.collisions.items())],
+            **node.describe(),
             "bad_frames": self.bad_frames,
         }
 

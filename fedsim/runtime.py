@@ -152,20 +152,22 @@ class SimCluster:
         self.fs[node].populate(files, dirs)
 
     def preload_summaries(self) -> None:
-        """Each node summarises its tree and every node adopts every summary,
-        outside simulated time (the start-up exchange of FedFS 2.2 is assumed
-        done before measurement; ``exchange_summaries`` simulates it)."""
+        """Warm the federation up outside simulated time: each node does the
+        local part of its start (FedFS: summarises its tree) and every node
+        adopts what the others would have sent (FedFS 2.2's start-up exchange
+        is assumed done before measurement; ``exchange_summaries`` simulates
+        it)."""
         for node in self.nodes:
             fs = self.fs[node.id]
             run_sync(
-                node.regenerate_summary(push=False),
+                node.prepare(),
                 lambda eff, fs=fs: fs.apply(eff.op, eff.path, eff.args) if type(eff) is Local else None,
             )
         for node in self.nodes:
             for other in self.nodes:
                 if other is not node:
-                    other.install_summary(node.id, node.summaries[node.id])
-            node.summary_unacked.clear()  # every member holds it now
+                    other.adopt(node)
+            node.prepared()
 
     def exchange_summaries(self) -> simpy.Process:
         """Run every node's ``start()`` (summary push to all) in simulated time."""

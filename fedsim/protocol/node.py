@@ -143,3 +143,32 @@ class Node:
         client operations; it may ``Spawn`` periodic work).  Nothing by default."""
         return
         yield
+
+    def describe(self) -> dict[str, Any]:
+        """The design's own state, for ``fednode status`` (plain values)."""
+        return {}
+
+    def collisions_seen(self) -> dict[str, tuple[int | None, tuple[int, ...]]]:
+        """Names found on more than one node: path -> (the home it resolves
+        to, None for a directory; every node holding it).  None by default."""
+        return {}
+
+    @property
+    def ready(self) -> bool:
+        """Whether the start-up exchange is done here (what a runtime waits
+        for before it lets clients in).  Always, by default."""
+        return True
+
+    # A simulator may skip the start-up exchange and warm the federation up
+    # outside simulated time: ``prepare`` is the local part of ``start`` (only
+    # Local effects), ``adopt`` takes what ``other`` would have sent.
+    def prepare(self) -> Gen:
+        return
+        yield
+
+    def adopt(self, other: Node) -> None:
+        return None
+
+    def prepared(self) -> None:
+        """Every member has adopted this one's start-up state."""
+        return None

@@ -59,6 +59,19 @@ class Directory(Summaries):
     # The manager role's DT and ``resolve``, which rmdir uses.
     dt: LRU[str, DTEntry]
 
+    def collisions_seen(self) -> dict[str, tuple[int | None, tuple[int, ...]]]:
+        return self.collisions
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            **super().describe(),
+            "summaries": sorted(self.summaries),
+            "vd_entries": len(self.vds),
+            "lookup_paths": self.stats.lookup_paths[1:],
+            "dirmerges": self.stats.dirmerges,
+            "collisions": [[p, w, list(h)] for p, (w, h) in sorted(self.collisions.items())],
+        }
+
     # ------------------------------------------------------------------ the VD cache
     def ensure_vd(self, directory: str) -> Gen:
         """The VD of ``directory`` and how it was found: 3 = cached, 4 = dirmerge."""

@@ -36,6 +36,13 @@ class Manager(Directory):
         self.rename_marks: set[str] = set()
         self.dt_epoch = 0  # bumped whenever a managed name is forgotten or moved
 
+    def describe(self) -> dict[str, Any]:
+        return {
+            **super().describe(),
+            "managed_names": sum(1 for p in self.dt.keys() if self.manager_of(p) == self.id),
+            "dt_entries": len(self.dt),
+        }
+
     def resolve(self, path: str, check_dt: bool) -> Gen:
         """At P's manager: (is_dir, home, lookup_path) from the DT, else from
         the parent's manager.  ENOENT if the name does not exist."""

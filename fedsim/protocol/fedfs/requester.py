@@ -61,6 +61,9 @@ class Requester(Home):
         self.fds: dict[int, tuple[str, int]] = {}
         self._next_fd = 3
 
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "open_files": len(self.fds)}
+
     # ------------------------------------------------------------------ lookup
     def lookup(self, path: str) -> Gen:
         """Resolve a pathname to (DTEntry, from_own_dt) by the four paths of FedFS 3.1."""

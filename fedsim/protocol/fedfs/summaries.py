@@ -44,6 +44,20 @@ class Summaries(Node):
         if self.summary_unacked or self.config.summary_refresh_s:
             yield Spawn(self.summary_timer())
 
+    @property
+    def ready(self) -> bool:
+        """Every member's summary is here (dirmerge may need any of them)."""
+        return len(self.summaries) == len(self.members)
+
+    def prepare(self) -> Gen:
+        yield from self.regenerate_summary(push=False)
+
+    def adopt(self, other: Node) -> None:
+        self.install_summary(other.id, other.summaries[other.id])  # type: ignore[attr-defined]
+
+    def prepared(self) -> None:
+        self.summary_unacked.clear()  # every member holds it now
+
     def regenerate_summary(self, push: bool = True, fresh: bool = False) -> Gen:
         """Rebuild this node's summary from its local tree (drops the false
         positives that deleted directories left behind) and, with ``push``,
