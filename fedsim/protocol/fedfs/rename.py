@@ -37,9 +37,23 @@ target (leaving a tombstone, so a late request is told ESTALE, "resolve
 again", not ENOENT) only after M_b's DT already names H_a.  So an observer
 that completes before the commit point sees ``old`` (and the old ``new``),
 one that starts after it sees only ``new``, with the moved content, and the
-ones in between wait at a gate or read PM; none sees both names or neither.
+ones in between are held off by a gate or read PM; none sees both names or
+neither (``test_simulator`` checks this, linearisability included, with
+readers on every node racing renames).
 A merge of D while the rename is past its commit point applies it over the
 local trees, which lag until the rename finishes (``Directory._merge``).
+
+No handler waits: a gated name, a marked target and a directory with a
+rename in flight are answered EAGAIN at once, and the requester, which runs
+the client's operation and holds no worker, backs off and asks again
+(``Requester._busy``).  A handler that waited for the rename would hold a
+worker of its stage while the rename's own messages might need one of the
+same stage at that node: with bounded pools, a deadlock.
+
+Two races the target's manager closes: a create of ``new`` that asked PM
+before the mark and resumes after it is told EAGAIN (not given a second file
+of that name), and a lookup answer PM sent before the commit point is
+returned but not cached over ``RenameDone``'s entry (``Manager.dt_epoch``).
 
 Before the commit point nothing has changed but marks and gates, and every
 failure (source missing ENOENT, open file EBUSY, a participant unavailable,
