@@ -84,6 +84,7 @@ from __future__ import annotations
 
 import errno
 from dataclasses import dataclass
+from typing import Any
 
 from fedsim.protocol.effects import Compute, Local
 from fedsim.protocol.fedfs.directory import RenameFlight
@@ -181,6 +182,15 @@ def _best_effort(gen: Gen) -> Gen:
 
 
 class Renaming(Requester):
+    def describe(self) -> dict[str, Any]:
+        """Status adds what renames hold here: a name that stays held long
+        after its rename names a participant that crashed mid-rename."""
+        return {
+            **super().describe(),
+            "renames_coordinated": sorted(self.renames),
+            "rename_holds": sorted(self.gates | self.rename_marks),
+        }
+
     # ------------------------------------------------------------------ the file API
     @api(str, str)
     def rename(self, old: str, new: str) -> Gen:
