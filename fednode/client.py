@@ -22,7 +22,6 @@ to run an event loop, and one request at a time per client needs none.  A
 
 from __future__ import annotations
 
-import errno
 import itertools
 import socket
 import threading
@@ -32,7 +31,7 @@ from typing import Any, NamedTuple
 from fednode import wire
 from fednode.config import Cluster, load_cluster
 from fedsim.protocol.messages import PeerUnavailable, ProtocolError, decode_error, pack
-from fedsim.protocol.names import join, normalize, split
+from fedsim.protocol.names import join, normalize
 
 CHUNK = 1 << 20  # bytes per read/write message: large enough for bandwidth, far below the frame limit
 
@@ -217,36 +216,37 @@ class Client:
         finally:
             self.close(fd)
 
+    def truncate(self, path: str, size: int) -> int:
+        """Cut a file to ``size`` bytes or extend it with zeros; returns the node that holds it."""
+        return self.call("truncate", path, size)
+
     def write_file(self, path: str, data: bytes, overwrite: bool = False) -> int:
-        """Create ``path`` with ``data``; with ``overwrite`` an existing file is replaced."""
+        """Create ``path`` with ``data``; returns the node that holds it.
+
+        With ``overwrite`` an existing file is replaced in place: opened, cut
+        to nothing and written, so readers never find the name missing (as
+        they would between an unlink and a create); it keeps its home."""
         try:
             home = self.create(path)
         except FileExistsError:
-            if not overwrite or self.stat(path).is_dir:
+            if not overwrite:
                 raise
-            self.unlink(path)
-            home = self.create(path)
-        fd = self.open(path)
+            home = None
+        fd = self.open(path)  # EISDIR for a directory
         try:
+            if home is None:
+                home = self.truncate(path, 0)
             self.write(fd, data)
         finally:
             self.close(fd)
         return home
 
     def rename(self, old: str, new: str) -> None:
-        """Rename a file within its directory.
-
-        The protocol has no rename (FedFS had none): this copies the file to
-        the new name (a home chosen by the placement policy) and then removes
-        the old one.  Not atomic: a crash in between leaves both names."""
-        old, new = normalize(old), normalize(new)
-        if split(old)[0] != split(new)[0]:
-            raise OSError(errno.EXDEV, "rename moves files within one directory only", new)
-        if self.stat(old).is_dir:
-            raise IsADirectoryError(errno.EISDIR, "rename of directories is not supported", old)
-        data = self.read_file(old)
-        self.write_file(new, data)
-        self.unlink(old)
+        """Rename a file within its directory, atomically: every observer sees
+        either name, never both nor neither, and an existing target is replaced.
+        ``OSError(EXDEV)`` across directories and for directories (copy them),
+        ``EBUSY`` while either file is open anywhere."""
+        self.call("rename", old, new)
 
     def walk(self, top: str = "/") -> dict[str, bytes | None]:
         """The whole namespace under ``top``: path -> content (None for directories)."""

@@ -45,9 +45,10 @@ MemFS parity beyond POSIX
       for all of them.
     * A zero-length write past end of file extends the file with zeros (MemFS
       does; POSIX ``pwrite`` would not).
-    * A rename outside LocalFS is not a LOCAL_OP; LocalFS copes with the tree
-      being changed behind its back, but promises MemFS parity only for changes
-      made through it.
+    * ``rename`` (a LOCAL_OP since the protocol renames files) moves regular
+      files only; a rename made outside LocalFS is not one of its operations:
+      LocalFS copes with the tree being changed behind its back, but promises
+      MemFS parity only for changes made through it.
 
 Open files
     ``open`` keeps one descriptor per path, reference counted, so ``read`` and
@@ -401,6 +402,79 @@ class LocalFS:
                 os.close(dfd)
         if self._open:
             self._drop(path)
+
+    def truncate(self, path: str, size: int) -> None:
+        """Cut a regular file to ``size`` bytes or extend it with zeros (EINVAL if negative)."""
+        of = self._open.get(path) if type(path) is str else None  # see read
+        if of is not None:
+            if size < 0:
+                raise fs_error(errno.EINVAL, path, "negative size")
+            if of.write_errno:
+                raise fs_error(of.write_errno, path)
+            self._ftruncate(of.fd, size, path)
+            return
+        _check(path)
+        fd, _ = self._open_file(path, os.O_WRONLY)
+        try:
+            if size < 0:
+                raise fs_error(errno.EINVAL, path, "negative size")
+            self._ftruncate(fd, size, path)
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _ftruncate(fd: int, size: int, path: str) -> None:
+        try:
+            os.ftruncate(fd, size)
+        except OverflowError:
+            raise fs_error(errno.EINVAL, path, "size out of range") from None
+        except OSError as e:
+            raise fs_error(e.errno or errno.EIO, path) from None
+
+    def rename(self, path: str, new: str) -> None:
+        """Rename the regular file ``path`` to ``new`` with one ``renameat``
+        between the two confined parent descriptors, so a regular file at
+        ``new`` is replaced atomically: no observer of the local tree sees
+        ``new`` missing.  Errors as MemFS: the source first (ENOENT, EISDIR,
+        ELOOP), then the target (EISDIR for a directory, ELOOP for a foreign
+        entry, which is never replaced, ENOENT when its parent is missing)."""
+        _check(path)
+        _check(new)
+        if path == ROOT:
+            raise fs_error(errno.EISDIR, path)
+        sfd, sname = self._walk(path)
+        dfd = -1
+        try:
+            try:
+                mode = os.stat(sname, dir_fd=sfd, follow_symlinks=False).st_mode
+            except OSError as e:
+                raise fs_error(e.errno or errno.EIO, path) from None
+            if not _S_ISREG(mode):
+                raise fs_error(errno.EISDIR, path) if _S_ISDIR(mode) else _foreign(path)
+            if new == ROOT:
+                raise fs_error(errno.EISDIR, new)
+            dfd, dname = self._walk(new)
+            try:
+                tmode = os.stat(dname, dir_fd=dfd, follow_symlinks=False).st_mode
+            except FileNotFoundError:
+                tmode = None
+            except OSError as e:
+                raise fs_error(e.errno or errno.EIO, new) from None
+            if tmode is not None and not _S_ISREG(tmode):
+                raise fs_error(errno.EISDIR, new) if _S_ISDIR(tmode) else _foreign(new)
+            if new == path:
+                return
+            try:
+                os.rename(sname, dname, src_dir_fd=sfd, dst_dir_fd=dfd)
+            except OSError as e:
+                raise fs_error(e.errno or errno.EIO, path) from None
+        finally:
+            for fd in (sfd, dfd):
+                if fd >= 0 and fd != self._root:
+                    os.close(fd)
+        if self._open:  # neither path names the file a held descriptor was opened on any more
+            self._drop(path)
+            self._drop(new)
 
     def rmdir(self, path: str) -> None:
         """Remove an empty directory (ENOENT, ENOTDIR, ENOTEMPTY; EBUSY for the root, as MemFS)."""

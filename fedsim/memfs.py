@@ -135,6 +135,32 @@ class MemFS:
             f[offset:end] = data
         return len(data)
 
+    def truncate(self, path: str, size: int) -> None:
+        f = self._file(path)
+        if size < 0:
+            raise fs_error(errno.EINVAL, path, "negative size")
+        if isinstance(f, int):
+            self.files[path] = size
+        elif size < len(f):
+            del f[size:]
+        else:
+            f.extend(bytes(size - len(f)))
+
+    def rename(self, path: str, new: str) -> None:
+        """The source is checked first (ENOENT, EISDIR), then the target (EISDIR
+        for a directory, ENOENT when its parent is missing), as LocalFS does."""
+        data = self._file(path)
+        if new in self.dirs:
+            raise fs_error(errno.EISDIR, new)
+        p, name = split(new)
+        if p not in self.dirs:
+            raise fs_error(errno.ENOENT, new)
+        if new == path:
+            return
+        self.unlink(path)
+        self.dirs[p][name] = False
+        self.files[new] = data
+
     def list_dirs(self, path: str) -> list[str]:
         if path == ROOT:
             return list(self.dirs)

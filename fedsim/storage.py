@@ -32,8 +32,10 @@ EXT2_PAPER: dict[str, float] = {
     "open": 8.0,
     "close": 2.0,
     "list_dirs": 0.0,  # start-up summary generation is not timed
+    "rename": 25.0,  # a metadata update of one directory, like unlink
+    "truncate": 19.0,  # an inode update, like a write of no data
 }
-ASSUMED = ("rmdir", "listdir", "listdir_entry", "stat", "open", "close", "list_dirs")
+ASSUMED = ("rmdir", "listdir", "listdir_entry", "stat", "open", "close", "list_dirs", "rename", "truncate")
 
 
 @dataclass(slots=True)

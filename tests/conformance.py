@@ -135,6 +135,47 @@ SCENARIOS = [
             (1, "readdir", ("/w",)),
         ],
     ),
+    Scenario(
+        # /r's manager is node 1; /r/a's node 3, /r/b's node 0, /r/c's node 4 (mod_n over 5 nodes)
+        "rename within a directory",
+        5,
+        files={2: [("/r/a", b"a on n2"), ("/r/g", b"g on n2")], 4: [("/r/b", b"b on n4")], 0: [("/q/z", b"z")]},
+        dirs={3: ["/r/sub"]},
+        ops=[
+            (0, "stat", ("/r/a",)),  # node 0 caches /r/a -> 2
+            (1, "stat", ("/r/b",)),  # node 1 caches /r/b -> 4
+            (3, "rename", ("/r/a", "/r/b")),  # target on another home: PM 1, M_a 3, M_b 0, H_a 2, H_b 4
+            (0, "stat", ("/r/a",)),  # stale entry: ENOENT from the home, then from the manager
+            (1, "stat", ("/r/b",)),  # stale entry to the old target's home: ESTALE, asked again
+            (1, "open", ("/r/b",)),
+            (1, "read", (FD, 0, 100)),  # the moved content
+            (1, "close", (FD,)),
+            (4, "readdir", ("/r",)),
+            (0, "rename", ("/r/b", "/r/c")),  # target absent: M_a 0, M_b 4
+            (3, "stat", ("/r/c",)),
+            (4, "stat", ("/r/b",)),
+            (1, "rename", ("/r/c", "/r/g")),  # target on the source's own home
+            (1, "readdir", ("/r",)),
+            (0, "rename", ("/r/g", "/q/g")),  # EXDEV: another directory
+            (0, "rename", ("/r/g", "/r/sub")),  # EISDIR
+            (2, "rename", ("/r/none", "/r/y")),  # ENOENT
+            (3, "rename", ("/r/sub", "/r/sub2")),  # EXDEV: a directory
+            (4, "rename", ("/r/g", "/r/g")),  # no-op
+            (4, "rename", ("/r/nope", "/r/nope")),  # ENOENT
+            (2, "open", ("/r/g",)),
+            (3, "rename", ("/r/g", "/r/h")),  # EBUSY: open; the target's mark is rolled back
+            (2, "close", (FD,)),
+            (3, "rename", ("/r/g", "/r/h")),
+            (0, "truncate", ("/r/h", 3)),
+            (0, "open", ("/r/h",)),
+            (0, "read", (FD, 0, 100)),
+            (0, "close", (FD,)),
+            (0, "truncate", ("/r/sub", 0)),  # EISDIR
+            (4, "readdir", ("/r",)),
+            (2, "create", ("/r/a",)),  # the old name is free again
+            (1, "readdir", ("/r",)),
+        ],
+    ),
 ]
 
 SCENARIOS.append(

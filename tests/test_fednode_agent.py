@@ -421,3 +421,47 @@ def test_a_bench_profile_calibrates_a_simulator_config(tmp_path):
     (tmp_path / "d.yaml").write_text("study: simulate\ncalibration: missing.yaml\n")
     with pytest.raises(ConfigError, match="fednode bench"):
         load(tmp_path / "d.yaml")
+
+
+# ---------------------------------------------------------------------------- rename and overwrite
+def test_client_rename_and_overwrite_are_protocol_operations(tmp_path):
+    """Over TCP: overwrite keeps the file's home and replaces its content in
+    place (open + truncate + write); rename replaces a target on another node
+    and moves no data; EXDEV across directories, EBUSY while open."""
+    spec = local_spec(tmp_path, 3)
+    write_cluster(tmp_path / "cluster.yaml", spec)
+    cluster = load_cluster(tmp_path / "cluster.yaml")
+    g = AgentGroup(cluster, transport="tcp")
+    try:
+        with Client(cluster, node=0) as c:
+            c.mkdir("/w")
+            home = c.write_file("/w/f", b"a long first version")
+            assert c.write_file("/w/f", b"short", overwrite=True) == home
+            assert c.read_file("/w/f") == b"short"
+            with pytest.raises(FileExistsError):
+                c.write_file("/w/f", b"x")
+            with pytest.raises(IsADirectoryError):
+                c.write_file("/w", b"x", overwrite=True)
+            homes = {home}
+            i = 0
+            while len(homes) < 2:  # a target on another node than the source
+                target_home = c.write_file(f"/w/t{i}", b"target")
+                homes.add(target_home)
+                i += 1
+            target = f"/w/t{i - 1}"
+            fd = c.open("/w/f")
+            with pytest.raises(OSError) as busy:
+                c.rename("/w/f", target)
+            assert busy.value.errno == errno.EBUSY
+            c.close(fd)
+            value, log = c.traced("rename", "/w/f", target)
+            assert value is None and not [m for m in log if m[2] in ("Read", "Write", "Create")]
+            assert c.read_file(target) == b"short" and not c.exists("/w/f")
+            assert (tmp_path / f"n{home}{target}").read_bytes() == b"short"
+            assert not (tmp_path / f"n{target_home}{target}").exists()
+            c.mkdir("/v")
+            with pytest.raises(OSError) as xdev:
+                c.rename(target, "/v/x")
+            assert xdev.value.errno == errno.EXDEV
+    finally:
+        g.stop()

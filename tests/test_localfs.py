@@ -89,7 +89,7 @@ def raises_errno(code: int, filename: str | None = None) -> Iterator[None]:
         assert info.value.filename == filename
 
 
-ARGS: dict[str, tuple[Any, ...]] = {"read": (0, 16), "write": (0, b"pwned")}
+ARGS: dict[str, tuple[Any, ...]] = {"read": (0, 16), "write": (0, b"pwned"), "truncate": (0,), "rename": ("/renamed",)}
 
 
 @pytest.fixture
@@ -124,11 +124,14 @@ WEIGHTED_OPS = (
     + ["write"] * 3
     + ["read"] * 2
     + ["open"] * 2
-    + ["unlink", "rmdir", "listdir", "stat", "close", "list_dirs"]
+    + ["rename"] * 3
+    + ["unlink", "rmdir", "listdir", "stat", "close", "list_dirs", "truncate"]
 )
 ARG_STRATEGIES: dict[str, st.SearchStrategy[tuple[Any, ...]]] = {
     "read": st.tuples(st.integers(-1, 12), st.integers(-1, 12)),
     "write": st.tuples(st.integers(-1, 12), st.binary(max_size=6)),
+    "truncate": st.tuples(st.integers(-1, 12)),
+    "rename": st.tuples(paths),  # onto files, directories, missing names and missing parents
 }
 
 
@@ -204,8 +207,8 @@ def test_huge_read_size_is_clamped_to_the_file(tmp_path: Path) -> None:
 
 
 def test_unknown_op_is_a_value_error(tmp_path: Path) -> None:
-    with LocalFS(tmp_path) as fs, pytest.raises(ValueError, match="unknown local operation 'rename'"):
-        fs.apply("rename", "/a", ("/b",))
+    with LocalFS(tmp_path) as fs, pytest.raises(ValueError, match="unknown local operation 'chmod'"):
+        fs.apply("chmod", "/a", (0o600,))
     assert set(LOCAL_OPS) <= {name for name in dir(LocalFS) if not name.startswith("_")}
 
 
@@ -271,6 +274,8 @@ def test_traversal_attempts_are_refused_with_einval_before_any_system_call(
             assert info.value.errno == errno.EINVAL
         with pytest.raises(InvalidPath):
             fs.populate([(bad, b"x")])
+        with pytest.raises(InvalidPath):
+            fs.rename("/a/f", bad)  # a rename's target is confined like any path
         assert tripwire.touched == []
         monkeypatch.undo()
     assert snapshot(str(root.parent)) == inside
@@ -619,3 +624,22 @@ def test_bad_root_is_a_clear_error(tmp_path: Path) -> None:
     os.symlink(tmp_path / "missing", tmp_path / "dangling")
     with pytest.raises(ValueError, match="does not exist"):
         LocalFS(tmp_path / "dangling")
+
+
+def test_rename_replaces_the_target_atomically_and_keeps_its_content(tmp_path: Path) -> None:
+    """One renameat: the target's inode is swapped, never removed first, and a
+    descriptor held for either path is dropped (neither path names its file any more)."""
+    with LocalFS(tmp_path) as fs:
+        fs.populate([("/d/a", b"new content"), ("/d/b", b"old target")])
+        fs.open("/d/b")
+        before = os.stat(tmp_path / "d" / "a").st_ino
+        fs.rename("/d/a", "/d/b")
+        assert os.stat(tmp_path / "d" / "b").st_ino == before
+        assert fs.read("/d/b", 0, 100) == b"new content"
+        with raises_errno(errno.ENOENT, "/d/a"):
+            fs.stat("/d/a")
+        fs.close("/d/b")
+        fs.truncate("/d/b", 3)
+        assert (tmp_path / "d" / "b").read_bytes() == b"new"
+        with raises_errno(errno.EISDIR, "/d"):
+            fs.rename("/d/b", "/d")

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import fedsim.protocol.fedfs  # noqa: F401  (registers the design's own request types: Rename ...)
 from fedsim.protocol.messages import (
     REQUEST_TYPES,
     PeerUnavailable,
@@ -57,6 +58,8 @@ def test_every_request_type_round_trips_through_bytes():
         ["GetEntry", "/a", "../b"],
         ["GetEntry", "/a", "b/c"],
         ["AddEntry", "/a", "..", False, 0],
+        ["Rename", "/a/b", "/a/../etc/passwd"],
+        ["RenameFinish", "../x", "/a/y", True],
     ],
 )
 def test_requests_naming_non_canonical_paths_are_refused_before_any_handler(obj):

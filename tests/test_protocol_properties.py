@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import errno
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fedsim.direct import DirectCluster
 from fedsim.memfs import MemFS
 from fedsim.protocol.config import ProtocolConfig
+from fedsim.protocol.fedfs.rename import Rename
+from fedsim.protocol.messages import HomeInfo
 
 NAMES = ["a", "b", "c"]
 # Creations are weighted up so that sequences build trees worth operating on.
@@ -103,6 +106,29 @@ class Reference:
         if v is None:
             raise OSError(errno.EISDIR, path)
         return v[offset : offset + size]
+
+    def truncate(self, path: str, size: int) -> None:
+        v = self._get(path)
+        if v is None:
+            raise OSError(errno.EISDIR, path)
+        self.t[path] = v[:size] + bytes(max(0, size - len(v)))
+
+    def rename(self, old: str, new: str) -> None:
+        """The federation's rename: POSIX within one directory, EXDEV across
+        directories and for directories (checked in that order)."""
+        if "/" in (old, new):
+            raise OSError(errno.EBUSY, "/")
+        if old.rsplit("/", 1)[0] != new.rsplit("/", 1)[0]:
+            raise OSError(errno.EXDEV, new)
+        src = self._get(old)
+        if old == new:
+            return
+        if src is None:
+            raise OSError(errno.EXDEV, old)
+        if new in self.t and self.t[new] is None:
+            raise OSError(errno.EISDIR, new)
+        del self.t[old]
+        self.t[new] = src
 
 
 def fed_write(c: DirectCluster, node: int, path: str, offset: int, data: bytes) -> int:
@@ -279,3 +305,171 @@ def test_stale_directory_table_entry_is_dropped_and_the_manager_asked_again():
     before = c.nodes[reader].stats.stale_retries
     assert tuple(c.op(reader, "stat", "/f")) == (False, 5)
     assert c.nodes[reader].stats.stale_retries == before + 1
+
+
+# Renames within a directory (a sibling name: the common case) and between any two paths
+# (mostly EXDEV), among creations, writes, unlinks and truncations.
+rename_strategy = st.one_of(
+    st.tuples(st.just("rename"), paths, st.sampled_from(NAMES)).map(
+        lambda t: ("rename", t[1], (t[1].rsplit("/", 1)[0] or "") + "/" + t[2])
+    ),
+    st.tuples(st.just("rename"), paths, paths),
+    st.tuples(st.just("truncate"), paths, st.integers(0, 6)),
+)
+RENAME_MIX = st.one_of(op_strategy, rename_strategy, rename_strategy)
+
+
+def check_no_trace_and_exact_tables(c: DirectCluster, ref: Reference) -> None:
+    """No rename left a mark, gate or flight behind, and every manager's DT
+    entry for a name it manages is exact (a file's entry names a node holding it)."""
+    for node in c.nodes:
+        assert not node.rename_marks and not node.gates and not node.renames, node.id
+        for p in node.dt.keys():
+            if node.manager_of(p) != node.id:
+                continue  # a requester's cache: may be stale by design
+            e = node.dt.peek(p)
+            assert p in ref.t, (node.id, p, e)
+            assert e.is_dir == (ref.t[p] is None), (node.id, p, e)
+            if not e.is_dir:
+                assert c.fs[e.home].tree().get(p) == ref.t[p], (node.id, p, e)
+
+
+@settings(max_examples=300, deadline=None)
+@given(cluster_params, preexisting, st.lists(st.tuples(st.integers(0, 6), RENAME_MIX), min_size=5, max_size=60))
+def test_renames_keep_the_namespace_exact(params, pre, ops):
+    """Random sequences with renames (targets existing on the source's home,
+    on another node, absent; errors) match the reference step by step; at the
+    end every view, the local trees and the managers' tables agree with it."""
+    c, ref = build(params, pre)
+    n = params["n"]
+    for who, op in ops:
+        node = who % n
+        name, path, *rest = op
+        if name == "write":
+            got = outcome(fed_write, c, node, path, *rest)
+            want = outcome(ref.write, path, *rest)
+        elif name == "read":
+            got = outcome(fed_read, c, node, path, *rest)
+            want = outcome(ref.read, path, *rest)
+        else:
+            got = outcome(c.op, node, name, path, *rest)
+            if got[0] == "ok":
+                got = ("ok", tuple(got[1]) if name in ("stat", "readdir") else None)
+            want = outcome(getattr(ref, name), path, *rest)
+            if want[0] == "ok":
+                want = ("ok", tuple(want[1]) if name in ("stat", "readdir") else None)
+        assert got == want, f"{name} {path} {rest} at node {node}: federation {got}, reference {want}"
+    for viewer in range(n):
+        assert c.walk(viewer) == ref.t
+    assert c.namespace() == ref.t
+    check_no_trace_and_exact_tables(c, ref)
+
+
+def test_a_rename_that_fails_before_its_commit_point_leaves_no_trace():
+    """An open source (EBUSY at its home) and an unreachable target home
+    (PeerUnavailable) abort after the target's manager marked it: the mark and
+    the gates are rolled back, both files are intact, and the next rename works."""
+    c = DirectCluster(5, placement="round_robin")
+    c.op(0, "mkdir", "/d")
+    for i in range(5):
+        c.op(i, "create", f"/d/f{i}")
+        fed_write(c, i, f"/d/f{i}", 0, f"file {i}".encode())
+    homes = {f: c.nodes[c.nodes[0].manager_of(f)].dt.peek(f).home for f in ("/d/f0", "/d/f1")}
+    assert homes["/d/f0"] != homes["/d/f1"]
+    fd = c.op(3, "open", "/d/f0")
+    mark = len(c.trace)
+    assert outcome(c.op, 2, "rename", "/d/f0", "/d/f1") == ("err", errno.EBUSY)
+    assert "RenameUncheck" in [k for _, _, k in c.messages_since(mark)]
+    c.op(3, "close", fd)
+    c.down.add(homes["/d/f1"])
+    assert outcome(c.op, 2, "rename", "/d/f0", "/d/f1") == ("err", errno.EHOSTDOWN)
+    c.down.clear()
+    for node in c.nodes:
+        assert not node.rename_marks and not node.gates and not node.renames
+    assert fed_read(c, 4, "/d/f0", 0, 10) == b"file 0"
+    assert fed_read(c, 4, "/d/f1", 0, 10) == b"file 1"
+    c.op(1, "rename", "/d/f0", "/d/f1")
+    assert fed_read(c, 4, "/d/f1", 0, 10) == b"file 0"
+    assert [name for name, _ in c.op(0, "readdir", "/d")] == ["f1", "f2", "f3", "f4"]
+    assert c.namespace()["/d/f1"] == b"file 0" and "/d/f0" not in c.namespace()
+
+
+def _rename_roles(n: int = 5) -> tuple[str, str, int, int, int, int]:
+    """(source, target, PM, M_b, H_a, H_b): names in /d whose directory's and
+    target's managers differ, and two homes that are neither."""
+    c = DirectCluster(n)
+    pm = c.nodes[0].manager_of("/d")
+    candidates = [*NAMES, "x", "y", "z", "u", "v", "w"]
+    for a in candidates:
+        for b in candidates:
+            m_b = c.nodes[0].manager_of(f"/d/{b}")
+            if a != b and m_b != pm:
+                h_a, h_b = [h for h in range(n) if h not in (pm, m_b)][:2]
+                return f"/d/{a}", f"/d/{b}", pm, m_b, h_a, h_b
+    raise AssertionError("no such names")
+
+
+def _step(c: DirectCluster, node: int, gen, value=None, stop=lambda eff: False):
+    """Drive a protocol generator on ``node`` until it yields an effect ``stop``
+    accepts (returned unperformed, with the generator) or returns (its value)."""
+    exc = None
+    while True:
+        try:
+            eff = gen.throw(exc) if exc is not None else gen.send(value)
+        except StopIteration as s:
+            return ("done", s.value)
+        if stop(eff):
+            return ("paused", eff)
+        value, exc = None, None
+        try:
+            value = c._perform(node, eff)
+        except Exception as e:
+            exc = e
+
+
+def test_a_lookup_answered_before_a_rename_does_not_overwrite_what_the_rename_set():
+    """The target's manager asks the parent's manager (its DT entry was
+    evicted); the answer, the old target's home, travels while the rename
+    commits.  It is returned (the lookup is linearised before the rename) but
+    not cached: the manager's DT keeps the rename's entry (``dt_epoch``)."""
+    src, dst, pm, m_b, h_a, h_b = _rename_roles()
+    fss = [MemFS() for _ in range(5)]
+    fss[h_a].create(src)
+    fss[h_a].write(src, 0, b"moved")
+    fss[h_b].create(dst)
+    c = DirectCluster(5, local=fss)
+    assert c.op(m_b, "stat", dst) == (False, 0)
+    c.nodes[m_b].dt.pop(dst)  # evicted
+    lookup = c.nodes[m_b].resolve(dst, check_dt=True)
+    state, eff = _step(c, m_b, lookup, stop=lambda e: type(e).__name__ == "Call")
+    assert state == "paused" and eff.node == pm and eff.request.kind == "GetEntry"
+    answer = c._perform(m_b, eff)  # answered now, delivered after the rename
+    c.op(h_b, "rename", src, dst)
+    assert c.nodes[m_b].dt.peek(dst).home == h_a
+    assert _step(c, m_b, lookup, answer) == ("done", (False, h_b, 3))
+    assert c.nodes[m_b].dt.peek(dst).home == h_a  # not overwritten by the older answer
+    assert fed_read(c, 0, dst, 0, 10) == b"moved"
+
+
+def test_a_create_of_the_target_racing_a_rename_is_told_to_try_again():
+    """A create of the (absent) target asked the parent's manager before the
+    rename marked the name, and resumes while the rename is prepared: EAGAIN,
+    not a second file of that name; after the rename it is EEXIST."""
+    src, dst, pm, m_b, h_a, _ = _rename_roles()
+    fss = [MemFS() for _ in range(5)]
+    fss[h_a].create(src)
+    c = DirectCluster(5, local=fss)
+    create = c.nodes[m_b].on_home_info(m_b, HomeInfo(dst, "file"))
+    state, eff = _step(c, m_b, create, stop=lambda e: type(e).__name__ == "Call")
+    assert state == "paused" and eff.request.kind == "GetEntry"
+    answer = c._perform(m_b, eff)  # None: absent
+    rename = c.nodes[pm].on_rename(h_a, Rename(src, dst))
+    is_prepare = lambda e: type(e).__name__ == "Call" and e.request.kind == "RenamePrepare"  # noqa: E731
+    state, prepare = _step(c, pm, rename, stop=is_prepare)
+    assert state == "paused" and dst in c.nodes[m_b].rename_marks
+    with pytest.raises(BlockingIOError):
+        _step(c, m_b, create, answer)
+    assert _step(c, pm, rename, c._perform(pm, prepare))[0] == "done"
+    assert outcome(c.op, 0, "create", dst) == ("err", errno.EEXIST)
+    assert c.namespace()[dst] == b"" and src not in c.namespace()
+    assert sum(dst in fs.tree() for fs in fss) == 1

@@ -162,6 +162,9 @@ LOCAL_OPS: dict[str, str] = {
     "stat": "() -> tuple[bool, int]: (is_dir, size)",
     "read": "(offset, size) -> bytes",
     "write": "(offset, data) -> int: bytes written",
+    "truncate": "(size) -> None: cut a regular file to size bytes or extend it with zeros",
+    "rename": "(new_path) -> None: rename a regular file, atomically replacing a regular file at "
+    "new_path (EISDIR if either is a directory; the new parent must exist, none is created)",
     "open": "() -> None: check the file exists and is a regular file",
     "close": "() -> None",
     "list_dirs": "() -> list[str]: every directory under the path (inclusive), for summaries",

@@ -244,6 +244,15 @@ class Write(Request):
     data: bytes
 
 
+@register_request
+@dataclass(slots=True, frozen=True)
+class Truncate(Request):
+    """Cut the file to ``size`` bytes or extend it with zeros (overwrite in place)."""
+
+    path: str
+    size: int
+
+
 
 # --- codec ------------------------------------------------------------------------------
 def encode_request(req: Request) -> list[Any]:
@@ -274,7 +283,7 @@ def decode_request(obj: Any) -> Request:
 
 # Fields that carry names of the namespace: a request from the wire must carry
 # them in canonical form, so no handler ever sees "..", NUL or a relative path.
-_PATH_FIELDS = frozenset({"path", "directory", "name"})
+_PATH_FIELDS = frozenset({"path", "directory", "name", "old", "new"})  # old/new: a rename's two paths
 
 
 def _check_name(kind: str, field: str, value: str) -> None:

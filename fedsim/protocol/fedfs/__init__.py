@@ -10,7 +10,9 @@ parent directory D:
 * the *parent's manager* PM = manager_of(D), which holds D's virtual
   directory (VD), cached or rebuilt by dirmerge: ``directory.py``, guided by
   the Bloom summaries of ``summaries.py`` (and their periodic refresh);
-* the *home* H, whose local file system holds P: ``home.py``.
+* the *home* H, whose local file system holds P: ``home.py``;
+* rename within a directory, coordinated by the directory's manager with the
+  two names' managers and homes: ``rename.py``.
 
 Everything here is a generator that yields effects (``fedsim.protocol.effects``)
 and never does I/O, so the simulator and the real agent run this exact code.
@@ -21,14 +23,15 @@ Where would migration go?  A new role module beside these, mixed into
 from __future__ import annotations
 
 from fedsim.protocol.designs import DESIGNS
-from fedsim.protocol.fedfs.requester import Requester
+from fedsim.protocol.fedfs.rename import Renaming
 
 
 @DESIGNS.register("fedfs")
-class FedNode(Requester):
+class FedNode(Renaming):
     """One member of a FedFS federation: every role, one object.  The roles
     are a chain of classes (summaries <- directory <- manager <- home <-
-    requester), each adding its own state in ``__init__`` and its handlers."""
+    requester <- renaming), each adding its own state in ``__init__`` and its
+    handlers."""
 
 
 __all__ = ["FedNode"]

@@ -5,12 +5,15 @@ what must see the whole directory (readdir, rmdir, entry lookups).
 
 Invariant the property tests check: a cached VD is exact.  AddEntry/DelEntry
 keep it current, including while a dirmerge for it is in flight (updates are
-queued and replayed on the merge's result).
+queued and replayed on the merge's result).  A rename past its commit point
+(``rename.py``) is applied the same way to a merge of its directory, since the
+local trees catch up with it only when the rename finishes.
 """
 
 from __future__ import annotations
 
 import errno
+from dataclasses import dataclass
 from typing import Any
 
 from fedsim.protocol.effects import NOW, Await, Compute, Local, Multicast, Wake
@@ -32,6 +35,15 @@ from fedsim.protocol.node import Gen, handles
 from fedsim.protocol.tables import DIR_ENTRY, LRU, DTEntry, VirtualDirectory
 
 
+@dataclass(slots=True)
+class RenameFlight:
+    """A rename in flight in one directory, at the directory's manager."""
+
+    old: str  # the two names, within the directory
+    new: str
+    home: int | None = None  # set at the commit point: the home ``new`` now names
+
+
 class Directory(Summaries):
     def __init__(self, node_id: int, spec: Any, **kw: Any) -> None:
         super().__init__(node_id, spec, **kw)
@@ -41,6 +53,8 @@ class Directory(Summaries):
         # Name collisions seen by dirmerges at this node: path -> (the home the
         # name resolves to, None for a directory; every node holding it as a file).
         self.collisions: dict[str, tuple[int | None, tuple[int, ...]]] = {}
+        # directory -> the rename in flight in it (one at a time per directory)
+        self.renames: dict[str, RenameFlight] = {}
 
     # The manager role's DT and ``resolve``, which rmdir uses.
     dt: LRU[str, DTEntry]
@@ -128,6 +142,11 @@ class Directory(Summaries):
                     self._merge_entry(vd, name, is_dir, node)
         for op in pending:  # namespace updates that arrived while the merge was in flight
             self._apply_vd_update(vd, op)
+        flight = self.renames.get(directory)
+        if flight is not None and flight.home is not None:  # committed; the local trees may lag
+            vd.entries.pop(flight.old, None)
+            vd.entries[flight.new] = DTEntry(False, flight.home)
+            vd.collisions.pop(flight.new, None)
         if vd.collisions or self.collisions:
             self._note_collisions(directory, vd)
         st = self.stats

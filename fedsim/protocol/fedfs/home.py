@@ -5,10 +5,20 @@ touch the local file system.
 Autonomy: the federation writes no metadata into the local trees.  The only
 directories it makes itself are the missing parents of a file it creates
 (``implicit_dirs``), and it removes them again once they are empty.
+
+Rename gates (``rename.py``): while a rename that involves a local file is in
+flight, its names are *gated* here: a request for a gated name is answered
+EAGAIN at once (the requester backs off and asks again; it holds no worker,
+so waiting there cannot deadlock the pools a waiting handler would hold).
+A name a rename moved away from this node (the replaced target) leaves a
+tombstone in ``moved``: a request that finds it missing is answered ESTALE,
+"resolve the name again", instead of ENOENT, because the name still exists,
+on another node.
 """
 
 from __future__ import annotations
 
+import errno
 from collections import Counter
 from typing import Any
 
@@ -26,12 +36,16 @@ from fedsim.protocol.messages import (
     ReadDir,
     RmLocal,
     Stat,
+    Truncate,
     Unlink,
     Write,
+    fs_error,
 )
 from fedsim.protocol.names import parent, split
 from fedsim.protocol.node import Gen, handles
-from fedsim.protocol.tables import DTEntry
+from fedsim.protocol.tables import LRU, DTEntry
+
+MOVED_ENTRIES = 1024  # tombstones of names renamed away from a home (a bounded hint, like the DT)
 
 
 class Home(Manager):
@@ -42,10 +56,27 @@ class Home(Manager):
         # missing parents): removed again once empty, so the federation leaves
         # no directory of its own in the local tree (autonomy).
         self.implicit_dirs: set[str] = set()
+        # Names held by a rename in flight (answered EAGAIN), and names a
+        # rename moved to another node (answered ESTALE when missing here).
+        self.gates: set[str] = set()
+        self.moved: LRU[str, bool] = LRU(MOVED_ENTRIES)
+
+    def _local(self, op: str, path: str, args: tuple[Any, ...] = ()) -> Gen:
+        """A local operation on a name a client asked for, through its rename
+        gate: EAGAIN while a rename holds it, ESTALE for a name renamed away."""
+        if path in self.gates:
+            raise fs_error(errno.EAGAIN, path, "a rename of this name is in flight; try again")
+        try:
+            return (yield Local(op, path, args))
+        except FileNotFoundError:
+            if path in self.moved:
+                raise fs_error(errno.ESTALE, path, "renamed away from this node; resolve the name again") from None
+            raise
 
     @handles(Create)
     def on_create(self, src: int, req: Create) -> Gen:
         created = yield Local("create", req.path)
+        self.moved.pop(req.path)
         self.implicit_dirs.update(created)
         for d in created:
             yield from self.summary_add(d, new_dir=False)
@@ -65,7 +96,7 @@ class Home(Manager):
     @handles(Unlink)
     def on_unlink(self, src: int, req: Unlink) -> Gen:
         path = req.path
-        yield Local("unlink", path)
+        yield from self._local("unlink", path)
         self.dt.pop(path)
         d, name = split(path)
         if d in self.implicit_dirs:
@@ -77,20 +108,39 @@ class Home(Manager):
 
     @handles(Open)
     def on_open(self, src: int, req: Open) -> Gen:
-        yield Local("open", req.path)
+        # Counted before the local open, so a rename preparing meanwhile sees
+        # the file pinned (EBUSY) rather than renaming it under a new descriptor.
         self.opens[req.path] += 1
+        try:
+            if not self.gates and not self.moved:  # the hot path, as in on_stat
+                yield Local("open", req.path)
+            else:
+                yield from self._local("open", req.path)
+        except OSError:
+            self._unpin(req.path)
+            raise
+
+    def _unpin(self, path: str) -> None:
+        if self.opens[path] > 1:
+            self.opens[path] -= 1
+        else:
+            self.opens.pop(path, None)
 
     @handles(Close)
     def on_close(self, src: int, req: Close) -> Gen:
         yield Local("close", req.path)
-        if self.opens[req.path] > 1:
-            self.opens[req.path] -= 1
-        else:
-            self.opens.pop(req.path, None)
+        self._unpin(req.path)
 
     @handles(Stat)
     def on_stat(self, src: int, req: Stat) -> Gen:
-        return (yield Local("stat", req.path))
+        path = req.path
+        if not self.gates and not self.moved:  # the hot path: no rename near, no generator within
+            return (yield Local("stat", path))
+        return (yield from self._local("stat", path))
+
+    @handles(Truncate)
+    def on_truncate(self, src: int, req: Truncate) -> Gen:
+        return (yield from self._local("truncate", req.path, (req.size,)))
 
     @handles(Read)
     def on_read(self, src: int, req: Read) -> Gen:

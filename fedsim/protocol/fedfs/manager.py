@@ -9,7 +9,10 @@ elsewhere (lookup path 1), which may go stale (FedFS 3.2's lazy scheme).
 Invariant the property tests check: the DT entries a manager holds for the
 names it manages are exact: every operation that changes a name's existence
 or home goes through, or notifies, its manager (creates are decided here,
-unlinks send ``Forget``, rmdir runs here).
+unlinks send ``Forget``, rmdir runs here, renames check the target here and
+send ``RenameDone``).  An answer from the parent's manager is cached only if
+no managed name moved or vanished while it travelled (``dt_epoch``): a reply
+sent before a rename's commit must not overwrite what the rename set.
 """
 
 from __future__ import annotations
@@ -28,6 +31,10 @@ class Manager(Directory):
     def __init__(self, node_id: int, spec: Any, **kw: Any) -> None:
         super().__init__(node_id, spec, **kw)
         self.dt: LRU[str, DTEntry] = LRU(self.config.dt_entries)
+        # Targets of renames in flight (``rename.py``): a create of one is
+        # answered EAGAIN until the rename commits (then EEXIST) or aborts.
+        self.rename_marks: set[str] = set()
+        self.dt_epoch = 0  # bumped whenever a managed name is forgotten or moved
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -44,12 +51,18 @@ class Manager(Directory):
             if e is not None:
                 return e.is_dir, e.home, 2
         d, name = split(path)
+        epoch = self.dt_epoch
         r = yield from self.call(self.manager_of(d), GetEntry(d, name))
         if r is None:
             raise fs_error(errno.ENOENT, path)
         is_dir, home, how = r
-        self.dt.put(path, DIR_ENTRY if is_dir else DTEntry(False, home))
+        if self.dt_epoch == epoch:
+            self.dt.put(path, DIR_ENTRY if is_dir else DTEntry(False, home))
         return is_dir, home, how
+
+    def _unmarked(self, path: str) -> None:
+        if path in self.rename_marks:
+            raise fs_error(errno.EAGAIN, path, "a rename onto this name is in flight; try again")
 
     @handles(HomeInfo)
     def on_home_info(self, src: int, req: HomeInfo) -> Gen:
@@ -60,13 +73,17 @@ class Manager(Directory):
             return (yield from self.resolve(path, check_dt=src != self.id))
         if self.dt.get(path) is not None:
             raise fs_error(errno.EEXIST, path)
+        self._unmarked(path)
         d, name = split(path)
+        epoch = self.dt_epoch
         r = yield from self.call(self.manager_of(d), GetEntry(d, name))
         if r is not None:
-            self.dt.put(path, DIR_ENTRY if r[0] else DTEntry(False, r[1]))
+            if self.dt_epoch == epoch:
+                self.dt.put(path, DIR_ENTRY if r[0] else DTEntry(False, r[1]))
             raise fs_error(errno.EEXIST, path)
         if self.dt.peek(path) is not None:  # a concurrent create of the same name won
             raise fs_error(errno.EEXIST, path)
+        self._unmarked(path)  # a rename onto it began while the parent's manager answered
         is_dir = req.create == "dir"
         home = self.placement.choose_home(path, is_dir, src, self.id, self.members)
         self.dt.put(path, DIR_ENTRY if is_dir else DTEntry(False, home))
@@ -75,3 +92,4 @@ class Manager(Directory):
     @handles(Forget)
     def on_forget(self, src: int, req: Forget) -> None:
         self.dt.pop(req.path)
+        self.dt_epoch += 1

@@ -10,6 +10,13 @@ returns, the following readdir at the parent's manager does not show the file
 yet).  ``ProtocolConfig.async_dir_updates`` makes them one-way, for studying
 what that would save; the Table 2 study finds the prototype's latencies fit
 acknowledged updates better.
+
+Busy names: a participant of a rename in flight answers EAGAIN for the names
+it holds (``rename.py``); the requester backs off (``Sleep``) and asks again,
+up to ``BUSY_TRIES`` times.  The requester is the one place that can wait
+for free: it runs the client's operation, not a handler, so it holds none of
+the bounded worker pools (a handler waiting there for a rename whose own
+messages need a worker of the same stage could deadlock the node).
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import errno
 from collections.abc import Callable
 from typing import Any
 
-from fedsim.protocol.effects import Compute
+from fedsim.protocol.effects import Compute, Sleep
 from fedsim.protocol.fedfs.home import Home
 from fedsim.protocol.messages import (
     Close,
@@ -32,6 +39,7 @@ from fedsim.protocol.messages import (
     Request,
     Rmdir,
     Stat,
+    Truncate,
     Unlink,
     Write,
     fs_error,
@@ -39,6 +47,12 @@ from fedsim.protocol.messages import (
 from fedsim.protocol.names import ROOT, normalize
 from fedsim.protocol.node import Gen, api
 from fedsim.protocol.tables import DIR_ENTRY, DTEntry
+
+# Back-off for EAGAIN (a name held by a rename in flight): 100 us doubling to
+# 20 ms, about a third of a second in all, far above a rename's few round trips.
+BUSY_FIRST_S = 100e-6
+BUSY_MAX_S = 20e-3
+BUSY_TRIES = 24
 
 
 class Requester(Home):
@@ -77,24 +91,44 @@ class Requester(Home):
             self.dt.put(path, entry)
         return entry
 
+    def _busy(self, attempt: Callable[[], Gen]) -> Gen:
+        """Run ``attempt()`` (a generator factory), backing off and trying again
+        while it fails with EAGAIN; the last attempt's EAGAIN is the client's."""
+        delay = BUSY_FIRST_S
+        for _ in range(BUSY_TRIES):
+            try:
+                return (yield from attempt())
+            except BlockingIOError:
+                yield Sleep(delay)
+                delay = min(2 * delay, BUSY_MAX_S)
+        return (yield from attempt())
+
     def _at_home(self, path: str, make: Callable[[str], Request], dir_errno: int | None) -> Gen:
         """Look the canonical ``path`` up and run a request at its home.  A stale
         entry from this node's own DT (the file moved or was removed elsewhere)
-        shows up as ENOENT from the old home: drop it and ask the manager once more."""
+        shows up as ENOENT from the old home: drop it and ask the manager once more.
+        ESTALE (the home's file was replaced by a rename from another node) is
+        asked again even when the entry was not cached: the name exists, elsewhere."""
         entry, cached = yield from self._lookup(path)
         for attempt in (0, 1):
             if entry.is_dir:
                 if dir_errno is None:
                     return None
                 raise fs_error(dir_errno, path)
+            home = entry.home
             try:
-                return (yield from self.call(entry.home, make(path))), entry.home
+                return (yield from self._busy(lambda home=home: self.call(home, make(path)))), home
             except FileNotFoundError:
                 if not cached or attempt:
                     raise
-                self.stats.stale_retries += 1
-                self.dt.pop(path)
-                entry = yield from self._lookup_at_manager(path)
+            except OSError as exc:
+                if exc.errno != errno.ESTALE:
+                    raise
+                if attempt:  # renamed away twice while we looked: it is gone as far as we know
+                    raise fs_error(errno.ENOENT, path) from None
+            self.stats.stale_retries += 1
+            self.dt.pop(path)
+            entry = yield from self._lookup_at_manager(path)
         raise AssertionError("unreachable")
 
     # ------------------------------------------------------------------ the file API
@@ -106,7 +140,7 @@ class Requester(Home):
         if path == ROOT:
             raise fs_error(errno.EEXIST, path)
         m = self.manager_of(path)
-        _, home, _ = yield from self.call(m, HomeInfo(path, "file"))
+        _, home, _ = yield from self._busy(lambda: self.call(m, HomeInfo(path, "file")))
         try:
             yield from self.call(home, Create(path))
         except OSError:
@@ -122,7 +156,7 @@ class Requester(Home):
         if path == ROOT:
             raise fs_error(errno.EEXIST, path)
         m = self.manager_of(path)
-        _, home, _ = yield from self.call(m, HomeInfo(path, "dir"))
+        _, home, _ = yield from self._busy(lambda: self.call(m, HomeInfo(path, "dir")))
         try:
             yield from self.call(home, Mkdir(path))
         except OSError:
@@ -160,6 +194,16 @@ class Requester(Home):
         yield Compute("fedfs_op")
         r = yield from self._at_home(path, Stat, None)
         return (True, 0) if r is None else tuple(r[0])
+
+    @api(str, int)
+    def truncate(self, path: str, size: int) -> Gen:
+        """Cut a regular file to ``size`` bytes or extend it with zeros; returns
+        its home (as ``create`` does).  With open + write it overwrites a file
+        in place: the name never goes missing, as between an unlink and a create."""
+        path = normalize(path)
+        yield Compute("fedfs_op")
+        _, home = yield from self._at_home(path, lambda p: Truncate(p, size), errno.EISDIR)
+        return home
 
     @api(str)
     def open(self, path: str) -> Gen:

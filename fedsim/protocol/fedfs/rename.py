@@ -1,0 +1,392 @@
+"""Rename within one directory, atomic for every observer: the rename role.
+
+For ``rename(old, new)`` in directory D, four roles take part (often on four
+nodes, even though both names are in one directory):
+
+* PM = manager_of(D), which holds D's virtual directory, coordinates (it
+  serialises renames in D: a second one is answered EAGAIN while one is in
+  flight);
+* M_b = manager_of(new) checks that no create or removal of ``new`` is in
+  flight and *marks* it, so that creates of it wait (EAGAIN) until the end;
+* H_a, the home of ``old``, keeps the file: it is renamed there, in its local
+  file system (``Local("rename")``, atomic and replacing), never copied;
+* H_b, the home of an existing target ``new`` (if not H_a), removes it once
+  the rename has committed.  M_a = manager_of(old) forgets ``old``.
+
+Messages (PM's calls, in order; a call to oneself is no message)::
+
+    R   -> PM   Rename(old, new)                 the client's operation
+    PM  -> M_b  RenameCheck(new, H_b or -1)      mark new; EAGAIN if its DT disagrees
+    PM  -> H_a  RenamePrepare(old, new)          gate old+new; old a file? not open?
+    PM  -> H_b  RenameGate(new)                  gate new; not open?    (target on H_b)
+         --- commit point: PM's VD of D says new -> H_a, old gone ---
+    PM  -> H_a  RenameFinish(old, new, True)     the local rename; gates open
+    PM  -> M_b  RenameDone(old, new, H_a)        DT new -> H_a (and old gone if M_a = M_b)
+    PM  -> H_b  RenameDrop(new, True)            remove the old target; tombstone; gate opens
+    PM  -> M_a  Forget(old)                      (if M_a is not M_b)
+
+The commit point is one in-memory step at PM: the update of D's VD.  Why it
+makes the rename atomic: every way to observe either name goes through PM or
+through a gated participant.  readdir and VD lookups (``GetEntry``) are
+answered by PM, from the VD, so they see the old state before the commit
+point and the new state after it, never a mix.  Every other lookup ends at a
+home (found in a DT: the requester's own, or a manager's), and from the
+prepare on, both homes answer EAGAIN for the names until the local trees
+agree with the VD: H_a renames before it opens its gates, H_b drops the old
+target (leaving a tombstone, so a late request is told ESTALE, "resolve
+again", not ENOENT) only after M_b's DT already names H_a.  So an observer
+that completes before the commit point sees ``old`` (and the old ``new``),
+one that starts after it sees only ``new``, with the moved content, and the
+ones in between are held off by a gate or read PM; none sees both names or
+neither (``test_simulator`` checks this, linearisability included, with
+readers on every node racing renames).
+A merge of D while the rename is past its commit point applies it over the
+local trees, which lag until the rename finishes (``Directory._merge``).
+
+No handler waits: a gated name, a marked target and a directory with a
+rename in flight are answered EAGAIN at once, and the requester, which runs
+the client's operation and holds no worker, backs off and asks again
+(``Requester._busy``).  A handler that waited for the rename would hold a
+worker of its stage while the rename's own messages might need one of the
+same stage at that node: with bounded pools, a deadlock.
+
+Two races the target's manager closes: a create of ``new`` that asked PM
+before the mark and resumes after it is told EAGAIN (not given a second file
+of that name), and a lookup answer PM sent before the commit point is
+returned but not cached over ``RenameDone``'s entry (``Manager.dt_epoch``).
+
+Before the commit point nothing has changed but marks and gates, and every
+failure (source missing ENOENT, open file EBUSY, a participant unavailable,
+a concurrent create or unlink of a name EAGAIN) undoes them in reverse order
+(``RenameFinish``/``RenameDrop``/``RenameUncheck`` with commit False) and
+leaves no trace.  After it, the steps cannot fail by the protocol's own
+doing: the gates keep every federated operation off both names.  Only the
+local tree changed behind the federation's back (autonomy) or a crash can
+still fail the local rename; PM then restores the VD and rolls back, which
+observers that read the VD meanwhile may have noticed (the one window this
+protocol cannot close without writing to the local file systems).
+
+An open file pins its name, as it pins its home: a rename of a file that is
+open anywhere, or onto one, is refused with EBUSY.
+
+Renaming across directories is EXDEV (``mv`` then copies by itself), and so
+is renaming a directory: every name below it would change manager, which is
+redistribution (the dynamics issue), not a rename.
+
+Known limits: a name that collides (a file of the same name on several
+nodes) is renamed or replaced only in the copy it resolves to; the other
+copies keep the name, as after an unlink, and the next merge shows them.
+Marks and gates of a participant that crashes mid-rename stay until it
+restarts (crash-stop; there is no lease yet).
+"""
+
+from __future__ import annotations
+
+import errno
+from dataclasses import dataclass
+from typing import Any
+
+from fedsim.protocol.effects import Compute, Local
+from fedsim.protocol.fedfs.directory import RenameFlight
+from fedsim.protocol.fedfs.requester import Requester
+from fedsim.protocol.messages import Forget, PeerUnavailable, Request, Stat, fs_error, register_request
+from fedsim.protocol.names import ROOT, normalize, split
+from fedsim.protocol.node import Gen, api, handles
+from fedsim.protocol.tables import DTEntry
+
+
+# --- at the directory's manager (PM) ----------------------------------------------------
+@register_request
+@dataclass(slots=True, frozen=True)
+class Rename(Request):
+    """Rename ``old`` to ``new`` (same parent) at their directory's manager.  Reply: new's home."""
+
+    old: str
+    new: str
+
+
+# --- at the target's manager (M_b) --------------------------------------------------------
+@register_request
+@dataclass(slots=True, frozen=True)
+class RenameCheck(Request):
+    """Mark ``path`` as a rename's target; ``home`` is where PM's VD says it
+    lives (-1: absent).  EAGAIN if this manager's DT disagrees: a create or
+    an unlink of the name is in flight."""
+
+    path: str
+    home: int
+
+
+@register_request
+@dataclass(slots=True, frozen=True)
+class RenameUncheck(Request):
+    """Rollback of RenameCheck."""
+
+    path: str
+
+
+@register_request
+@dataclass(slots=True, frozen=True)
+class RenameDone(Request):
+    """Committed: ``new`` lives at ``home``; unmark it (and forget ``old`` if managed here)."""
+
+    old: str
+    new: str
+    home: int
+
+
+# --- at the homes (H_a keeps the file, H_b held the replaced target) ----------------------
+@register_request
+@dataclass(slots=True, frozen=True)
+class RenamePrepare(Request):
+    """Gate ``old`` and ``new`` here and check the rename can be done locally."""
+
+    old: str
+    new: str
+
+
+@register_request
+@dataclass(slots=True, frozen=True)
+class RenameFinish(Request):
+    """Commit (do the local rename) or abort; the gates open either way."""
+
+    old: str
+    new: str
+    commit: bool
+
+
+@register_request
+@dataclass(slots=True, frozen=True)
+class RenameGate(Request):
+    """Gate the target ``path`` here (its home, not the source's) and check it is a closed file."""
+
+    path: str
+
+
+@register_request
+@dataclass(slots=True, frozen=True)
+class RenameDrop(Request):
+    """Commit (remove the replaced target, leave a tombstone) or abort; the gate opens either way."""
+
+    path: str
+    commit: bool
+
+
+def _best_effort(gen: Gen) -> Gen:
+    """A rollback or post-commit step: a participant that does not answer
+    cannot be helped here (crash-stop), and must not hide the outcome."""
+    try:
+        yield from gen
+    except (PeerUnavailable, OSError):
+        pass
+
+
+class Renaming(Requester):
+    def describe(self) -> dict[str, Any]:
+        """Status adds what renames hold here: a name that stays held long
+        after its rename names a participant that crashed mid-rename."""
+        return {
+            **super().describe(),
+            "renames_coordinated": sorted(self.renames),
+            "rename_holds": sorted(self.gates | self.rename_marks),
+        }
+
+    # ------------------------------------------------------------------ the file API
+    @api(str, str)
+    def rename(self, old: str, new: str) -> Gen:
+        """Rename a file within its directory, atomically (see the module docstring).
+
+        EXDEV across directories and for directories; EISDIR onto a directory;
+        ENOENT if ``old`` is missing; EBUSY if either file is open; EAGAIN if
+        a conflicting operation on the names stayed in flight; ``old == new``
+        is a no-op if the name exists."""
+        old, new = normalize(old), normalize(new)
+        yield Compute("fedfs_op")
+        if ROOT in (old, new):
+            raise fs_error(errno.EBUSY, ROOT, "cannot rename the root of the federation")
+        d = split(old)[0]
+        if split(new)[0] != d:
+            raise fs_error(
+                errno.EXDEV, new, "rename moves a file within its directory only; copy and unlink to move it elsewhere"
+            )
+        if old == new:
+            yield from self._at_home(old, Stat, None)
+            return None
+        pm = self.manager_of(d)
+        home = yield from self._busy(lambda: self.call(pm, Rename(old, new)))
+        self.dt.pop(old)
+        self.dt.put(new, DTEntry(False, home))
+        return None
+
+    # ------------------------------------------------------------------ PM: the coordinator
+    @handles(Rename)
+    def on_rename(self, src: int, req: Rename) -> Gen:
+        d, old_name = split(req.old)
+        new_d, new_name = split(req.new)
+        if new_d != d or old_name == new_name:  # the requester answers these itself; a peer may not
+            raise fs_error(errno.EXDEV if new_d != d else errno.EINVAL, req.new, "not a rename within a directory")
+        if d in self.renames:
+            raise fs_error(errno.EAGAIN, req.old, "another rename in this directory is in flight; try again")
+        flight = self.renames[d] = RenameFlight(old_name, new_name)
+        try:
+            return (yield from self._rename(d, req.old, req.new, flight))
+        finally:
+            del self.renames[d]
+
+    def _rename(self, d: str, old: str, new: str, flight: RenameFlight) -> Gen:
+        vd, _ = yield from self.ensure_vd(d)
+        src = vd.entries.get(flight.old)
+        if src is None:
+            raise fs_error(errno.ENOENT, old)
+        if src.is_dir:
+            raise fs_error(
+                errno.EXDEV, old,
+                "renaming a directory would change the manager of every name below it; copy it instead",
+            )  # fmt: skip
+        dst = vd.entries.get(flight.new)
+        if dst is not None and dst.is_dir:
+            raise fs_error(errno.EISDIR, new)
+        h_a = src.home
+        assert h_a is not None
+        h_b = None if dst is None or dst.home == h_a else dst.home
+        m_b = self.manager_of(new)
+
+        # Prepare: mark, then gate; each failure undoes what came before it.
+        yield from self.call(m_b, RenameCheck(new, -1 if dst is None else dst.home))
+        undo: list[tuple[int, Request]] = [(m_b, RenameUncheck(new))]
+        try:
+            yield from self.call(h_a, RenamePrepare(old, new))
+            undo.append((h_a, RenameFinish(old, new, False)))
+            if h_b is not None:
+                yield from self.call(h_b, RenameGate(new))
+                undo.append((h_b, RenameDrop(new, False)))
+        except Exception:  # not GeneratorExit: an abandoned generator must not yield its rollback
+            for node, request in reversed(undo):
+                yield from _best_effort(self.call(node, request))
+            raise
+
+        # The commit point: from here on, PM answers with the new state.
+        flight.home = h_a
+        self._vd_update(d, ("del", flight.old))
+        self._vd_update(d, ("add", flight.new, DTEntry(False, h_a)))
+        try:
+            yield from self.call(h_a, RenameFinish(old, new, True))
+        except Exception:
+            # The local tree changed outside the federation, or H_a failed:
+            # restore the VD and undo the rest (see the module docstring).
+            flight.home = None
+            self._vd_update(d, ("del", flight.new))
+            self._vd_update(d, ("add", flight.old, src))
+            if dst is not None:
+                self._vd_update(d, ("add", flight.new, dst))
+            for node, request in reversed(undo[:1] + undo[2:]):
+                yield from _best_effort(self.call(node, request))
+            raise
+        yield from _best_effort(self.call(m_b, RenameDone(old, new, h_a)))
+        if h_b is not None:
+            yield from _best_effort(self.call(h_b, RenameDrop(new, True)))
+        m_a = self.manager_of(old)
+        if m_a != m_b:
+            yield from _best_effort(self.notify(m_a, Forget(old)))
+        return h_a
+
+    # ------------------------------------------------------------------ M_b: the target's manager
+    @handles(RenameCheck)
+    def on_rename_check(self, src: int, req: RenameCheck) -> None:
+        path = req.path
+        self._unmarked(path)
+        e = self.dt.peek(path)
+        if e is not None and (e.is_dir or e.home != req.home):
+            raise fs_error(errno.EAGAIN, path, "a create or removal of this name is in flight; try again")
+        self.rename_marks.add(path)
+        self.dt_epoch += 1
+
+    @handles(RenameUncheck)
+    def on_rename_uncheck(self, src: int, req: RenameUncheck) -> None:
+        self.rename_marks.discard(req.path)
+
+    @handles(RenameDone)
+    def on_rename_done(self, src: int, req: RenameDone) -> None:
+        self.dt.put(req.new, DTEntry(False, req.home))
+        if self.manager_of(req.old) == self.id:
+            self.dt.pop(req.old)
+        self.rename_marks.discard(req.new)
+        self.dt_epoch += 1
+
+    # ------------------------------------------------------------------ the homes
+    def _gate(self, *paths: str) -> None:
+        for p in paths:
+            if p in self.gates:
+                raise fs_error(errno.EAGAIN, p, "a rename of this name is in flight; try again")
+        for p in paths:
+            if self.opens.get(p):
+                raise fs_error(errno.EBUSY, p, "the file is open: an open file pins its name")
+        self.gates.update(paths)
+
+    @handles(RenamePrepare)
+    def on_rename_prepare(self, src: int, req: RenamePrepare) -> Gen:
+        self._gate(req.old, req.new)
+        try:
+            is_dir, _ = yield Local("stat", req.old)
+            if is_dir:
+                raise fs_error(errno.EISDIR, req.old)
+            try:
+                is_dir, _ = yield Local("stat", req.new)
+            except FileNotFoundError:
+                is_dir = False
+            if is_dir:
+                raise fs_error(errno.EISDIR, req.new)
+        except BaseException:
+            self.gates.difference_update((req.old, req.new))
+            raise
+
+    @handles(RenameFinish)
+    def on_rename_finish(self, src: int, req: RenameFinish) -> Gen:
+        try:
+            if req.commit:
+                yield Local("rename", req.old, (req.new,))
+                self.moved.pop(req.new)
+                self.dt.pop(req.old)
+                self.dt.put(req.new, DTEntry(False, self.id))
+        finally:
+            self.gates.difference_update((req.old, req.new))
+
+    @handles(RenameGate)
+    def on_rename_gate(self, src: int, req: RenameGate) -> Gen:
+        self._gate(req.path)
+        try:
+            try:
+                is_dir, _ = yield Local("stat", req.path)
+            except FileNotFoundError:
+                # Removed here, its updates still travelling to the managers.
+                raise fs_error(errno.EAGAIN, req.path, "the target is being removed; try again") from None
+            if is_dir:
+                raise fs_error(errno.EISDIR, req.path)
+        except BaseException:
+            self.gates.discard(req.path)
+            raise
+
+    @handles(RenameDrop)
+    def on_rename_drop(self, src: int, req: RenameDrop) -> Gen:
+        path = req.path
+        try:
+            if req.commit:
+                self.moved.put(path, True)
+                e = self.dt.peek(path)
+                if e is not None and e.home == self.id:
+                    self.dt.pop(path)
+                try:
+                    yield Local("unlink", path)
+                except OSError:
+                    pass  # changed outside the federation meanwhile: nothing of ours left to remove
+                d = split(path)[0]
+                if d in self.implicit_dirs:
+                    yield from self._prune(d)
+        finally:
+            self.gates.discard(path)
+
+
+__all__ = [
+    "Rename", "RenameCheck", "RenameDone", "RenameDrop", "RenameFinish", "RenameGate", "RenamePrepare",
+    "RenameUncheck", "Renaming",
+]  # fmt: skip
