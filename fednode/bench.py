@@ -19,6 +19,7 @@ local operation costs, which a ``fedsim`` config loads with
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import csv
 import platform
@@ -32,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from fednode import eventloop
 from fednode.client import Client
 from fednode.cluster import ProcessCluster, write_local
 from fednode.config import Cluster, load_cluster
@@ -74,19 +76,29 @@ OPS = ("stat", "read", "write", "create", "mkdir", "unlink")
 
 @contextlib.contextmanager
 def federation(
-    cluster_file: str | None, nodes: int = 4, transport: str = "tcp", devices: Sequence[str] = ()
+    cluster_file: str | None,
+    nodes: int = 4,
+    transport: str = "tcp",
+    devices: Sequence[str] = (),
+    loop: str | None = None,
 ) -> Iterator[Cluster]:
     """The cluster file's running federation, or ``nodes`` local agents
     started for the run on ``transport`` (with ``devices``: node i's RDMA
-    device is ``devices[i % len(devices)]``)."""
+    device is ``devices[i % len(devices)]``) and event ``loop``."""
     if cluster_file is not None:
         yield load_cluster(cluster_file)
         return
     with tempfile.TemporaryDirectory(prefix="fednode-bench-") as tmp:
         path = write_local(tmp, nodes, transport=transport, devices=devices)
-        with ProcessCluster(path, log_dir=Path(tmp) / "logs") as pc:
+        with ProcessCluster(path, log_dir=Path(tmp) / "logs", loop=loop) as pc:
             pc.wait_ready()
             yield pc.cluster
+
+
+def loop_label(choice: str | None) -> str:
+    """The loop that local agents started with ``--loop choice`` run (they use this interpreter)."""
+    factory, _ = eventloop.choose(choice)
+    return "asyncio" if factory is asyncio.new_event_loop else "uvloop"
 
 
 def median_us(ns: list[int]) -> float:
@@ -331,22 +343,27 @@ def bench(
     out: Path,
     transports: Sequence[str] = ("tcp",),
     devices: Sequence[str] = (),
+    loops: Sequence[str | None] = (None,),
 ) -> int:
     """Measure each running federation of ``cluster_files``, or else a local
-    4-agent federation per transport of ``transports``; one column each."""
+    4-agent federation per transport of ``transports`` and event loop of
+    ``loops`` (``fednode.eventloop`` choices; None: the agents' default);
+    one column each."""
     if repeat < 5:
         raise ValueError(f"--repeat must be at least 5, not {repeat}")
-    runs: list[tuple[str | None, str]] = (
-        [(f, "") for f in cluster_files] if cluster_files else [(None, t) for t in transports]
+    runs: list[tuple[str | None, str, str | None]] = (
+        [(f, "", None) for f in cluster_files] if cluster_files else [(None, t, lp) for t in transports for lp in loops]
     )
     results: dict[str, dict[str, Any]] = {}
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for cluster_file, transport in runs:
-        with federation(cluster_file, transport=transport or "tcp", devices=devices) as cluster:
+    for cluster_file, transport, loop in runs:
+        with federation(cluster_file, transport=transport or "tcp", devices=devices, loop=loop) as cluster:
             b = Bench(cluster, requester, repeat)
             try:
                 label = b.at(b.R).status()["transport"]
+                if len(loops) > 1 and not cluster_files:
+                    label += f"-{loop_label(loop)}"
                 res = b.run()
             finally:
                 b.close()
