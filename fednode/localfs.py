@@ -145,7 +145,8 @@ _FAST_LEN = 255
 _S_ISDIR = _stat.S_ISDIR
 _S_ISREG = _stat.S_ISREG
 _KIND_DIR, _KIND_FILE, _KIND_FOREIGN = 1, 2, 3
-_fsencode = os.fsencode
+# os.fsencode's own arguments, bound (a Python-level os.fsencode call costs as much again as the encode)
+_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 
 
 # -- openat2(2) with RESOLVE_BENEATH: the kernel's own confined walk ------------------------------
@@ -365,13 +366,14 @@ class LocalFS:
         root = self._root
         if i == 0:
             return root, path[1:]
-        if self._o2:
-            # One syscall for the whole parent, confined by the kernel: every component a real
+        if self._o2 and path.find("/", 1, i) > 0:
+            # One syscall for the whole parent (of two components or more: for one, a plain openat
+            # is cheaper than the ctypes call), confined by the kernel: every component a real
             # directory beneath the root, no symlink followed, no "..".  On any failure the
             # component walk below runs instead: it gives the exact MemFS-parity error (which
             # component, which kind), makes missing parents for create/mkdir, or, if the tree
             # changed in between, simply succeeds on what is there now.
-            fd = _openat2(root, _fsencode(path[1:i]), _HOW_WALK)
+            fd = _openat2(root, path[1:i].encode(_FS_ENCODING, _FS_ERRORS), _HOW_WALK)
             if fd >= 0:
                 return fd, path[i + 1 :]
         fd = root
@@ -432,7 +434,7 @@ class LocalFS:
         if i and self._o2:
             # The whole path in one confined syscall (the last component too: RESOLVE_NO_SYMLINKS makes
             # a symlink there ELOOP).  On failure the walk below redoes it and gives the exact error.
-            fd = _openat2(self._root, _fsencode(path[1:]), _how(flags | _FILE))
+            fd = _openat2(self._root, path[1:].encode(_FS_ENCODING, _FS_ERRORS), _how(flags | _FILE))
         if fd < 0:
             root = self._root
             dfd, name = self._walk(path)
@@ -555,9 +557,9 @@ class LocalFS:
                 return os.open(".", _DIR_READ, dir_fd=self._root)
             except OSError as e:
                 raise fs_error(e.errno or errno.EIO, path) from None
-        if self._o2:
-            fd = _openat2(self._root, _fsencode(path[1:]), _HOW_DIR_READ)  # on failure, the walk's exact error
-            if fd >= 0:
+        if self._o2 and path.find("/", 1) > 0:  # below the root's own entries: one call replaces the walk
+            fd = _openat2(self._root, path[1:].encode(_FS_ENCODING, _FS_ERRORS), _HOW_DIR_READ)
+            if fd >= 0:  # else the walk below, for its exact error
                 return fd
         dfd, name = self._walk(path)
         try:
