@@ -323,6 +323,7 @@ class LocalFS:
             self._o2, why = openat2_usable(self._root)
             if not self._o2 and resolver == "openat2":
                 os.close(self._root)
+                self._root = -1  # so that __del__'s close_all cannot close the number again once reused
                 raise ValueError(f"LocalFS: resolver 'openat2' is not available: {why}")
         self.resolver = "openat2" if self._o2 else "walk"
         # LOCAL_OPS name -> bound method: apply() is one dict lookup, not a membership test and a getattr.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gc
 import os
 import signal
 import socket
@@ -691,6 +692,12 @@ def test_a_kernel_without_openat2_gets_the_component_walk(
     with pytest.raises(ValueError, match="not available"):
         localfs.LocalFS(tmp_path, "openat2")
     assert open_fds() == base  # the refused constructor released the root
+    reused = os.open(tmp_path, os.O_RDONLY)  # most likely the refused root's number, now someone else's
+    try:
+        gc.collect()  # the half-made LocalFS's finalizer must not close it again
+        os.fstat(reused)
+    finally:
+        os.close(reused)
 
 
 @pytest.mark.skipif(not HAS_OPENAT2, reason="this kernel has no openat2")
