@@ -12,6 +12,11 @@ picking names that hash to M and PM and pinning the home at H, then checks the
 requests it really made with a traced call (requests on the critical path,
 dirmerge ReadDirs excluded) against those the arrangement should make.
 
+Local agents run on the default event loop (uvloop where installed, see
+``fednode.eventloop``); ``--loop asyncio,uvloop`` starts one federation per
+loop and prints them side by side, as ``--transport verbs,tcp`` does for
+transports.
+
 The run writes ``OUT/bench.txt`` (the table), ``OUT/bench.csv`` (tidy rows)
 and ``OUT/profile.yaml``: the measured round trip as LogGP parameters and the
 local operation costs, which a ``fedsim`` config loads with
@@ -20,6 +25,7 @@ local operation costs, which a ``fedsim`` config loads with
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import csv
 import platform
@@ -32,6 +38,7 @@ from typing import Any
 
 import yaml
 
+from fednode import eventloop
 from fednode.client import Client
 from fednode.cluster import ProcessCluster, write_local
 from fednode.config import Cluster, load_cluster
@@ -54,19 +61,29 @@ BENCH_CELLS: tuple[Cell, ...] = tuple(
 
 @contextlib.contextmanager
 def federation(
-    cluster_file: str | None, nodes: int = 4, transport: str = "tcp", devices: Sequence[str] = ()
+    cluster_file: str | None,
+    nodes: int = 4,
+    transport: str = "tcp",
+    devices: Sequence[str] = (),
+    loop: str | None = None,
 ) -> Iterator[Cluster]:
     """The cluster file's running federation, or ``nodes`` local agents
     started for the run on ``transport`` (with ``devices``: node i's RDMA
-    device is ``devices[i % len(devices)]``)."""
+    device is ``devices[i % len(devices)]``) and event ``loop``."""
     if cluster_file is not None:
         yield load_cluster(cluster_file)
         return
     with tempfile.TemporaryDirectory(prefix="fednode-bench-") as tmp:
         path = write_local(tmp, nodes, transport=transport, devices=devices)
-        with ProcessCluster(path, log_dir=Path(tmp) / "logs") as pc:
+        with ProcessCluster(path, log_dir=Path(tmp) / "logs", loop=loop) as pc:
             pc.wait_ready()
             yield pc.cluster
+
+
+def loop_label(choice: str | None) -> str:
+    """The loop that local agents started with ``--loop choice`` run (they use this interpreter)."""
+    factory, _ = eventloop.choose(choice)
+    return "asyncio" if factory is asyncio.new_event_loop else "uvloop"
 
 
 def median_us(ns: list[int]) -> float:
@@ -149,7 +166,12 @@ class Bench:
                 continue
             calls, _ = self.setup(cell, self.repeat + 1)
             measured = self.hops(cell, calls[0])
-            ns, rtts = R.call("bench", "fedfs", cell.api, calls[1:], A if A is not None else -1)
+            # A cell compared with the raw round trip has one timed just before each call (same load, same
+            # moment).  A 0-hop cell is compared with the local column, which is timed without them, so it
+            # is too: a round trip between calls (two agents waking on shared cores) doubled a 0-hop
+            # cell's time, an artefact the local column never paid.
+            ping = A if A is not None and cell.paper_hops else -1
+            ns, rtts = R.call("bench", "fedfs", cell.api, calls[1:], ping)
             rtt = median_us(rtts) if rtts else None
             out["cells"][cell.case] = (median_us(ns), measured, cell, rtt)
         out["local"] = self.local()
@@ -236,7 +258,8 @@ def report(res: dict[str, Any]) -> tuple[str, list[list[Any]], dict[str, Any]]:
         "\ncells are medians, in FedFS Table 2's rows and columns (fedsim.table2_cells: the simulated study's"
         "\narrangements); 'local' is the os call on the requester's own directory; reads and writes are warm;"
         "\na cell whose traced call sent other than its arrangement's requests says how many it sent;"
-        "\n'1 hop / raw RTT' divides by the round trips timed alternately with that cell's calls"
+        "\n'1 hop / raw RTT' divides by the round trips timed alternately with that cell's calls (same load,"
+        "\nsame moment); 0-hop cells, like 'local', are timed back to back, without round trips between the calls"
     )
     profile: dict[str, Any] = {
         "measured_by": "fednode bench",
@@ -319,22 +342,27 @@ def bench(
     out: Path,
     transports: Sequence[str] = ("tcp",),
     devices: Sequence[str] = (),
+    loops: Sequence[str | None] = (None,),
 ) -> int:
     """Measure each running federation of ``cluster_files``, or else a local
-    4-agent federation per transport of ``transports``; one column each."""
+    4-agent federation per transport of ``transports`` and event loop of
+    ``loops`` (``fednode.eventloop`` choices; None: the agents' default);
+    one column each."""
     if repeat < 5:
         raise ValueError(f"--repeat must be at least 5, not {repeat}")
-    runs: list[tuple[str | None, str]] = (
-        [(f, "") for f in cluster_files] if cluster_files else [(None, t) for t in transports]
+    runs: list[tuple[str | None, str, str | None]] = (
+        [(f, "", None) for f in cluster_files] if cluster_files else [(None, t, lp) for t in transports for lp in loops]
     )
     results: dict[str, dict[str, Any]] = {}
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for cluster_file, transport in runs:
-        with federation(cluster_file, transport=transport or "tcp", devices=devices) as cluster:
+    for cluster_file, transport, loop in runs:
+        with federation(cluster_file, transport=transport or "tcp", devices=devices, loop=loop) as cluster:
             b = Bench(cluster, requester, repeat)
             try:
                 label = b.at(b.R).status()["transport"]
+                if len(loops) > 1 and not cluster_files:
+                    label += f"-{loop_label(loop)}"
                 res = b.run()
             finally:
                 b.close()

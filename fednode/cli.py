@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fednode import eventloop
 from fednode.config import load_cluster
 from fedsim.schema import ConfigError
 
@@ -41,7 +42,7 @@ def _setup_logging(verbose: bool) -> None:
 
 
 # ---------------------------------------------------------------------------- serve
-def serve(cluster_file: str, node: int) -> int:
+def serve(cluster_file: str, node: int, loop_choice: str | None = None) -> int:
     cluster = load_cluster(cluster_file)
     cluster.spec.node(node)  # a clear error for an unknown id before anything starts
     from fednode.cluster import READY_LISTENING
@@ -49,6 +50,11 @@ def serve(cluster_file: str, node: int) -> int:
     from fednode.transport import make_transport
 
     log = logging.getLogger("fednode")
+    try:
+        factory, which = eventloop.choose(loop_choice)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    log.info("node %d: event loop: %s", node, which)
 
     async def main() -> None:
         agent = Agent(cluster, node, make_transport(cluster, node))
@@ -65,7 +71,7 @@ def serve(cluster_file: str, node: int) -> int:
         log.info("node %d stopping", node)
         await agent.stop()
 
-    asyncio.run(main())
+    eventloop.run(main(), factory)
     return 0
 
 
@@ -269,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("serve", help="run one agent in the foreground")
     s.add_argument("--cluster", required=True)
     s.add_argument("--node", type=int, required=True)
+    s.add_argument("--loop", default=None, choices=eventloop.CHOICES, help="event loop (default: $FEDNODE_LOOP, auto)")
     lo = sub.add_parser("local", help="start N agents on this machine")
     lo.add_argument("--nodes", type=int, default=2)
     lo.add_argument("--base", required=True)
@@ -303,6 +310,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     b.add_argument("--transport", default="tcp", help="for local agents: tcp, verbs, auto, or a list (verbs,tcp)")
     b.add_argument("--devices", default="", help="for local agents: RDMA devices, node i gets the i-th (cycled)")
+    b.add_argument(
+        "--loop",
+        default="",
+        help="for local agents: the event loop, auto, uvloop, asyncio, or a list (asyncio,uvloop) for side-by-side "
+        "columns (default: $FEDNODE_LOOP, auto)",
+    )
     b.add_argument("--requester", type=int, default=None, help="node that issues the operations (default: the first)")
     b.add_argument("--repeat", type=int, default=200, help="timed calls per cell")
     b.add_argument("--out", default="results/fednode_bench", help="directory for the table and the profile")
@@ -310,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     _setup_logging(args.verbose)
     try:
         if args.cmd == "serve":
-            return serve(args.cluster, args.node)
+            return serve(args.cluster, args.node, args.loop)
         if args.cmd == "local":
             if args.nodes <= 0:
                 raise ConfigError(f"--nodes must be at least 1, not {args.nodes}")
@@ -333,9 +346,17 @@ def main(argv: list[str] | None = None) -> int:
         if bad or not transports:
             raise ConfigError(f"--transport: {bad or args.transport!r}: each must be tcp, verbs or auto")
         devices = [d for d in args.devices.split(",") if d]
-        return bench(args.cluster, args.requester, args.repeat, Path(args.out), transports, devices)
+        loops: list[str | None] = [lp for lp in args.loop.split(",") if lp] or [None]
+        for lp in loops:
+            eventloop.choose(lp)  # an unknown or missing loop is a usage error before any agent starts
+        return bench(args.cluster, args.requester, args.repeat, Path(args.out), transports, devices, loops)
     except ConfigError as exc:
         print(f"fednode: configuration error:\n{exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        if args.cmd != "bench":
+            raise
+        print(f"fednode bench: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"fednode {args.cmd}: {exc}", file=sys.stderr)

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import selectors
 import signal
@@ -25,10 +26,13 @@ from collections.abc import Coroutine, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from fednode import eventloop
 from fednode.config import Cluster, ClusterSpec, NodeSpec, load_cluster, new_secret, write_cluster
 from fednode.runtime import Agent
 from fednode.transport import make_transport
 from fednode.transport.inproc import InprocNetwork, InprocTransport
+
+log = logging.getLogger("fednode")
 
 
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
@@ -62,10 +66,14 @@ def local_spec(base: Path, n: int, host: str = "127.0.0.1", devices: Sequence[st
 
 
 class LoopThread:
-    """An asyncio event loop in a daemon thread, for synchronous callers."""
+    """An event loop in a daemon thread, for synchronous callers: uvloop where
+    installed, unless ``loop`` (or ``$FEDNODE_LOOP``) says otherwise (see
+    ``fednode.eventloop``)."""
 
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
+    def __init__(self, loop: str | None = None) -> None:
+        factory, self.which = eventloop.choose(loop)
+        log.info("agent group: event loop: %s", self.which)
+        self.loop = factory()
         self.thread = threading.Thread(target=self.loop.run_forever, name="fednode-loop", daemon=True)
         self.thread.start()
 
@@ -81,9 +89,11 @@ class LoopThread:
 class AgentGroup:
     """Agents of one cluster running in this process, on one event loop."""
 
-    def __init__(self, cluster: Cluster, nodes: Iterable[int] | None = None, transport: str = "inproc") -> None:
+    def __init__(
+        self, cluster: Cluster, nodes: Iterable[int] | None = None, transport: str = "inproc", loop: str | None = None
+    ) -> None:
         self.cluster = cluster
-        self.lt = LoopThread()
+        self.lt = LoopThread(loop)
         self.network = InprocNetwork()
         self.agents: dict[int, Agent] = {}
         ids = list(nodes) if nodes is not None else cluster.spec.members
@@ -166,14 +176,20 @@ class AgentExited(RuntimeError):
 
 
 class ProcessCluster:
-    """One ``fednode serve`` process per node of a cluster file."""
+    """One ``fednode serve`` process per node of a cluster file (``loop``: each
+    agent's event loop, ``fednode serve --loop``; default ``$FEDNODE_LOOP`` or auto)."""
 
     def __init__(
-        self, cluster_file: str | Path, nodes: Iterable[int] | None = None, log_dir: str | Path | None = None
+        self,
+        cluster_file: str | Path,
+        nodes: Iterable[int] | None = None,
+        log_dir: str | Path | None = None,
+        loop: str | None = None,
     ) -> None:
         self.file = Path(cluster_file).resolve()
         self.cluster = load_cluster(self.file)
         self.log_dir = Path(log_dir) if log_dir else None
+        self.loop = loop
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.state: dict[int, str] = {}  # node -> "started", READY_LISTENING or READY_COMPLETE
         self.address: dict[int, str] = {}  # node -> "host:port", as the agent announced it
@@ -184,6 +200,8 @@ class ProcessCluster:
 
     def start_node(self, node: int) -> None:
         cmd = [sys.executable, "-m", "fednode.cli", "serve", "--cluster", str(self.file), "--node", str(node)]
+        if self.loop:
+            cmd += ["--loop", self.loop]
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         old = self._stderr.pop(node, None)
         if old is not None:

@@ -9,13 +9,28 @@ random operation sequences on both and compares them step by step.
 Confinement (the agent serves requests from the network)
     Every path argument must be a canonical federated path
     (``normalize(p) == p``) or it is refused with EINVAL (``InvalidPath``)
-    before any system call.  Paths are then resolved component by component
-    from an ``O_PATH`` descriptor of the root held for the object's lifetime:
-    each intermediate directory is opened with ``O_PATH|O_DIRECTORY|O_NOFOLLOW``
-    relative to the previous one, and the final operation uses ``dir_fd=`` with
-    ``O_NOFOLLOW`` / ``follow_symlinks=False``.  No host path string is ever
-    built from a request, so there is nothing to escape from; and errors are
-    rebuilt with the federated path, so the host root never leaks to a peer.
+    before any system call.  Paths are then resolved relative to an
+    ``O_PATH`` descriptor of the root held for the object's lifetime, in one
+    of two ways (``LocalFS(root, resolver=...)``, default "auto": the first
+    where the kernel has it):
+
+    * ``openat2`` (Linux 5.6+, called through libc's ``syscall``): the parent
+      directory, or for open/listdir the whole path, in one system call with
+      ``RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS``: the
+      kernel itself refuses any component that would leave the root ("..",
+      an absolute jump) and any symlink, intermediate or last.  When it fails
+      for any reason the component walk below redoes the resolution, so the
+      errors (which component, which kind, ELOOP vs ENOENT vs ENOTDIR) are
+      exactly the walk's, and create/mkdir make missing parents there.
+    * the component walk (everywhere else: ENOSYS, a seccomp filter's EPERM,
+      another OS): each intermediate directory is opened with
+      ``O_PATH|O_DIRECTORY|O_NOFOLLOW`` relative to the previous one.
+
+    The final operation uses ``dir_fd=`` with ``O_NOFOLLOW`` /
+    ``follow_symlinks=False``.  No host path string is ever built from a
+    request, so there is nothing to escape from; and errors are rebuilt with
+    the federated path, so the host root never leaks to a peer.
+    ``tests/test_localfs.py`` runs every test once per resolver.
 
 Symlinks and special files (fifos, sockets, devices) inside the root
     They are not part of the federated namespace: ``listdir``, ``list_dirs`` and
@@ -62,16 +77,24 @@ Open files
     would); a second ``open`` of the path revalidates and picks up the new file.
 
 No directory-descriptor cache
-    A cached parent descriptor saves the ``openat``+``close`` pair per
-    intermediate level, but to stay confined it must be revalidated on every
-    use against *every* ancestor up to the root (a directory renamed out of the
-    root by a local user takes its cached descendants along, and checking only
-    the last level cannot see that).  Revalidation costs one ``fstatat`` per
-    level, against two cheap syscalls for a fresh walk: measured at ~1.65 µs vs
-    ~2.0 µs per level (``python -m fednode.localfs_bench`` prints both), a
-    saving of a few percent of an operation in exchange for a
-    security-critical invalidation surface.  Not worth it.  Files directly in
-    the root need no walk at all.
+    Every operation resolves its path afresh, so a directory renamed out of
+    the root, replaced by a symlink or by a new directory outside the
+    federation is seen by the very next operation.  A cached parent
+    descriptor would save the resolution, but to stay confined it must be
+    revalidated on every use against *every* ancestor up to the root (a
+    directory renamed out of the root by a local user takes its cached
+    descendants along, and checking only the last level cannot see that).
+    With openat2 the revalidation is itself an openat2 of the path (the only
+    confined way to ask "is this still root/a/b?"), so a cache cannot be
+    cheaper than the fresh resolution it replaces (an inotify watch per
+    cached level could announce changes, but reading its queue before each
+    operation is itself a system call, and the watch set one more thing to
+    get exactly right); with the component walk
+    it costs one ``fstatat`` per level against an ``openat``+``close`` per
+    level for a fresh walk, a saving of a few percent of an operation in
+    exchange for a security-critical invalidation surface
+    (``python -m fednode.localfs_bench`` prints these costs).  Not worth it.
+    Files directly in the root need no resolution at all.
 
 Autonomy
     LocalFS writes no metadata of its own into the tree: no hidden files, no
@@ -84,10 +107,13 @@ Not thread safe: the agent calls it from its one event-loop thread.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import os
+import platform
 import stat as _stat
-from collections.abc import Iterable
+import sys
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from fedsim.protocol.effects import LOCAL_OPS
@@ -120,6 +146,79 @@ _FAST_LEN = 255
 _S_ISDIR = _stat.S_ISDIR
 _S_ISREG = _stat.S_ISREG
 _KIND_DIR, _KIND_FILE, _KIND_FOREIGN = 1, 2, 3
+# os.fsencode's own arguments, bound (a Python-level os.fsencode call costs as much again as the encode)
+_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+
+
+# -- openat2(2) with RESOLVE_BENEATH: the kernel's own confined walk ------------------------------
+# The syscall number is 437 on every architecture of the unified table (x86_64, arm64, i386, arm,
+# riscv64, ppc64le, s390x); elsewhere (alpha, mips, ia64) the component walk is used.
+_SYS_OPENAT2 = 437
+_OPENAT2_MACHINES = frozenset(
+    {"x86_64", "amd64", "aarch64", "arm64", "i386", "i686", "armv7l", "armv8l", "riscv64", "ppc64le", "s390x"}
+)
+RESOLVE_NO_MAGICLINKS = 0x02
+RESOLVE_NO_SYMLINKS = 0x04  # any symlink, intermediate or last, is ELOOP: never followed
+RESOLVE_BENEATH = 0x08  # no component may leave the starting directory (no "..", no absolute jump)
+_RESOLVE = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+#: open flags -> (its struct open_how, kept alive here, and that struct's address)
+_HOWS: dict[int, tuple[_OpenHow, int]] = {}
+
+
+def _how(flags: int) -> int:
+    """Address of a struct open_how for ``flags`` under ``_RESOLVE`` (made once per flag set)."""
+    h = _HOWS.get(flags)
+    if h is None:
+        how = _OpenHow(flags, 0, _RESOLVE)
+        h = _HOWS[flags] = (how, ctypes.addressof(how))
+    return h[1]
+
+
+def _load_openat2() -> Callable[[int, bytes, int], int] | None:
+    """``openat2(dir_fd, path, how_address) -> fd or -1`` through libc's ``syscall``, or None
+    where this cannot be Linux's openat2 (another OS or architecture, no usable libc)."""
+    if sys.platform != "linux" or platform.machine() not in _OPENAT2_MACHINES:
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).syscall
+    except (OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_long
+    fn.argtypes = (ctypes.c_long, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t)
+    size = ctypes.sizeof(_OpenHow)
+
+    def openat2(dir_fd: int, path: bytes, how: int) -> int:
+        return fn(_SYS_OPENAT2, dir_fd, path, how, size)
+
+    return openat2
+
+
+#: the raw call, or None (module attribute so that tests can watch it, as they watch ``os``)
+_openat2 = _load_openat2()
+_HOW_WALK = _how(_WALK)
+_HOW_DIR_READ = _how(_DIR_READ)
+
+
+def openat2_usable(dir_fd: int) -> tuple[bool, str]:
+    """(whether openat2 with RESOLVE_BENEATH works here, why not): a probe relative to ``dir_fd``.
+
+    ENOSYS (a kernel before 5.6), EPERM (a seccomp filter that refuses
+    unknown syscalls, as some container runtimes have), E2BIG/EINVAL (a
+    kernel that does not know a flag) all mean: use the component walk."""
+    if _openat2 is None:
+        return False, f"no openat2 on {sys.platform}/{platform.machine()}"
+    fd = _openat2(dir_fd, b".", _how(_WALK))
+    if fd >= 0:
+        os.close(fd)
+        return True, "openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS)"
+    code = ctypes.get_errno()
+    return False, f"openat2 refused by this kernel: {errno.errorcode.get(code, code)}"
 
 
 def _check_slow(path: object) -> None:
@@ -203,7 +302,12 @@ class _Open:
 class LocalFS:
     """One host directory served as the node's local file system (see the module docstring)."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], resolver: str = "auto") -> None:
+        """``resolver``: how paths are resolved under the root: "openat2" (the
+        kernel's confined walk; ValueError where it is missing), "walk" (one
+        ``openat`` per component), or "auto" (openat2 where it works)."""
+        if resolver not in ("auto", "openat2", "walk"):
+            raise ValueError(f"resolver must be 'auto', 'openat2' or 'walk', not {resolver!r}")
         # The root itself may be a symlink: it is configuration, not a request, and is resolved once here.
         self.root = os.fspath(root)
         try:
@@ -215,9 +319,19 @@ class LocalFS:
         except OSError as e:
             raise ValueError(f"LocalFS root {self.root!r} cannot be opened: {e.strerror}") from None
         self._open: dict[str, _Open] = {}
+        self._o2 = False  # resolve with openat2 (else the component walk)
+        if resolver != "walk":
+            self._o2, why = openat2_usable(self._root)
+            if not self._o2 and resolver == "openat2":
+                os.close(self._root)
+                self._root = -1  # so that __del__'s close_all cannot close the number again once reused
+                raise ValueError(f"LocalFS: resolver 'openat2' is not available: {why}")
+        self.resolver = "openat2" if self._o2 else "walk"
+        # LOCAL_OPS name -> bound method: apply() is one dict lookup, not a membership test and a getattr.
+        self._ops: dict[str, Callable[..., Any]] = {op: getattr(self, op) for op in LOCAL_OPS}
 
     def __repr__(self) -> str:
-        return f"LocalFS({self.root!r})"
+        return f"LocalFS({self.root!r}, resolver={self.resolver!r})"
 
     def __del__(self) -> None:
         # Best effort for owners that forget close_all(); a finalizer must never raise.
@@ -254,6 +368,16 @@ class LocalFS:
         root = self._root
         if i == 0:
             return root, path[1:]
+        if self._o2 and path.find("/", 1, i) > 0:
+            # One syscall for the whole parent (of two components or more: for one, a plain openat
+            # is cheaper than the ctypes call), confined by the kernel: every component a real
+            # directory beneath the root, no symlink followed, no "..".  On any failure the
+            # component walk below runs instead: it gives the exact MemFS-parity error (which
+            # component, which kind), makes missing parents for create/mkdir, or, if the tree
+            # changed in between, simply succeeds on what is there now.
+            fd = _openat2(root, path[1:i].encode(_FS_ENCODING, _FS_ERRORS), _HOW_WALK)
+            if fd >= 0:
+                return fd, path[i + 1 :]
         fd = root
         comps = path[1:i].split("/")
         k = 0
@@ -305,21 +429,24 @@ class LocalFS:
 
     def _open_file(self, path: str, flags: int) -> tuple[int, os.stat_result]:
         """Open the regular file at ``path``: (descriptor, its fstat).  ENOENT, EISDIR or ELOOP."""
-        root = self._root
         i = path.rfind("/")
-        if i == 0:
-            if path == ROOT:
-                raise fs_error(errno.EISDIR, path)
-            dfd, name = root, path[1:]
-        else:
+        if i == 0 and path == ROOT:
+            raise fs_error(errno.EISDIR, path)
+        fd = -1
+        if i and self._o2:
+            # The whole path in one confined syscall (the last component too: RESOLVE_NO_SYMLINKS makes
+            # a symlink there ELOOP).  On failure the walk below redoes it and gives the exact error.
+            fd = _openat2(self._root, path[1:].encode(_FS_ENCODING, _FS_ERRORS), _how(flags | _FILE))
+        if fd < 0:
+            root = self._root
             dfd, name = self._walk(path)
-        try:
-            fd = os.open(name, flags | _FILE, dir_fd=dfd)
-        except OSError as e:
-            raise self._final_error(e, dfd, name, path) from None
-        finally:
-            if dfd != root:
-                os.close(dfd)
+            try:
+                fd = os.open(name, flags | _FILE, dir_fd=dfd)
+            except OSError as e:
+                raise self._final_error(e, dfd, name, path) from None
+            finally:
+                if dfd != root:
+                    os.close(dfd)
         # Checked on the opened descriptor, not by name beforehand: no rename can race between the two.
         try:
             st = os.fstat(fd)
@@ -505,6 +632,10 @@ class LocalFS:
                 return os.open(".", _DIR_READ, dir_fd=self._root)
             except OSError as e:
                 raise fs_error(e.errno or errno.EIO, path) from None
+        if self._o2 and path.find("/", 1) > 0:  # below the root's own entries: one call replaces the walk
+            fd = _openat2(self._root, path[1:].encode(_FS_ENCODING, _FS_ERRORS), _HOW_DIR_READ)
+            if fd >= 0:  # else the walk below, for its exact error
+                return fd
         dfd, name = self._walk(path)
         try:
             return os.open(name, _DIR_READ, dir_fd=dfd)
@@ -788,6 +919,7 @@ class LocalFS:
 
     def apply(self, op: str, path: str, args: tuple[Any, ...] = ()) -> Any:
         """Run one LOCAL_OPS operation by name (what a runtime does for a Local effect)."""
-        if op not in LOCAL_OPS:
+        fn = self._ops.get(op)
+        if fn is None:
             raise ValueError(f"unknown local operation {op!r}; allowed: {', '.join(LOCAL_OPS)}")
-        return getattr(self, op)(path, *args)
+        return fn(path, *args)

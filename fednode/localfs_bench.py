@@ -8,9 +8,12 @@ prints the median over rounds of the per-call time and the ratio.  A file at
 depth d has the federated path /d1/.../f (d components).  The direct side
 uses the absolute host path, as a program on the node would.
 
+Each LocalFS resolver this kernel has gets its column (``walk``: an openat per
+component; ``openat2``: one RESOLVE_BENEATH call), beside the direct call.
 The last section prints the costs behind the choice of no directory-descriptor
 cache in ``fednode.localfs``: a fresh walk costs an openat+close per level, a
-safe cache would still need one fstatat per level to revalidate.
+safe cache would still need one fstatat per level to revalidate, and one
+openat2 resolves any depth at once.
 
 This is a measurement, not a test: nothing here asserts on time.
 """
@@ -28,7 +31,7 @@ import tempfile
 import time
 from collections.abc import Callable
 
-from fednode.localfs import LocalFS
+from fednode.localfs import LocalFS, openat2_usable
 from fedsim.schema import table
 
 BLOCK = 4096
@@ -43,25 +46,23 @@ def _timed(batch: Callable[[], None], n: int) -> float:
     return (time.perf_counter_ns() - t0) / n / 1000
 
 
-class _Pair:
-    """Alternating rounds of a LocalFS batch and its direct counterpart."""
+class _Sides:
+    """Alternating rounds of one batch per side (LocalFS per resolver, then the direct calls)."""
 
-    def __init__(self, n: int, rounds: int) -> None:
-        self.n, self.rounds = n, rounds
-        self.rows: list[tuple[str, float, float]] = []
+    def __init__(self, names: list[str], n: int, rounds: int) -> None:
+        self.names, self.n, self.rounds = names, n, rounds
+        self.rows: list[tuple[str, list[float]]] = []
 
     def run(
         self,
         name: str,
-        local: Callable[[int], Callable[[], None]],
-        direct: Callable[[int], Callable[[], None]],
+        sides: list[Callable[[int], Callable[[], None]]],
         cleanup: Callable[[], None] = lambda: None,
     ) -> None:
-        """``local(r)``/``direct(r)`` set round ``r`` up (untimed) and return the batch to time."""
-        lt: list[float] = []
-        dt: list[float] = []
+        """``side(r)`` sets round ``r`` up (untimed) and returns the batch to time; one side per name."""
+        times: list[list[float]] = [[] for _ in sides]
         for r in range(-1, self.rounds):  # round -1 warms caches and is discarded
-            for side, out in ((local, lt), (direct, dt)):
+            for side, out in zip(sides, times, strict=True):
                 batch = side(r)
                 gc.disable()
                 try:
@@ -71,166 +72,201 @@ class _Pair:
                 cleanup()
                 if r >= 0:
                     out.append(t)
-        self.rows.append((name, statistics.median(lt), statistics.median(dt)))
+        self.rows.append((name, [statistics.median(t) for t in times]))
 
     def print(self, title: str) -> None:
         print(title)
-        body = [[name, f"{lt:.2f}", f"{dt:.2f}", f"{lt / dt:.2f}"] for name, lt, dt in self.rows]
-        for line in table(["op", "LocalFS µs", "direct µs", "ratio"], body).splitlines():
+        heads = ["op", *(f"{n} µs" for n in self.names), *(f"{n}/direct" for n in self.names[:-1])]
+        body = [
+            [name, *(f"{t:.2f}" for t in ts), *(f"{t / ts[-1]:.2f}" for t in ts[:-1])] for name, ts in self.rows
+        ]
+        for line in table(heads, body).splitlines():
             print("  " + line)
 
 
-def bench_depth(base: str, depth: int, n: int, rounds: int) -> None:
-    """One table: every op on files at ``depth`` under a fresh root inside ``base``."""
-    host = tempfile.mkdtemp(prefix=f"localfs-bench-d{depth}-", dir=base)
+def resolvers() -> list[str]:
+    """The LocalFS resolvers this kernel has (the component walk always; openat2 where it works)."""
+    fd = os.open(tempfile.gettempdir(), os.O_PATH | os.O_DIRECTORY)
     try:
-        with LocalFS(host) as fs:
-            d = "".join(f"/d{i}" for i in range(1, depth))  # the files' directory ("" = the root)
-            fd_dir = d or "/"
-            hd = host + d
-            fs.mkdir(fd_dir)
-            f = f"{d}/f"
-            hf = host + f
-            fs.populate([(f, bytes(range(256)) * (4 * BLOCK // 256))])
-            ls_dir = f"{d}/ls"
-            fs.populate([(f"{ls_dir}/e{i}", 16) for i in range(LISTDIR_ENTRIES // 2)])
-            for i in range(LISTDIR_ENTRIES // 2):
-                fs.mkdir(f"{ls_dir}/s{i}")
-            pair = _Pair(n, rounds)
-            names = [f"x{i}" for i in range(n)]
-            fed = [f"{d}/{x}" for x in names]
-            hst = [f"{hd}/{x}" for x in names]
+        return ["walk", "openat2"] if openat2_usable(fd)[0] else ["walk"]
+    finally:
+        os.close(fd)
 
-            def remove_files() -> None:
-                for h in hst:
-                    if os.path.lexists(h):
-                        os.unlink(h)
 
-            def remove_dirs() -> None:
-                for h in hst:
-                    if os.path.lexists(h):
-                        os.rmdir(h)
+def bench_depth(base: str, depth: int, n: int, rounds: int) -> None:
+    """One table: every op on files at ``depth`` under a fresh root inside ``base``, by each
+    resolver of LocalFS and by the direct os call."""
+    host = tempfile.mkdtemp(prefix=f"localfs-bench-d{depth}-", dir=base)
+    kinds = resolvers()
+    fss = [LocalFS(host, k) for k in kinds]
+    try:
+        fs = fss[0]
+        d = "".join(f"/d{i}" for i in range(1, depth))  # the files' directory ("" = the root)
+        hd = host + d
+        fs.mkdir(d or "/")
+        f = f"{d}/f"
+        hf = host + f
+        fs.populate([(f, bytes(range(256)) * (4 * BLOCK // 256))])
+        ls_dir = f"{d}/ls"
+        fs.populate([(f"{ls_dir}/e{i}", 16) for i in range(LISTDIR_ENTRIES // 2)])
+        for i in range(LISTDIR_ENTRIES // 2):
+            fs.mkdir(f"{ls_dir}/s{i}")
+        table = _Sides([*kinds, "direct"], n, rounds)
+        names = [f"x{i}" for i in range(n)]
+        fed = [f"{d}/{x}" for x in names]
+        hst = [f"{hd}/{x}" for x in names]
+        loop = range(n)
+        block = b"w" * BLOCK
+        hls = host + ls_dir
 
-            def make_files() -> None:
-                for h in hst:
-                    os.close(os.open(h, _CREATE, 0o666))
-
-            # Batches are plain for loops that drop each result at once, on both sides alike (a list
-            # comprehension would keep n results alive and bias the allocator against one side).
-            create, mkdir, unlink, fstat, read, write, listdir = (
-                fs.create,
-                fs.mkdir,
-                fs.unlink,
-                fs.stat,
-                fs.read,
-                fs.write,
-                fs.listdir,
-            )
-            loop = range(n)
-            block = b"w" * BLOCK
-            hls = host + ls_dir
-
-            def l_create() -> None:
-                for p in fed:
-                    create(p)
-
-            def d_create() -> None:
-                for h in hst:
-                    os.close(os.open(h, _CREATE, 0o666))
-
-            def l_mkdir() -> None:
-                for p in fed:
-                    mkdir(p)
-
-            def d_mkdir() -> None:
-                for h in hst:
-                    os.mkdir(h)
-
-            def l_unlink() -> None:
-                for p in fed:
-                    unlink(p)
-
-            def d_unlink() -> None:
-                for h in hst:
+        def remove_files() -> None:
+            for h in hst:
+                if os.path.lexists(h):
                     os.unlink(h)
 
-            def l_stat() -> None:
-                for _ in loop:
-                    fstat(f)
+        def remove_dirs() -> None:
+            for h in hst:
+                if os.path.lexists(h):
+                    os.rmdir(h)
 
-            def d_stat() -> None:
-                for _ in loop:
-                    os.stat(hf)
+        def make_files() -> None:
+            for h in hst:
+                os.close(os.open(h, _CREATE, 0o666))
 
-            def l_read() -> None:
-                for _ in loop:
-                    read(f, BLOCK, BLOCK)
+        # Batches are plain for loops that drop each result at once, on every side alike (a list
+        # comprehension would keep n results alive and bias the allocator against one side).
+        def each_path(op: Callable[[str], object]) -> Callable[[], None]:
+            def batch() -> None:
+                for p in fed:
+                    op(p)
 
-            def d_read() -> None:
-                for _ in loop:
-                    fd = os.open(hf, os.O_RDONLY | os.O_CLOEXEC)
-                    os.pread(fd, BLOCK, BLOCK)
-                    os.close(fd)
+            return batch
 
-            def l_write() -> None:
+        def repeated(op: Callable[..., object], *args: object) -> Callable[[], None]:
+            def batch() -> None:
                 for _ in loop:
-                    write(f, BLOCK, block)
+                    op(*args)
 
-            def d_write() -> None:
-                for _ in loop:
-                    fd = os.open(hf, os.O_WRONLY | os.O_CLOEXEC)
-                    os.pwrite(fd, block, BLOCK)
-                    os.close(fd)
+            return batch
 
-            def d_read_open() -> None:
-                for _ in loop:
-                    os.pread(hfd, BLOCK, BLOCK)
+        def d_create() -> None:
+            for h in hst:
+                os.close(os.open(h, _CREATE, 0o666))
 
-            def d_write_open() -> None:
-                for _ in loop:
-                    os.pwrite(hfd, block, BLOCK)
+        def d_mkdir() -> None:
+            for h in hst:
+                os.mkdir(h)
 
-            def l_listdir() -> None:
-                for _ in loop:
-                    listdir(ls_dir)
+        def d_unlink() -> None:
+            for h in hst:
+                os.unlink(h)
 
-            def d_listdir() -> None:
-                for _ in loop:
-                    with os.scandir(hls) as it:
-                        sorted((e.name, e.is_dir(follow_symlinks=False)) for e in it)
+        def d_stat() -> None:
+            for _ in loop:
+                os.stat(hf)
 
-            pair.run("create", lambda r: l_create, lambda r: d_create, remove_files)
-            pair.run("mkdir", lambda r: l_mkdir, lambda r: d_mkdir, remove_dirs)
-            pair.run("unlink", lambda r: (make_files(), l_unlink)[1], lambda r: (make_files(), d_unlink)[1])
-            pair.run("stat", lambda r: l_stat, lambda r: d_stat)
-            pair.run("read 4 KiB", lambda r: l_read, lambda r: d_read)
-            pair.run("write 4 KiB", lambda r: l_write, lambda r: d_write)
-            fs.open(f)
-            hfd = os.open(hf, os.O_RDWR | os.O_CLOEXEC)
-            try:
-                pair.run("read 4 KiB (open)", lambda r: l_read, lambda r: d_read_open)
-                pair.run("write 4 KiB (open)", lambda r: l_write, lambda r: d_write_open)
-            finally:
-                os.close(hfd)
-                fs.close(f)
-            pair.run(f"listdir ({LISTDIR_ENTRIES} entries)", lambda r: l_listdir, lambda r: d_listdir)
-            pair.print(f"depth {depth}: file /{f.lstrip('/')} ; median of {rounds} rounds x {n} calls")
+        def d_read() -> None:
+            for _ in loop:
+                fd = os.open(hf, os.O_RDONLY | os.O_CLOEXEC)
+                os.pread(fd, BLOCK, BLOCK)
+                os.close(fd)
+
+        def d_write() -> None:
+            for _ in loop:
+                fd = os.open(hf, os.O_WRONLY | os.O_CLOEXEC)
+                os.pwrite(fd, block, BLOCK)
+                os.close(fd)
+
+        def d_read_open() -> None:
+            for _ in loop:
+                os.pread(hfd, BLOCK, BLOCK)
+
+        def d_write_open() -> None:
+            for _ in loop:
+                os.pwrite(hfd, block, BLOCK)
+
+        def d_listdir() -> None:
+            for _ in loop:
+                with os.scandir(hls) as it:
+                    sorted((e.name, e.is_dir(follow_symlinks=False)) for e in it)
+
+        Side = Callable[[int], Callable[[], None]]
+
+        def sides(
+            make: Callable[[LocalFS], Callable[[], None]],
+            direct: Callable[[], None],
+            setup: Callable[[], None] | None = None,
+        ) -> list[Side]:
+            """One side per LocalFS, then the direct calls; ``setup`` runs untimed before each batch."""
+
+            def side(batch: Callable[[], None]) -> Side:
+                def prepare(r: int) -> Callable[[], None]:
+                    if setup is not None:
+                        setup()
+                    return batch
+
+                return prepare
+
+            return [*(side(make(x)) for x in fss), side(direct)]
+
+        table.run("create", sides(lambda x: each_path(x.create), d_create), remove_files)
+        table.run("mkdir", sides(lambda x: each_path(x.mkdir), d_mkdir), remove_dirs)
+        table.run("unlink", sides(lambda x: each_path(x.unlink), d_unlink, make_files))
+        table.run("stat", sides(lambda x: repeated(x.stat, f), d_stat))
+        table.run("read 4 KiB", sides(lambda x: repeated(x.read, f, BLOCK, BLOCK), d_read))
+        table.run("write 4 KiB", sides(lambda x: repeated(x.write, f, BLOCK, block), d_write))
+        for x in fss:
+            x.open(f)
+        hfd = os.open(hf, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            table.run("read 4 KiB (open)", sides(lambda x: repeated(x.read, f, BLOCK, BLOCK), d_read_open))
+            table.run("write 4 KiB (open)", sides(lambda x: repeated(x.write, f, BLOCK, block), d_write_open))
+        finally:
+            os.close(hfd)
+            for x in fss:
+                x.close(f)
+        table.run(f"listdir ({LISTDIR_ENTRIES} entries)", sides(lambda x: repeated(x.listdir, ls_dir), d_listdir))
+        table.print(f"depth {depth}: file /{f.lstrip('/')} ; median of {rounds} rounds x {n} calls")
     finally:
+        for x in fss:
+            x.close_all()
         shutil.rmtree(host, ignore_errors=True)
 
 
 def bench_walk(base: str, n: int, rounds: int) -> None:
-    """Per directory level: a fresh O_PATH walk step vs the fstatat a safe fd cache would need."""
+    """Resolving a directory 1 and 3 levels down: the component walk (openat O_PATH + close per
+    level), one openat2, and the fstatat per level a safe descriptor cache would need."""
+    from fednode import localfs
+
     host = tempfile.mkdtemp(prefix="localfs-bench-walk-", dir=base)
     try:
-        os.mkdir(os.path.join(host, "d"))
+        os.makedirs(os.path.join(host, "d", "d", "d"))
         root = os.open(host, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
         loop = range(n)
 
-        def step() -> None:
-            for _ in loop:
-                os.close(os.open("d", flags, dir_fd=root))
+        def walk(levels: int) -> Callable[[], None]:
+            def batch() -> None:
+                for _ in loop:
+                    fd = root
+                    for _ in range(levels):
+                        nfd = os.open("d", flags, dir_fd=fd)
+                        if fd != root:
+                            os.close(fd)
+                        fd = nfd
+                    os.close(fd)
+
+            return batch
+
+        def openat2(levels: int) -> Callable[[], None]:
+            o2, how, path = localfs._openat2, localfs._HOW_WALK, os.fsencode("/".join(["d"] * levels))
+            assert o2 is not None
+
+            def batch() -> None:
+                for _ in loop:
+                    os.close(o2(root, path, how))
+
+            return batch
 
         def revalidate() -> None:
             for _ in loop:
@@ -238,14 +274,22 @@ def bench_walk(base: str, n: int, rounds: int) -> None:
                 _ = st.st_ino == ino and st.st_dev == dev
 
         dev, ino = os.stat("d", dir_fd=root).st_dev, os.stat("d", dir_fd=root).st_ino
-        walk, val = [], []
+        cases: dict[str, Callable[[], None]] = {
+            "component walk, 1 level (openat O_PATH + close)": walk(1),
+            "component walk, 3 levels": walk(3),
+        }
+        if "openat2" in resolvers():
+            cases["openat2 RESOLVE_BENEATH + close, 1 level"] = openat2(1)
+            cases["openat2 RESOLVE_BENEATH + close, 3 levels"] = openat2(3)
+        cases["cache revalidation, per level (fstatat + compare)"] = revalidate
+        times: dict[str, list[float]] = {k: [] for k in cases}
         for _ in range(rounds):
-            walk.append(_timed(step, n))
-            val.append(_timed(revalidate, n))
+            for k, batch in cases.items():
+                times[k].append(_timed(batch, n))
         os.close(root)
-        print("directory-fd cache decision, cost per directory level:")
-        print(f"  fresh walk step (openat O_PATH + close)   {statistics.median(walk):6.2f} µs")
-        print(f"  cache revalidation (fstatat + compare)    {statistics.median(val):6.2f} µs")
+        print("resolving a directory, and the directory-fd cache decision:")
+        for k, ts in times.items():
+            print(f"  {k:<52}{statistics.median(ts):7.2f} µs")
     finally:
         shutil.rmtree(host, ignore_errors=True)
 

@@ -41,7 +41,13 @@ class Federation:
         self.events: list[tuple[float, str]] = []  # (virtual time, what happened): compared across runs
 
     def agent(self, node: int) -> Agent:
-        a = Agent(self.cluster, node, InprocTransport(self.network, node, self.cluster.spec.max_message_bytes))
+        """A new agent for ``node`` (called on the virtual loop)."""
+        a = Agent(
+            self.cluster,
+            node,
+            InprocTransport(self.network, node, self.cluster.spec.max_message_bytes),
+            clock=asyncio.get_running_loop().time,  # the protocol's clock is the virtual one too
+        )
         self.agents[node] = a
         return a
 

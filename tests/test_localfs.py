@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gc
 import os
 import signal
 import socket
@@ -23,7 +24,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fednode import localfs
@@ -31,6 +32,35 @@ from fednode.localfs import FOREIGN_ERRNO, LocalFS
 from fedsim.memfs import MemFS
 from fedsim.protocol.effects import LOCAL_OPS
 from fedsim.protocol.names import InvalidPath
+
+# -- both resolvers --------------------------------------------------------------------------
+
+
+def _has_openat2() -> bool:
+    fd = os.open(tempfile.gettempdir(), os.O_PATH | os.O_DIRECTORY)
+    try:
+        return localfs.openat2_usable(fd)[0]
+    finally:
+        os.close(fd)
+
+
+HAS_OPENAT2 = _has_openat2()
+RESOLVERS = ["walk", "openat2"] if HAS_OPENAT2 else ["walk"]
+
+
+@pytest.fixture(autouse=True, params=RESOLVERS)
+def resolver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test of this file runs once per resolver this kernel has: each must be exact alone,
+    since openat2 is used where it exists and the component walk everywhere else."""
+    chosen = request.param
+
+    class Fixed(localfs.LocalFS):
+        def __init__(self, root: str | os.PathLike[str], resolver: str = chosen) -> None:
+            super().__init__(root, resolver)
+
+    monkeypatch.setitem(globals(), "LocalFS", Fixed)
+    return chosen
+
 
 # -- helpers ------------------------------------------------------------------------------
 
@@ -66,8 +96,20 @@ def snapshot(top: str) -> dict[str, tuple[Any, ...]]:
     return out
 
 
-def open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+def open_fds(under: str | None = None) -> int:
+    """This process's open descriptors; with ``under``, only those naming a
+    path below it (other tests' background threads in the same worker, e.g.
+    agents' sockets closing, must not make a leak check flaky)."""
+    if under is None:
+        return len(os.listdir("/proc/self/fd"))
+    n = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue  # closed meanwhile
+        n += target == under or target.startswith(under + "/")
+    return n
 
 
 def outcome(fs: Any, op: str, path: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -135,14 +177,14 @@ ARG_STRATEGIES: dict[str, st.SearchStrategy[tuple[Any, ...]]] = {
 }
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.data())
 def test_random_op_sequences_match_memfs_step_by_step(data: st.DataObject) -> None:
     """Each step's path is from the alphabet or, half the time, a path that exists now, so that
     reads, writes, unlinks and rmdirs of real files and directories are common, not flukes."""
     mem = MemFS()
-    before = open_fds()
     with tempfile.TemporaryDirectory() as root:
+        root = os.path.realpath(root)
         with LocalFS(root) as fs:
             for i in range(data.draw(st.integers(0, 40), label="steps")):
                 op = data.draw(st.sampled_from(WEIGHTED_OPS))
@@ -153,7 +195,7 @@ def test_random_op_sequences_match_memfs_step_by_step(data: st.DataObject) -> No
                 assert got == expected, f"step {i}: {op}{(path, *args)}: LocalFS {got} != MemFS {expected}"
             assert fs.tree() == mem.tree()
             assert disk_tree(root) == mem.tree()
-        assert open_fds() == before  # every descriptor, open files included, released
+        assert open_fds(root) == 0  # every descriptor, open files included, released
 
 
 def test_populate_and_tree_match_memfs(tmp_path: Path) -> None:
@@ -494,6 +536,9 @@ def test_io_on_an_open_file_uses_its_descriptor_not_the_path(tmp_path: Path, mon
         fs.open("/d/f")  # reference counted: one descriptor
         spy = _CountingOS()
         monkeypatch.setattr(localfs, "os", spy)
+        if localfs._openat2 is not None:
+            raw = localfs._openat2
+            monkeypatch.setattr(localfs, "_openat2", lambda *a: spy.calls.append("openat2") or raw(*a))
         assert fs.read("/d/f", 2, 3) == b"234"
         assert fs.write("/d/f", 0, b"ab") == 2
         assert spy.calls == ["pread", "pwrite"]  # no open, no walk, no stat
@@ -504,23 +549,24 @@ def test_io_on_an_open_file_uses_its_descriptor_not_the_path(tmp_path: Path, mon
         assert spy.calls[-1] == "close"  # the last close released the descriptor
         spy.calls.clear()
         assert fs.read("/d/f", 0, 4) == b"ab23"
-        assert "open" in spy.calls and spy.calls[-1] == "close"  # not open: a temporary descriptor
+        opened = "openat2" if fs.resolver == "openat2" else "open"
+        assert opened in spy.calls and spy.calls[-1] == "close"  # not open: a temporary descriptor
 
 
 def test_descriptors_are_released_by_close_and_close_all(tmp_path: Path) -> None:
-    base = open_fds()
+    base = open_fds(str(tmp_path.resolve()))
     fs = LocalFS(tmp_path)
-    assert open_fds() == base + 1  # the root
+    assert open_fds(str(tmp_path.resolve())) == base + 1  # the root
     fs.populate([("/a", b"1"), ("/b", b"2"), ("/c/d", b"3")])
     for p in ("/a", "/b", "/c/d", "/a"):
         fs.open(p)
-    assert open_fds() == base + 4
+    assert open_fds(str(tmp_path.resolve())) == base + 4
     fs.close("/a")
     fs.close("/b")
     fs.close("/nonexistent")  # like MemFS: closing what is not open is not an error
-    assert open_fds() == base + 3  # /a still has one reference
+    assert open_fds(str(tmp_path.resolve())) == base + 3  # /a still has one reference
     fs.close_all()
-    assert open_fds() == base
+    assert open_fds(str(tmp_path.resolve())) == base
     with raises_errno(errno.EBADF, "/a"):
         fs.stat("/a")
     with raises_errno(errno.EBADF, "/c/d"):
@@ -529,7 +575,7 @@ def test_descriptors_are_released_by_close_and_close_all(tmp_path: Path) -> None
 
 
 def test_unlink_of_an_open_file_succeeds_and_the_path_then_answers_like_memfs(tmp_path: Path) -> None:
-    base = open_fds()
+    base = open_fds(str(tmp_path.resolve()))
     mem = MemFS()
     with LocalFS(tmp_path) as fs:
         for f in (fs, mem):
@@ -549,7 +595,7 @@ def test_unlink_of_an_open_file_succeeds_and_the_path_then_answers_like_memfs(tm
         ]:
             assert outcome(fs, op, "/f", args) == outcome(mem, op, "/f", args), op
         assert not (tmp_path / "f").exists() or (tmp_path / "f").read_bytes() == b"new"
-    assert open_fds() == base
+    assert open_fds(str(tmp_path.resolve())) == base
 
 
 def test_reopen_after_outside_replacement_follows_the_new_file(tmp_path: Path) -> None:
@@ -643,3 +689,173 @@ def test_rename_replaces_the_target_atomically_and_keeps_its_content(tmp_path: P
         assert (tmp_path / "d" / "b").read_bytes() == b"new"
         with raises_errno(errno.EISDIR, "/d"):
             fs.rename("/d/b", "/d")
+
+
+# -- 7. the resolvers: openat2 and the component walk ------------------------------------------------
+
+
+def test_resolver_choice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, resolver: str) -> None:
+    with localfs.LocalFS(tmp_path, resolver) as fs:
+        assert fs.resolver == resolver
+        assert resolver in repr(fs)
+    with localfs.LocalFS(tmp_path) as fs:  # auto: openat2 wherever the kernel has it
+        assert fs.resolver == ("openat2" if HAS_OPENAT2 else "walk")
+    with pytest.raises(ValueError, match="resolver must be"):
+        localfs.LocalFS(tmp_path, "fast")
+
+
+@pytest.mark.parametrize("refusal", [errno.ENOSYS, errno.EPERM, errno.E2BIG])
+def test_a_kernel_without_openat2_gets_the_component_walk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, refusal: int, resolver: str
+) -> None:
+    """ENOSYS (before Linux 5.6), EPERM (a seccomp filter), E2BIG (an older open_how): auto falls back
+    to the walk and still serves; asking for openat2 outright is an error that says why."""
+    import ctypes
+
+    def refused(*_: object) -> int:
+        ctypes.set_errno(refusal)
+        return -1
+
+    monkeypatch.setattr(localfs, "_openat2", refused)
+    base = open_fds(str(tmp_path.resolve()))
+    with localfs.LocalFS(tmp_path) as fs:
+        assert fs.resolver == "walk"
+        fs.create("/a/b/c")
+        assert fs.stat("/a/b/c") == (False, 0)
+    with pytest.raises(ValueError, match=errno.errorcode[refusal]):
+        localfs.LocalFS(tmp_path, "openat2")
+    monkeypatch.setattr(localfs, "_openat2", None)
+    with pytest.raises(ValueError, match="not available"):
+        localfs.LocalFS(tmp_path, "openat2")
+    assert open_fds(str(tmp_path.resolve())) == base  # the refused constructor released the root
+    reused = os.open(tmp_path, os.O_RDONLY)  # most likely the refused root's number, now someone else's
+    try:
+        gc.collect()  # the half-made LocalFS's finalizer must not close it again
+        os.fstat(reused)
+    finally:
+        os.close(reused)
+
+
+@pytest.mark.skipif(not HAS_OPENAT2, reason="this kernel has no openat2")
+def test_openat2_flags_refuse_dotdot_absolute_paths_and_symlinks(layout: tuple[Path, Path], resolver: str) -> None:
+    """The kernel-level guarantee on its own, below LocalFS's path check: with the flags LocalFS
+    uses, no ".." may climb out, no absolute path may jump, and no symlink is followed, at any
+    component, whether it points inside or outside."""
+    import ctypes
+
+    root, outside = layout
+    (root / "d").mkdir()
+    (root / "d" / "f").write_bytes(b"in")
+    os.symlink(outside, root / "out")
+    os.symlink("d", root / "in")
+    os.symlink("f", root / "d" / "lf")
+    rfd = os.open(root, os.O_PATH | os.O_DIRECTORY)
+    try:
+        cases: dict[bytes, int | tuple[int, ...]] = {
+            b"..": errno.EXDEV,
+            b"../outside/secret.txt": errno.EXDEV,
+            b"d/../../x": errno.EXDEV,
+            str(outside / "secret.txt").encode(): errno.EXDEV,
+            b"out/secret.txt": errno.ELOOP,
+            b"in/f": errno.ELOOP,
+            # a symlink as the last component: ELOOP, or ENOTDIR from O_DIRECTORY|O_NOFOLLOW
+            b"out": (errno.ELOOP, errno.ENOTDIR),
+            b"d/lf": (errno.ELOOP, errno.ENOTDIR),
+        }
+        for how in (localfs._HOW_WALK, localfs._how(os.O_RDONLY | localfs._FILE), localfs._HOW_DIR_READ):
+            for path, code in cases.items():
+                ctypes.set_errno(0)
+                fd = localfs._openat2(rfd, path, how)
+                if fd >= 0:
+                    os.close(fd)
+                assert fd == -1, f"openat2 opened {path!r}"
+                got = ctypes.get_errno()
+                assert got in (code if isinstance(code, tuple) else (code,)), (path, errno.errorcode.get(got))
+        fd = localfs._openat2(rfd, b"d/f", localfs._how(os.O_RDONLY | localfs._FILE))
+        assert fd >= 0
+        assert os.read(fd, 10) == b"in"
+        os.close(fd)
+    finally:
+        os.close(rfd)
+
+
+def test_a_directory_renamed_out_of_the_root_takes_nothing_of_ours_with_it(layout: tuple[Path, Path]) -> None:
+    """Resolution is per operation: after a local user moves /a out of the root (between two
+    operations, outside the federation), nothing can reach the moved tree any more, and what is
+    made at /a/b next is made inside the root."""
+    root, outside = layout
+    with LocalFS(root) as fs:
+        fs.populate([("/a/b/f", b"old"), ("/a/b/c/g", b"deep")])
+        assert fs.stat("/a/b/f") == (False, 3)
+        assert fs.listdir("/a/b") == [("c", True), ("f", False)]
+        os.rename(root / "a", outside / "a")
+        moved = snapshot(str(outside))
+        for op, args in [("stat", ()), ("read", (0, 10)), ("write", (0, b"x")), ("open", ()), ("unlink", ())]:
+            with raises_errno(errno.ENOENT, "/a/b/f"):
+                fs.apply(op, "/a/b/f", args)
+        with raises_errno(errno.ENOENT, "/a/b"):
+            fs.listdir("/a/b")
+        with raises_errno(errno.ENOENT, "/a/b/c"):
+            fs.rmdir("/a/b/c")
+        assert fs.list_dirs("/a") == []
+        assert fs.create("/a/b/f") == ["/a", "/a/b"]  # made afresh inside the root
+        assert fs.mkdir("/a/b/c") == ["/a/b/c"]
+        fs.write("/a/b/f", 0, b"new")
+        assert snapshot(str(outside)) == moved  # the moved tree was not touched
+        assert (root / "a" / "b" / "f").read_bytes() == b"new"
+        assert (outside / "a" / "b" / "f").read_bytes() == b"old"
+
+
+def test_a_directory_replaced_by_a_symlink_or_a_new_directory_is_seen_at_once(layout: tuple[Path, Path]) -> None:
+    root, outside = layout
+    with LocalFS(root) as fs:
+        fs.populate([("/a/b/f", b"one")])
+        assert fs.read("/a/b/f", 0, 10) == b"one"
+        # Replaced by a symlink to the moved directory, outside: refused, never followed.
+        os.rename(root / "a", outside / "a")
+        os.symlink(outside / "a", root / "a")
+        moved = snapshot(str(outside))
+        for op, path, args in [
+            ("stat", "/a/b/f", ()),
+            ("read", "/a/b/f", (0, 10)),
+            ("open", "/a/b/f", ()),
+            ("listdir", "/a/b", ()),
+            ("create", "/a/b/g", ()),
+            ("mkdir", "/a/b/h", ()),
+            ("unlink", "/a/b/f", ()),
+            ("rmdir", "/a/b", ()),
+        ]:
+            with raises_errno(FOREIGN_ERRNO, "/a"):
+                fs.apply(op, path, args)
+        assert snapshot(str(outside)) == moved
+        # Replaced by a new directory: the next operation sees the new one.
+        os.unlink(root / "a")
+        (root / "a" / "b").mkdir(parents=True)
+        (root / "a" / "b" / "f").write_bytes(b"two")
+        assert fs.read("/a/b/f", 0, 10) == b"two"
+        assert fs.listdir("/a/b") == [("f", False)]
+        # Removed: gone for every operation, and nothing is made anywhere but in the root.
+        (root / "a" / "b" / "f").unlink()
+        (root / "a" / "b").rmdir()
+        with raises_errno(errno.ENOENT, "/a/b/f"):
+            fs.stat("/a/b/f")
+        assert fs.create("/a/b/f") == ["/a/b"]
+        assert (root / "a" / "b" / "f").is_file()
+        assert snapshot(str(outside)) == moved
+
+
+def test_an_intermediate_file_or_fifo_in_place_of_a_directory(tmp_path: Path) -> None:
+    """The openat2 fast path fails on these and the component walk gives MemFS's exact answers."""
+    with LocalFS(tmp_path) as fs:
+        fs.populate([("/a/f", b"x")])
+        os.mkfifo(tmp_path / "a" / "p")
+        with _no_hang():
+            for op in ("stat", "unlink", "listdir", "open"):
+                with raises_errno(errno.ENOENT, "/a/f/g/h"):
+                    fs.apply(op, "/a/f/g/h", ())
+                with raises_errno(FOREIGN_ERRNO, "/a/p"):
+                    fs.apply(op, "/a/p/g/h", ())
+            with raises_errno(errno.ENOTDIR, "/a/f"):
+                fs.create("/a/f/g/h")
+            with raises_errno(FOREIGN_ERRNO, "/a/p"):
+                fs.mkdir("/a/p/g/h")
