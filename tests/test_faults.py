@@ -140,11 +140,6 @@ def _direct_heals(n: int, placement: str, script: list[tuple[int, str, str]], pl
 # The protocol has no failure semantics for lost messages yet (issue 12).
 # derandomize: the search is the same on every run, so the strict xfail is
 # deterministic; the minimal schedules it finds are pinned one by one below.
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="lost namespace updates are never repaired (issue 12); see the pinned cases",
-)
 @settings(max_examples=300, deadline=None, derandomize=True, phases=[Phase.generate])  # no shrinking: see below
 @given(direct_params, direct_scripts, fault_plans(60, 4, [0.001, 5.0]))
 def test_in_memory_after_faults_stop_every_view_equals_the_local_trees(params, script, plan):
@@ -165,35 +160,15 @@ def _pinned(
     _direct_heals(n, placement, script, FaultPlan.of(lose=[lose]))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="issue 12: the manager reserves a new name in on_home_info before replying; when that reply is lost the "
-    "requester raises PeerUnavailable before its try/Forget, so the reservation stays: /a is in no local tree and "
-    "readdir / does not list it, yet stat /a says it is a directory and mkdir /a says EEXIST, forever",
-)
 def test_lost_reply_to_a_create_reservation_leaves_a_phantom_name():
     _pinned(2, "round_robin", [(0, "mkdir", "/a")], 3, (1, 0, "reply"))  # #3: HomeInfo(/a, dir)'s reply
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="issue 12: Home.on_unlink notifies DelEntry before Forget; a lost DelEntry aborts the handler, so the "
-    "name's manager never forgets /a/b: it is in no local tree but mkdir /a/b says EEXIST",
-)
 def test_lost_del_entry_leaves_the_unlinked_name_reserved():
     script = [(0, "mkdir", "/a"), (0, "create", "/a/b"), (0, "unlink", "/a/b")]
     _pinned(2, "round_robin", script, 12, (0, 1, "DelEntry"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="issue 12: create's home made /b, then its AddEntry to the parent's manager was lost; the requester "
-    "treats the PeerUnavailable as 'not created' and Forgets the reservation, so mkdir /b succeeds on another node: "
-    "a file and a directory named /b, the file invisible",
-)
 def test_create_failing_after_the_home_made_the_file_lets_the_name_be_taken_twice():
     _pinned(2, "round_robin", [(0, "create", "/b"), (0, "mkdir", "/b")], 4, (0, 1, "AddEntry"))
 
@@ -226,17 +201,21 @@ def test_in_memory_lost_request_is_peer_unavailable_at_once_naming_the_peer():
 
 
 def test_in_memory_lost_reply_is_peer_unavailable_after_the_handler_ran():
-    c = DirectCluster(2)
     home = 1
-    c.inject(FaultPlan.of(lose=[1]))  # 0: the Mkdir request, 1: its reply
 
     def mkdir_at_home() -> Generator[Any, Any, Any]:
         from fedsim.protocol.messages import Mkdir
 
         return (yield Call(home, Mkdir("/x")))
 
+    dry = DirectCluster(2)
+    counted = dry.inject(FaultPlan())
+    dry.run(0, mkdir_at_home())  # the Mkdir, the home's namespace updates, and last the Mkdir's reply
+    c = DirectCluster(2)
+    inj = c.inject(FaultPlan.of(lose=[counted.sent - 1]))
     with pytest.raises(PeerUnavailable):
         c.run(0, mkdir_at_home())
+    assert [e[1:4] for e in inj.log] == [(1, 0, "reply")]
     assert "/x" in c.fs[home].tree()
 
 
@@ -324,12 +303,6 @@ def test_simulated_loss_delay_and_partition_meanings():
     assert _sim_outcome(sim, _stat_at(1))[1] == (True, 0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="issue 12: the phantom reservation of test_lost_reply_to_a_create_reservation_leaves_a_phantom_name, "
-    "in the simulator, under the same schedule",
-)
 def test_simulated_lost_reservation_reply_leaves_a_phantom_name_too():
     sim = _sim(2, "round_robin")
     inj = sim.inject(FaultPlan.of(lose=[3]))  # the same message as in the in-memory runtime

@@ -79,8 +79,6 @@ def test_concurrent_operations_leave_every_virtual_directory_exact(script, place
     _check_views_equal_union(script, placement, vd_entries)
 
 
-@pytest.mark.xfail(strict=True, reason="known race: rmdir /p succeeds while mkdir /p/p is in flight; the home then "
-                   "recreates /p implicitly, outside the namespace (needs the manager to hold /p until AddEntry)")
 def test_rmdir_racing_a_mkdir_inside_it_keeps_the_namespace_exact():
     script = [(0, "mkdir", "/p", 0.0), (0, "mkdir", "/p/p", 555.0), (0, "mkdir", "/p/p", 615.0),
               (0, "rmdir", "/p", 655.0)]  # fmt: skip
@@ -321,10 +319,6 @@ def test_concurrent_readers_never_see_both_names_or_neither_during_renames(seed,
     assert retries > 0  # readers did hold stale entries (ENOENT or ESTALE re-resolved)
 
 
-@pytest.mark.xfail(strict=True, reason="known deadlock (found writing the rename test, present on main): a dirmerge "
-                   "started inline by a client op at the directory's manager multicasts ReadDir at depth 1; the "
-                   "peers' depth-1 workers hold HomeInfo handlers waiting on GetEntry at the manager, whose depth-2 "
-                   "workers Await that very merge")
 def test_cold_lookups_under_load_with_the_parent_manager_reading_do_not_deadlock():
     import random
 

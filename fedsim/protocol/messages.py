@@ -97,6 +97,21 @@ class HomeInfo(Request):
 
     path: str
     create: str | None = None
+    token: int = 0  # with ``create``: names this attempt (per requester), so a late request can be refused
+
+
+@register_request
+@dataclass(slots=True, frozen=True)
+class Settle(Request):
+    """Failure semantics (issue 12): a create/mkdir that failed with
+    ``PeerUnavailable`` (or a namespace update that was lost) sends this to the
+    name's manager, which settles ``path`` from the local trees: it refuses a
+    HomeInfo carrying ``token`` that arrives later, drops that attempt's
+    reservation if the name was not made, keeps it (now visible) if it was.
+    ``token`` 0: no reservation to abort, just re-check the name."""
+
+    path: str
+    token: int = 0
 
 
 @register_request
@@ -140,10 +155,22 @@ class Rmdir(Request):
 @dataclass(slots=True, frozen=True)
 class GetEntry(Request):
     """Look ``name`` up in virtual directory ``directory`` (dirmerge if not cached).
-    Reply: (is_dir, home, lookup_path) with lookup_path 3 (VD cached) or 4 (dirmerge)."""
+    Reply: (is_dir, home, lookup_path) with lookup_path 3 (VD cached) or 4 (dirmerge).
+
+    ``flags`` (``ENTRY_*``): HOLD, a create's check: the directory's manager
+    holds the name until its AddEntry (an rmdir meanwhile is told EAGAIN);
+    PROBE, the error path of a dirmerge telling ENOTDIR from ENOENT: no
+    further check up the tree (bounded nesting); FRESH, a settle: rebuild the
+    VD from the local trees first and release the name's hold."""
 
     directory: str
     name: str
+    flags: int = 0
+
+
+ENTRY_HOLD = 1
+ENTRY_PROBE = 2
+ENTRY_FRESH = 4
 
 
 @register_request

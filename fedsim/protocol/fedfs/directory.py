@@ -16,23 +16,38 @@ import errno
 from dataclasses import dataclass
 from typing import Any
 
-from fedsim.protocol.effects import NOW, Await, Compute, Local, Multicast, Wake
+from fedsim.protocol.effects import NOW, Compute, Local, Multicast, Sleep, Spawn
 from fedsim.protocol.fedfs.summaries import Summaries
 from fedsim.protocol.messages import (
+    ENTRY_FRESH,
+    ENTRY_HOLD,
+    ENTRY_PROBE,
     AddEntry,
     DelEntry,
     GetEntry,
     ListVD,
     PeerUnavailable,
     ReadDir,
+    Request,
     Rmdir,
     RmLocal,
+    Settle,
     SummaryAdd,
     fs_error,
 )
 from fedsim.protocol.names import ROOT, join, parent, split
 from fedsim.protocol.node import Gen, handles
 from fedsim.protocol.tables import DIR_ENTRY, LRU, DTEntry, VirtualDirectory
+
+# A create's hold on its name in the parent's VD (``GetEntry`` with
+# ENTRY_HOLD) lasts until the create's AddEntry, its settle, or this many
+# seconds: far above a create's few round trips, so only a hold whose create
+# failed without a word (its requester crashed) ever expires.
+HOLD_S = 2.0
+# Background repairs (``repair``): first try at once, then back off from
+# REPAIR_FIRST_S doubling to REPAIR_MAX_S, until the peer answers.
+REPAIR_FIRST_S = 0.05
+REPAIR_MAX_S = 5.0
 
 
 @dataclass(slots=True)
@@ -55,6 +70,15 @@ class Directory(Summaries):
         self.collisions: dict[str, tuple[int | None, tuple[int, ...]]] = {}
         # directory -> the rename in flight in it (one at a time per directory)
         self.renames: dict[str, RenameFlight] = {}
+        # directory -> {name: when}: creates in flight in it, between their
+        # check here (GetEntry with ENTRY_HOLD) and their AddEntry; an rmdir
+        # of the directory meanwhile is told EAGAIN (else the create's home
+        # would make the removed directory again, outside the namespace).
+        self.holds: dict[str, dict[str, float]] = {}
+        # directories whose rmdir is removing them from their holders: a
+        # create inside one is told EAGAIN until the rmdir is decided.
+        self.removing: set[str] = set()
+        self.repairs_pending = 0  # background repairs still trying to reach a peer
 
     # The manager role's DT and ``resolve``, which rmdir uses.
     dt: LRU[str, DTEntry]
@@ -70,10 +94,36 @@ class Directory(Summaries):
             "lookup_paths": self.stats.lookup_paths[1:],
             "dirmerges": self.stats.dirmerges,
             "collisions": [[p, w, list(h)] for p, (w, h) in sorted(self.collisions.items())],
+            "repairs_pending": self.repairs_pending,
         }
 
+    # ------------------------------------------------------------------ background repair
+    def repair(self, node: int, request: Request) -> Gen:
+        """Deliver ``request`` (an idempotent repair: ``Settle``) to ``node``
+        in the background: at once, and while the peer is unreachable or
+        busy, again with backoff (``Sleep``) until it answers.  A repair that
+        needs a peer that is down is retried, never forgotten."""
+        self.repairs_pending += 1
+        yield Spawn(self._repair_loop(node, request))
+
+    def _repair_loop(self, node: int, request: Request) -> Gen:
+        delay = REPAIR_FIRST_S
+        try:
+            while True:
+                try:
+                    yield from self.call(node, request)
+                    return
+                except (PeerUnavailable, BlockingIOError):
+                    pass
+                except OSError:
+                    return  # answered: the name's state is decided there
+                yield Sleep(delay)
+                delay = min(2 * delay, REPAIR_MAX_S)
+        finally:
+            self.repairs_pending -= 1
+
     # ------------------------------------------------------------------ the VD cache
-    def ensure_vd(self, directory: str) -> Gen:
+    def ensure_vd(self, directory: str, check_parent: bool = True) -> Gen:
         """The VD of ``directory`` and how it was found: 3 = cached, 4 = dirmerge."""
         vd = self.vds.get(directory)
         if vd is not None:
@@ -81,35 +131,33 @@ class Directory(Summaries):
             if not age or (yield NOW) - vd.built <= age:
                 return vd, 3
             self.vds.pop(directory)  # too old: the local trees may have changed
-        return (yield from self.dirmerge(directory)), 4
+        return (yield from self.dirmerge(directory, check_parent)), 4
 
-    def dirmerge(self, directory: str) -> Gen:
+    def dirmerge(self, directory: str, check_parent: bool = True) -> Gen:
         """Build a VD from the local directories of the nodes whose summary says
         they may hold it (FedFS 2.2).  Bloom filters give no false negatives, so
         no holder is missed; false positives cost one wasted ReadDir each.
 
         One merge per directory at a time: a request that finds a merge of the
-        same directory in flight waits for its result instead of starting its
-        own, so concurrent first lookups do not multiply the fan-out."""
+        same directory in flight is answered EAGAIN instead of starting its
+        own, so concurrent first lookups do not multiply the fan-out; the
+        requester backs off and asks again (``Requester._busy``), and finds
+        the merged VD cached.  It is not made to wait here: a handler waiting
+        for the merge would hold a worker of its stage while the merge's
+        ReadDirs may need workers of that very stage on the other nodes
+        (bounded pools: a deadlock), the same reason renames answer EAGAIN."""
         if directory in self._merging:
             self.stats.merge_waits += 1
-            result = yield Await(("dirmerge", directory))
-            if isinstance(result, BaseException):
-                raise result
-            return result
+            raise fs_error(errno.EAGAIN, directory, "a dirmerge of this directory is in flight; try again")
         pending: list[Any] = []
         self._merging[directory] = pending
         try:
-            vd = yield from self._merge(directory, pending)
-        except Exception as exc:
+            vd = yield from self._merge(directory, pending, check_parent)
+        finally:
             del self._merging[directory]
-            yield Wake(("dirmerge", directory), exc)
-            raise
-        del self._merging[directory]
-        yield Wake(("dirmerge", directory), vd)
         return vd
 
-    def _merge(self, directory: str, pending: list[Any]) -> Gen:
+    def _merge(self, directory: str, pending: list[Any], check_parent: bool = True) -> Gen:
         yield Compute("bloom_probe", len(self.members))
         candidates = [
             n for n in self.members if (s := self.summaries.get(n)) is None or s.may_contain(directory)
@@ -157,19 +205,37 @@ class Directory(Summaries):
         if not vd.holders and directory != ROOT:
             if unavailable:
                 raise PeerUnavailable(-1, f"no reachable holder of {directory}")
-            if not not_dir:
+            if not not_dir and check_parent:
                 # Summaries hold directories only, so a file by this name was
-                # never asked: its parent's VD tells ENOTDIR from ENOENT (error
-                # path only; raises ENOENT itself if an ancestor is missing).
-                parent_dir, name = split(directory)
-                r = yield from self.call(self.manager_of(parent_dir), GetEntry(parent_dir, name))
-                not_dir = r is not None and not r[0]
+                # never asked: the VDs above tell ENOTDIR from ENOENT (error
+                # path only).
+                not_dir = yield from self._under_a_file(directory)
             raise fs_error(errno.ENOTDIR if not_dir else errno.ENOENT, directory)
         if unavailable:
             st.incomplete_merges += 1  # serve it, but do not cache a partial VD
         else:
             self.vds.put(directory, vd)
         return vd
+
+    def _under_a_file(self, directory: str) -> Gen:
+        """Whether ``directory``, which no local tree holds, is a file or lies
+        under one: the VD of its nearest existing ancestor tells.  One probe
+        (``GetEntry`` with ENTRY_PROBE, which does not look further up
+        itself) per missing ancestor, one after the other: a path under 40
+        missing ancestors costs 40 probes, never 40 nested requests (the
+        agent refuses nesting deeper than ``wire.MAX_DEPTH``)."""
+        d = directory
+        while d != ROOT:
+            parent_dir, name = split(d)
+            try:
+                r = yield from self.call(self.manager_of(parent_dir), GetEntry(parent_dir, name, ENTRY_PROBE))
+            except FileNotFoundError:
+                d = parent_dir  # the parent is missing too: ask about it
+                continue
+            except NotADirectoryError:
+                return True  # an ancestor is a file
+            return r is not None and not r[0]
+        return False
 
     def _note_collisions(self, directory: str, vd: VirtualDirectory) -> None:
         """Record this merge's collisions in ``self.collisions`` (replacing what
@@ -216,9 +282,30 @@ class Directory(Summaries):
         # else: not cached; the next dirmerge reads the local directories
 
     # ------------------------------------------------------------------ handlers
+    def _release(self, directory: str, name: str) -> None:
+        held = self.holds.get(directory)
+        if held is not None:
+            held.pop(name, None)
+            if not held:
+                del self.holds[directory]
+
+    def _held(self, directory: str) -> Gen:
+        """Whether a create inside ``directory`` is in flight (an unexpired hold)."""
+        held = self.holds.get(directory)
+        if not held:
+            return False
+        now = yield NOW
+        for name in [n for n, t in held.items() if now - t > HOLD_S]:
+            del held[name]
+        if not held:
+            del self.holds[directory]
+            return False
+        return True
+
     @handles(AddEntry)
     def on_add_entry(self, src: int, req: AddEntry) -> None:
         entry = DIR_ENTRY if req.is_dir else DTEntry(False, req.home)
+        self._release(req.directory, req.name)
         self._vd_update(req.directory, ("add", req.name, entry))
 
     @handles(DelEntry)
@@ -250,7 +337,25 @@ class Directory(Summaries):
 
     @handles(GetEntry)
     def on_get_entry(self, src: int, req: GetEntry) -> Gen:
-        vd, how = yield from self.ensure_vd(req.directory)
+        flags = req.flags
+        if flags & ENTRY_FRESH:
+            # A settle: the truth from the local trees, not a cached VD that
+            # may have missed a lost AddEntry/DelEntry.  With ENTRY_HOLD the
+            # settled create's hold ends; without, a create in flight (a
+            # hold) must finish first.
+            if flags & ENTRY_HOLD:
+                self._release(req.directory, req.name)
+            elif req.name in self.holds.get(req.directory, ()) and (yield from self._held(req.directory)):
+                if req.name in self.holds.get(req.directory, ()):
+                    raise fs_error(errno.EAGAIN, req.directory, "a create of this name is in flight; try again")
+            if req.directory in self._merging:
+                raise fs_error(errno.EAGAIN, req.directory, "a dirmerge of this directory is in flight; try again")
+            self.vds.pop(req.directory)
+            vd, how = (yield from self.dirmerge(req.directory)), 4
+        else:
+            if flags & ENTRY_HOLD and req.directory in self.removing:
+                raise fs_error(errno.EAGAIN, req.directory, "an rmdir of this directory is in flight; try again")
+            vd, how = yield from self.ensure_vd(req.directory, check_parent=not flags & ENTRY_PROBE)
         entry = vd.entries.get(req.name)
         if entry is None and how == 3 and self.config.vd_miss_age_s:
             # A miss in an older VD: the name may have been created in a local
@@ -260,6 +365,14 @@ class Directory(Summaries):
                 vd, how = (yield from self.dirmerge(req.directory)), 4
                 entry = vd.entries.get(req.name)
         if entry is None:
+            if flags & ENTRY_HOLD:
+                # No yield between the VD's answer and the hold: an rmdir
+                # checks both at one instant, so it sees the create or the
+                # create sees the directory gone.
+                now = yield NOW  # (answered at once in every runtime: no interleaving here)
+                if req.directory in self.removing:
+                    raise fs_error(errno.EAGAIN, req.directory, "an rmdir of this directory is in flight; try again")
+                self.holds.setdefault(req.directory, {})[req.name] = now
             return None
         return entry.is_dir, entry.home, how
 
@@ -276,12 +389,28 @@ class Directory(Summaries):
         is_dir, _, _ = yield from self.resolve(path, check_dt=True)
         if not is_dir:
             raise fs_error(errno.ENOTDIR, path)
+        if path in self.removing:
+            raise fs_error(errno.EAGAIN, path, "an rmdir of this directory is in flight; try again")
         vd, _ = yield from self.ensure_vd(path)
         if vd.entries:
             raise fs_error(errno.ENOTEMPTY, path)
-        for h in sorted(vd.holders):
-            yield from self.call(h, RmLocal(path))
-        self.vds.pop(path)
-        self.dt.pop(path)
+        if (yield from self._held(path)):
+            raise fs_error(errno.EAGAIN, path, "a create in this directory is in flight; try again")
+        if path in self.removing:  # another rmdir began while we looked
+            raise fs_error(errno.EAGAIN, path, "an rmdir of this directory is in flight; try again")
+        self.removing.add(path)
+        try:
+            for h in sorted(vd.holders):
+                yield from self.call(h, RmLocal(path))
+            self.vds.pop(path)
+            self.dt.pop(path)
+        finally:
+            self.removing.discard(path)
         d, name = split(path)
-        yield from self.notify(self.manager_of(d), DelEntry(d, name))
+        try:
+            yield from self.notify(self.manager_of(d), DelEntry(d, name))
+        except PeerUnavailable:
+            # Removed everywhere; the parent's VD may still list it: settle
+            # the name (here: its manager) from the local trees, in the background.
+            yield from self.repair(self.id, Settle(path))
+            raise

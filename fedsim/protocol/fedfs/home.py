@@ -32,9 +32,11 @@ from fedsim.protocol.messages import (
     Forget,
     Mkdir,
     Open,
+    PeerUnavailable,
     Read,
     ReadDir,
     RmLocal,
+    Settle,
     Stat,
     Truncate,
     Unlink,
@@ -101,10 +103,19 @@ class Home(Manager):
         d, name = split(path)
         if d in self.implicit_dirs:
             yield from self._prune(d)
-        yield from self.notify(self.manager_of(d), DelEntry(d, name))
         m = self.manager_of(path)
-        if m != self.id:
-            yield from self.notify(m, Forget(path))
+        try:
+            yield from self.notify(self.manager_of(d), DelEntry(d, name))
+            if m != self.id:
+                yield from self.notify(m, Forget(path))
+        except PeerUnavailable:
+            # The file is gone; the parent's VD or the manager's DT may not
+            # know yet.  Replaying DelEntry/Forget later could undo a newer
+            # create of the name, so the repair settles the name from the
+            # local trees instead (its manager re-merges the parent), in the
+            # background until it gets through.
+            yield from self.repair(m, Settle(path))
+            raise
 
     @handles(Open)
     def on_open(self, src: int, req: Open) -> Gen:

@@ -13,6 +13,18 @@ unlinks send ``Forget``, rmdir runs here, renames check the target here and
 send ``RenameDone``).  An answer from the parent's manager is cached only if
 no managed name moved or vanished while it travelled (``dt_epoch``): a reply
 sent before a rename's commit must not overwrite what the rename set.
+
+Failure semantics (issue 12): a create's reservation is made here, in
+``on_home_info``, before the reply, which may be lost or come after the
+requester's timeout.  The requester names each attempt with a token; when
+the attempt fails with ``PeerUnavailable`` (here or at the home), it sends
+``Settle(path, token)`` (retried in the background until it gets through).
+The manager then refuses that token for good (a HomeInfo carrying it that
+arrives later reserves nothing) and, if the reservation is that attempt's,
+settles the name from the local trees (the parent's manager re-merges):
+dropped if no home made it, kept (and now listed) if one did.  So a create
+reported as failed either left no trace or completed and is visible.  The
+normal path sends no extra message.
 """
 
 from __future__ import annotations
@@ -21,7 +33,7 @@ import errno
 from typing import Any
 
 from fedsim.protocol.fedfs.directory import Directory
-from fedsim.protocol.messages import Forget, GetEntry, HomeInfo, fs_error
+from fedsim.protocol.messages import ENTRY_FRESH, ENTRY_HOLD, Forget, GetEntry, HomeInfo, Settle, fs_error
 from fedsim.protocol.names import split
 from fedsim.protocol.node import Gen, handles
 from fedsim.protocol.tables import DIR_ENTRY, LRU, DTEntry
@@ -35,6 +47,11 @@ class Manager(Directory):
         # answered EAGAIN until the rename commits (then EEXIST) or aborts.
         self.rename_marks: set[str] = set()
         self.dt_epoch = 0  # bumped whenever a managed name is forgotten or moved
+        # path -> (requester, token): the attempt whose create made the name's
+        # reservation here (what a ``Settle`` of that attempt releases).
+        self.reservations: LRU[str, tuple[int, int]] = LRU(max(1024, self.config.dt_entries))
+        # (requester, token) of attempts settled here: a late HomeInfo carrying one is refused.
+        self.settled: LRU[tuple[int, int], bool] = LRU(max(1024, self.config.dt_entries))
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -71,12 +88,14 @@ class Manager(Directory):
         path = req.path
         if req.create is None:
             return (yield from self.resolve(path, check_dt=src != self.id))
+        attempt = (src, req.token)
+        self._unsettled(attempt, path)
         if self.dt.get(path) is not None:
             raise fs_error(errno.EEXIST, path)
         self._unmarked(path)
         d, name = split(path)
         epoch = self.dt_epoch
-        r = yield from self.call(self.manager_of(d), GetEntry(d, name))
+        r = yield from self.call(self.manager_of(d), GetEntry(d, name, ENTRY_HOLD))
         if r is not None:
             if self.dt_epoch == epoch:
                 self.dt.put(path, DIR_ENTRY if r[0] else DTEntry(False, r[1]))
@@ -84,10 +103,49 @@ class Manager(Directory):
         if self.dt.peek(path) is not None:  # a concurrent create of the same name won
             raise fs_error(errno.EEXIST, path)
         self._unmarked(path)  # a rename onto it began while the parent's manager answered
+        self._unsettled(attempt, path)  # its requester gave up while the parent's manager answered
         is_dir = req.create == "dir"
         home = self.placement.choose_home(path, is_dir, src, self.id, self.members)
         self.dt.put(path, DIR_ENTRY if is_dir else DTEntry(False, home))
+        if req.token:
+            self.reservations.put(path, (src, req.token))
         return is_dir, home, 0
+
+    def _unsettled(self, attempt: tuple[int, int], path: str) -> None:
+        if attempt[1] and attempt in self.settled:
+            raise fs_error(errno.ECANCELED, path, "this create was given up by its requester")
+
+    @handles(Settle)
+    def on_settle(self, src: int, req: Settle) -> Gen:
+        """Settle ``path`` from the local trees (see the module docstring)."""
+        path = req.path
+        if self.manager_of(path) != self.id:
+            raise fs_error(errno.EINVAL, path, "not managed here")
+        mine = False
+        if req.token:
+            self.settled.put((src, req.token), True)  # refused if it comes late
+            mine = self.reservations.peek(path) == (src, req.token)
+            if mine:
+                self.reservations.pop(path)
+        # The parent's manager re-merges; while another create of the name is
+        # in flight there (its hold), it answers EAGAIN and the repair retries:
+        # that create's own outcome comes first.  The hold of this attempt's
+        # reservation is released.
+        flags = ENTRY_FRESH | (ENTRY_HOLD if mine else 0)
+        d, name = split(path)
+        epoch = self.dt_epoch
+        try:
+            r = yield from self.call(self.manager_of(d), GetEntry(d, name, flags))
+        except (FileNotFoundError, NotADirectoryError):
+            r = None  # the parent is gone (or no directory): so is the name
+        if self.dt_epoch != epoch or path in self.rename_marks:
+            return None  # a rename or removal changed it meanwhile: that is newer
+        if r is None:
+            self.dt.pop(path)
+            self.dt_epoch += 1
+        else:
+            self.dt.put(path, DIR_ENTRY if r[0] else DTEntry(False, r[1]))
+        return None
 
     @handles(Forget)
     def on_forget(self, src: int, req: Forget) -> None:

@@ -35,9 +35,11 @@ from fedsim.protocol.messages import (
     ListVD,
     Mkdir,
     Open,
+    PeerUnavailable,
     Read,
     Request,
     Rmdir,
+    Settle,
     Stat,
     Truncate,
     Unlink,
@@ -60,6 +62,7 @@ class Requester(Home):
         super().__init__(node_id, spec, **kw)
         self.fds: dict[int, tuple[str, int]] = {}
         self._next_fd = 3
+        self._next_token = 0  # names each create/mkdir attempt at its manager (``Settle``)
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "open_files": len(self.fds)}
@@ -84,7 +87,7 @@ class Requester(Home):
         this node (the caller just missed there).  Directory entries are cached
         only at their manager: a requester could not notice a stale one."""
         m = self.manager_of(path)
-        is_dir, home, how = yield from self.call(m, HomeInfo(path))
+        is_dir, home, how = yield from self._busy(lambda: self.call(m, HomeInfo(path)))
         self.stats.lookup_paths[how] += 1
         entry = DIR_ENTRY if is_dir else DTEntry(False, home)
         if not is_dir and m != self.id:
@@ -132,6 +135,35 @@ class Requester(Home):
         raise AssertionError("unreachable")
 
     # ------------------------------------------------------------------ the file API
+    def _make(self, path: str, kind: str, make: Callable[[str], Request]) -> Gen:
+        """create and mkdir: reserve the name at its manager, then make it at
+        the chosen home.  Failure semantics: an error the home answered (it
+        made nothing) drops the reservation (``Forget``); a ``PeerUnavailable``
+        anywhere leaves the outcome unknown (a lost reply, a lost AddEntry),
+        so the manager settles the attempt from the local trees (``Settle``,
+        in the background until it gets through): no reservation outlives a
+        create that made nothing, and one that made the file is kept."""
+        self._next_token += 1
+        token = self._next_token
+        m = self.manager_of(path)
+        try:
+            _, home, _ = yield from self._busy(lambda: self.call(m, HomeInfo(path, kind, token)))
+        except PeerUnavailable:
+            yield from self.repair(m, Settle(path, token))
+            raise
+        try:
+            yield from self.call(home, make(path))
+        except PeerUnavailable:
+            yield from self.repair(m, Settle(path, token))
+            raise
+        except OSError:
+            try:
+                yield from self.notify(m, Forget(path))  # undo the manager's reservation
+            except PeerUnavailable:
+                yield from self.repair(m, Settle(path, token))
+            raise
+        return home
+
     @api(str)
     def create(self, path: str) -> Gen:
         """Create an empty regular file (exclusive: EEXIST if the name exists)."""
@@ -139,13 +171,7 @@ class Requester(Home):
         yield Compute("fedfs_op")
         if path == ROOT:
             raise fs_error(errno.EEXIST, path)
-        m = self.manager_of(path)
-        _, home, _ = yield from self._busy(lambda: self.call(m, HomeInfo(path, "file")))
-        try:
-            yield from self.call(home, Create(path))
-        except OSError:
-            yield from self.notify(m, Forget(path))  # undo the manager's reservation
-            raise
+        home = yield from self._make(path, "file", Create)
         self.dt.put(path, DTEntry(False, home))
         return home
 
@@ -155,14 +181,7 @@ class Requester(Home):
         yield Compute("fedfs_op")
         if path == ROOT:
             raise fs_error(errno.EEXIST, path)
-        m = self.manager_of(path)
-        _, home, _ = yield from self._busy(lambda: self.call(m, HomeInfo(path, "dir")))
-        try:
-            yield from self.call(home, Mkdir(path))
-        except OSError:
-            yield from self.notify(m, Forget(path))
-            raise
-        return home
+        return (yield from self._make(path, "dir", Mkdir))
 
     @api(str)
     def unlink(self, path: str) -> Gen:
@@ -177,7 +196,8 @@ class Requester(Home):
         yield Compute("fedfs_op")
         if path == ROOT:
             raise fs_error(errno.EBUSY, path, "cannot remove the root of the federation")
-        yield from self.call(self.manager_of(path), Rmdir(path))
+        m = self.manager_of(path)
+        yield from self._busy(lambda: self.call(m, Rmdir(path)))
         self.dt.pop(path)
 
     @api(str)
@@ -185,7 +205,8 @@ class Requester(Home):
         """Sorted [(name, is_dir)] of a virtual directory."""
         path = normalize(path)
         yield Compute("fedfs_op")
-        return (yield from self.call(self.manager_of(path), ListVD(path)))
+        m = self.manager_of(path)
+        return (yield from self._busy(lambda: self.call(m, ListVD(path))))
 
     @api(str)
     def stat(self, path: str) -> Gen:

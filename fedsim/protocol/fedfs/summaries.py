@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from fedsim.protocol.effects import NOW, Compute, Local, Multicast, Sleep, Spawn
-from fedsim.protocol.messages import SummaryAdd, SummaryPush
+from fedsim.protocol.messages import PeerUnavailable, SummaryAdd, SummaryPush
 from fedsim.protocol.names import ROOT
 from fedsim.protocol.node import Gen, Node, handles
 from fedsim.protocol.summary import BloomSummary
@@ -166,4 +166,21 @@ class Summaries(Node):
                     own = self.summaries[self.id] = own.copy()
                     self._shared.discard(self.id)
                 own.add(path)
-        yield from self.notify(self.manager_of(path), SummaryAdd(path, self.id, new_dir))
+        m = self.manager_of(path)
+        try:
+            yield from self.notify(m, SummaryAdd(path, self.id, new_dir))
+        except PeerUnavailable:
+            # Bloom summaries only grow by this, so it may come late and
+            # twice; but not as ``new_dir`` (the directory may be gone by
+            # then: an empty VD must not be made for it).
+            yield Spawn(self._summary_add_later(m, SummaryAdd(path, self.id, False)))
+
+    def _summary_add_later(self, m: int, req: SummaryAdd) -> Gen:
+        delay = self.config.summary_retry_s or 0.05
+        while True:
+            yield Sleep(delay)
+            try:
+                yield from self.notify(m, req)
+                return
+            except PeerUnavailable:
+                delay = min(2 * delay, self.config.summary_retry_max_s or 5.0)
