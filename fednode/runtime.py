@@ -46,6 +46,7 @@ from fedsim.protocol.effects import (
     UnknownWork,
     Wake,
     known_work,
+    nested_timeout,
 )
 from fedsim.protocol.messages import (
     PeerUnavailable,
@@ -99,7 +100,8 @@ class Agent:
         self.workers = spec.workers
         self.running = False
         self.started = 0.0
-        self.pending: dict[int, tuple[asyncio.Future[Any], Conn, float]] = {}  # rid -> (future, conn, deadline)
+        # rid -> (future, conn, deadline, sent at)
+        self.pending: dict[int, tuple[asyncio.Future[Any], Conn, float, float]] = {}
         self.peers: dict[int, Conn] = {}
         self._connecting: dict[int, asyncio.Future[Conn]] = {}
         self._rid = itertools.count(1)
@@ -140,7 +142,7 @@ class Agent:
         await self.transport.stop()
         for c in list(self.peers.values()):
             c.close()
-        for fut, _, _ in list(self.pending.values()):
+        for fut, *_ in list(self.pending.values()):
             if not fut.done():
                 fut.set_exception(PeerUnavailable(self.id, "agent stopping"))
         self.fs.close_all()
@@ -269,7 +271,9 @@ class Agent:
         conn = await self._conn(dst)
         rid = next(self._rid)
         fut = self.loop.create_future()
-        self.pending[rid] = (fut, conn, self.loop.time() + self.timeout)
+        timeout = nested_timeout(self.timeout, depth)  # nested calls give up first: errors name the failed node
+        now = self.loop.time()
+        self.pending[rid] = (fut, conn, now + timeout, now)
         try:
             conn.send(pack((wire.REQUEST, rid, depth + 1, trace is not None, encode_request(req))))
         except (ConnectionError, ProtocolError) as exc:
@@ -297,11 +301,11 @@ class Agent:
         while self.running:
             await asyncio.sleep(tick)
             now = self.loop.time()  # the loop's clock, as the sleep's: virtual in the fault tests
-            for rid, (fut, conn, deadline) in list(self.pending.items()):
+            for rid, (fut, conn, deadline, started) in list(self.pending.items()):
                 if deadline <= now:
                     del self.pending[rid]
                     if not fut.done():
-                        fut.set_exception(PeerUnavailable(conn.peer, f"no reply within {self.timeout:g} s"))
+                        fut.set_exception(PeerUnavailable(conn.peer, f"no reply within {deadline - started:g} s"))
 
     async def _multicast(self, nodes: tuple[int, ...], req: Request, depth: int, trace: Log) -> list[Any]:
         """One call per node, concurrently; exceptions are returned in place.
@@ -371,7 +375,7 @@ class Agent:
         entry = self.pending.pop(rid, None)
         if entry is None:
             return  # timed out already, or never ours
-        fut, c, _ = entry
+        fut, c = entry[:2]
         if c is not conn:
             self.pending[rid] = entry
             raise ProtocolError(f"reply {rid} on the wrong connection")
@@ -446,7 +450,7 @@ class Agent:
         """A connection closed: its callers get PeerUnavailable now, not at the timeout."""
         if self.peers.get(conn.peer) is conn:
             del self.peers[conn.peer]
-        for rid, (fut, c, _) in list(self.pending.items()):
+        for rid, (fut, c, *_) in list(self.pending.items()):
             if c is conn:
                 del self.pending[rid]
                 if not fut.done():
@@ -551,7 +555,8 @@ class Agent:
         conn = await self._conn(dst)
         rid = next(self._rid)
         fut = self.loop.create_future()
-        self.pending[rid] = (fut, conn, time.monotonic() + self.timeout)
+        now = self.loop.time()
+        self.pending[rid] = (fut, conn, now + self.timeout, now)
         conn.send(pack((wire.PING, rid, payload)))
         try:
             await fut

@@ -46,6 +46,7 @@ from fedsim.protocol.effects import (
     Spawn,
     UnknownWork,
     Wake,
+    nested_timeout,
     run_sync,
 )
 from fedsim.protocol.messages import PeerUnavailable, Request, wire_size
@@ -352,7 +353,7 @@ class SimCluster:
         reply = self.env.event() if want_reply else None
         if dst in self.down:
             if reply is not None:
-                t = self.env.timeout(self.rpc_timeout_us)
+                t = self.env.timeout(nested_timeout(self.rpc_timeout_us, depth))
                 t.callbacks.append(
                     lambda _e: reply.succeed((False, PeerUnavailable(dst, "no reply within the timeout")))
                 )
@@ -380,7 +381,8 @@ class SimCluster:
         reply = env.event() if want_reply else None
         if reply is not None:
             late = (False, PeerUnavailable(dst, "no reply within the timeout"))
-            env.timeout(self.rpc_timeout_us).callbacks.append(lambda _e: reply.triggered or reply.succeed(late))
+            timer = env.timeout(nested_timeout(self.rpc_timeout_us, depth))
+            timer.callbacks.append(lambda _e: reply.triggered or reply.succeed(late))
         if dst in self.down:
             return reply
         assert self.faults is not None

@@ -163,3 +163,91 @@ def test_the_virtual_loop_reports_a_wait_that_never_ends() -> None:
             loop.run_until_complete(forever())
     finally:
         loop.close()
+
+
+# ---------------------------------------------------------------------------- a hung peer (issue 12)
+def _names(node: Any, prefix: str, want: Any, count: int) -> list[str]:
+    """``count`` names ``prefix + str(i)`` whose manager satisfies ``want``."""
+    out, i = [], 0
+    while len(out) < count:
+        p = f"{prefix}{i}"
+        if want(node.manager_of(p)):
+            out.append(p)
+        i += 1
+    return out
+
+
+def test_a_hung_peer_costs_nothing_to_operations_that_do_not_need_it_and_errors_name_it(tmp_path: Path) -> None:
+    """Node 3 is hung (every message to or from it lost, as under SIGSTOP:
+    no connection closes).  Creates, stats and writes of names neither it nor
+    their directory's manager manages take no rpc_timeout; a readdir of a
+    directory it holds pays one (dirmerge), the next ones none (the merge
+    no longer waits for a peer that just did not answer); and an operation
+    that needs it fails naming node 3, also when a live node asked it on the
+    requester's behalf (the nested call gives up first)."""
+    hung = 3
+    for n in (1, hung):  # /s is held by node 3 and node 1
+        (tmp_path / f"n{n}" / "s").mkdir(parents=True)
+        (tmp_path / f"n{n}" / "s" / f"f{n}").write_bytes(b"x")
+
+    async def scenario() -> None:
+        fed = Federation(tmp_path, 4)
+        await fed.start()
+        await fed.until_converged("started")
+        a0 = fed.agents[0]
+        node = a0.node
+        loop = asyncio.get_running_loop()
+
+        async def op(name: str, *args: Any) -> tuple[float, Any]:
+            t0 = loop.time()
+            try:
+                r = await a0.drive(getattr(node, name)(*args), 0, None)
+            except OSError as e:
+                r = e
+            return loop.time() - t0, r
+
+        d = _names(node, "/d", lambda m: m != hung, 1)[0]
+        assert not isinstance((await op("mkdir", d))[1], OSError)
+        assert node.manager_of("/s") != hung
+        fed.network.inject(FaultPlan.of(partitions=[Partition(frozenset({hung}), last=EVERYONE)]))
+
+        for p in _names(node, d + "/f", lambda m: m != hung, 6):
+            for name, args in [("create", (p,)), ("stat", (p,)), ("truncate", (p, 3)), ("stat", (p,))]:
+                took, r = await op(name, *args)
+                assert not isinstance(r, OSError), (name, p, r)
+                assert took < 0.1, (name, p, took)
+
+        took, r = await op("readdir", "/s")  # the merge asks node 3 once
+        assert list(r) == [("f1", False)] and took >= 0.5 * RPC_TIMEOUT_S
+        took, r = await op("readdir", "/s")
+        assert list(r) == [("f1", False)] and took < 0.1, took
+
+        p = _names(node, d + "/h", lambda m: m == hung, 1)[0]
+        took, r = await op("create", p)  # its manager is the hung node
+        assert isinstance(r, PeerUnavailable) and r.node == hung, r
+        # a live manager whose parent's manager is the hung node: the error names node 3, not the live one
+        e = _names(node, "/e", lambda m: m == hung, 1)[0]
+        p = _names(node, e + "/x", lambda m: m not in (hung, 0), 1)[0]
+        took, r = await op("create", p)
+        assert isinstance(r, PeerUnavailable) and r.node == hung, r
+        assert took < RPC_TIMEOUT_S
+        await fed.stop()
+
+    run_virtual(scenario())
+
+
+def test_a_path_under_forty_missing_ancestors_is_enoent_on_agents(tmp_path: Path) -> None:
+    deep = "/" + "/".join(f"m{i}" for i in range(40)) + "/leaf"
+
+    async def scenario() -> None:
+        fed = Federation(tmp_path, 3)
+        await fed.start()
+        await fed.until_converged("started")
+        for name in ("stat", "create", "mkdir", "readdir"):
+            for n in range(3):
+                a = fed.agents[n]
+                with pytest.raises(FileNotFoundError):
+                    await a.drive(getattr(a.node, name)(deep), 0, None)
+        await fed.stop()
+
+    run_virtual(scenario())

@@ -5,9 +5,9 @@ schedules hypothesis generates.
 The properties: under any schedule of lost, late and partitioned messages,
 every operation either succeeds or fails with an OSError (PeerUnavailable is
 one), and nothing hangs.  That the namespace is whole again once the faults
-stop is *not* true of the protocol today (it has no retries and no repair of
-lost namespace updates): that property and the minimal schedules hypothesis
-found for it are strict xfails, the failure-semantics work of issue 12.
+stop holds too (issue 12: settled create attempts, repairs retried in the
+background); the minimal schedules hypothesis found before it held are pinned
+one by one.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Generator
 from typing import Any
 
 import pytest
-from hypothesis import Phase, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fedsim.direct import DirectCluster
@@ -109,7 +109,7 @@ def test_in_memory_under_faults_every_operation_succeeds_or_raises_oserror(param
         try:
             c.walk(viewer)
         except OSError:
-            pass  # a damaged namespace may fail to read (see the xfails below), but only with an errno
+            pass  # a view may fail to read while a repair is pending, but only with an errno
 
 
 def _direct_heals(n: int, placement: str, script: list[tuple[int, str, str]], plan: FaultPlan) -> None:
@@ -137,10 +137,11 @@ def _direct_heals(n: int, placement: str, script: list[tuple[int, str, str]], pl
                 raise AssertionError(f"mkdir {path}, absent from every tree, fails: {e!r}; {why}") from None
 
 
-# The protocol has no failure semantics for lost messages yet (issue 12).
-# derandomize: the search is the same on every run, so the strict xfail is
-# deterministic; the minimal schedules it finds are pinned one by one below.
-@settings(max_examples=300, deadline=None, derandomize=True, phases=[Phase.generate])  # no shrinking: see below
+# Issue 12's failure semantics: after any schedule of lost, late and
+# partitioned messages, once the faults stop (and the background repairs and
+# VD ageing have run), every view equals the local trees and no name is held
+# by a reservation nothing backs.  Random search on every run.
+@settings(max_examples=300, deadline=None)
 @given(direct_params, direct_scripts, fault_plans(60, 4, [0.001, 5.0]))
 def test_in_memory_after_faults_stop_every_view_equals_the_local_trees(params, script, plan):
     _direct_heals(*params, script, plan)
@@ -150,7 +151,7 @@ def _pinned(
     n: int, placement: str, script: list[tuple[int, str, str]], lose: int, expect: tuple[int, int, str]
 ) -> None:
     """A minimal schedule hypothesis found: lose message ``lose``, which must
-    be ``expect`` = (src, dst, kind) (a RuntimeError, not an xfail, if the
+    be ``expect`` = (src, dst, kind) (a RuntimeError, not a failure, if the
     protocol's messages changed and the schedule no longer hits it)."""
     c = _direct(n, placement, **AGING)
     inj = c.inject(FaultPlan.of(lose=[lose]))

@@ -28,6 +28,17 @@ class Call:
     request: Request
 
 
+def nested_timeout(timeout: float, depth: int) -> float:
+    """The timeout every runtime gives a ``Call`` made at nesting ``depth``
+    (a client's operation is depth 0, a handler of its request depth 1 ...):
+    ``timeout`` at depth 0, a quarter less per level below, down to a
+    quarter of it.  A handler waiting on a hung peer thus gives up before
+    its own caller gives up on it, and its error, which names the hung peer,
+    reaches the caller: the error names the node that actually failed, not
+    a live one in between."""
+    return timeout * 0.75 ** min(depth, 5)
+
+
 @dataclass(slots=True, frozen=True)
 class Send:
     """One-way message to a peer; the result is None as soon as it is sent."""

@@ -48,6 +48,11 @@ HOLD_S = 2.0
 # REPAIR_FIRST_S doubling to REPAIR_MAX_S, until the peer answers.
 REPAIR_FIRST_S = 0.05
 REPAIR_MAX_S = 5.0
+# A peer that did not answer a dirmerge's ReadDir is not asked again by this
+# node's merges for this long (its entries are missing from the VDs served
+# meanwhile, which are not cached): a hung peer costs one timeout here, not
+# one per operation that merges a directory it may hold.
+SUSPECT_S = 10.0
 
 
 @dataclass(slots=True)
@@ -79,6 +84,7 @@ class Directory(Summaries):
         # create inside one is told EAGAIN until the rmdir is decided.
         self.removing: set[str] = set()
         self.repairs_pending = 0  # background repairs still trying to reach a peer
+        self.suspects: dict[int, float] = {}  # peer -> until when merges do not wait for it (SUSPECT_S)
 
     # The manager role's DT and ``resolve``, which rmdir uses.
     dt: LRU[str, DTEntry]
@@ -169,9 +175,23 @@ class Directory(Summaries):
             except OSError as exc:
                 answers[self.id] = exc
         remote = tuple(n for n in candidates if n != self.id)
-        if remote:
-            replies = yield Multicast(remote, ReadDir(directory))
-            answers.update(zip(remote, replies, strict=True))
+        ask = remote
+        if self.suspects:
+            now = yield NOW
+            for n in [n for n, until in self.suspects.items() if until <= now]:
+                del self.suspects[n]
+            ask = tuple(n for n in remote if n not in self.suspects)
+            for n in remote:
+                if n in self.suspects:
+                    answers[n] = PeerUnavailable(n, "did not answer a recent dirmerge; not asked")
+        if ask:
+            replies = yield Multicast(ask, ReadDir(directory))
+            answers.update(zip(ask, replies, strict=True))
+            silent = [n for n, r in zip(ask, replies, strict=True) if isinstance(r, PeerUnavailable) and r.node == n]
+            if silent:
+                until = (yield NOW) + SUSPECT_S
+                for n in silent:
+                    self.suspects[n] = until
         vd = VirtualDirectory()
         if self.config.aging:
             vd.built = yield NOW  # when the merge started: updates after it are replayed
@@ -179,7 +199,7 @@ class Directory(Summaries):
         for node in sorted(answers):
             ans = answers[node]
             if isinstance(ans, PeerUnavailable):
-                unavailable = True
+                unavailable = ans
             elif isinstance(ans, NotADirectoryError):
                 not_dir = True
             elif isinstance(ans, BaseException):
@@ -199,12 +219,12 @@ class Directory(Summaries):
             self._note_collisions(directory, vd)
         st = self.stats
         st.dirmerges += 1
-        st.dirmerge_contacted.append(len(remote))
+        st.dirmerge_contacted.append(len(ask))
         st.dirmerge_holders.append(len(vd.holders - {self.id}))
         st.merges_by_dir[directory] += 1
         if not vd.holders and directory != ROOT:
             if unavailable:
-                raise PeerUnavailable(-1, f"no reachable holder of {directory}")
+                raise PeerUnavailable(unavailable.node, f"no reachable holder of {directory}: {unavailable.reason}")
             if not not_dir and check_parent:
                 # Summaries hold directories only, so a file by this name was
                 # never asked: the VDs above tell ENOTDIR from ENOENT (error
