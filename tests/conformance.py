@@ -201,6 +201,34 @@ SCENARIOS.append(
     )
 )
 
+def _manager_of(path: str, nodes: int) -> int:
+    from fedsim.protocol.hashing import make_hashing
+
+    return make_hashing("mod_n", list(range(nodes)), 64).manager_of(path)
+
+
+_DEEP = "/" + "/".join(f"m{i}" for i in range(20)) + "/leaf"  # deeper than the agent's wire.MAX_DEPTH
+SCENARIOS.append(
+    Scenario(
+        # issue 12: a create the chosen home refuses drops its reservation
+        # (a second create reaches the home again, no EEXIST from a leftover
+        # reservation); a path under 20 missing ancestors is ENOENT through
+        # one probe per ancestor, none nested in another.
+        "failure semantics: a refused create leaves no reservation; deep missing paths",
+        3,
+        dirs={0: ["/k"], 1: ["/k"], 2: ["/k"]},
+        ops=[
+            (0, "readdir", ("/k",)),  # /k's VD is cached (closed world: it never re-merges)
+            (_manager_of("/k/f", 3), OUTSIDE, ("/k/f", b"made outside")),  # on the home create will choose
+            (1, "create", ("/k/f",)),  # the home says EEXIST: the reservation is dropped (Forget)
+            (0, "create", ("/k/f",)),  # the same again, not EEXIST from the manager's DT
+            (2, "stat", (_DEEP,)),
+            (0, "mkdir", (_DEEP,)),
+            (1, "readdir", (_DEEP,)),
+        ],
+    )
+)
+
 # Protocol settings every world shares unless a scenario says otherwise: the
 # papers' closed world (no VD ageing: real time and simulated time differ, so
 # age-triggered merges could differ too), and no periodic re-summarising.

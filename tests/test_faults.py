@@ -161,17 +161,81 @@ def _pinned(
     _direct_heals(n, placement, script, FaultPlan.of(lose=[lose]))
 
 
-def test_lost_reply_to_a_create_reservation_leaves_a_phantom_name():
+def test_lost_reply_to_a_create_reservation_leaves_no_phantom_name():
     _pinned(2, "round_robin", [(0, "mkdir", "/a")], 3, (1, 0, "reply"))  # #3: HomeInfo(/a, dir)'s reply
 
 
-def test_lost_del_entry_leaves_the_unlinked_name_reserved():
+def test_lost_del_entry_does_not_leave_the_unlinked_name_reserved():
     script = [(0, "mkdir", "/a"), (0, "create", "/a/b"), (0, "unlink", "/a/b")]
     _pinned(2, "round_robin", script, 12, (0, 1, "DelEntry"))
 
 
-def test_create_failing_after_the_home_made_the_file_lets_the_name_be_taken_twice():
+def test_create_failing_after_the_home_made_the_file_does_not_let_the_name_be_taken_twice():
     _pinned(2, "round_robin", [(0, "create", "/b"), (0, "mkdir", "/b")], 4, (0, 1, "AddEntry"))
+
+
+@pytest.mark.parametrize("late", ["request", "reply"])
+@pytest.mark.parametrize("kind", ["mkdir", "create"])
+def test_in_memory_manager_stalling_past_the_timeout_leaves_the_name_free(kind, late):
+    """The manager answers (or even gets) the reservation only after the
+    requester gave up: the late HomeInfo is refused (its attempt was settled)
+    or its reservation is dropped (nothing was made), so the name is free."""
+    c = _direct(2, "round_robin", **AGING)
+    seq = 0 if late == "request" else 3  # #0 HomeInfo(/a) 0->1; its check and the check's reply, #3 its reply
+    inj = c.inject(FaultPlan.of(delay={seq: 5.0}))
+    with pytest.raises(PeerUnavailable) as ei:
+        c.op(0, kind, "/a")
+    assert ei.value.node == 1 and inj.log[0][1:4] == ((0, 1, "HomeInfo") if late == "request" else (1, 0, "reply"))
+    c.heal()
+    c.advance(10.0)  # the late request arrives
+    with pytest.raises(FileNotFoundError):
+        c.op(0, "stat", "/a")
+    assert c.op(0, "readdir", "/") == []
+    c.op(1, kind, "/a")  # not EEXIST
+    assert c.walk(0) == c.namespace()
+
+
+@pytest.mark.parametrize("kind", ["mkdir", "create"])
+def test_simulated_manager_stalling_past_the_timeout_leaves_the_name_free(kind):
+    sim = _sim(2, "round_robin")
+    sim.inject(FaultPlan.of(delay={0: 0.5}))  # HomeInfo(/a) 0->1 arrives 50 timeouts late
+    took, r = _sim_outcome(sim, getattr(sim.nodes[0], kind)("/a"))
+    assert isinstance(r, PeerUnavailable) and r.node == 1 and took >= TIMEOUT_US
+    sim.heal()
+    sim.env.run()  # the late request is served; the settle ran before it
+    # (not from node 1: its requester role would drop a stale entry of its own DT, the manager's)
+    assert isinstance(_sim_outcome(sim, sim.nodes[0].stat("/a"))[1], FileNotFoundError)
+    assert _sim_outcome(sim, getattr(sim.nodes[0], kind)("/a"))[1] in (0, 1), "the name must be free"
+
+
+def test_in_memory_a_path_under_forty_missing_ancestors_is_enoent_with_bounded_nesting():
+    """The dirmerge error path used to ask the parent's manager, whose merge
+    asked its parent's manager ...: 40 nested requests, past the agent's
+    ``wire.MAX_DEPTH`` (EBADMSG there).  Now one probe per ancestor, in turn."""
+    from fednode import wire
+
+    c = _direct(3, "with_manager")
+    depth = [0, 0]  # current, deepest
+    real = c._serve
+
+    def counting(src: int, dst: int, req: Any) -> Any:
+        depth[0] += 1
+        depth[1] = max(depth[1], depth[0])
+        try:
+            return real(src, dst, req)
+        finally:
+            depth[0] -= 1
+
+    c._serve = counting  # type: ignore[method-assign]
+    deep = "/" + "/".join(f"m{i}" for i in range(40)) + "/leaf"
+    for op in ("stat", "create", "mkdir", "readdir", "unlink", "rmdir"):
+        for node in range(3):
+            with pytest.raises(FileNotFoundError):
+                c.op(node, op, deep)
+    assert 0 < depth[1] <= 4 < wire.MAX_DEPTH
+    c.op(0, "create", "/m0")  # a file above: ENOTDIR, however deep
+    with pytest.raises(NotADirectoryError):
+        c.op(1, "stat", "/m0/m1/m2/leaf")
 
 
 def test_in_memory_delays_alone_are_survived_with_one_way_updates():
@@ -304,7 +368,7 @@ def test_simulated_loss_delay_and_partition_meanings():
     assert _sim_outcome(sim, _stat_at(1))[1] == (True, 0)
 
 
-def test_simulated_lost_reservation_reply_leaves_a_phantom_name_too():
+def test_simulated_lost_reservation_reply_leaves_no_phantom_name_either():
     sim = _sim(2, "round_robin")
     inj = sim.inject(FaultPlan.of(lose=[3]))  # the same message as in the in-memory runtime
     took, r = _sim_outcome(sim, sim.nodes[0].mkdir("/a"))

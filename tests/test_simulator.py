@@ -84,6 +84,18 @@ def test_rmdir_racing_a_mkdir_inside_it_keeps_the_namespace_exact():
     _check_views_equal_union(script, "with_manager", 1)
 
 
+@pytest.mark.parametrize("op", ["create", "mkdir"])
+@pytest.mark.parametrize("placement", ["with_manager", "round_robin"])
+def test_rmdir_racing_a_create_inside_it_keeps_the_namespace_exact_at_every_offset(op, placement):
+    """rmdir /p started at every offset (15 us apart) into a create or mkdir
+    of /p/f from other nodes: whichever wins, no name is left that stat calls
+    a directory while readdir and rmdir say ENOENT (the create's check at
+    /p's manager holds the name until its AddEntry; rmdir meanwhile is EAGAIN)."""
+    for dt in range(0, 1500, 15):
+        script = [(0, "mkdir", "/p", 0.0), (1, op, "/p/f", 2000.0), (2, "rmdir", "/p", 2000.0 + dt)]
+        _check_views_equal_union(script, placement, 64)
+
+
 def _check_views_equal_union(script, placement, vd_entries):
     cfg = ProtocolConfig(summary_bits=256, summary_hashes=2, vd_entries=vd_entries, dt_entries=4)
     sim = SimCluster(5, network=preset("fedfs_prototype"), placement=placement, protocol=cfg, keep_data=True)
