@@ -58,7 +58,7 @@ class NodeStats:
     dirmerges: int = 0
     dirmerge_contacted: list[int] = field(default_factory=list)  # remote nodes asked per merge
     dirmerge_holders: list[int] = field(default_factory=list)  # of those, the ones that had the dir
-    merge_waits: int = 0  # requests that waited on an in-flight dirmerge of the same directory
+    merge_waits: int = 0  # requests told EAGAIN because a dirmerge of their directory was in flight
     merges_by_dir: Counter[str] = field(default_factory=Counter)
     incomplete_merges: int = 0
     requests_served: int = 0

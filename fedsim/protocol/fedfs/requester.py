@@ -12,7 +12,9 @@ what that would save; the Table 2 study finds the prototype's latencies fit
 acknowledged updates better.
 
 Busy names: a participant of a rename in flight answers EAGAIN for the names
-it holds (``rename.py``); the requester backs off (``Sleep``) and asks again,
+it holds (``rename.py``), and so does the directory's manager while a dirmerge
+of the directory, or an rmdir of it, or a create inside it that an rmdir
+would race, is in flight (``directory.py``); the requester backs off (``Sleep``) and asks again,
 up to ``BUSY_TRIES`` times.  The requester is the one place that can wait
 for free: it runs the client's operation, not a handler, so it holds none of
 the bounded worker pools (a handler waiting there for a rename whose own
