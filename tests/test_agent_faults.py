@@ -251,3 +251,36 @@ def test_a_path_under_forty_missing_ancestors_is_enoent_on_agents(tmp_path: Path
         await fed.stop()
 
     run_virtual(scenario())
+
+
+@pytest.mark.parametrize("late", ["request", "reply"])
+def test_a_create_whose_manager_stalls_past_the_timeout_leaves_the_name_free_on_agents(tmp_path: Path, late: str) -> None:
+    """The manager gets the reservation (or answers it) 5 s late, after the
+    requester's 2 s timeout: the create fails naming the manager, and once
+    the late message has arrived and the requester's settle got through, the
+    name is not dead: stat says ENOENT and a create of it succeeds."""
+
+    async def scenario() -> None:
+        fed = Federation(tmp_path, 3)
+        await fed.start()
+        await fed.until_converged("started")
+        a0 = fed.agents[0]
+        path = _names(a0.node, "/a", lambda m: m != 0, 1)[0]
+        m = a0.node.manager_of(path)
+        await a0.drive(a0.node.readdir("/"), 0, None)  # /'s VD cached: the create merges nothing
+        # #0: HomeInfo 0 -> m; then m's check at the parent's manager (if remote) and its reply; then the reply
+        seq = 0 if late == "request" else (3 if a0.node.manager_of("/") != m else 1)
+        inj = fed.network.inject(FaultPlan.of(delay={seq: 5.0}))
+        with pytest.raises(PeerUnavailable) as ei:
+            await a0.drive(a0.node.create(path), 0, None)
+        assert ei.value.node == m, (ei.value, inj.describe())
+        await asyncio.sleep(10.0)  # the late message arrives; the settle is retried until it gets through
+        fed.network.heal()
+        await asyncio.sleep(1.0)
+        with pytest.raises(FileNotFoundError):
+            await a0.drive(a0.node.stat(path), 0, None)
+        assert await a0.drive(a0.node.create(path), 0, None) in range(3), inj.describe()
+        assert a0.node.repairs_pending == 0
+        await fed.stop()
+
+    run_virtual(scenario())
