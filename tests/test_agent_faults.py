@@ -254,7 +254,7 @@ def test_a_path_under_forty_missing_ancestors_is_enoent_on_agents(tmp_path: Path
 
 
 @pytest.mark.parametrize("late", ["request", "reply"])
-def test_a_create_whose_manager_stalls_past_the_timeout_leaves_the_name_free_on_agents(tmp_path: Path, late: str) -> None:
+def test_a_create_whose_manager_stalls_past_the_timeout_leaves_the_name_free_on_agents(tmp_path: Path, late: str):
     """The manager gets the reservation (or answers it) 5 s late, after the
     requester's 2 s timeout: the create fails naming the manager, and once
     the late message has arrived and the requester's settle got through, the
