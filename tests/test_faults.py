@@ -238,6 +238,31 @@ def test_in_memory_a_path_under_forty_missing_ancestors_is_enoent_with_bounded_n
         c.op(1, "stat", "/m0/m1/m2/leaf")
 
 
+# Schedules random search found while the failure semantics were being built
+# (each broke an earlier version), kept as regressions over a few shapes.
+FOUND = [
+    # a Mkdir reaching its home 5 s late, after the requester gave up and the
+    # manager dropped the reservation: the home must refuse it (``Fence``), or
+    # the name ends up a file (a later create) and a directory
+    ([(0, "mkdir", "/a/b"), (0, "mkdir", "/b"), (0, "unlink", "/a"), (0, "mkdir", "/a/b"), (0, "mkdir", "/a"),
+      (0, "create", "/a"), (0, "mkdir", "/a")], FaultPlan.of(delay={30: 5.0})),
+    # lost ReadDirs: a merge that missed a node must not tell a create's check
+    # (or a settle) that a name is free (``VirtualDirectory.unreachable``)
+    ([(0, "mkdir", "/a/a"), (0, "mkdir", "/b"), (0, "unlink", "/a"), (0, "mkdir", "/a/a"), (0, "mkdir", "/a"),
+      (0, "create", "/a"), (0, "mkdir", "/a/a")], FaultPlan.of(lose=[2, 3, 33])),
+    ([(0, "mkdir", "/a/a"), (0, "mkdir", "/a/a"), (0, "unlink", "/a"), (2, "mkdir", "/b"), (0, "mkdir", "/a"),
+      (0, "create", "/b")], FaultPlan.of(lose=[5, 27])),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", range(len(FOUND)))
+def test_in_memory_schedules_found_by_random_search_leave_the_namespace_whole(case):
+    script, plan = FOUND[case]
+    for n in (2, 3, 4):
+        for placement in ("with_manager", "round_robin"):
+            _direct_heals(n, placement, script, plan)
+
+
 def test_in_memory_delays_alone_are_survived_with_one_way_updates():
     """Late one-way namespace updates (``async_dir_updates``) are overtaken by
     later messages; once they arrive every view is exact again."""

@@ -221,12 +221,26 @@ class SummaryPush(Request):
 @dataclass(slots=True, frozen=True)
 class Create(Request):
     path: str
+    token: int = 0  # the requester's attempt (``HomeInfo.token``): refused here once fenced
 
 
 @register_request
 @dataclass(slots=True, frozen=True)
 class Mkdir(Request):
     path: str
+    token: int = 0
+
+
+@register_request
+@dataclass(slots=True, frozen=True)
+class Fence(Request):
+    """A settle, at the home the manager chose for an attempt: refuse a
+    Create/Mkdir of ``requester``'s attempt ``token`` that arrives from now on
+    (it would make a name the manager is dropping)."""
+
+    path: str
+    requester: int
+    token: int
 
 
 @register_request

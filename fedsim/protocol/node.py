@@ -104,6 +104,9 @@ class Node:
         self.placement = placement or make_placement(spec.placement, node_id, spec.seed)
         self.config: ProtocolConfig = spec.protocol
         self.stats = NodeStats()
+        # Peers this node's design treats as hung (peer -> until when, on the
+        # runtime's clock): any request from one shows it is not, and clears it.
+        self.suspects: dict[int, float] = {}
         self._handlers: dict[type[Request], Callable[[int, Any], Any]] = {
             req: getattr(self, name) for req, name in self.HANDLERS.items()
         }
@@ -130,6 +133,8 @@ class Node:
 
     def handle(self, src: int, request: Request) -> Gen:
         """Serve one request from ``src``: the entry point runtimes call."""
+        if self.suspects and src in self.suspects:
+            del self.suspects[src]  # heard from it
         handler = self._handlers.get(type(request))
         if handler is None:
             raise ProtocolError(f"no handler for request type {type(request).__name__}")

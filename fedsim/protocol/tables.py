@@ -92,3 +92,7 @@ class VirtualDirectory:
     holders: set[int] = field(default_factory=set)
     collisions: dict[str, list[int]] = field(default_factory=dict)
     built: float = 0.0  # runtime clock (seconds) when built; kept only when VDs age
+    # A node that may hold the directory but did not answer its merge (-1:
+    # none).  Such a VD is served to readers but never cached, and nothing
+    # that must not miss a name (a create's check, a settle, rmdir) trusts it.
+    unreachable: int = -1

@@ -49,9 +49,12 @@ HOLD_S = 2.0
 REPAIR_FIRST_S = 0.05
 REPAIR_MAX_S = 5.0
 # A peer that did not answer a dirmerge's ReadDir is not asked again by this
-# node's merges for this long (its entries are missing from the VDs served
-# meanwhile, which are not cached): a hung peer costs one timeout here, not
-# one per operation that merges a directory it may hold.
+# node's merges for readers (``Node.suspects``) for this long, or until a
+# request or an answer from it arrives: a hung peer costs one timeout here,
+# not one per read that merges a directory it may hold.  A create's check, a
+# settle and rmdir ask it all the same.  The VDs served meanwhile miss its entries,
+# are not cached, and are trusted by no create check, settle or rmdir
+# (``VirtualDirectory.unreachable``): those fail naming it.
 SUSPECT_S = 10.0
 
 
@@ -84,7 +87,6 @@ class Directory(Summaries):
         # create inside one is told EAGAIN until the rmdir is decided.
         self.removing: set[str] = set()
         self.repairs_pending = 0  # background repairs still trying to reach a peer
-        self.suspects: dict[int, float] = {}  # peer -> until when merges do not wait for it (SUSPECT_S)
 
     # The manager role's DT and ``resolve``, which rmdir uses.
     dt: LRU[str, DTEntry]
@@ -129,7 +131,7 @@ class Directory(Summaries):
             self.repairs_pending -= 1
 
     # ------------------------------------------------------------------ the VD cache
-    def ensure_vd(self, directory: str, check_parent: bool = True) -> Gen:
+    def ensure_vd(self, directory: str, check_parent: bool = True, ask_all: bool = False) -> Gen:
         """The VD of ``directory`` and how it was found: 3 = cached, 4 = dirmerge."""
         vd = self.vds.get(directory)
         if vd is not None:
@@ -137,9 +139,9 @@ class Directory(Summaries):
             if not age or (yield NOW) - vd.built <= age:
                 return vd, 3
             self.vds.pop(directory)  # too old: the local trees may have changed
-        return (yield from self.dirmerge(directory, check_parent)), 4
+        return (yield from self.dirmerge(directory, check_parent, ask_all)), 4
 
-    def dirmerge(self, directory: str, check_parent: bool = True) -> Gen:
+    def dirmerge(self, directory: str, check_parent: bool = True, ask_all: bool = False) -> Gen:
         """Build a VD from the local directories of the nodes whose summary says
         they may hold it (FedFS 2.2).  Bloom filters give no false negatives, so
         no holder is missed; false positives cost one wasted ReadDir each.
@@ -158,12 +160,12 @@ class Directory(Summaries):
         pending: list[Any] = []
         self._merging[directory] = pending
         try:
-            vd = yield from self._merge(directory, pending, check_parent)
+            vd = yield from self._merge(directory, pending, check_parent, ask_all)
         finally:
             del self._merging[directory]
         return vd
 
-    def _merge(self, directory: str, pending: list[Any], check_parent: bool = True) -> Gen:
+    def _merge(self, directory: str, pending: list[Any], check_parent: bool = True, ask_all: bool = False) -> Gen:
         yield Compute("bloom_probe", len(self.members))
         candidates = [
             n for n in self.members if (s := self.summaries.get(n)) is None or s.may_contain(directory)
@@ -176,7 +178,7 @@ class Directory(Summaries):
                 answers[self.id] = exc
         remote = tuple(n for n in candidates if n != self.id)
         ask = remote
-        if self.suspects:
+        if self.suspects and not ask_all:  # (a create's check, a settle, rmdir: ask every candidate)
             now = yield NOW
             for n in [n for n, until in self.suspects.items() if until <= now]:
                 del self.suspects[n]
@@ -188,6 +190,10 @@ class Directory(Summaries):
             replies = yield Multicast(ask, ReadDir(directory))
             answers.update(zip(ask, replies, strict=True))
             silent = [n for n, r in zip(ask, replies, strict=True) if isinstance(r, PeerUnavailable) and r.node == n]
+            if self.suspects:
+                for n in ask:
+                    if n not in silent:
+                        self.suspects.pop(n, None)  # it answered
             if silent:
                 until = (yield NOW) + SUSPECT_S
                 for n in silent:
@@ -233,6 +239,7 @@ class Directory(Summaries):
             raise fs_error(errno.ENOTDIR if not_dir else errno.ENOENT, directory)
         if unavailable:
             st.incomplete_merges += 1  # serve it, but do not cache a partial VD
+            vd.unreachable = unavailable.node
         else:
             self.vds.put(directory, vd)
         return vd
@@ -371,11 +378,13 @@ class Directory(Summaries):
             if req.directory in self._merging:
                 raise fs_error(errno.EAGAIN, req.directory, "a dirmerge of this directory is in flight; try again")
             self.vds.pop(req.directory)
-            vd, how = (yield from self.dirmerge(req.directory)), 4
+            vd, how = (yield from self.dirmerge(req.directory, ask_all=True)), 4
         else:
             if flags & ENTRY_HOLD and req.directory in self.removing:
                 raise fs_error(errno.EAGAIN, req.directory, "an rmdir of this directory is in flight; try again")
-            vd, how = yield from self.ensure_vd(req.directory, check_parent=not flags & ENTRY_PROBE)
+            vd, how = yield from self.ensure_vd(
+                req.directory, check_parent=not flags & ENTRY_PROBE, ask_all=bool(flags & ENTRY_HOLD)
+            )
         entry = vd.entries.get(req.name)
         if entry is None and how == 3 and self.config.vd_miss_age_s:
             # A miss in an older VD: the name may have been created in a local
@@ -384,6 +393,10 @@ class Directory(Summaries):
                 self.vds.pop(req.directory)
                 vd, how = (yield from self.dirmerge(req.directory)), 4
                 entry = vd.entries.get(req.name)
+        if entry is None and vd.unreachable >= 0 and flags & (ENTRY_HOLD | ENTRY_FRESH):
+            # The name may be on the node that did not answer: a create must
+            # not take it, a settle must not drop it.
+            raise PeerUnavailable(vd.unreachable, f"may hold {req.directory} and did not answer its dirmerge")
         if entry is None:
             if flags & ENTRY_HOLD:
                 # No yield between the VD's answer and the hold: an rmdir
@@ -411,9 +424,11 @@ class Directory(Summaries):
             raise fs_error(errno.ENOTDIR, path)
         if path in self.removing:
             raise fs_error(errno.EAGAIN, path, "an rmdir of this directory is in flight; try again")
-        vd, _ = yield from self.ensure_vd(path)
+        vd, _ = yield from self.ensure_vd(path, ask_all=True)
         if vd.entries:
             raise fs_error(errno.ENOTEMPTY, path)
+        if vd.unreachable >= 0:  # it may hold entries, and its copy would stay
+            raise PeerUnavailable(vd.unreachable, f"may hold {path} and did not answer its dirmerge")
         if (yield from self._held(path)):
             raise fs_error(errno.EAGAIN, path, "a create in this directory is in flight; try again")
         if path in self.removing:  # another rmdir began while we looked

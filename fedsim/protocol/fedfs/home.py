@@ -29,6 +29,7 @@ from fedsim.protocol.messages import (
     Close,
     Create,
     DelEntry,
+    Fence,
     Forget,
     Mkdir,
     Open,
@@ -62,6 +63,8 @@ class Home(Manager):
         # rename moved to another node (answered ESTALE when missing here).
         self.gates: set[str] = set()
         self.moved: LRU[str, bool] = LRU(MOVED_ENTRIES)
+        # (requester, token) of create attempts their manager settled: refused here (``Fence``)
+        self.fenced: LRU[tuple[int, int], bool] = LRU(MOVED_ENTRIES)
 
     def _local(self, op: str, path: str, args: tuple[Any, ...] = ()) -> Gen:
         """A local operation on a name a client asked for, through its rename
@@ -75,8 +78,17 @@ class Home(Manager):
                 raise fs_error(errno.ESTALE, path, "renamed away from this node; resolve the name again") from None
             raise
 
+    def _unfenced(self, src: int, token: int, path: str) -> None:
+        if token and (src, token) in self.fenced:
+            raise fs_error(errno.ECANCELED, path, "this create was given up by its requester")
+
+    @handles(Fence)
+    def on_fence(self, src: int, req: Fence) -> None:
+        self.fenced.put((req.requester, req.token), True)
+
     @handles(Create)
     def on_create(self, src: int, req: Create) -> Gen:
+        self._unfenced(src, req.token, req.path)
         created = yield Local("create", req.path)
         self.moved.pop(req.path)
         self.implicit_dirs.update(created)
@@ -88,6 +100,7 @@ class Home(Manager):
 
     @handles(Mkdir)
     def on_mkdir(self, src: int, req: Mkdir) -> Gen:
+        self._unfenced(src, req.token, req.path)
         created = yield Local("mkdir", req.path)
         self.implicit_dirs.update(d for d in created if d != req.path)
         for d in created:

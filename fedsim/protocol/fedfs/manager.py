@@ -33,7 +33,7 @@ import errno
 from typing import Any
 
 from fedsim.protocol.fedfs.directory import Directory
-from fedsim.protocol.messages import ENTRY_FRESH, ENTRY_HOLD, Forget, GetEntry, HomeInfo, Settle, fs_error
+from fedsim.protocol.messages import ENTRY_FRESH, ENTRY_HOLD, Fence, Forget, GetEntry, HomeInfo, Settle, fs_error
 from fedsim.protocol.names import split
 from fedsim.protocol.node import Gen, handles
 from fedsim.protocol.tables import DIR_ENTRY, LRU, DTEntry
@@ -47,9 +47,9 @@ class Manager(Directory):
         # answered EAGAIN until the rename commits (then EEXIST) or aborts.
         self.rename_marks: set[str] = set()
         self.dt_epoch = 0  # bumped whenever a managed name is forgotten or moved
-        # path -> (requester, token): the attempt whose create made the name's
-        # reservation here (what a ``Settle`` of that attempt releases).
-        self.reservations: LRU[str, tuple[int, int]] = LRU(max(1024, self.config.dt_entries))
+        # path -> (requester, token, home): the attempt whose create made the
+        # name's reservation here, and the home chosen for it.
+        self.reservations: LRU[str, tuple[int, int, int]] = LRU(max(1024, self.config.dt_entries))
         # (requester, token) of attempts settled here: a late HomeInfo carrying one is refused.
         self.settled: LRU[tuple[int, int], bool] = LRU(max(1024, self.config.dt_entries))
 
@@ -108,7 +108,7 @@ class Manager(Directory):
         home = self.placement.choose_home(path, is_dir, src, self.id, self.members)
         self.dt.put(path, DIR_ENTRY if is_dir else DTEntry(False, home))
         if req.token:
-            self.reservations.put(path, (src, req.token))
+            self.reservations.put(path, (src, req.token, home))
         return is_dir, home, 0
 
     def _unsettled(self, attempt: tuple[int, int], path: str) -> None:
@@ -121,23 +121,29 @@ class Manager(Directory):
         path = req.path
         if self.manager_of(path) != self.id:
             raise fs_error(errno.EINVAL, path, "not managed here")
-        mine = False
+        mine = None
         if req.token:
             self.settled.put((src, req.token), True)  # refused if it comes late
-            mine = self.reservations.peek(path) == (src, req.token)
-            if mine:
-                self.reservations.pop(path)
+            res = self.reservations.peek(path)
+            if res is not None and res[:2] == (src, req.token):
+                mine = res
+                # The home refuses this attempt's Create/Mkdir from now on
+                # (one still in flight would make the name after we drop it);
+                # an unreachable home fails the settle, which is retried.
+                yield from self.call(res[2], Fence(path, src, req.token))
         # The parent's manager re-merges; while another create of the name is
         # in flight there (its hold), it answers EAGAIN and the repair retries:
         # that create's own outcome comes first.  The hold of this attempt's
         # reservation is released.
-        flags = ENTRY_FRESH | (ENTRY_HOLD if mine else 0)
+        flags = ENTRY_FRESH | (ENTRY_HOLD if mine is not None else 0)
         d, name = split(path)
         epoch = self.dt_epoch
         try:
             r = yield from self.call(self.manager_of(d), GetEntry(d, name, flags))
         except (FileNotFoundError, NotADirectoryError):
             r = None  # the parent is gone (or no directory): so is the name
+        if mine is not None and self.reservations.peek(path) == mine:
+            self.reservations.pop(path)
         if self.dt_epoch != epoch or path in self.rename_marks:
             return None  # a rename or removal changed it meanwhile: that is newer
         if r is None:

@@ -27,7 +27,7 @@ import errno
 from collections.abc import Callable
 from typing import Any
 
-from fedsim.protocol.effects import Compute, Sleep
+from fedsim.protocol.effects import NOW, Compute, Sleep
 from fedsim.protocol.fedfs.home import Home
 from fedsim.protocol.messages import (
     Close,
@@ -65,6 +65,14 @@ class Requester(Home):
         self.fds: dict[int, tuple[str, int]] = {}
         self._next_fd = 3
         self._next_token = 0  # names each create/mkdir attempt at its manager (``Settle``)
+
+    def start(self) -> Gen:
+        """Tokens of this incarnation start from the clock (microseconds): a
+        restarted node does not reuse the tokens its managers saw settled
+        (and refuse) before; a collision all the same is answered ECANCELED
+        and the attempt is made again under the next token (``_make``)."""
+        self._next_token = int((yield NOW) * 1e6)
+        return (yield from super().start())
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "open_files": len(self.fds)}
@@ -137,7 +145,7 @@ class Requester(Home):
         raise AssertionError("unreachable")
 
     # ------------------------------------------------------------------ the file API
-    def _make(self, path: str, kind: str, make: Callable[[str], Request]) -> Gen:
+    def _make(self, path: str, kind: str, make: Callable[[str, int], Request]) -> Gen:
         """create and mkdir: reserve the name at its manager, then make it at
         the chosen home.  Failure semantics: an error the home answered (it
         made nothing) drops the reservation (``Forget``); a ``PeerUnavailable``
@@ -145,16 +153,23 @@ class Requester(Home):
         so the manager settles the attempt from the local trees (``Settle``,
         in the background until it gets through): no reservation outlives a
         create that made nothing, and one that made the file is kept."""
-        self._next_token += 1
-        token = self._next_token
         m = self.manager_of(path)
+        for _ in range(3):
+            self._next_token += 1
+            token = self._next_token
+            try:
+                _, home, _ = yield from self._busy(lambda token=token: self.call(m, HomeInfo(path, kind, token)))
+                break
+            except PeerUnavailable:
+                yield from self.repair(m, Settle(path, token))
+                raise
+            except OSError as exc:
+                if exc.errno != errno.ECANCELED:
+                    raise
+        else:
+            raise fs_error(errno.ECANCELED, path, "the manager refused every attempt's token")
         try:
-            _, home, _ = yield from self._busy(lambda: self.call(m, HomeInfo(path, kind, token)))
-        except PeerUnavailable:
-            yield from self.repair(m, Settle(path, token))
-            raise
-        try:
-            yield from self.call(home, make(path))
+            yield from self.call(home, make(path, token))
         except PeerUnavailable:
             yield from self.repair(m, Settle(path, token))
             raise
