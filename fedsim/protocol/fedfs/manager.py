@@ -21,8 +21,14 @@ the attempt fails with ``PeerUnavailable`` (here or at the home), it sends
 ``Settle(path, token)`` (retried in the background until it gets through).
 The manager then refuses that token for good (a HomeInfo carrying it that
 arrives later reserves nothing) and, if the reservation is that attempt's,
-settles the name from the local trees (the parent's manager re-merges):
-dropped if no home made it, kept (and now listed) if one did.  So a create
+first has the home it chose refuse the attempt's Create/Mkdir (``Fence``:
+one still in flight must not make the name after it is dropped), then
+settles the name from the local trees (the parent's manager re-merges,
+asking every candidate; a merge that missed one decides nothing):
+dropped if no home made it, kept (and now listed) if one did.  A settle
+that needs a node that is down fails and is retried, never decided blind;
+meanwhile the name stays reserved (create says EEXIST, stat names the
+unreachable home).  So a create
 reported as failed either left no trace or completed and is visible.  The
 normal path sends no extra message.
 """
