@@ -307,7 +307,7 @@ def test_malformed_messages_are_answered_with_an_error(tcp_agent, envelope):
 
 @pytest.mark.parametrize(
     "request_",
-    [["Create", "../../etc/passwd"], ["Read", "/d/../../x", 0, 10], ["Stat", "d/file"], ["Unlink", "/d/f\x00"],
+    [["Create", "../../etc/passwd", 0], ["Read", "/d/../../x", 0, 10], ["Stat", "d/file"], ["Unlink", "/d/f\x00"],
      ["Read", "/d/file", 0, 1 << 30]],
 )
 def test_a_peer_cannot_send_traversals_or_huge_reads(tcp_agent, request_):

@@ -50,8 +50,8 @@ def test_every_request_type_round_trips_through_bytes():
 @pytest.mark.parametrize(
     "obj",
     [
-        ["Create", "../../etc/passwd"],
-        ["Create", "/a/../../etc/passwd"],
+        ["Create", "../../etc/passwd", 0],
+        ["Create", "/a/../../etc/passwd", 0],
         ["Read", "a/b", 0, 1],
         ["Stat", "/a//b"],
         ["Unlink", "/a\x00b"],
