@@ -52,11 +52,15 @@ from fedsim.protocol.names import ROOT, normalize
 from fedsim.protocol.node import Gen, api
 from fedsim.protocol.tables import DIR_ENTRY, DTEntry
 
-# Back-off for EAGAIN (a name held by a rename in flight): 100 us doubling to
-# 20 ms, about a third of a second in all, far above a rename's few round trips.
+# Back-off for EAGAIN (a name held by a rename in flight, a directory being
+# merged or removed, a create's hold): 100 us doubling to 50 ms, about 4.6 s
+# in all: far above a rename's few round trips, and above a dirmerge that
+# waits out a hung peer (the agent's 2 s rpc timeout) and a create's hold
+# whose create died silently (``directory.HOLD_S``), so a client is told
+# EAGAIN only when something stays busy much longer than any of those.
 BUSY_FIRST_S = 100e-6
-BUSY_MAX_S = 20e-3
-BUSY_TRIES = 24
+BUSY_MAX_S = 50e-3
+BUSY_TRIES = 100
 
 
 class Requester(Home):
