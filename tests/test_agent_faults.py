@@ -211,7 +211,7 @@ def test_a_hung_peer_costs_nothing_to_operations_that_do_not_need_it_and_errors_
         assert node.manager_of("/s") != hung
         fed.network.inject(FaultPlan.of(partitions=[Partition(frozenset({hung}), last=EVERYONE)]))
 
-        for p in _names(node, d + "/f", lambda m: m != hung, 6):
+        for p in _names(node, d + "/f", lambda m: m != hung, 20):
             for name, args in [("create", (p,)), ("stat", (p,)), ("truncate", (p, 3)), ("stat", (p,))]:
                 took, r = await op(name, *args)
                 assert not isinstance(r, OSError), (name, p, r)
