@@ -110,7 +110,9 @@ class Directory(Summaries):
         """Deliver ``request`` (an idempotent repair: ``Settle``) to ``node``
         in the background: at once, and while the peer is unreachable or
         busy, again with backoff (``Sleep``) until it answers.  A repair that
-        needs a peer that is down is retried, never forgotten."""
+        needs a peer that is down is retried, never forgotten (so in the
+        simulator a pending repair keeps ``env.run()`` going until the peer
+        is back; ``describe()`` counts them as ``repairs_pending``)."""
         self.repairs_pending += 1
         yield Spawn(self._repair_loop(node, request))
 
