@@ -622,7 +622,8 @@ class Agent:
             "collisions": [[p, w, list(h)] for p, (w, h) in sorted(node.collisions.items())],
             "bad_frames": self.bad_frames,
             "client_connections": len(self._clients),
-            "client_requests_in_flight": sum(c.inflight for c in self._clients.values()),
+            # the other clients' (this status request is in flight too)
+            "client_requests_in_flight": sum(c.inflight for k, c in self._clients.items() if k is not conn),
         }
 
     async def admin_pin(self, conn: Conn | None, path: str, home: int) -> None:
