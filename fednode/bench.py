@@ -176,7 +176,9 @@ class Bench:
         return median_us(self.at(self.R).call("bench", "local", op, calls)[0])
 
     def local(self) -> dict[str, float]:
-        """The same operations straight on the requester's directory."""
+        """The same operations on the requester's directory without the
+        federation (through its confined local layer, LocalFS: the paths travel
+        over the wire, so no request may name a host path)."""
         R = self.at(self.R)
         d = f"/.fednode-bench-local-{self.run_id}"
         n = self.repeat
@@ -247,7 +249,8 @@ def report(res: dict[str, Any]) -> tuple[str, list[list[Any]], dict[str, Any]]:
         big = res["rtt_big_us"]
         text += f"\nraw round trip (PING/PONG, same transport): {rtt:.1f} us empty, {big:.1f} us with 64 KiB"
     text += (
-        "\ncells are medians; 'local' is the os call on the requester's own directory; a cell whose traced call"
+        "\ncells are medians; 'local' is the operation on the requester's own directory through its confined"
+        "\nlocal layer (LocalFS, no federation); a cell whose traced call"
         "\nmade other than its column's hops says how many it made; '1 hop / raw RTT' divides by the round trips"
         "\ntimed alternately with that cell's calls (same load, same moment)"
     )

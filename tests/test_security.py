@@ -275,6 +275,20 @@ def test_a_client_credential_cannot_speak_the_peer_protocol(fed, tally, tmp_path
     serving(cluster)
 
 
+def test_fednode_client_file_writes_a_file_without_the_secret(fed, tally, tmp_path):
+    _, cluster, _ = fed
+    out = tmp_path / "client.yaml"
+    cmd = [sys.executable, "-m", "fednode.cli", "client-file", "--cluster", str(cluster.source), "--out", str(out)]
+    r = subprocess.run(cmd, capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert out.stat().st_mode & 0o077 == 0 and "secret" not in out.read_text()
+    with Client(out, node=1) as c:
+        assert c.read_file("/d/file") == b"inside"
+    tally["tries"] += 1
+    again = subprocess.run([*cmd[:5], str(out), "--out", str(tmp_path / "x.yaml")], capture_output=True, timeout=60)
+    assert again.returncode == 2 and b"already a client file" in again.stderr
+
+
 def test_descriptors_belong_to_the_connection_that_opened_them(fed, tally):
     """Any client could read, write and close another's descriptor."""
     _, cluster, _ = fed

@@ -300,7 +300,7 @@ class TcpTransport:
         self.client_ssl = tls_contexts(cluster, server=False)
         self.server: asyncio.base_events.Server | None = None
         self.agent: Agent
-        self.conns: set[TcpConn] = set()  # authenticated server-side connections
+        self.accepted: set[TcpConn] = set()  # authenticated server-side connections
         self.sources: Counter[str] = Counter()  # open server-side connections per source address
         self.handshaking: Counter[str] = Counter()  # of which still in the handshake
         self._quiet: dict[tuple[str, str], float] = {}  # (source, kind) -> logged until
@@ -335,13 +335,13 @@ class TcpTransport:
 
     def authenticated(self, conn: TcpConn) -> None:
         self._drop(self.handshaking, conn.source)
-        self.conns.add(conn)
+        self.accepted.add(conn)
 
     def forget(self, conn: TcpConn, was_open: bool) -> None:
         """A counted connection closed."""
         self._drop(self.sources, conn.source)
         if was_open:
-            self.conns.discard(conn)
+            self.accepted.discard(conn)
         else:
             self._drop(self.handshaking, conn.source)
 
@@ -373,7 +373,7 @@ class TcpTransport:
 
     def describe(self) -> dict[str, Any]:
         """What ``fednode status`` shows about the transport and its connections."""
-        buffered = [c.buffered() for c in self.conns]
+        buffered = [c.buffered() for c in self.accepted]
         return {
             "transport": self.name,
             "tls": self.server_ssl is not None,
@@ -381,8 +381,8 @@ class TcpTransport:
             "capped_connections": self.capped,
             "handshake_timeouts": self.handshake_timeouts,
             "idle_closed": self.idle_closed,
-            "connections": len(self.conns),
-            "held_connections": sum(1 for c in self.conns if c.held),
+            "connections": len(self.accepted),
+            "held_connections": sum(1 for c in self.accepted if c.held),
             "paused_for_writes": self.paused,
             "buffered_reply_bytes": sum(buffered),
             "peak_buffered_reply_bytes": self.peak_buffered,
@@ -429,6 +429,6 @@ class TcpTransport:
     async def stop(self) -> None:
         if self.server is not None:
             self.server.close()
-            for c in list(self.conns):
+            for c in list(self.accepted):
                 c.close()
             await self.server.wait_closed()
