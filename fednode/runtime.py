@@ -533,8 +533,7 @@ class Agent:
             state = self._clients[conn] = _ClientState()
         limit = self.cluster.spec.limits.max_inflight_requests
         if state.inflight >= limit:  # a transport that cannot hold its reading: refuse instead
-            err = over_limit("requests in flight on this connection:", state.inflight + 1, limit,
-                             "max_inflight_requests")  # fmt: skip
+            err = over_limit("requests in flight", state.inflight + 1, limit, "limits.max_inflight_requests")
             self._reply(conn, (wire.ERROR, rid, encode_error(OSError(errno.EAGAIN, err.strerror)), None))
             return
         state.inflight += 1
@@ -636,7 +635,7 @@ class Agent:
         homes = self.node.placement.homes
         limit = self.cluster.spec.limits.max_pins
         if path not in homes and len(homes) >= limit:
-            raise over_limit("forced placements", len(homes) + 1, limit, "max_pins")
+            raise over_limit("forced placements", len(homes) + 1, limit, "limits.max_pins")
         homes[path] = home
 
     async def admin_refresh(self, conn: Conn | None) -> None:
@@ -673,10 +672,12 @@ class Agent:
         limits = self.cluster.spec.limits
         self._member("ping", dst)
         if not 0 <= count <= limits.max_ping_count:
-            raise over_limit("ping count", count, limits.max_ping_count, "max_ping_count")
+            raise over_limit("ping count", count, limits.max_ping_count, "limits.max_ping_count")
         most = min(limits.max_ping_bytes, self.max_io)
         if not 0 <= size <= most:
-            key = "max_ping_bytes" if most == limits.max_ping_bytes else "max_ping_bytes and max_message_bytes"
+            key = "limits.max_ping_bytes"
+            if most < limits.max_ping_bytes:
+                key += " and max_message_bytes"
             raise over_limit("ping size", size, most, key)
         payload = bytes(size)
         out = []
@@ -704,7 +705,7 @@ class Agent:
             self._local_bench().close_all()
             return [[], []]
         if len(calls) > limits.max_bench_calls:
-            raise over_limit("bench calls", len(calls), limits.max_bench_calls, "max_bench_calls")
+            raise over_limit("bench calls", len(calls), limits.max_bench_calls, "limits.max_bench_calls")
         if ping != -1:
             self._member("bench ping", ping)
         perf = time.perf_counter_ns
@@ -714,7 +715,7 @@ class Agent:
                 raise OSError(errno.EINVAL, f"bench fedfs: op must be one of {', '.join(BENCH_FEDFS_OPS)}, not {op!r}")
             for args in calls:
                 check_args(f"bench fedfs {op}", API_OPS[op], args)
-                if op == "read" and args[2] > self.max_io:
+                if op == "read" and not 0 <= args[2] <= self.max_io:
                     raise over_limit("read size", args[2], self.max_io, "max_message_bytes")
                 if conn is not None and op in _FD_OPS:
                     self._own_fd(conn, args[0])

@@ -94,10 +94,9 @@ def check_args(op: str, want: tuple[type, ...], args: tuple[Any, ...] | list[Any
 
 
 def over_limit(what: str, value: int, limit: int, key: str) -> OSError:
-    """The EINVAL for a size or count beyond a configured bound: names the bound and the key that raises it."""
-    return OSError(
-        errno.EINVAL, f"{what} {value} is beyond the limit {limit} (limits.{key} in the cluster file raises it)"
-    )
+    """The EINVAL for a size or count outside 0..``limit``: names the bound and
+    the cluster-file ``key`` that raises it (a dotted key, e.g. "limits.max_pins")."""
+    return OSError(errno.EINVAL, f"{what} {value} is outside 0..{limit} ({key} in the cluster file raises the limit)")
 
 
 _UINT = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}

@@ -207,7 +207,7 @@ def test_admin_requests_cannot_name_code_or_pass_untyped_arguments(fed, tally, o
         ("ping", (1, -1, 0), "limits.max_ping_count"),
         ("bench", ("fedfs", "stat", [["/d/file"]] * 51), "limits.max_bench_calls"),
         ("bench", ("local", "stat", [["/d/file"]] * 51), "limits.max_bench_calls"),
-        ("bench", ("local", "read", [["/d/file", 0, 1 << 30]]), "limits.max_message_bytes"),
+        ("bench", ("local", "read", [["/d/file", 0, 1 << 30]]), "max_message_bytes in the cluster file"),
     ],
 )
 def test_sizes_and_counts_from_the_wire_are_bounded_by_the_config(fed, tally, op, args, key):
