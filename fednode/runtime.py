@@ -79,13 +79,15 @@ _FD_OPS = ("read", "write", "close")  # API operations whose first argument is a
 
 class _ClientState:
     """What one client connection holds at this agent: its descriptors (no
-    other connection may use them) and its requests in flight."""
+    other connection may use them), its requests in flight and the reply
+    bytes they may bring (``reserved``: a read's size, clamped as the read is)."""
 
-    __slots__ = ("fds", "inflight")
+    __slots__ = ("fds", "inflight", "reserved")
 
     def __init__(self) -> None:
         self.fds: set[int] = set()
         self.inflight = 0
+        self.reserved = 0
 
 
 class Agent:
@@ -520,9 +522,12 @@ class Agent:
 
     # ------------------------------------------------------------------ clients
     def _on_client(self, conn: Conn, env: tuple[Any, ...]) -> None:
-        """A client's call: served on a task of its own, at most
-        ``limits.max_inflight_requests`` at once per connection (at the limit
-        the transport stops reading from it until one finishes)."""
+        """A client's call: served on a task of its own.  Per connection, at
+        most ``limits.max_inflight_requests`` run at once, and reads in flight
+        may bring at most about ``limits.max_buffered_bytes`` of replies: at
+        either limit the transport stops reading from the connection until a
+        request finishes (a count alone would let 32 pipelined reads of 16 MiB
+        hold 512 MiB)."""
         _, rid, op, args, trace = env
         if type(rid) is not int or not isinstance(op, str) or not isinstance(args, tuple):
             raise ProtocolError("a client call is [6, rid, op, args, trace]")
@@ -531,18 +536,21 @@ class Agent:
         state = self._clients.get(conn)
         if state is None:
             state = self._clients[conn] = _ClientState()
-        limit = self.cluster.spec.limits.max_inflight_requests
-        if state.inflight >= limit:  # a transport that cannot hold its reading: refuse instead
-            err = over_limit("requests in flight", state.inflight + 1, limit, "limits.max_inflight_requests")
+        limits = self.cluster.spec.limits
+        if state.inflight >= limits.max_inflight_requests:  # a transport that cannot hold its reading: refuse
+            err = over_limit("requests in flight", state.inflight + 1, limits.max_inflight_requests,
+                             "limits.max_inflight_requests")  # fmt: skip
             self._reply(conn, (wire.ERROR, rid, encode_error(OSError(errno.EAGAIN, err.strerror)), None))
             return
+        size = min(max(args[2], 0), self.max_io) if op == "read" and len(args) == 3 and type(args[2]) is int else 0
         state.inflight += 1
-        if state.inflight >= limit:
+        state.reserved += size
+        if state.inflight >= limits.max_inflight_requests or state.reserved >= limits.max_buffered_bytes:
             _hold(conn, "requests", True)
-        self._spawn(self._serve_client(conn, state, rid, op, args, bool(trace)))
+        self._spawn(self._serve_client(conn, state, rid, op, args, bool(trace), size))
 
     async def _serve_client(
-        self, conn: Conn, state: _ClientState, rid: int, op: str, args: tuple[Any, ...], traced: bool
+        self, conn: Conn, state: _ClientState, rid: int, op: str, args: tuple[Any, ...], traced: bool, size: int
     ) -> None:
         trace: Log = [] if traced else None
         try:
@@ -552,7 +560,10 @@ class Agent:
             out = (wire.ERROR, rid, encode_error(exc), trace)
         finally:
             state.inflight -= 1
-            _hold(conn, "requests", False)
+            state.reserved -= size
+            limits = self.cluster.spec.limits
+            if state.inflight < limits.max_inflight_requests and state.reserved < limits.max_buffered_bytes:
+                _hold(conn, "requests", False)
         self._reply(conn, out)
 
     async def api(self, op: str, args: tuple[Any, ...], trace: Log = None, conn: Conn | None = None) -> Any:

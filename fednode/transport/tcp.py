@@ -22,7 +22,8 @@ log line or a traceback each.
 
 Back-pressure, for client connections (``limits:``): the agent holds a
 connection's reading while it has ``max_inflight_requests`` requests in
-flight (``hold``/``release``), and while more than ``max_buffered_bytes`` of
+flight or reads in flight that may bring ``max_buffered_bytes`` of replies
+(``hold``/``release``), and while more than ``max_buffered_bytes`` of
 replies wait for a reader that does not drain (asyncio's write-buffer
 high-water mark: ``pause_writing``).  Frames already received wait in the
 connection's buffer and are parsed when it resumes.  Peer connections are
