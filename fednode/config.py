@@ -127,7 +127,7 @@ class LimitsSpec(Strict):
     max_buffered_bytes: int = Field(4 << 20, ge=64 << 10)  # unread reply bytes per connection before reading pauses
     idle_timeout_s: NonNegativeFloat = 600.0  # close a silent client connection with nothing in flight (0: never)
     max_connections_per_source: PositiveInt = 256  # open connections from one IP address, authenticated or not
-    max_handshakes_per_source: PositiveInt = 32  # connections from one IP address still in the handshake
+    max_handshakes_per_source: PositiveInt = 64  # connections from one IP address still in the handshake
     max_ping_count: PositiveInt = 100_000  # round trips per ping request
     max_ping_bytes: int = Field(1 << 20, ge=0)  # payload per round trip (also at most max_message_bytes - 4096)
     max_bench_calls: PositiveInt = 100_000  # timed calls per bench request

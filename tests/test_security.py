@@ -433,41 +433,45 @@ def test_idle_and_silent_connections_are_closed(strict, tally):
         s.close()
 
 
-def test_many_unauthenticated_connections_do_not_starve_other_sources(strict, tally, caplog):
+def test_many_unauthenticated_connections_do_not_starve_legitimate_ones(strict, tally, caplog):
     """2,000 held unauthenticated connections refused 29 % of legitimate
-    connects.  One source gets max_handshakes_per_source handshakes at once
-    (and max_connections_per_source connections); the rest are refused at once
-    with the reason, logged once; clients from elsewhere connect as usual."""
+    connects.  One address keeps at most max_handshakes_per_source connections
+    in the handshake: each new one evicts the oldest (refused with the reason,
+    logged once), so a client that answers the challenge gets in, from the
+    flooding address as from any other.  Authenticated connections are capped
+    per address by max_connections_per_source."""
     g, cluster = strict
     caplog.set_level(logging.DEBUG)
-    held, refused = [], 0
+    flood = []
     for _ in range(60):
         s = dial(cluster, source="127.0.0.1")
         tally["tries"] += 1
-        first = frame_of(s)
-        if len(first) == wire.NONCE_BYTES:
-            held.append(s)  # in the handshake: holds a slot
-        else:
-            reply = _unpack_small(first)
-            assert reply[0] is False and "limits.max_handshakes_per_source" in reply[1]
-            refused += 1
-            s.close()
-    assert len(held) == 8 and refused == 52
-    for _ in range(3):  # another source is not affected
-        with client_conn(cluster, source="127.0.0.2") as s:
+        assert len(frame_of(s)) == wire.NONCE_BYTES  # every connect is answered with a challenge
+        flood.append(s)
+    for s in flood[:-8]:  # the oldest 52 made room: refused, with the limit named
+        reply = _unpack_small(frame_of(s))
+        assert reply[0] is False and "limits.max_handshakes_per_source" in reply[1]
+        s.close()
+    for source in ("127.0.0.1", "127.0.0.2") * 3:  # the newest 8 are still held: clients still get in
+        with client_conn(cluster, source=source) as s:
             assert call(s, 1, "stat", "/d/file")[:3] == (wire.REPLY, 1, (False, 6))
-    for _ in range(20):  # failed handshakes from one source: refused, logged once
+    held = [client_conn(cluster, source="127.0.0.4") for _ in range(12)]
+    tally["tries"] += 1
+    with dial(cluster, source="127.0.0.4") as s:  # a 13th authenticated connection from one address
+        reply = _unpack_small(frame_of(s))
+        assert reply[0] is False and "limits.max_connections_per_source" in reply[1]
+    for _ in range(20):  # failed handshakes from one address: refused, logged once
         with dial(cluster, source="127.0.0.3") as s:
             tally["tries"] += 1
             assert handshake(s, b"not-the-key-not-the-key-not-the")[0] is False
-    assert g.agents[0].transport.describe()["capped_connections"] == refused
-    for s in held:
+    st_ = g.agents[0].transport.describe()
+    assert st_["evicted_handshakes"] >= 52 and st_["capped_connections"] == 1
+    for s in flood[-8:] + held:
         s.close()
-    with client_conn(cluster, source="127.0.0.3") as s:  # ... and a legitimate client from there still gets in
-        assert call(s, 1, "stat", "/d/file")[0] == wire.REPLY
     gc.collect()
     text = caplog.text
-    assert text.count("refusing connections from 127.0.0.1") == 1
+    assert text.count("evicted: 127.0.0.1") == 1, text
+    assert text.count("refusing connections: 127.0.0.4") == 1, text
     assert text.count("from ('127.0.0.3'") == 1, text
     assert "never retrieved" not in text and "Traceback" not in text
 

@@ -10,8 +10,10 @@ peer fails the handshake, names a node that is not a member, sends a frame
 larger than ``max_message_bytes`` (the stream cannot be trusted after that),
 says nothing for ``connect_timeout_ms`` (the handshake timeout), or comes from
 an address that already holds ``limits.max_connections_per_source``
-connections (or ``limits.max_handshakes_per_source`` unauthenticated ones: one
-host cannot starve the others' connects).  A garbled frame of the right
+authenticated connections.  At ``limits.max_handshakes_per_source``
+unauthenticated connections from one address, the oldest is closed to make
+room: sockets held open without a handshake cost a slot each, never a
+legitimate client's connect (from that address or any other).  A garbled frame of the right
 length is the agent's business: the stream is still in step, so the agent
 answers with an error and goes on.
 
@@ -94,7 +96,7 @@ class TcpConn(asyncio.Protocol):
         # exception was never retrieved" for every refused connection).
         self.ready: asyncio.Future[None] | None = asyncio.get_running_loop().create_future() if not server else None
         self.source = ""  # the other side's IP address (server side: the per-source caps)
-        self._counted = False  # in tcp.sources / tcp.handshaking
+        self.counted = False  # in tcp.sources / tcp.handshaking
         self._challenge = b""
         self._mine = b""
         self._timer: asyncio.TimerHandle | None = None
@@ -110,10 +112,8 @@ class TcpConn(asyncio.Protocol):
             self.source = str(peer[0]) if isinstance(peer, tuple) else str(peer)
             why = self.tcp.admit(self)
             if why is not None:
-                transport.write(wire.refusal(why))  # type: ignore[attr-defined]
-                self._fail(ConnectionError(why))
+                self.refuse(why)
                 return
-            self._counted = True
             transport.set_write_buffer_limits(high=self.tcp.max_buffered)  # type: ignore[attr-defined]
         self._timer = loop.call_later(self.tcp.connect_timeout, self._handshake_timeout)
         if self.server:
@@ -149,9 +149,7 @@ class TcpConn(asyncio.Protocol):
         self.open = False
         if self._timer:
             self._timer.cancel()
-        if self._counted:
-            self._counted = False
-            self.tcp.forget(self, was_open)
+        self.tcp.uncount(self)
         reason = str(exc) if exc else "closed by the other side"
         if self.ready is not None and not self.ready.done():
             self.ready.set_exception(PeerUnavailable(self.peer, reason))
@@ -248,6 +246,12 @@ class TcpConn(asyncio.Protocol):
             return
         self._timer = loop.call_later(max(left, self.tcp.idle_timeout / 4), self._idle_check)
 
+    def refuse(self, reason: str) -> None:
+        """Send the refusal and close (the transport's eviction; it logs once for all)."""
+        if self.transport is not None and not self.closed and not self.open:
+            self.transport.write(wire.refusal(reason))
+        self._fail(ConnectionError(reason))
+
     def _refuse(self, reason: str, kind: str) -> None:
         if self.transport is not None and not self.closed:
             if self.server and not self.open:
@@ -303,10 +307,12 @@ class TcpTransport:
         self.agent: Agent
         self.accepted: set[TcpConn] = set()  # authenticated server-side connections
         self.sources: Counter[str] = Counter()  # open server-side connections per source address
-        self.handshaking: Counter[str] = Counter()  # of which still in the handshake
+        # of which still in the handshake, oldest first (a dict as an ordered set)
+        self.handshaking: dict[str, dict[TcpConn, None]] = {}
         self._quiet: dict[tuple[str, str], float] = {}  # (source, kind) -> logged until
         self.refused = 0  # failed handshakes
-        self.capped = 0  # connects refused by the per-source caps
+        self.capped = 0  # connects refused by the per-source cap
+        self.evicted = 0  # unauthenticated connections closed to make room for new ones from the same address
         self.handshake_timeouts = 0
         self.idle_closed = 0
         self.paused = 0  # times a client's reading was held because it did not drain
@@ -314,43 +320,57 @@ class TcpTransport:
 
     # -- what the connections report -----------------------------------------------
     def admit(self, conn: TcpConn) -> str | None:
-        """Count a new server-side connection, or the reason to refuse it (a cap)."""
+        """Count a new server-side connection, or the reason to refuse it.
+
+        At ``max_handshakes_per_source`` the oldest connection from that
+        address still in the handshake makes room (it is refused and closed):
+        idle unauthenticated sockets cannot lock out a client that answers the
+        challenge at once, even from the same address.  At
+        ``max_connections_per_source`` the same eviction is tried; when every
+        connection from there is authenticated, the new one is refused."""
         src = conn.source
-        if self.sources[src] >= self.max_per_source:
-            why = (
-                f"{src} already holds {self.sources[src]} connections "
-                "(limits.max_connections_per_source in the cluster file raises it)"
-            )
-        elif self.handshaking[src] >= self.max_handshakes:
-            why = (
-                f"{src} already has {self.handshaking[src]} connections in the handshake "
-                "(limits.max_handshakes_per_source in the cluster file raises it)"
-            )
-        else:
-            self.sources[src] += 1
-            self.handshaking[src] += 1
-            return None
-        self.capped += 1
-        self.note(src, "capped", "refusing connections from %s: %s; further refusals are counted in status", src, why)
-        return why
+        waiting = self.handshaking.get(src)
+        full = self.sources[src] >= self.max_per_source
+        if full or (waiting is not None and len(waiting) >= self.max_handshakes):
+            if waiting:
+                oldest = next(iter(waiting))
+                self.evicted += 1
+                key = "max_connections_per_source" if full else "max_handshakes_per_source"
+                why = f"evicted: {src} has too many connections in the handshake (limits.{key} raises the limit)"
+                self.note(src, "evicted", "%s; the oldest make room for new ones, further evictions are counted",
+                          why)  # fmt: skip
+                self.uncount(oldest)
+                oldest.refuse(why)
+            else:
+                self.capped += 1
+                why = (f"{src} already holds {self.sources[src]} connections "
+                       "(limits.max_connections_per_source in the cluster file raises the limit)")  # fmt: skip
+                self.note(src, "capped", "refusing connections: %s; further refusals are counted", why)
+                return why
+        self.sources[src] += 1
+        self.handshaking.setdefault(src, {})[conn] = None
+        conn.counted = True
+        return None
 
     def authenticated(self, conn: TcpConn) -> None:
-        self._drop(self.handshaking, conn.source)
+        waiting = self.handshaking.get(conn.source)
+        if waiting is not None and waiting.pop(conn, 0) is None and not waiting:
+            del self.handshaking[conn.source]
         self.accepted.add(conn)
 
-    def forget(self, conn: TcpConn, was_open: bool) -> None:
-        """A counted connection closed."""
-        self._drop(self.sources, conn.source)
-        if was_open:
-            self.accepted.discard(conn)
-        else:
-            self._drop(self.handshaking, conn.source)
-
-    @staticmethod
-    def _drop(counter: Counter[str], key: str) -> None:
-        counter[key] -= 1
-        if counter[key] <= 0:
-            del counter[key]
+    def uncount(self, conn: TcpConn) -> None:
+        """Take a counted server-side connection out of the per-source counts (closing, or evicted)."""
+        if not conn.counted:
+            return
+        conn.counted = False
+        src = conn.source
+        self.sources[src] -= 1
+        if self.sources[src] <= 0:
+            del self.sources[src]
+        waiting = self.handshaking.get(src)
+        if waiting is not None and waiting.pop(conn, 0) is None and not waiting:
+            del self.handshaking[src]
+        self.accepted.discard(conn)
 
     def note(self, source: str, kind: str, msg: str, *args: Any) -> None:
         """Log an event an outsider can cause at will once per (source, kind) per QUIET_S."""
@@ -380,6 +400,7 @@ class TcpTransport:
             "tls": self.server_ssl is not None,
             "refused_connections": self.refused,
             "capped_connections": self.capped,
+            "evicted_handshakes": self.evicted,
             "handshake_timeouts": self.handshake_timeouts,
             "idle_closed": self.idle_closed,
             "connections": len(self.accepted),
