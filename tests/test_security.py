@@ -14,6 +14,7 @@ tries, crashes, hangs, wrong results and data lost (the issue's table).
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import gc
 import logging
@@ -101,9 +102,10 @@ def call(s: socket.socket, rid: int, op: str, *args: Any) -> tuple[Any, ...]:
     return wire.decode(frame_of(s), 64 * MIB)
 
 
-def error_of(reply: tuple[Any, ...]) -> OSError:
-    assert reply[0] == wire.ERROR, reply
-    return decode_error(reply[2])
+def _rss() -> int:
+    """This process's resident set (bytes): the in-process agents' memory."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
 
 
 def until(check: Callable[[], bool], tries: int = 3000) -> None:
@@ -353,6 +355,7 @@ def test_pipelined_reads_never_read_are_bounded_by_the_agent(fed, tally):
     with Client(cluster, node=0) as c:
         c.write_file("/big", bytes(range(256)) * (MIB // 256), overwrite=True)
     n = 300
+    rss_before = _rss()
     s = client_conn(cluster, rcvbuf=32 << 10)
     fd = call(s, 1, "open", "/big")[2]
     s.sendall(b"".join(wire.encode((wire.CLIENT, 10 + i, "read", (fd, 0, MIB), False)) for i in range(n)))
@@ -369,6 +372,7 @@ def test_pipelined_reads_never_read_are_bounded_by_the_agent(fed, tally):
     bound = 2 * LIMITS.max_buffered_bytes + cluster.spec.max_message_bytes
     assert 0 < st_["peak_buffered_reply_bytes"] <= bound, st_
     assert st_["buffered_reply_bytes"] <= bound
+    assert _rss() - rss_before < 128 * MIB  # the agents run in this process; main's grew by about 300 MiB
     want = bytes(range(256)) * (MIB // 256)
     for i in range(n):  # now read: everything arrives, in order, intact
         reply = wire.decode(frame_of(s), 2 * MIB)
@@ -476,18 +480,23 @@ def test_many_unauthenticated_connections_do_not_starve_legitimate_ones(strict, 
     assert "never retrieved" not in text and "Traceback" not in text
 
 
-def test_refused_connections_log_no_never_retrieved_traceback(strict, tally, caplog):
-    """Each refused connection logged 'Future exception was never retrieved'."""
+def test_refused_connections_leave_no_unretrieved_exception(strict, tally, caplog):
+    """Each refused connection logged 'Future exception was never retrieved'
+    (with a traceback): a server-side future held the refusal and nobody
+    awaited it.  The message comes when the future is collected, which a log
+    record holding the exception can delay past the test; so the test looks
+    for such futures themselves."""
     _, cluster = strict
     for i in range(10):
         with dial(cluster, source=f"127.0.1.{i + 1}") as s:  # distinct sources: each refusal is logged once
             tally["tries"] += 1
             assert handshake(s, b"wrong-key-wrong-key-wrong-key-00")[0] is False
             with pytest.raises(ConnectionError):
-                frame_of(s)
+                frame_of(s)  # closed: the agent has run its connection_lost
     gc.collect()
-    with Client(cluster, node=0) as c:
-        c.status()  # a turn of the agent's loop after the collection
+    unretrieved = [f for f in gc.get_objects() if isinstance(f, asyncio.Future) and f.done() and not f.cancelled()
+                   and getattr(f, "_log_traceback", False) and "wrong" in str(f.exception())]  # fmt: skip
+    assert unretrieved == []
     assert "never retrieved" not in caplog.text
 
 
