@@ -19,14 +19,19 @@ an agent or peer that does not answer is ``PeerUnavailable`` (a
 ``ConnectionError``, errno ``EHOSTDOWN``).
 
 Blocking sockets rather than asyncio: a program using the API should not have
-to run an event loop, and one request at a time per client needs none.  A
+to run an event loop, and one request at a time per client needs none.  An
+agent closes a client connection idle for ``limits.idle_timeout_s``; the next
+call then connects again (descriptors opened on the old connection are gone:
+EBADF).  A
 ``Client`` may be shared by threads (calls are serialised by a lock).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import itertools
+import select
 import socket
 import ssl
 import threading
@@ -145,8 +150,32 @@ class Client:
         except _Failed as f:
             return f.error, f.log
 
+    def _closed_by_agent(self) -> bool:
+        """Whether the agent has closed this connection since the last reply
+        (an idle client connection is closed after ``limits.idle_timeout_s``).
+        Checked before a request is sent, so a request is never sent twice."""
+        sock = self.sock
+        if not select.select([sock], [], [], 0)[0]:
+            return False  # nothing to read: open (a reply never arrives unasked)
+        try:
+            sock.settimeout(0)
+            # readable while no request is out: EOF, or a close_notify under TLS (where MSG_PEEK is not allowed)
+            data = sock.recv(1) if isinstance(sock, ssl.SSLSocket) else sock.recv(1, socket.MSG_PEEK)
+        except (BlockingIOError, ssl.SSLWantReadError):
+            return False
+        except OSError:
+            return True
+        finally:
+            with contextlib.suppress(OSError):
+                sock.settimeout(self.timeout)
+        return not data or isinstance(sock, ssl.SSLSocket)  # TLS: a byte consumed, the stream is out of step
+
     def _call(self, op: str, args: tuple[Any, ...], trace: bool) -> tuple[Any, list[tuple[int, int, str]]]:
         with self._lock:
+            if self._closed_by_agent():
+                # idle too long: a new connection (files opened on the old one were closed with it)
+                self.sock.close()
+                self.sock = self._connect(self.node)
             rid = next(self._rid)
             data = pack((wire.CLIENT, rid, op, args, trace))
             try:

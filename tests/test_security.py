@@ -18,6 +18,7 @@ import asyncio
 import errno
 import gc
 import logging
+import select
 import shutil
 import socket
 import subprocess
@@ -435,6 +436,20 @@ def test_idle_and_silent_connections_are_closed(strict, tally):
     assert wire.decode(frame_of(busy), MIB)[1] in (1, 2)  # still open: it was waiting, not idle
     for s in (idle, busy, silent):
         s.close()
+
+
+def test_a_client_whose_idle_connection_was_closed_connects_again(strict, tally):
+    g, cluster = strict
+    with Client(cluster, node=0) as c:
+        fd = c.open("/d/file")
+        closed = g.agents[0].transport.describe()["idle_closed"]
+        assert select.select([c.sock], [], [], 30)[0]  # readable with nothing asked: the agent closed it
+        assert g.agents[0].transport.describe()["idle_closed"] > closed
+        tally["tries"] += 1
+        assert c.read_file("/d/file") == b"inside"  # a new connection, transparently
+        with pytest.raises(OSError) as err:
+            c.read(fd, 6)  # the old connection's descriptor went with it
+        assert err.value.errno == errno.EBADF
 
 
 def test_many_unauthenticated_connections_do_not_starve_legitimate_ones(strict, tally, caplog):
