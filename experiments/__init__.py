@@ -1,49 +1,18 @@
-"""Studies: each maps a validated config to tidy result rows and a report.
+"""fedfs's own studies: each module maps a validated config to tidy result rows and a report.
 
-A study module exposes ``Params`` (a pydantic model for the config's
-``params:`` block, extra keys forbidden) and ``run(cfg, params) -> StudyResult``.
+A study module defines ``Params`` (a pydantic model for the config's ``params:``
+block, extra keys forbidden) and ``run(cfg, params) -> StudyResult``, and ends
+with ``register_study(name, Params, run)``.  ``fedsim`` finds it through the
+``fedsim.studies`` entry point that pyproject.toml declares for it, so this
+package is not a list of studies and ``fedsim`` never imports it (the registry
+and ``run_study`` live in :mod:`fedsim.studies`).
+
+The names below are kept for the notebooks and scripts that import them from
+here; new code can import them from :mod:`fedsim.studies`.
 """
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
-from typing import TYPE_CHECKING
+from fedsim.studies import Study, get_study, register_study, run_study, study_names
 
-if TYPE_CHECKING:
-    from fedsim.config import Config
-    from fedsim.results import StudyResult
-
-STUDIES: dict[str, str] = {
-    "simulate": "experiments.simulate",
-    "table2": "experiments.table2",
-    "bloom_summary": "experiments.bloom_summary",
-    "lookup_paths": "experiments.lookup_paths",
-    "scale": "experiments.scale",
-    "table3": "experiments.table3",
-}
-
-
-def get_study(name: str) -> ModuleType:
-    try:
-        return importlib.import_module(STUDIES[name])
-    except KeyError:
-        raise KeyError(f"unknown study {name!r}; allowed: {', '.join(STUDIES)}") from None
-
-
-def run_study(cfg: Config, source: str = "<config>") -> StudyResult:
-    """Run the study ``cfg`` names: validate its ``params`` block against the
-    study's own model, then run it.  The one path from a validated config to
-    result rows, shared by ``fedsim run`` and every sweep point (so a sweep
-    point and a ``fedsim run`` of the same config give the same rows).
-
-    Raises ``ConfigError`` (worded with ``source``) for an unknown study or
-    bad params."""
-    from fedsim.config import ConfigError, validate_params
-
-    try:
-        study = get_study(cfg.study)
-    except KeyError as exc:
-        raise ConfigError(f"{source}: study: {exc.args[0]}") from None
-    params = validate_params(cfg, study.Params, source)
-    return study.run(cfg, params)
+__all__ = ["Study", "get_study", "register_study", "run_study", "study_names"]

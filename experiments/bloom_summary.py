@@ -45,6 +45,7 @@ from pydantic import (
 from fedsim.config import Config
 from fedsim.protocol.summary import BloomSummary, expected_collisions, expected_fp_rate
 from fedsim.results import StudyResult
+from fedsim.studies import register_study
 
 LayoutName = Literal["shared", "per_hash", "partitioned"]
 Row = tuple[str, str, float]
@@ -465,3 +466,6 @@ def run(cfg: Config, params: Params) -> StudyResult:
     for case, metric, value in rows:
         res.add(case, metric, value)
     return res
+
+
+register_study("bloom_summary", Params, run)

@@ -10,7 +10,7 @@ import numpy as np
 
 from fedsim.config import Config
 from fedsim.network import LogGP, preset
-from fedsim.protocol.node import ProtocolConfig
+from fedsim.protocol.config import ProtocolConfig
 from fedsim.runtime import CpuCosts, SimCluster
 from fedsim.storage import EXT2_PAPER, StorageParams
 from fedsim.workloads.sfs97 import Recorder, Sfs97, make_fileset, place

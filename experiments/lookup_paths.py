@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from experiments.common import run_workload
 from fedsim.config import Config
 from fedsim.results import StudyResult, table
+from fedsim.studies import register_study
 
 
 class Params(BaseModel):
@@ -64,3 +65,6 @@ def run(cfg: Config, params: Params) -> StudyResult:
         ]
     )
     return res
+
+
+register_study("lookup_paths", Params, run)

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict
 from experiments.common import run_workload
 from fedsim.config import Config
 from fedsim.results import StudyResult, table
+from fedsim.studies import register_study
 
 
 class Params(BaseModel):
@@ -42,3 +43,6 @@ def run(cfg: Config, params: Params) -> StudyResult:
         ]
     )
     return res
+
+
+register_study("simulate", Params, run)

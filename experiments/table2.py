@@ -93,11 +93,12 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 from experiments.common import build_cluster, network_of
 from fedsim.config import Config, ConfigError
 from fedsim.protocol.effects import Local
+from fedsim.protocol.hashing import ModN, Ring, make_hashing, names_managed_by
 from fedsim.protocol.names import split
-from fedsim.protocol.placement import ModN, Ring, make_hashing, names_managed_by
-from fedsim.protocol.policies.placement import Pinned, WithManager
+from fedsim.protocol.policies.homes import Pinned, WithManager
 from fedsim.results import StudyResult, table
 from fedsim.runtime import OpTrace, SimCluster
+from fedsim.studies import register_study
 
 Op = Literal["creat", "mkdir", "read", "write", "unlink"]
 OPS: tuple[Op, ...] = ("creat", "mkdir", "read", "write", "unlink")
@@ -627,3 +628,6 @@ def run(cfg: Config, params: Params) -> StudyResult:
             res.add(cell.case, "sim_us_acked_updates", by[False].latency_us)
     res.report = _report(cfg, params, meas, other)
     return res
+
+
+register_study("table2", Params, run)

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict
 from experiments.common import run_workload
 from fedsim.config import Config, ConfigError
 from fedsim.results import StudyResult, table
+from fedsim.studies import register_study
 
 #: FedFS Table 3 (milliseconds): operation -> (NFS, DNFS).  "average" is the
 #: mix-weighted mean (0.46 x 0.50 + 0.34 x 1.62 + ... = 1.03).
@@ -84,3 +85,6 @@ def run(cfg: Config, params: Params) -> StudyResult:
         ]
     )
     return res
+
+
+register_study("table3", Params, run)

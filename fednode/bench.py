@@ -35,7 +35,7 @@ import yaml
 from fednode.client import Client
 from fednode.cluster import ProcessCluster, write_local
 from fednode.config import Cluster, load_cluster
-from fedsim.protocol.placement import names_managed_by
+from fedsim.protocol.hashing import names_managed_by
 from fedsim.results import table
 
 IO = 4096

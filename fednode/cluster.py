@@ -103,12 +103,12 @@ class AgentGroup:
             await a.start()
 
     def wait_ready(self, timeout: float = 20.0) -> None:
-        """Until every agent holds every member's summary (the start-up exchange)."""
+        """Until every agent's node is ready (FedFS: holds every member's summary)."""
         deadline = time.monotonic() + timeout
-        while not all(a.summaries_complete for a in self.agents.values()):
+        while not all(a.ready for a in self.agents.values()):
             if time.monotonic() > deadline:
-                missing = {i: sorted(set(a.node.members) - set(a.node.summaries)) for i, a in self.agents.items()}
-                raise TimeoutError(f"summaries still missing after {timeout} s: {missing}")
+                waiting = sorted(i for i, a in self.agents.items() if not a.ready)
+                raise TimeoutError(f"agents {waiting} not ready after {timeout} s (start-up exchange incomplete)")
             time.sleep(0.01)
 
     def op(self, node: int, name: str, *args: Any) -> Any:
@@ -187,9 +187,9 @@ class ProcessCluster:
                 try:
                     with Client(self.cluster, node=n, timeout=5) as c:
                         st = c.status()
-                    if list(st["summaries"]) == members or len(self.procs) < len(members):
+                    if st["ready"] or len(self.procs) < len(members):
                         break
-                    last = f"node {n} has summaries of {st['summaries']}"
+                    last = f"node {n} is not ready (start-up exchange incomplete)"
                 except ConnectionError as exc:
                     last = str(exc)
                 if time.monotonic() > deadline:

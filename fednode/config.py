@@ -40,8 +40,9 @@ from pydantic import (
 )
 
 from fedsim.config import ConfigError, Strict, read_yaml, word_errors
-from fedsim.protocol.node import ProtocolConfig
-from fedsim.protocol.placement import ModN, Ring, make_hashing
+from fedsim.protocol.config import FederationSpec, ProtocolConfig
+from fedsim.protocol.designs import design_class
+from fedsim.protocol.hashing import ModN, Ring, make_hashing
 
 DEFAULT_PORT = 7400
 #: Bytes of a message that are not read/write payload (the envelope, the
@@ -85,8 +86,8 @@ class ProtocolSpec(Strict):
     vd_max_age_s: NonNegativeFloat = 30.0
     vd_miss_age_s: NonNegativeFloat = 1.0
 
-    def build(self) -> ProtocolConfig:
-        return ProtocolConfig(**self.model_dump())
+    def build(self, **more: float) -> ProtocolConfig:
+        return ProtocolConfig(**self.model_dump(), **more)
 
 
 class RdmaSpec(Strict):
@@ -161,6 +162,7 @@ class ClusterSpec(Strict):
     client_key: str | None = None  # a client file: the client role's key (hex), instead of the secret
     placement: Literal["with_manager", "round_robin", "random", "with_requester"] = "with_manager"
     hashing: Literal["mod_n", "ring"] = "mod_n"
+    architecture: str = "fedfs"  # the design every agent runs (fedsim.protocol.designs)
     vnodes: PositiveInt = 64
     seed: int = 0
     transport: Literal["tcp", "verbs", "auto"] = "tcp"
@@ -199,6 +201,12 @@ class ClusterSpec(Strict):
             raise ValueError(f"two nodes listen on the same host:port: {sorted(dup_a)}")
         return sorted(v, key=lambda n: n.id)
 
+    @field_validator("architecture")
+    @classmethod
+    def _known_design(cls, v: str) -> str:
+        design_class(v)  # ValueError naming the registered designs
+        return v
+
     @model_validator(mode="after")
     def _one_secret(self) -> ClusterSpec:
         given = [k for k in ("secret", "secret_file", "client_key") if getattr(self, k) is not None]
@@ -230,6 +238,18 @@ class ClusterSpec(Strict):
             if n.id == node_id:
                 return n
         raise ConfigError(f"node {node_id} is not in the cluster file; its nodes are {self.members}")
+
+    def federation(self) -> FederationSpec:
+        """What every member builds its node from (``designs.build_node``)."""
+        return FederationSpec(
+            self.members,
+            design=self.architecture,
+            hashing=self.hashing,
+            vnodes=self.vnodes,
+            placement=self.placement,
+            seed=self.seed,
+            protocol=self.protocol.build(summary_refresh_s=self.summary_refresh_s),
+        )
 
     def hashing_fn(self) -> ModN | Ring:
         return make_hashing(self.hashing, self.members, self.vnodes)

@@ -34,13 +34,13 @@ from fednode.config import Cluster
 from fednode.localfs import LocalFS
 from fednode.transport import Conn, Transport
 from fednode.wire import check_args, over_limit
-from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Now, Send, Spawn, Wake
+from fedsim.protocol.designs import build_node
+from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Now, Send, Sleep, Spawn, Wake
 from fedsim.protocol.messages import (
     PeerUnavailable,
     ProtocolError,
     Read,
     Request,
-    SummaryPush,
     decode_error,
     decode_request,
     encode_error,
@@ -48,32 +48,15 @@ from fedsim.protocol.messages import (
     pack,
 )
 from fedsim.protocol.names import normalize
-from fedsim.protocol.node import FedNode
-from fedsim.protocol.policies.placement import Pinned, make_placement
+from fedsim.protocol.policies.homes import Pinned
 
 log = logging.getLogger("fednode")
 
 Log = list[tuple[int, int, str]] | None
 
-#: API operations a client may call, with the types of their arguments (the
-#: FedNode method of the same name runs at this agent as the requester).
-API_OPS: dict[str, tuple[type, ...]] = {
-    "create": (str,),
-    "mkdir": (str,),
-    "unlink": (str,),
-    "rmdir": (str,),
-    "readdir": (str,),
-    "stat": (str,),
-    "open": (str,),
-    "close": (int,),
-    "read": (int, int, int),
-    "write": (int, int, bytes),
-}
-#: The API operations ``bench`` may time (kind "fedfs"): wire name -> FedNode
-#: method, a closed table (a wire name never reaches getattr).
-BENCH_FEDFS_OPS: dict[str, Callable[..., Generator[Any, Any, Any]]] = {
-    op: getattr(FedNode, op) for op in ("stat", "read", "write", "create", "mkdir", "unlink", "rmdir", "readdir")
-}
+#: The API operations ``bench`` may time (kind "fedfs"), if the node's
+#: interface has them: a closed set (a wire name outside it never reaches getattr).
+BENCH_FEDFS_OPS = ("stat", "read", "write", "create", "mkdir", "unlink", "rmdir", "readdir")
 _FD_OPS = ("read", "write", "close")  # API operations whose first argument is a descriptor of this connection's
 
 
@@ -91,27 +74,24 @@ class _ClientState:
 
 
 class Agent:
-    """One federation member: a FedNode, its local directory and a transport."""
+    """One federation member: a node of the cluster file's design, its local
+    directory and a transport."""
 
     def __init__(self, cluster: Cluster, node_id: int, transport: Transport, fs: LocalFS | None = None) -> None:
         spec = cluster.spec
         self.cluster = cluster
         self.id = node_id
         self.spec = spec.node(node_id)
-        self.node = FedNode(
-            node_id,
-            spec.members,
-            spec.hashing_fn(),
-            make_placement(spec.placement, node_id, spec.seed),
-            spec.protocol.build(),
-        )
+        self.node = build_node(spec.federation(), node_id)
+        #: the operations a client may call, with their argument types: the
+        #: node's own interface (its ``@api`` methods), whatever its design
+        self.api_ops: dict[str, tuple[type, ...]] = type(self.node).API
         self.fs = fs if fs is not None else LocalFS(cluster.root_of(node_id))
         self.transport = transport
         self.timeout = spec.rpc_timeout_ms / 1000.0
         self.max_size = spec.max_message_bytes
         self.max_io = max(4096, spec.max_message_bytes - 4096)  # largest read/write payload per message
         self.workers = spec.workers
-        self.summary_refresh = spec.summary_refresh_s
         self.running = False
         self.started = 0.0
         self.pending: dict[int, tuple[asyncio.Future[Any], Conn, float]] = {}  # rid -> (future, conn, deadline)
@@ -123,21 +103,19 @@ class Agent:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._clients: dict[Conn, _ClientState] = {}
         self._reported: set[str] = set()
-        self._summary_acked: set[int] = set()
-        self._summary_kick: asyncio.Event | None = None
         self.bad_frames = 0
         self.loop: asyncio.AbstractEventLoop
 
     # ------------------------------------------------------------------ life cycle
     async def start(self) -> None:
-        """Listen, summarise the local tree and push the summary to the members
-        (retried until each has it: peers start in any order)."""
+        """Listen, then run the node's own start (FedFS: summarise the local
+        tree, push the summary to the members, and keep it current on the
+        protocol's timers)."""
         self.loop = asyncio.get_running_loop()
         self.started = time.monotonic()
         await self.transport.start(self)
         self.running = True
-        self._summary_kick = asyncio.Event()
-        self._spawn(self._summary_loop())
+        self._spawn(self.drive(self.node.start(), 0, None))
         self._spawn(self._sweep())
         log.info(
             "node %d serving %s on %s (%s transport, %d members)",
@@ -174,36 +152,9 @@ class Agent:
             log.error("node %d: background task failed: %r", self.id, task.exception())
 
     @property
-    def summaries_complete(self) -> bool:
-        return len(self.node.summaries) == len(self.node.members)
-
-    async def _summary_loop(self) -> None:
-        others = tuple(m for m in self.node.members if m != self.id)
-        last: bytes | None = None
-        next_refresh = 0.0
-        backoff = 0.05
-        assert self._summary_kick is not None
-        while self.running:
-            now = time.monotonic()
-            if last is None or (self.summary_refresh and now >= next_refresh):
-                data = await self.drive(self.node.regenerate_summary(push=False), 0, None)
-                next_refresh = now + self.summary_refresh
-                if data != last:
-                    last, self._summary_acked = data, set()
-            todo = tuple(n for n in others if n not in self._summary_acked)
-            if todo:
-                replies = await self._multicast(todo, SummaryPush(self.id, last), 0, None)
-                for n, r in zip(todo, replies, strict=True):
-                    if not isinstance(r, BaseException):
-                        self._summary_acked.add(n)
-            pending = any(n not in self._summary_acked for n in others)
-            wait = backoff if pending else (self.summary_refresh or 3600.0)
-            backoff = min(backoff * 2, 2.0) if pending else 0.05
-            self._summary_kick.clear()
-            try:
-                await asyncio.wait_for(self._summary_kick.wait(), wait)
-            except TimeoutError:
-                pass
+    def ready(self) -> bool:
+        """The node's start-up exchange is done (FedFS: every summary is here)."""
+        return self.node.ready
 
     # ------------------------------------------------------------------ the effect driver
     def _run_sync(
@@ -242,7 +193,7 @@ class Agent:
                     fut.set_result(eff.value)
             elif t is Spawn:
                 self._spawn(self.drive(eff.gen, depth, trace))
-            elif t is Call or t is Multicast or t is Send or t is Await:
+            elif t is Call or t is Multicast or t is Send or t is Await or t is Sleep:
                 return False, eff
             else:
                 exc = TypeError(f"not an effect: {eff!r}")
@@ -268,6 +219,8 @@ class Agent:
                     value = await self._multicast(eff.nodes, eff.request, depth, trace)
                 elif t is Send:
                     await self._send_oneway(eff.node, eff.request, depth, trace)
+                elif t is Sleep:
+                    await asyncio.sleep(eff.seconds)
                 else:  # Await
                     fut = self._waits.get(eff.key)
                     if fut is None:
@@ -468,9 +421,7 @@ class Agent:
         self._finish(conn, req, oneway, out)
 
     def _finish(self, conn: Conn, req: Request, oneway: bool, out: tuple[Any, ...]) -> None:
-        if type(req) is SummaryPush and req.node not in self._summary_acked and self._summary_kick:
-            self._summary_kick.set()  # a (re)joining member: send it ours
-        if len(self.node.collisions) != len(self._reported):
+        if len(self.node.collisions_seen()) != len(self._reported):
             self._report_collisions()
         if not oneway:
             self._reply(conn, out)
@@ -507,7 +458,7 @@ class Agent:
         return state is not None and state.inflight > 0
 
     def _report_collisions(self) -> None:
-        for path, (winner, homes) in self.node.collisions.items():
+        for path, (winner, homes) in self.node.collisions_seen().items():
             if path not in self._reported:
                 shadowed = [h for h in homes if h != winner]
                 log.warning(
@@ -518,7 +469,7 @@ class Agent:
                     "the directory" if winner is None else f"node {winner}",
                     shadowed,
                 )
-        self._reported = set(self.node.collisions)
+        self._reported = set(self.node.collisions_seen())
 
     # ------------------------------------------------------------------ clients
     def _on_client(self, conn: Conn, env: tuple[Any, ...]) -> None:
@@ -571,11 +522,11 @@ class Agent:
         or an administrative one (``ADMIN``: status, pin, ping, bench, refresh).
         ``conn`` is the client's connection (None: a caller in this process);
         descriptors belong to the connection that opened them."""
-        want = API_OPS.get(op)
+        want = self.api_ops.get(op)
         if want is None:
             admin = ADMIN.get(op)
             if admin is None:
-                raise OSError(errno.EINVAL, f"unknown operation {op!r}; allowed: {', '.join([*API_OPS, *ADMIN])}")
+                raise OSError(errno.EINVAL, f"unknown operation {op!r}; allowed: {', '.join([*self.api_ops, *ADMIN])}")
             handler, types, optional = admin
             check_args(op, types, args, optional)
             return await handler(self, conn, *args)
@@ -618,18 +569,13 @@ class Agent:
             "address": f"{self.spec.host}:{self.spec.port}",
             "root": str(self.fs.root),
             "uptime_s": round(time.monotonic() - self.started, 3),
+            "architecture": self.cluster.spec.architecture,
+            "ready": node.ready,
             "members": list(node.members),
-            "summaries": sorted(node.summaries),
             "local_files": files,
             "local_dirs": dirs,
-            "managed_names": sum(1 for p in node.dt.keys() if node.manager_of(p) == self.id),
-            "dt_entries": len(node.dt),
-            "vd_entries": len(node.vds),
-            "open_files": len(node.fds),
             "requests_served": node.stats.requests_served,
-            "lookup_paths": node.stats.lookup_paths[1:],
-            "dirmerges": node.stats.dirmerges,
-            "collisions": [[p, w, list(h)] for p, (w, h) in sorted(node.collisions.items())],
+            **node.describe(),
             "bad_frames": self.bad_frames,
             "client_connections": len(self._clients),
             # the other clients' (this status request is in flight too)
@@ -721,18 +667,19 @@ class Agent:
             self._member("bench ping", ping)
         perf = time.perf_counter_ns
         if kind == "fedfs":
-            fn = BENCH_FEDFS_OPS.get(op)
-            if fn is None:
-                raise OSError(errno.EINVAL, f"bench fedfs: op must be one of {', '.join(BENCH_FEDFS_OPS)}, not {op!r}")
+            allowed = [o for o in BENCH_FEDFS_OPS if o in self.api_ops]
+            if op not in allowed:
+                raise OSError(errno.EINVAL, f"bench fedfs: op must be one of {', '.join(allowed)}, not {op!r}")
+            method = getattr(self.node, op)  # op is one of the closed set above, and of the node's interface
             for args in calls:
-                check_args(f"bench fedfs {op}", API_OPS[op], args)
+                check_args(f"bench fedfs {op}", self.api_ops[op], args)
                 if op == "read" and not 0 <= args[2] <= self.max_io:
                     raise over_limit("read size", args[2], self.max_io, "max_message_bytes")
                 if conn is not None and op in _FD_OPS:
                     self._own_fd(conn, args[0])
 
             def run(args: tuple[Any, ...]) -> Any:
-                return self.drive(fn(self.node, *args), 0, None)
+                return self.drive(method(*args), 0, None)
 
         elif kind == "local":
             local = self._local_bench()

@@ -14,17 +14,22 @@ from __future__ import annotations
 
 import argparse
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import yaml
 
 from fedsim.config import ConfigError, load
 from fedsim.results import write_csv
+from fedsim.studies import run_study
+
+#: ``fedsim demo`` runs the function this entry point names (fedfs declares
+#: ``experiments.demo:demo``): the demo draws on the studies and the agent, so it
+#: lives above fedsim and fedsim finds it the way it finds studies, by name.
+DEMO_GROUP = "fedsim.demo"
 
 
 def run_config(config: str, seed: int | None, sets: list[str] | None, out: str | None) -> Path:
-    from experiments import run_study
-
     cfg = load(config, sets, seed)
     result = run_study(cfg, config)
     out_dir = Path(out) if out else Path("results") / Path(config).stem
@@ -53,6 +58,15 @@ def sweep_command(args: argparse.Namespace) -> int:
         return 130
     print(summary(sweep, outcome))
     return 1 if outcome.failed else 0
+
+
+def demo_command(out: Path, quick: bool) -> int:
+    eps = list(metadata.entry_points(group=DEMO_GROUP, name="demo"))
+    if not eps:
+        raise ConfigError(f"fedsim demo: no '{DEMO_GROUP}' entry point named 'demo' is installed; "
+                          "install fedfs (pip install -e . in the repository, or ./dev.sh setup)")
+    eps[0].load()(out, quick=quick)
+    return 0
 
 
 def plot_command(args: argparse.Namespace) -> int:
@@ -116,9 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "plot":
             return plot_command(args)
         else:
-            from experiments.demo import demo
-
-            demo(Path(args.out), quick=args.quick)
+            return demo_command(Path(args.out), quick=args.quick)
     except ConfigError as exc:
         print(f"fedsim: configuration error:\n{exc}", file=sys.stderr)
         return 2

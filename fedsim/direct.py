@@ -10,19 +10,26 @@ thousands of random operation sequences.  Every message is recorded
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Generator, Sequence
 from typing import Any
 
 from fedsim.memfs import MemFS
-from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Now, Send, Spawn, Wake, run_sync
+from fedsim.protocol.config import FederationSpec, ProtocolConfig
+from fedsim.protocol.designs import build_nodes
+from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Now, Send, Sleep, Spawn, Wake
 from fedsim.protocol.messages import PeerUnavailable, Request
-from fedsim.protocol.node import FedNode, ProtocolConfig
-from fedsim.protocol.placement import make_hashing
-from fedsim.protocol.policies.placement import make_placement
+
+Gen = Generator[Any, Any, Any]
 
 
 class DirectCluster:
-    """A federation of ``FedNode`` objects over ``MemFS`` local file systems."""
+    """A federation of nodes of one design over ``MemFS`` local file systems.
+
+    Timers: a generator started by ``Spawn`` that yields ``Sleep`` parks
+    until ``advance`` moves the clock past its wake-up time (the periodic
+    protocol work: summary re-pushes and refreshes); a client operation that
+    sleeps just moves the clock on."""
 
     def __init__(
         self,
@@ -33,30 +40,64 @@ class DirectCluster:
         config: ProtocolConfig | None = None,
         seed: int = 0,
         local: Sequence[MemFS] | None = None,
+        design: str = "fedfs",
+        vnodes: int = 64,
     ) -> None:
         members = list(range(n_nodes))
         self.config = config or ProtocolConfig()
-        self.nodes = [
-            FedNode(
-                i,
-                members,
-                make_hashing(hashing, members),
-                make_placement(placement, i, seed),
-                self.config,
-            )
-            for i in members
-        ]
+        self.spec = FederationSpec(
+            members, design=design, hashing=hashing, vnodes=vnodes, placement=placement, seed=seed, protocol=self.config
+        )
+        self.nodes = build_nodes(self.spec)
         self.fs = list(local) if local is not None else [MemFS() for _ in members]
         self.down: set[int] = set()
-        self.clock = 0.0  # seconds, what ``Now`` returns; tests advance it by hand
+        self.clock = 0.0  # seconds, what ``Now`` returns; tests advance it by hand or with ``advance``
         self.trace: list[tuple[int, int, str]] = []  # (src, dst, request kind)
+        self._timers: list[tuple[float, int, int, Gen]] = []  # (wake-up time, seq, node, parked generator)
+        self._seq = 0
         for node in self.nodes:
             self.run(node.id, node.start())
 
     # -- driving ------------------------------------------------------------------------
-    def run(self, node_id: int, gen: Generator[Any, Any, Any]) -> Any:
+    def run(self, node_id: int, gen: Gen) -> Any:
         """Drive one protocol generator on ``node_id`` to completion."""
-        return run_sync(gen, lambda eff: self._perform(node_id, eff))
+        return self._drive(node_id, gen, None, background=False)
+
+    def _drive(self, node_id: int, gen: Gen, value: Any, background: bool, exc: BaseException | None = None) -> Any:
+        """Run ``gen`` until it returns, performing its effects; a background
+        generator that sleeps is parked on the timer heap instead."""
+        while True:
+            try:
+                eff = gen.throw(exc) if exc is not None else gen.send(value)
+            except StopIteration as stop:
+                return stop.value
+            value, exc = None, None
+            if type(eff) is Sleep:
+                if background:
+                    self._seq += 1
+                    heapq.heappush(self._timers, (self.clock + eff.seconds, self._seq, node_id, gen))
+                    return None
+                self.clock += eff.seconds
+                continue
+            try:
+                value = self._perform(node_id, eff)
+            except Exception as e:  # delivered into the protocol generator
+                exc = e
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock on by ``seconds``, resuming every parked generator
+        whose wake-up time comes, in time order."""
+        until = self.clock + seconds
+        while self._timers and self._timers[0][0] <= until:
+            when, _, node_id, gen = heapq.heappop(self._timers)
+            self.clock = max(self.clock, when)
+            self._drive(node_id, gen, None, background=True)
+        self.clock = until
+
+    @property
+    def timers(self) -> int:
+        """How many background generators are parked on a timer."""
+        return len(self._timers)
 
     def _deliver(self, src: int, dst: int, req: Request) -> Any:
         self.trace.append((src, dst, req.kind))
@@ -89,7 +130,7 @@ class DirectCluster:
                     out.append(e)
             return out
         if t is Spawn:
-            self.run(node_id, eff.gen)
+            self._drive(node_id, eff.gen, None, background=True)
             return None
         if t is Wake:
             return None  # nothing runs concurrently here, so nobody waits

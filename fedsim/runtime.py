@@ -30,11 +30,11 @@ import simpy
 
 from fedsim.memfs import MemFS
 from fedsim.network import LogGP
-from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Now, Send, Spawn, Wake, run_sync
+from fedsim.protocol.config import FederationSpec, ProtocolConfig
+from fedsim.protocol.designs import build_nodes
+from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Now, Send, Sleep, Spawn, Wake, run_sync
 from fedsim.protocol.messages import PeerUnavailable, Request, wire_size
-from fedsim.protocol.node import FedNode, ProtocolConfig
-from fedsim.protocol.placement import make_hashing
-from fedsim.protocol.policies.placement import PlacementPolicy, make_placement
+from fedsim.protocol.policies.homes import PlacementPolicy
 from fedsim.storage import StorageModel, StorageParams
 
 
@@ -101,6 +101,7 @@ class SimCluster:
         hashing: str = "mod_n",
         vnodes: int = 64,
         placement: str | list[PlacementPolicy] = "with_manager",
+        design: str = "fedfs",
         workers: int = 4,
         cpu: CpuCosts | None = None,
         seed: int = 0,
@@ -119,17 +120,16 @@ class SimCluster:
         cpu = cpu or CpuCosts()
         self.cpu_costs = cpu.table(self.protocol.summary_hashes)
         members = list(range(n_nodes))
-        ring = make_hashing(hashing, members, vnodes)
-        self.nodes = [
-            FedNode(
-                i,
-                members,
-                ring,
-                placement[i] if isinstance(placement, list) else make_placement(placement, i, seed),
-                self.protocol,
-            )
-            for i in members
-        ]
+        self.spec = FederationSpec(
+            members,
+            design=design,
+            hashing=hashing,
+            vnodes=vnodes,
+            placement=placement if isinstance(placement, str) else "with_manager",
+            seed=seed,
+            protocol=self.protocol,
+        )
+        self.nodes = build_nodes(self.spec, placements=placement if isinstance(placement, list) else None)
         self.fs = [MemFS(keep_data=keep_data) for _ in members]
         storage = storage or StorageParams()
         self.storage = [StorageModel(storage) for _ in members]
@@ -152,19 +152,22 @@ class SimCluster:
         self.fs[node].populate(files, dirs)
 
     def preload_summaries(self) -> None:
-        """Each node summarises its tree and every node adopts every summary,
-        outside simulated time (the start-up exchange of FedFS 2.2 is assumed
-        done before measurement; ``exchange_summaries`` simulates it)."""
+        """Warm the federation up outside simulated time: each node does the
+        local part of its start (FedFS: summarises its tree) and every node
+        adopts what the others would have sent (FedFS 2.2's start-up exchange
+        is assumed done before measurement; ``exchange_summaries`` simulates
+        it)."""
         for node in self.nodes:
             fs = self.fs[node.id]
             run_sync(
-                node.regenerate_summary(push=False),
+                node.prepare(),
                 lambda eff, fs=fs: fs.apply(eff.op, eff.path, eff.args) if type(eff) is Local else None,
             )
         for node in self.nodes:
             for other in self.nodes:
                 if other is not node:
-                    other.install_summary(node.id, node.summaries[node.id])
+                    other.adopt(node)
+            node.prepared()
 
     def exchange_summaries(self) -> simpy.Process:
         """Run every node's ``start()`` (summary push to all) in simulated time."""
@@ -250,6 +253,8 @@ class SimCluster:
                         ev.succeed(eff.value)
                 elif t is Now:
                     value = self.env.now * 1e-6
+                elif t is Sleep:
+                    yield self.env.timeout(eff.seconds * 1e6)
                 else:
                     raise TypeError(f"not an effect: {eff!r}")
             except Exception as e:  # delivered into the protocol generator

@@ -26,7 +26,7 @@ config keys, checked against the base config's schema (and the study's own
 ``params`` model) before anything runs, and every point's config is validated
 up front too: a sweep never fails half-way on a typo.
 
-Each point is one call of :func:`experiments.run_study`, the function ``fedsim
+Each point is one call of :func:`fedsim.studies.run_study`, the function ``fedsim
 run`` uses, on the point's resolved config; a point is a pure function of that
 config, so the executor and the worker count cannot change its rows.
 
@@ -86,6 +86,7 @@ from fedsim.config import (
     word_errors,
 )
 from fedsim.results import fmt
+from fedsim.studies import UnknownStudyError, get_study, run_study
 
 EXECUTORS = ("local", "dask")
 LEDGER = "points.jsonl"
@@ -224,12 +225,10 @@ def _seeds(spec: SweepSpec, base_seed: int) -> list[int]:
 
 
 def _study_params_model(study: str, source: str) -> Any:
-    from experiments import get_study
-
     try:
         return get_study(study).Params
-    except KeyError as exc:
-        raise ConfigError(f"{source}: study: {exc.args[0]}") from None
+    except UnknownStudyError as exc:
+        raise ConfigError(f"{source}: study: {exc}") from None
 
 
 def parse_sweep(raw: dict[str, Any], source: str, root: Path, sets: Sequence[str] | None = None) -> Sweep:
@@ -338,16 +337,17 @@ class Task:
     config: dict[str, Any]
     source: str
     metrics: tuple[str, ...] | None
+    #: the module that registered the study: a fresh worker finds an installed study by
+    #: its entry point, and imports this for one registered without (see get_study)
+    study_module: str | None = None
 
 
 def run_point(task: Task) -> dict[str, Any]:
     """Run one point; never raises (a failure is a result: status 'failed' and
     the error).  Top-level so process pools and Dask can ship it."""
-    from experiments import run_study
-
     t0 = time.perf_counter()
     try:
-        res = run_study(validate(task.config, task.source), task.source)
+        res = run_study(validate(task.config, task.source), task.source, task.study_module)
         rows = [
             [r.case, r.metric, r.value]
             for r in res.rows
@@ -624,7 +624,8 @@ def _run(sweep: Sweep, out_dir: Path, workers: int, client: Any, progress: bool)
     todo = [p for p in sweep.points if p.id not in done]
     outcome = SweepOutcome(out_dir, len(sweep.points), skipped=len(done))
     metrics = tuple(sweep.spec.metrics) if sweep.spec.metrics else None
-    tasks = [Task(p.id, p.config, f"{sweep.source}: point {p.index}", metrics) for p in todo]
+    module = get_study(sweep.base.study).module
+    tasks = [Task(p.id, p.config, f"{sweep.source}: point {p.index}", metrics, module) for p in todo]
     by_id = {p.id: p for p in sweep.points}
     write_results(sweep, out_dir, ledger)  # drop rows of points the ledger does not hold
 

@@ -25,7 +25,7 @@ from fednode.config import Cluster, write_cluster
 from fedsim.direct import DirectCluster
 from fedsim.memfs import MemFS
 from fedsim.network import preset
-from fedsim.protocol.node import ProtocolConfig
+from fedsim.protocol.config import ProtocolConfig
 from fedsim.runtime import OpTrace, SimCluster
 
 FD = "$fd"  # in an op's args: the descriptor the last open at that node returned
@@ -41,6 +41,13 @@ class Scenario:
     dirs: dict[int, list[str]] = field(default_factory=dict)
     ops: list[Op] = field(default_factory=list)
     placement: str = "with_manager"
+    protocol: dict[str, Any] = field(default_factory=dict)  # overrides of PROTOCOL
+
+
+# A pseudo-operation: (node, OUTSIDE, (path, data)) writes a file straight
+# into that node's local tree, as a user of the local file system would
+# (FedFS autonomy), between two federated operations.
+OUTSIDE = "outside_create"
 
 
 SCENARIOS = [
@@ -130,10 +137,37 @@ SCENARIOS = [
     ),
 ]
 
-# Protocol settings every world shares: the papers' closed world (no VD
-# ageing: real time and simulated time differ, so age-triggered merges would
-# differ too), and no periodic re-summarising in the agents.
+SCENARIOS.append(
+    Scenario(
+        "ageing: a miss in an older VD re-merges and finds a file made outside",
+        3,
+        dirs={0: ["/a"], 2: ["/a"]},
+        files={1: [("/a/f", b"f")]},
+        # VDs never expire during the script (an hour), but any miss in a
+        # cached VD re-merges it (1 us: every world's clock moves at least
+        # that between two operations; the in-memory runner ticks it).
+        protocol={"vd_max_age_s": 3600.0, "vd_miss_age_s": 1e-6},
+        ops=[
+            (0, "readdir", ("/a",)),
+            (2, OUTSIDE, ("/a/new", b"made outside")),
+            (1, "stat", ("/a/new",)),
+            (2, "readdir", ("/a",)),
+            (1, "stat", ("/a/none",)),
+            (0, "mkdir", ("/a/d",)),
+            (1, "create", ("/a/d/g",)),
+            (2, "readdir", ("/a/d",)),
+        ],
+    )
+)
+
+# Protocol settings every world shares unless a scenario says otherwise: the
+# papers' closed world (no VD ageing: real time and simulated time differ, so
+# age-triggered merges could differ too), and no periodic re-summarising.
 PROTOCOL = {"vd_max_age_s": 0.0, "vd_miss_age_s": 0.0}
+
+
+def protocol_of(sc: Scenario) -> dict[str, Any]:
+    return {**PROTOCOL, **sc.protocol}
 
 
 @dataclass
@@ -172,10 +206,20 @@ def _populate(fs: Any, sc: Scenario, node: int) -> None:
         fs.write(path, 0, data)
 
 
-def _play(sc: Scenario, run_one: Any) -> tuple[list[Any], list[list[tuple[int, int, str]]]]:
+def _play(sc: Scenario, run_one: Any, local_fs: Any) -> tuple[list[Any], list[list[tuple[int, int, str]]]]:
+    """Play the script; ``local_fs(node)`` is that node's local file system
+    (MemFS or LocalFS), for the OUTSIDE pseudo-operation."""
     results, messages = [], []
     fds: dict[int, int] = {}
     for node, op, args in sc.ops:
+        if op == OUTSIDE:
+            path, data = args
+            fs = local_fs(node)
+            fs.create(path)
+            fs.write(path, 0, data)
+            results.append(None)
+            messages.append([])
+            continue
         value, log = run_one(node, op, _args(args, fds.get(node)))
         if op == "open" and isinstance(value, int):
             fds[node] = value
@@ -188,7 +232,7 @@ def _play(sc: Scenario, run_one: Any) -> tuple[list[Any], list[list[tuple[int, i
 def run_sim(sc: Scenario) -> Outcome:
     c = SimCluster(
         sc.nodes, network=preset("tcp_loopback"), keep_data=True, placement=sc.placement,
-        protocol=ProtocolConfig(**PROTOCOL),
+        protocol=ProtocolConfig(**protocol_of(sc)),
     )
     for n in range(sc.nodes):
         _populate(c.fs[n], sc, n)
@@ -203,7 +247,7 @@ def run_sim(sc: Scenario) -> Outcome:
         c.env.run()
         return value, list(trace.log or [])
 
-    results, messages = _play(sc, one)
+    results, messages = _play(sc, one, lambda n: c.fs[n])
     return Outcome(results, messages, [fs.tree() for fs in c.fs])
 
 
@@ -211,9 +255,10 @@ def run_direct(sc: Scenario) -> Outcome:
     fss = [MemFS() for _ in range(sc.nodes)]
     for n, fs in enumerate(fss):
         _populate(fs, sc, n)
-    c = DirectCluster(sc.nodes, placement=sc.placement, config=ProtocolConfig(**PROTOCOL), local=fss)
+    c = DirectCluster(sc.nodes, placement=sc.placement, config=ProtocolConfig(**protocol_of(sc)), local=fss)
 
     def one(node: int, op: str, args: tuple[Any, ...]) -> tuple[Any, list[Any]]:
+        c.advance(0.001)  # time passes between operations, as in every other world
         mark = len(c.trace)
         try:
             value = c.op(node, op, *args)
@@ -222,7 +267,7 @@ def run_direct(sc: Scenario) -> Outcome:
         # the in-memory runtime records requests only; replies are implied by calls
         return value, c.messages_since(mark)
 
-    results, messages = _play(sc, one)
+    results, messages = _play(sc, one, lambda n: fss[n])
     return Outcome(results, messages, [fs.tree() for fs in fss])
 
 
@@ -230,7 +275,8 @@ def _real_cluster(sc: Scenario, base: Path, **options: Any) -> Cluster:
     from fednode.config import ProtocolSpec
 
     spec = local_spec(
-        base, sc.nodes, placement=sc.placement, summary_refresh_s=0.0, protocol=ProtocolSpec(**PROTOCOL), **options
+        base, sc.nodes, placement=sc.placement, summary_refresh_s=0.0, protocol=ProtocolSpec(**protocol_of(sc)),
+        **options,
     )
     from fednode.localfs import LocalFS
 
@@ -238,6 +284,12 @@ def _real_cluster(sc: Scenario, base: Path, **options: Any) -> Cluster:
         _populate(LocalFS(base / f"n{n}"), sc, n)
     write_cluster(base / "cluster.yaml", spec)
     return Cluster(spec, base / "cluster.yaml")
+
+
+def _local(base: Path) -> Any:
+    from fednode.localfs import LocalFS
+
+    return lambda n: LocalFS(base / f"n{n}")
 
 
 def _trees(base: Path, n: int) -> list[dict[str, bytes | None]]:
@@ -251,7 +303,7 @@ def run_inproc(sc: Scenario) -> Outcome:
         base = Path(tmp)
         cluster = _real_cluster(sc, base)
         with AgentGroup(cluster, transport="inproc") as g:
-            results, messages = _play(sc, lambda node, op, args: g.traced(node, op, *args))
+            results, messages = _play(sc, lambda node, op, args: g.traced(node, op, *args), _local(base))
         return Outcome(results, messages, _trees(base, sc.nodes))
 
 
@@ -267,7 +319,7 @@ def run_tcp(sc: Scenario, **options: Any) -> Outcome:
             pc.wait_ready()
             clients = {n: Client(cluster, node=n) for n in range(sc.nodes)}
             try:
-                results, messages = _play(sc, lambda node, op, args: clients[node].traced(op, *args))
+                results, messages = _play(sc, lambda node, op, args: clients[node].traced(op, *args), _local(base))
             finally:
                 for c in clients.values():
                     c.disconnect()

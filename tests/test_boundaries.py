@@ -6,37 +6,115 @@ import ast
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-ALLOWED = {"__future__", "bisect", "collections", "dataclasses", "errno", "math", "os", "random", "struct",
+ALLOWED = {"__future__", "bisect", "collections", "dataclasses", "difflib", "errno", "math", "random", "struct",
            "typing", "types", "zlib", "numpy", "mmh3", "msgpack", "fedsim"}
+# Modules the protocol may take single names from, and only these names (os
+# has the clock, the file system and processes: the protocol needs its errno text).
+ALLOWED_NAMES = {"os": {"strerror"}}
 
 
-def imports(package: str) -> list[tuple[str, str]]:
-    """(file, imported module) for every import statement under ``package``."""
+@dataclass(frozen=True)
+class ImportSite:
+    """One import: where (file relative to the repository, line) and what (absolute module name)."""
+
+    file: str
+    line: int
+    module: str
+    #: ``from module import these`` (each may itself be a submodule)
+    names: tuple[str, ...] = ()
+
+    def modules(self) -> list[str]:
+        """What this may import: the module, and module.name for each from-imported name."""
+        return [self.module, *(f"{self.module}.{n}" for n in self.names)]
+
+    def __str__(self) -> str:
+        names = f" ({', '.join(self.names)})" if self.names else ""
+        return f"{self.file}:{self.line}: imports {self.module}{names}"
+
+
+def _module_of(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_sites(package: str) -> list[ImportSite]:
+    """Every import under ``package`` (a directory of the repository), by line:
+    ``import a.b``, ``from a import b`` (module ``a``, names ``b``: ``a.b`` may
+    be a module), relative imports resolved to absolute names, and
+    ``importlib.import_module("literal")`` / ``__import__("literal")`` calls,
+    the obvious way around a statement check.  Imports inside functions count:
+    a lazy import is still a dependency."""
     out = []
-    for f in (ROOT / package).rglob("*.py"):
-        for node in ast.walk(ast.parse(f.read_text())):
+    for f in sorted((ROOT / package).rglob("*.py")):
+        rel = str(f.relative_to(ROOT))
+        here = _module_of(f).split(".")
+        is_pkg = f.name == "__init__.py"
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
             if isinstance(node, ast.Import):
-                out += [(str(f.relative_to(ROOT)), a.name) for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                out.append((str(f.relative_to(ROOT)), node.module))
+                out += [ImportSite(rel, node.lineno, a.name) for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = here if is_pkg else here[:-1]
+                    anchor = anchor[: len(anchor) - (node.level - 1)]
+                    base = ".".join([*anchor, *([base] if base else [])])
+                if base:
+                    names = tuple(a.name for a in node.names if a.name != "*")
+                    out.append(ImportSite(rel, node.lineno, base, names))
+            elif (
+                isinstance(node, ast.Call)
+                and (
+                    (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+                    or (isinstance(node.func, ast.Name) and node.func.id in ("import_module", "__import__"))
+                )
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
+                out.append(ImportSite(rel, node.lineno, node.args[0].value))
     return out
+
+
+def imports(package: str, names: bool = False) -> list[tuple[str, str]]:
+    """(file, imported module) for every import under ``package`` (see import_sites)
+    (with ``names``: "module:name" for each name a ``from`` import takes)."""
+    out = []
+    for s in import_sites(package):
+        if names and s.names:
+            out += [(s.file, f"{s.module}:{n}") for n in s.names]
+        else:
+            out.append((s.file, s.module))
+    return out
+
+
+def _allowed_in_protocol(imported: str) -> bool:
+    module, _, name = imported.partition(":")
+    top = module.split(".")[0]
+    if top in ALLOWED_NAMES:
+        return module == top and name in ALLOWED_NAMES[top]
+    return top in ALLOWED and (not module.startswith("fedsim") or module.startswith("fedsim.protocol"))
 
 
 def test_protocol_imports_no_runtime_no_clock_no_io_library():
     """DESIGN.md: fedsim/protocol imports nothing from the rest of fedsim or
     fednode, and no SimPy, socket, thread or time module: that is what lets
     the simulator and the agent run the very same code."""
-    bad = [
-        f"{f}: {n}"
-        for f, n in imports("fedsim/protocol")
-        if n.split(".")[0] not in ALLOWED or (n.startswith("fedsim") and not n.startswith("fedsim.protocol"))
-    ]
+    bad = [f"{f}: {n}" for f, n in imports("fedsim/protocol", names=True) if not _allowed_in_protocol(n)]
     assert not bad, bad
+
+
+def test_the_protocol_guard_catches_what_it_guards():
+    """The allowance is exact: all of os, a clock, a runtime are refused."""
+    for imported in ("os", "os:getcwd", "time:monotonic", "simpy", "fedsim.runtime:SimCluster", "fednode.wire"):
+        assert not _allowed_in_protocol(imported), imported
+    for imported in ("os:strerror", "fedsim.protocol.messages:Request", "collections:Counter"):
+        assert _allowed_in_protocol(imported), imported
 
 
 def test_the_tree_is_ruff_clean():
@@ -47,12 +125,76 @@ def test_the_tree_is_ruff_clean():
     assert r.returncode == 0, r.stdout[-3000:]
 
 
-def test_fednode_uses_the_protocol_but_never_the_simulator():
-    """DESIGN.md: fednode imports fedsim.protocol and never fedsim.runtime (nor
-    SimPy, nor the studies): the agent runs the protocol, not a model of it."""
-    bad = [
-        f"{f}: {n}"
-        for f, n in imports("fednode")
-        if n.split(".")[0] in ("simpy", "experiments") or n.startswith(("fedsim.runtime", "fedsim.direct"))
+#: The import direction: protocol <- runtimes <- experiments <- notebooks.  Each
+#: package (a directory) and the modules it must never import, with why.  A
+#: prefix forbids the module and everything under it.
+FORBIDDEN: dict[str, tuple[tuple[str, ...], str]] = {
+    "fedsim": (
+        ("experiments", "notebooks"),
+        "the simulator is a runtime; studies sit on top of it and are found through the "
+        "'fedsim.studies' entry points (fedsim/studies.py), never imported by name",
+    ),
+    "experiments": (("notebooks",), "notebooks present the studies; the studies must not depend on them"),
+    "fednode": (
+        ("experiments", "notebooks", "fedsim.runtime", "fedsim.direct", "simpy"),
+        "the agent runs the protocol, not a model of it: no simulator, no in-memory runtime, no studies",
+    ),
+}
+
+
+def violations(package: str, forbidden: tuple[str, ...]) -> list[str]:
+    """Each import under ``package`` of a module in ``forbidden`` (or below one), as 'file:line: imports x'."""
+    return [
+        str(s)
+        for s in import_sites(package)
+        if any(m == f or m.startswith(f + ".") for m in s.modules() for f in forbidden)
     ]
-    assert not bad, bad
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_imports_point_down_protocol_runtimes_experiments_notebooks(package):
+    """DESIGN.md: each layer imports only the layers below it.  The failure
+    names every offending file, line and import, and the rule it breaks."""
+    forbidden, why = FORBIDDEN[package]
+    bad = violations(package, forbidden)
+    assert not bad, f"{package}/ must not import {', '.join(forbidden)} ({why}):\n  " + "\n  ".join(bad)
+
+
+@pytest.mark.parametrize(
+    ("package", "text", "culprit"),
+    [
+        ("fedsim", "from experiments import run_study\n", "from experiments"),
+        ("fedsim", "def f():\n    import experiments.table2\n", "lazy import"),
+        ("fedsim", "import importlib\nimportlib.import_module('experiments.simulate')\n", "import_module"),
+        ("fedsim", "from notebooks import x\n", "notebooks"),
+        ("experiments", "import notebooks.scale\n", "notebooks"),
+        ("fednode", "import simpy\n", "simpy"),
+        ("fednode", "from fedsim import runtime\n", "from-import of a module"),
+        ("fednode", "from fedsim.direct import DirectCluster\n", "fedsim.direct"),
+        ("fednode", "from experiments.common import build_cluster\n", "experiments"),
+    ],
+)
+def test_the_direction_test_catches_a_bad_import(package, text, culprit, tmp_path, monkeypatch):
+    """The guard must fail on the imports it exists for: plant one in a
+    package tree and check the message names the file and the line."""
+    (tmp_path / package / "sub").mkdir(parents=True)
+    (tmp_path / package / "sub" / "planted.py").write_text('"""planted"""\n' + text)
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    bad = violations(package, FORBIDDEN[package][0])
+    line = 1 + text.count("\n")  # the import is the planted text's last line, after the docstring
+    assert bad == [str(s) for s in import_sites(package) if s.line == line], culprit
+    assert len(bad) == 1 and bad[0].startswith(f"{package}/sub/planted.py:{line}: imports "), (culprit, bad)
+
+
+def test_relative_imports_resolve_to_absolute_names(tmp_path, monkeypatch):
+    """``from ..runtime import X`` inside fednode/sub/ is fednode.runtime, and
+    ``from . import y`` in a package __init__ is the package's own y: the
+    collector must not mistake either for a top-level module."""
+    (tmp_path / "fednode" / "sub").mkdir(parents=True)
+    (tmp_path / "fednode" / "sub" / "__init__.py").write_text("from . import y\n")
+    (tmp_path / "fednode" / "sub" / "m.py").write_text("from ..runtime import X\nfrom .y import Z\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    got = {(s.file, m) for s in import_sites("fednode") for m in s.modules()}
+    assert ("fednode/sub/__init__.py", "fednode.sub.y") in got
+    assert ("fednode/sub/m.py", "fednode.runtime.X") in got and ("fednode/sub/m.py", "fednode.sub.y.Z") in got
+    assert not violations("fednode", FORBIDDEN["fednode"][0])

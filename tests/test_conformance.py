@@ -36,6 +36,19 @@ def test_scenarios_exercise_messages_and_errors(sc, sim_outcomes):
         assert sum(1 for r in ref.results if isinstance(r, tuple) and r[:1] == ("error",)) >= 10
 
 
+def test_the_ageing_scenario_depends_on_ageing():
+    """With ageing off, the file made outside the federation stays invisible:
+    the ageing scenario checks what ageing does, not a script that passes anyway."""
+    from dataclasses import replace
+
+    sc = next(s for s in SCENARIOS if s.protocol)
+    on = run_direct(sc)
+    off = run_direct(replace(sc, protocol={}))
+    i = next(k for k, (_, op, args) in enumerate(sc.ops) if op == "stat" and args == ("/a/new",))
+    assert on.results[i] == (False, len(b"made outside"))
+    assert off.results[i] == ("error", 2)
+
+
 @pytest.mark.parametrize("sc", SCENARIOS, ids=IDS)
 def test_in_memory_runtime_matches_the_simulator(sc, sim_outcomes):
     assert_same(sim_outcomes[sc.name], run_direct(sc), sc, "direct", replies=False)

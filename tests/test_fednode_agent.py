@@ -22,8 +22,8 @@ from fednode.client import Client
 from fednode.cluster import AgentGroup, ProcessCluster, local_spec, write_local
 from fednode.config import Cluster, ProtocolSpec, load_cluster, write_cluster
 from fedsim.config import ConfigError
+from fedsim.protocol.hashing import names_managed_by
 from fedsim.protocol.messages import PeerUnavailable, pack
-from fedsim.protocol.placement import names_managed_by
 
 FEDNODE = [sys.executable, "-m", "fednode.cli"]
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from fedsim.direct import DirectCluster
 from fedsim.memfs import MemFS
-from fedsim.protocol.node import ProtocolConfig
+from fedsim.protocol.config import ProtocolConfig
 
 NAMES = ["a", "b", "c"]
 # Creations are weighted up so that sequences build trees worth operating on.

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from fedsim.direct import DirectCluster
 from fedsim.network import preset
+from fedsim.protocol.config import ProtocolConfig
 from fedsim.protocol.messages import PeerUnavailable
-from fedsim.protocol.node import ProtocolConfig
 from fedsim.runtime import OpTrace, SimCluster
 
 SCRIPT = [

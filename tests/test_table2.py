@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from experiments import get_study
 from experiments.table2 import CELLS, Params, measure_all, pick_names, run
 from fedsim.config import ConfigError, load, validate
-from fedsim.protocol.placement import make_hashing
+from fedsim.protocol.hashing import make_hashing
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "fedfs" / "table2.yaml"

@@ -21,8 +21,8 @@ from fednode.cluster import AgentGroup, ProcessCluster, local_spec
 from fednode.config import Cluster, ProtocolSpec, RdmaSpec, write_cluster
 from fednode.transport import make_transport
 from fedsim.config import ConfigError
+from fedsim.protocol.hashing import names_managed_by
 from fedsim.protocol.messages import PeerUnavailable, pack
-from fedsim.protocol.placement import names_managed_by
 from tests.conformance import RDMA_DEVICES, verbs_missing
 
 MISSING = verbs_missing()

@@ -37,7 +37,7 @@ from fednode.bench import median_us
 from fednode.client import Client
 from fednode.cluster import ProcessCluster, write_local
 from fednode.config import RdmaSpec
-from fedsim.protocol.placement import names_managed_by
+from fedsim.protocol.hashing import names_managed_by
 
 DEVICES = ("rxe_v0", "rxe_v1")
 FEDNODE = [sys.executable, "-m", "fednode.cli"]

@@ -105,7 +105,21 @@ class Now:
 
 NOW = Now()
 
-EFFECTS = (Call, Send, Multicast, Local, Compute, Spawn, Await, Wake, Now)
+
+@dataclass(slots=True, frozen=True)
+class Sleep:
+    """Suspend this generator for ``seconds`` of the runtime's clock; result None.
+
+    The timer of periodic protocol work (summary refresh and re-push, VD
+    ageing, heartbeats): simulated time in the simulator, an event-loop timer
+    in the agent.  In the in-memory runtime a generator started by ``Spawn``
+    parks until the test advances the clock past its wake-up time; a client
+    operation that sleeps just moves the clock on (nothing runs beside it)."""
+
+    seconds: float
+
+
+EFFECTS = (Call, Send, Multicast, Local, Compute, Spawn, Await, Wake, Now, Sleep)
 
 # The local file system operations protocol code may ask for, with their
 # arguments after the path.  Every local layer (fedsim.memfs.MemFS,

@@ -13,8 +13,8 @@ bytes a simulated network carries are the bytes a real one would.
 from __future__ import annotations
 
 import errno as _errno
-import os
 from dataclasses import dataclass, fields
+from os import strerror
 from typing import Any, ClassVar
 
 import msgpack
@@ -47,17 +47,48 @@ class Request:
     kind: ClassVar[str] = "Request"
 
 
-_REGISTRY: dict[str, type[Request]] = {}
+#: Every request type by its wire name.  Open: a design or policy module
+#: defines its own requests with ``@register_request`` and they encode, decode,
+#: validate and size on the wire like these.
+REQUEST_TYPES: dict[str, type[Request]] = {}
+
+# One table per request class: (field name, accepted types).  encode_request
+# reads the names; decode_request checks the types, so a message whose fields
+# have the wrong types is rejected before any handler sees it.
+_WIRE_TYPES: dict[str, tuple[type, ...]] = {
+    "str": (str,),
+    "int": (int,),
+    "bool": (bool,),
+    "bytes": (bytes,),
+    "float": (float, int),
+    "str | None": (str, type(None)),
+    "int | None": (int, type(None)),
+}
+_FIELDS: dict[type[Request], tuple[tuple[str, tuple[type, ...]], ...]] = {}
 
 
-def _register(cls: type[Request]) -> type[Request]:
-    cls.kind = cls.__name__
-    _REGISTRY[cls.__name__] = cls
+def register_request(cls: type[Request]) -> type[Request]:
+    """Class decorator (over ``@dataclass(slots=True, frozen=True)``): make a
+    request type known to the codec under its class name.  Fields must be
+    flat wire values (see ``_WIRE_TYPES``); a field named ``path``,
+    ``directory`` or ``name`` is checked to be canonical on decoding."""
+    name = cls.__name__
+    old = REQUEST_TYPES.get(name)
+    if old is not None and old.__module__ != cls.__module__:
+        raise ValueError(f"request type {name} is already registered by {old.__module__}")
+    try:
+        table = tuple((f.name, _WIRE_TYPES[str(f.type)]) for f in fields(cls))
+    except KeyError as exc:
+        raise TypeError(f"{name}: field type {exc.args[0]!r} cannot travel; use one of {list(_WIRE_TYPES)}") from None
+    cls.kind = name
+    REQUEST_TYPES[name] = cls
+    _FIELDS[cls] = table
     return cls
 
 
+
 # --- at the manager of a pathname -------------------------------------------------------
-@_register
+@register_request
 @dataclass(slots=True, frozen=True)
 class HomeInfo(Request):
     """Where does ``path`` live?  With ``create`` set ("file"/"dir"), the manager
@@ -68,7 +99,7 @@ class HomeInfo(Request):
     create: str | None = None
 
 
-@_register
+@register_request
 @dataclass(slots=True, frozen=True)
 class Forget(Request):
     """The file was removed at its home: drop the manager's DT entry."""
@@ -76,7 +107,7 @@ class Forget(Request):
     path: str
 
 
-@_register
+@register_request
 @dataclass(slots=True, frozen=True)
 class SummaryAdd(Request):
     """``node`` now holds local directory ``path``: update the manager's copy of
@@ -88,7 +119,7 @@ class SummaryAdd(Request):
     new_dir: bool = False
 
 
-@_register
+@register_request
 @dataclass(slots=True, frozen=True)
 class ListVD(Request):
     """readdir of a virtual directory at its manager. Reply: [(name, is_dir)] sorted."""
@@ -96,7 +127,7 @@ class ListVD(Request):
     path: str
 
 
-@_register
+@register_request
 @dataclass(slots=True, frozen=True)
 class Rmdir(Request):
     """Remove an empty virtual directory, at its manager."""
@@ -105,7 +136,7 @@ class Rmdir(Request):
 
 
 # --- at the manager of a directory (the parent's manager) ----------------------------------
-@_register
+@register_request
 @dataclass(slots=True, frozen=True)
 class GetEntry(Request):
     """Look ``name`` up in virtual directory ``directory`` (dirmerge if not cached).
@@ -115,7 +146,7 @@ class GetEntry(Request):
     name: str
 
 
-@_register
+@register_request
 @dataclass(slots=True, frozen=True)
 class AddEntry(Request):
     directory: str
@@ -124,7 +155,7 @@ class AddEntry(Request):
     home: int
 
 
-@_register
+@register_request
 @dataclass(slots=True, frozen=True)
 class DelEntry(Request):
     directory: str
@@ -132,7 +163,7 @@ class DelEntry(Request):
 
 
 # --- at a node that may hold a directory (dirmerge, rmdir) ----------------------------------
-@_register
+@register_request
 @dataclass(slots=True, frozen=True)
 class ReadDir(Request):
     """Dirmerge: this node's local entries of ``path``. Reply: [(name, is_dir)]."""
@@ -140,53 +171,56 @@ class ReadDir(Request):
     path: str
 
 
-@_register
+@register_request
 @dataclass(slots=True, frozen=True)
 class RmLocal(Request):
     path: str
 
 
-@_register
+@register_request
 @dataclass(slots=True, frozen=True)
 class SummaryPush(Request):
-    """A node's whole directory-tree summary (start, join, regeneration)."""
+    """A node's whole directory-tree summary (start, join, regeneration).
+    A ``fresh`` push (the node is starting) is answered with the receiver's
+    own summary, so a (re)starting node learns them all in one round."""
 
     node: int
     summary: bytes
+    fresh: bool = False
 
 
 # --- at the home of a file ---------------------------------------------------------------
-@_register
+@register_request
 @dataclass(slots=True, frozen=True)
 class Create(Request):
     path: str
 
 
-@_register
+@register_request
 @dataclass(slots=True, frozen=True)
 class Mkdir(Request):
     path: str
 
 
-@_register
+@register_request
 @dataclass(slots=True, frozen=True)
 class Unlink(Request):
     path: str
 
 
-@_register
+@register_request
 @dataclass(slots=True, frozen=True)
 class Open(Request):
     path: str
 
 
-@_register
+@register_request
 @dataclass(slots=True, frozen=True)
 class Close(Request):
     path: str
 
 
-@_register
+@register_request
 @dataclass(slots=True, frozen=True)
 class Stat(Request):
     """Reply: (is_dir, size)."""
@@ -194,7 +228,7 @@ class Stat(Request):
     path: str
 
 
-@_register
+@register_request
 @dataclass(slots=True, frozen=True)
 class Read(Request):
     path: str
@@ -202,29 +236,13 @@ class Read(Request):
     size: int
 
 
-@_register
+@register_request
 @dataclass(slots=True, frozen=True)
 class Write(Request):
     path: str
     offset: int
     data: bytes
 
-
-REQUEST_TYPES: dict[str, type[Request]] = dict(_REGISTRY)
-
-# One table per request class: (field name, accepted types).  encode_request
-# reads the names; decode_request checks the types, so a message whose fields
-# have the wrong types is rejected before any handler sees it.
-_WIRE_TYPES: dict[str, tuple[type, ...]] = {
-    "str": (str,),
-    "int": (int,),
-    "bool": (bool,),
-    "bytes": (bytes,),
-    "str | None": (str, type(None)),
-}
-_FIELDS: dict[type[Request], tuple[tuple[str, tuple[type, ...]], ...]] = {
-    cls: tuple((f.name, _WIRE_TYPES[str(f.type)]) for f in fields(cls)) for cls in REQUEST_TYPES.values()
-}
 
 
 # --- codec ------------------------------------------------------------------------------
@@ -277,7 +295,7 @@ def encode_error(exc: BaseException) -> list[Any]:
     if isinstance(exc, PeerUnavailable):
         return [exc.errno, exc.reason, None, exc.node]
     if isinstance(exc, OSError) and exc.errno:
-        return [exc.errno, exc.strerror or os.strerror(exc.errno), exc.filename, None]
+        return [exc.errno, exc.strerror or strerror(exc.errno), exc.filename, None]
     return [_errno.EIO, f"{type(exc).__name__}: {exc}", None, None]
 
 
@@ -350,4 +368,4 @@ def wire_size(payload: Any) -> int:
 
 def fs_error(code: int, path: str, detail: str | None = None) -> OSError:
     """The OSError subclass for ``code`` on ``path`` (one place builds them)."""
-    return OSError(code, detail or os.strerror(code), path)
+    return OSError(code, detail or strerror(code), path)

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from fedsim.protocol.names import join
-from fedsim.protocol.policies.placement import make_placement
+from fedsim.protocol.policies.homes import make_placement
 from fedsim.runtime import OpTrace, SimCluster
 
 # SFS97 file size distribution (KB, percent of files).

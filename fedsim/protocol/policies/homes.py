@@ -1,4 +1,5 @@
-"""File placement policies: which node becomes the home of a new name.
+"""Home placement policies: which node becomes the home of a new name
+(which node *manages* a name is ``fedsim.protocol.hashing``).
 
 The file's manager decides the home at creation (Federated DAFS IV-B).  A
 policy is one object per node, named by the configuration (``placement``) and
@@ -8,8 +9,10 @@ called the same way in the simulator and in the real agent.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
+
+from fedsim.protocol.registry import Registry
 
 
 class PlacementPolicy(Protocol):
@@ -20,6 +23,12 @@ class PlacementPolicy(Protocol):
     ) -> int:
         """Return the node (one of ``members``) that will hold ``path``."""
         ...
+
+
+#: Placement policies by the name a config uses: ``factory(node_id, seed)``.
+#: Per-node state (round-robin position, random stream) is derived from the
+#: node id and the run's seed so runs are deterministic and nodes differ.
+HOMES: Registry[Callable[[int, int], PlacementPolicy]] = Registry("placement policy")
 
 
 class WithManager:
@@ -85,20 +94,12 @@ class Pinned:
         return home
 
 
-PLACEMENTS = ("with_manager", "round_robin", "random", "with_requester")
+HOMES.add("with_manager", lambda node_id, seed: WithManager())
+HOMES.add("round_robin", lambda node_id, seed: RoundRobin(start=node_id))
+HOMES.add("random", lambda node_id, seed: RandomPlacement(seed=seed * 1_000_003 + node_id))
+HOMES.add("with_requester", lambda node_id, seed: WithRequester())
 
 
 def make_placement(name: str, node_id: int, seed: int = 0) -> PlacementPolicy:
-    """The policy object a config names, for node ``node_id``.
-
-    Per-node state (round-robin position, random stream) is derived from the
-    node id and the run's seed so runs are deterministic and nodes differ."""
-    if name == "with_manager":
-        return WithManager()
-    if name == "round_robin":
-        return RoundRobin(start=node_id)
-    if name == "random":
-        return RandomPlacement(seed=seed * 1_000_003 + node_id)
-    if name == "with_requester":
-        return WithRequester()
-    raise ValueError(f"unknown placement policy {name!r}; allowed: {', '.join(PLACEMENTS)}")
+    """The policy object a config names, for node ``node_id``."""
+    return HOMES.get(name)(node_id, seed)

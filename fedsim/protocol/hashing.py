@@ -1,5 +1,6 @@
-"""Pathname -> manager: the hash schemes that tell every node, with no
-communication, which node manages a name (FedFS 2.1).
+"""Manager hashing, pathname -> manager: the hash schemes that tell every
+node, with no communication, which node manages a name (FedFS 2.1).  Which
+node *holds* a new name is home placement, ``policies.homes``.
 
 Two schemes, chosen by configuration (``hashing``):
 
@@ -17,19 +18,26 @@ from collections.abc import Sequence
 
 import mmh3
 
+from fedsim.protocol.registry import Registry
+
 
 def path_hash(path: str) -> int:
     """The one hash of a pathname used for manager placement (unsigned 32-bit mmh3)."""
     return mmh3.hash(path, 0, signed=False)
 
 
+#: Manager hashing schemes by the name a config uses: ``cls(members, vnodes)``.
+HASHINGS: Registry[type] = Registry("hashing")
+
+
+@HASHINGS.register("mod_n")
 class ModN:
     """Manager = members[mmh3(path) mod N] (FedFS 3.3: "we incorporate the
     number of nodes in the hash function")."""
 
     name = "mod_n"
 
-    def __init__(self, members: Sequence[int]) -> None:
+    def __init__(self, members: Sequence[int], vnodes: int = 0) -> None:
         if not members:
             raise ValueError("a federation needs at least one member")
         self.members = tuple(sorted(members))
@@ -41,6 +49,7 @@ class ModN:
         return ModN(members)
 
 
+@HASHINGS.register("ring")
 class Ring:
     """Consistent hashing: each member owns ``vnodes`` points on a 2^32 ring;
     a name belongs to the first point clockwise from its hash."""
@@ -70,16 +79,9 @@ class Ring:
         return Ring(members, self.vnodes)
 
 
-HASHINGS = {"mod_n": ModN, "ring": Ring}
-
-
 def make_hashing(name: str, members: Sequence[int], vnodes: int = 64) -> ModN | Ring:
-    """Build the hashing scheme a config names (``mod_n`` or ``ring``)."""
-    if name == "mod_n":
-        return ModN(members)
-    if name == "ring":
-        return Ring(members, vnodes)
-    raise ValueError(f"unknown hashing {name!r}; allowed: {', '.join(HASHINGS)}")
+    """Build the hashing scheme a config names (any registered in ``HASHINGS``)."""
+    return HASHINGS.get(name)(members, vnodes)
 
 
 def names_managed_by(hashing: ModN | Ring, node: int, prefix: str, count: int = 1, limit: int = 1_000_000) -> list[str]:

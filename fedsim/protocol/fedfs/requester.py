@@ -1,0 +1,197 @@
+"""The requester: the node whose file API a client called (Federated DAFS
+Fig. 3), and the four lookup paths of FedFS 3.1, as counted in
+``NodeStats.lookup_paths``: 1 = R's own DT, 2 = M's DT, 3 = PM's cached VD,
+4 = PM had to dirmerge.
+
+Namespace updates (AddEntry, DelEntry, SummaryAdd, Forget) are acknowledged
+calls, as in Federated DAFS Fig. 4 ("the wait for response is implicit"): a
+one-way update could be overtaken by the client's next request (create
+returns, the following readdir at the parent's manager does not show the file
+yet).  ``ProtocolConfig.async_dir_updates`` makes them one-way, for studying
+what that would save; the Table 2 study finds the prototype's latencies fit
+acknowledged updates better.
+"""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Callable
+from typing import Any
+
+from fedsim.protocol.effects import Compute
+from fedsim.protocol.fedfs.home import Home
+from fedsim.protocol.messages import (
+    Close,
+    Create,
+    Forget,
+    HomeInfo,
+    ListVD,
+    Mkdir,
+    Open,
+    Read,
+    Request,
+    Rmdir,
+    Stat,
+    Unlink,
+    Write,
+    fs_error,
+)
+from fedsim.protocol.names import ROOT, normalize
+from fedsim.protocol.node import Gen, api
+from fedsim.protocol.tables import DIR_ENTRY, DTEntry
+
+
+class Requester(Home):
+    def __init__(self, node_id: int, spec: Any, **kw: Any) -> None:
+        super().__init__(node_id, spec, **kw)
+        self.fds: dict[int, tuple[str, int]] = {}
+        self._next_fd = 3
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "open_files": len(self.fds)}
+
+    # ------------------------------------------------------------------ lookup
+    def lookup(self, path: str) -> Gen:
+        """Resolve a pathname to (DTEntry, from_own_dt) by the four paths of FedFS 3.1."""
+        return (yield from self._lookup(normalize(path)))
+
+    def _lookup(self, path: str) -> Gen:
+        """``lookup`` of a path already in canonical form."""
+        if path == ROOT:
+            return DIR_ENTRY, False
+        e = self.dt.get(path)
+        if e is not None:
+            self.stats.lookup_paths[1] += 1
+            return e, True
+        return (yield from self._lookup_at_manager(path)), False
+
+    def _lookup_at_manager(self, path: str) -> Gen:
+        """Ask P's manager (paths 2-4).  The manager skips its DT when it is
+        this node (the caller just missed there).  Directory entries are cached
+        only at their manager: a requester could not notice a stale one."""
+        m = self.manager_of(path)
+        is_dir, home, how = yield from self.call(m, HomeInfo(path))
+        self.stats.lookup_paths[how] += 1
+        entry = DIR_ENTRY if is_dir else DTEntry(False, home)
+        if not is_dir and m != self.id:
+            self.dt.put(path, entry)
+        return entry
+
+    def _at_home(self, path: str, make: Callable[[str], Request], dir_errno: int | None) -> Gen:
+        """Look the canonical ``path`` up and run a request at its home.  A stale
+        entry from this node's own DT (the file moved or was removed elsewhere)
+        shows up as ENOENT from the old home: drop it and ask the manager once more."""
+        entry, cached = yield from self._lookup(path)
+        for attempt in (0, 1):
+            if entry.is_dir:
+                if dir_errno is None:
+                    return None
+                raise fs_error(dir_errno, path)
+            try:
+                return (yield from self.call(entry.home, make(path))), entry.home
+            except FileNotFoundError:
+                if not cached or attempt:
+                    raise
+                self.stats.stale_retries += 1
+                self.dt.pop(path)
+                entry = yield from self._lookup_at_manager(path)
+        raise AssertionError("unreachable")
+
+    # ------------------------------------------------------------------ the file API
+    @api(str)
+    def create(self, path: str) -> Gen:
+        """Create an empty regular file (exclusive: EEXIST if the name exists)."""
+        path = normalize(path)
+        yield Compute("fedfs_op")
+        if path == ROOT:
+            raise fs_error(errno.EEXIST, path)
+        m = self.manager_of(path)
+        _, home, _ = yield from self.call(m, HomeInfo(path, "file"))
+        try:
+            yield from self.call(home, Create(path))
+        except OSError:
+            yield from self.notify(m, Forget(path))  # undo the manager's reservation
+            raise
+        self.dt.put(path, DTEntry(False, home))
+        return home
+
+    @api(str)
+    def mkdir(self, path: str) -> Gen:
+        path = normalize(path)
+        yield Compute("fedfs_op")
+        if path == ROOT:
+            raise fs_error(errno.EEXIST, path)
+        m = self.manager_of(path)
+        _, home, _ = yield from self.call(m, HomeInfo(path, "dir"))
+        try:
+            yield from self.call(home, Mkdir(path))
+        except OSError:
+            yield from self.notify(m, Forget(path))
+            raise
+        return home
+
+    @api(str)
+    def unlink(self, path: str) -> Gen:
+        path = normalize(path)
+        yield Compute("fedfs_op")
+        yield from self._at_home(path, Unlink, errno.EISDIR)
+        self.dt.pop(path)
+
+    @api(str)
+    def rmdir(self, path: str) -> Gen:
+        path = normalize(path)
+        yield Compute("fedfs_op")
+        if path == ROOT:
+            raise fs_error(errno.EBUSY, path, "cannot remove the root of the federation")
+        yield from self.call(self.manager_of(path), Rmdir(path))
+        self.dt.pop(path)
+
+    @api(str)
+    def readdir(self, path: str) -> Gen:
+        """Sorted [(name, is_dir)] of a virtual directory."""
+        path = normalize(path)
+        yield Compute("fedfs_op")
+        return (yield from self.call(self.manager_of(path), ListVD(path)))
+
+    @api(str)
+    def stat(self, path: str) -> Gen:
+        """(is_dir, size)."""
+        path = normalize(path)
+        yield Compute("fedfs_op")
+        r = yield from self._at_home(path, Stat, None)
+        return (True, 0) if r is None else tuple(r[0])
+
+    @api(str)
+    def open(self, path: str) -> Gen:
+        """Open a regular file; returns a descriptor for read/write/close."""
+        path = normalize(path)
+        yield Compute("fedfs_op")
+        _, home = yield from self._at_home(path, Open, errno.EISDIR)
+        fd = self._next_fd
+        self._next_fd += 1
+        self.fds[fd] = (path, home)
+        return fd
+
+    def _fd(self, fd: int) -> tuple[str, int]:
+        try:
+            return self.fds[fd]
+        except KeyError:
+            raise OSError(errno.EBADF, f"bad file descriptor {fd}") from None
+
+    @api(int)
+    def close(self, fd: int) -> Gen:
+        path, home = self._fd(fd)
+        del self.fds[fd]
+        yield from self.call(home, Close(path))
+
+    @api(int, int, int)
+    def read(self, fd: int, offset: int, size: int) -> Gen:
+        path, home = self._fd(fd)
+        yield Compute("fedfs_op")
+        return (yield from self.call(home, Read(path, offset, size)))
+
+    @api(int, int, bytes)
+    def write(self, fd: int, offset: int, data: bytes) -> Gen:
+        path, home = self._fd(fd)
+        yield Compute("fedfs_op")
+        return (yield from self.call(home, Write(path, offset, data)))
