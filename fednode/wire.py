@@ -83,6 +83,8 @@ def check_args(op: str, want: tuple[type, ...], args: tuple[Any, ...] | list[Any
     """Refuse ``args`` unless they are exactly of the types ``want`` (the last
     ``optional`` ones may be left out); EINVAL says what was expected.  Exact
     types: a bool is not an int, a str subclass not a str."""
+    if type(args) is not tuple and type(args) is not list:
+        raise OSError(errno.EINVAL, f"{op}: the arguments must be an array, not {type(args).__name__}")
     ok = len(want) - optional <= len(args) <= len(want) and all(
         type(a) is t or (t is tuple and type(a) is list) for a, t in zip(args, want, strict=False)
     )

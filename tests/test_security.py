@@ -192,6 +192,8 @@ def test_bench_fedfs_paths_are_the_protocols_confined_names(fed, tally, op):
         ("bench", ("local", "close_all", [["/x"]])),
         ("bench", ("fedfs", "stat", [["/d/file", "extra"]])),  # right op, wrong arity
         ("bench", ("fedfs", "read", [[True, 0, 1]])),  # a bool is not a descriptor
+        ("bench", ("local", "stat", [5])),  # a call that is not an array
+        ("bench", ("fedfs", "stat", "/d/file")),  # calls that are not an array
         ("admin_status", ()),
         ("__class__", ()),
         ("pin", ("/../x", 1)),
@@ -330,7 +332,8 @@ def test_descriptors_belong_to_the_connection_that_opened_them(fed, tally):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(op=st.sampled_from([*ADMIN_OPS, "bench"]),
        args=st.lists(st.one_of(st.integers(-2, 2**40), st.text(max_size=12), st.binary(max_size=16), st.booleans(),
-                               st.none(), st.lists(st.lists(st.integers(-1, 3), max_size=3), max_size=3)),
+                               st.none(), st.lists(st.lists(st.integers(-1, 3), max_size=3), max_size=3),
+                               st.lists(st.one_of(st.integers(), st.text(max_size=4)), max_size=3)),
                      max_size=4))  # fmt: skip
 def test_random_admin_requests_get_an_answer_and_the_agent_keeps_serving(fed, tally, op, args):
     _, cluster, _ = fed
