@@ -43,11 +43,12 @@ from pydantic import (
 )
 
 from fedsim.config import Config
-from fedsim.protocol.summary import BloomSummary, expected_collisions, expected_fp_rate
+from fedsim.protocol.summary import LAYOUTS, BloomSummary, expected_collisions, expected_fp_rate
 from fedsim.results import StudyResult
+from fedsim.schema import table as format_table
 from fedsim.studies import register_study
 
-LayoutName = Literal["shared", "per_hash", "partitioned"]
+LayoutName = Literal[LAYOUTS]  # type: ignore[valid-type]  # the summary's own list, not a copy
 Row = tuple[str, str, float]
 
 #: The paper's geometry and figures (FedFS, section 2.2).
@@ -331,7 +332,7 @@ def measure(params: Params, seed: int) -> tuple[list[Row], str]:
         "coll/paper",
         "fp/paper",
     )
-    lines += _format_table(header, table)
+    lines += format_table(header, table, left=2).splitlines()
     lines.append(
         "(memory: bits of the whole summary; x/paper: measured rate / paper's rate)"
     )
@@ -407,7 +408,7 @@ def _fit(
     ]
     if same_geometry:
         header.append("measured X^2")
-    lines += ["  " + line for line in _format_table(header, table)]
+    lines += ["  " + line for line in format_table(header, table, left=2).splitlines()]
     lines.append(
         "  paper: "
         + ", ".join(
@@ -445,18 +446,6 @@ def _fit(
             "'summary size of 2^20 bits' reads literally"
         )
     return rows, lines
-
-
-def _format_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
-    widths = [max(len(str(r[i])) for r in [header, *body]) for i in range(len(header))]
-
-    def fmt(cells: Sequence[str]) -> str:
-        return "  ".join(
-            str(c).ljust(w) if i < 2 else str(c).rjust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ).rstrip()
-
-    return [fmt(header), "  ".join("-" * w for w in widths), *(fmt(r) for r in body)]
 
 
 def run(cfg: Config, params: Params) -> StudyResult:

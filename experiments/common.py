@@ -10,7 +10,6 @@ import numpy as np
 
 from fedsim.config import Config
 from fedsim.network import LogGP, preset
-from fedsim.protocol.config import ProtocolConfig
 from fedsim.runtime import CpuCosts, SimCluster
 from fedsim.storage import EXT2_PAPER, StorageParams
 from fedsim.workloads.sfs97 import Recorder, Sfs97, make_fileset, place
@@ -40,17 +39,11 @@ def build_cluster(cfg: Config, **overrides: Any) -> SimCluster:
             block_size=cfg.storage.block_size,
             cache_blocks=int(cfg.storage.cache_mb * 2**20 // cfg.storage.block_size),
         ),
-        protocol=ProtocolConfig(
-            dt_entries=cl.dt_entries,
-            vd_entries=cl.vd_entries,
-            summary_bits=cfg.summary.bits,
-            summary_hashes=cfg.summary.hashes,
-            summary_layout=cfg.summary.layout,
-            async_dir_updates=cl.async_dir_updates,
-        ),
-        hashing=cl.hashing,
-        vnodes=cl.vnodes,
-        placement=cl.placement,
+        protocol=cfg.protocol.config(),
+        design=cfg.protocol.architecture,
+        hashing=cfg.protocol.hashing,
+        vnodes=cfg.protocol.vnodes,
+        placement=cfg.protocol.placement,
         workers=cl.workers,
         cpu=CpuCosts(hash_us=cfg.cpu.hash_us, cores=cl.cores),
         seed=cfg.seed,
@@ -142,9 +135,14 @@ def run_workload(cfg: Config, **overrides: Any) -> RunOutcome:
     c = build_cluster(cfg, **overrides)
     w = cfg.workload
     fs = make_fileset(w.files, w.dirs, rng)
-    place(c, fs, cfg.cluster.placement, rng)
+    place(c, fs, cfg.protocol.placement, rng)
     if cfg.cluster.bootstrap == "preload":
         c.preload_summaries()
+        # What start() would go on with after its push: the node's periodic
+        # work (summary refresh, VD ageing).  The timer returns at once when
+        # protocol.summary_refresh_s is 0, so closed-world runs are unchanged.
+        for node in c.nodes:
+            c.spawn(node.id, node.summary_timer())
     else:
         c.env.run(until=c.exchange_summaries())
     drv = Sfs97(c, fs, mix=dict(w.mix), rng=rng, io_size=w.io_size, locality=w.locality, hot_files=w.hot_files,

@@ -26,7 +26,8 @@ from typing import Any
 
 from experiments.common import run_workload
 from fedsim.config import validate
-from fedsim.results import Row, table, write_csv
+from fedsim.results import Row, write_csv
+from fedsim.schema import table
 
 LOADS = (500, 1000, 2000, 3000, 3600, 4500, 6000)
 
@@ -48,7 +49,8 @@ def demo(out: Path, quick: bool = False) -> Path:
                 {
                     "study": "simulate",
                     "seed": 1,
-                    "cluster": {"nodes": nodes, "placement": "with_manager"},
+                    "cluster": {"nodes": nodes},
+                    "protocol": {"placement": "with_manager"},
                     "network": {"preset": "fedfs_prototype"},
                     "workload": {
                         "files": 3000,

@@ -14,7 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from experiments.common import run_workload
 from fedsim.config import Config
-from fedsim.results import StudyResult, table
+from fedsim.results import StudyResult
+from fedsim.schema import table
 from fedsim.studies import register_study
 
 
@@ -34,7 +35,7 @@ def run(cfg: Config, params: Params) -> StudyResult:
         for loc in params.locality:
             c = cfg.model_copy(
                 update={
-                    "cluster": cfg.cluster.model_copy(update={"dt_entries": dt}),
+                    "protocol": cfg.protocol.model_copy(update={"dt_entries": dt}),
                     "workload": cfg.workload.model_copy(update={"locality": loc}),
                 }
             )

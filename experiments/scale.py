@@ -22,7 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from experiments.common import run_workload
 from fedsim.config import Config
-from fedsim.results import StudyResult, table
+from fedsim.results import StudyResult
+from fedsim.schema import table
 from fedsim.studies import register_study
 
 
@@ -39,7 +40,7 @@ def run(cfg: Config, params: Params) -> StudyResult:
     for vd in params.vd_entries:
         if vd <= 0:
             raise ValueError(f"params.vd_entries: {vd} must be positive")
-        c = cfg.model_copy(update={"cluster": cfg.cluster.model_copy(update={"vd_entries": vd})})
+        c = cfg.model_copy(update={"protocol": cfg.protocol.model_copy(update={"vd_entries": vd})})
         out = run_workload(c)
         m = out.metrics
         case = f"nodes={n} vd_entries={vd}"
@@ -83,7 +84,8 @@ def run(cfg: Config, params: Params) -> StudyResult:
     res.report = "\n".join(
         [
             f"Scale: {n} nodes, {cfg.workload.files} files in {cfg.workload.dirs} directories, "
-            f"{cfg.workload.ops} SFS97 operations, summaries {cfg.summary.bits} bits x {cfg.summary.hashes} hashes",
+            f"{cfg.workload.ops} SFS97 operations, summaries {cfg.protocol.summary_bits} bits x "
+            f"{cfg.protocol.summary_hashes} hashes",
             table(
                 ["VD cache", "max nodes/lookup", "max nodes/op", "dirmerges", "dirs merged", "max merges/dir",
                  "asked/merge", "of them held", "N-1", "msgs/op"],

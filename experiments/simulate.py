@@ -7,7 +7,8 @@ from pydantic import BaseModel, ConfigDict
 
 from experiments.common import run_workload
 from fedsim.config import Config
-from fedsim.results import StudyResult, table
+from fedsim.results import StudyResult
+from fedsim.schema import table
 from fedsim.studies import register_study
 
 
@@ -29,7 +30,7 @@ def run(cfg: Config, params: Params) -> StudyResult:
     shares = ", ".join(f"{i}: {m[f'lookup_path_share_{i}']:.1%}" for i in range(1, 5))
     res.report = "\n".join(
         [
-            f"{cfg.cluster.nodes} nodes, {cfg.network.preset} network, {cfg.cluster.placement} placement, "
+            f"{cfg.cluster.nodes} nodes, {cfg.network.preset} network, {cfg.protocol.placement} placement, "
             f"{cfg.workload.arrivals}-loop {cfg.workload.rate:g} ops/s offered",
             table(["op", "count", "mean us", "p95 us", "msgs/op"], rows),
             f"throughput {m['throughput_ops_s']:.0f} ops/s, mean latency {m['latency_mean_us']:.0f} us, "

@@ -22,13 +22,15 @@ replies included).
 It follows that the prototype's add_entry / del_entry / summary updates cost a
 full exchange each: Federated DAFS IV-B says of Fig. 3/4 "for all requests
 shown in these figures, the wait for response is implicit", and Fig. 4's
-add_entry and del_entry handlers "send response".  ``cluster.async_dir_updates``
+add_entry and del_entry handlers "send response".  ``protocol.async_dir_updates``
 chooses between acknowledged updates (false) and one-way ones (true); with
 ``params.compare_updates`` the study runs every scenario under both and the
 report says, from the numbers, which setting fits the paper.
 
 Role arrangements
 -----------------
+The cells and their arrangements are ``fedsim.table2_cells.CELLS``, one list
+that ``fednode bench`` times on real agents as well.
 R (the requester) is node 0; A, B and C are three other nodes.  For the pathname
 P of each scenario, M = manager_of(P), PM = manager_of(parent of P) and H = the
 home (pinned with ``Pinned`` at creation, or where the file lies on disk).
@@ -86,27 +88,22 @@ from __future__ import annotations
 import math
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
 from experiments.common import build_cluster, network_of
-from fedsim.config import Config, ConfigError
+from fedsim.config import Config
 from fedsim.protocol.effects import Local
 from fedsim.protocol.hashing import ModN, Ring, make_hashing, names_managed_by
 from fedsim.protocol.names import split
 from fedsim.protocol.policies.homes import Pinned, WithManager
-from fedsim.results import StudyResult, table
+from fedsim.results import StudyResult
 from fedsim.runtime import OpTrace, SimCluster
+from fedsim.schema import ConfigError, table
 from fedsim.studies import register_study
+from fedsim.table2_cells import CELLS, COLUMNS, OPS, ROLE_NODE, Cell
 
-Op = Literal["creat", "mkdir", "read", "write", "unlink"]
-OPS: tuple[Op, ...] = ("creat", "mkdir", "read", "write", "unlink")
-COLUMNS = ("local", "0 hop", "1 hop", "2 hops", "3 hops", "5 hops", "6 hops")
-#: Role letters -> node ids.  R is the requester; A, B, C are distinct remote nodes.
-ROLE_NODE = {"R": 0, "A": 1, "B": 2, "C": 3}
-#: The API call (FedNode method / Local op) behind each of the paper's call names.
-API = {"creat": "create", "mkdir": "mkdir", "read": "read", "write": "write", "unlink": "unlink"}
 ROOT_DIR = "/t2"
 _SEARCH = 100_000  # name candidates tried per role (each hash lands on a node w.p. ~1/N)
 
@@ -122,69 +119,8 @@ class Params(BaseModel):
     tolerance: float = Field(0.25, gt=0.0, lt=1.0)
     """A cell agrees with the paper when sim/paper lies within 1 +- tolerance."""
     compare_updates: bool = True
-    """Also run every scenario with the other setting of cluster.async_dir_updates and
+    """Also run every scenario with the other setting of protocol.async_dir_updates and
     report which one fits the paper (the prototype's updates: acknowledged or one-way?)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Cell:
-    """One cell of the paper's Table 2 and the scenario that reproduces it."""
-
-    op: Op
-    column: str
-    variant: Literal["", "cache-hit", "dt-hit"]
-    paper_us: float
-    roles: tuple[str, str, str] | None  # (M, PM, H) as role letters; None for Local
-
-    @property
-    def case(self) -> str:
-        return f"{self.op} {self.column}" + (f" {self.variant}" if self.variant else "")
-
-    @property
-    def paper_hops(self) -> int | None:
-        return None if self.column == "local" else int(self.column.split()[0])
-
-    @property
-    def nodes(self) -> tuple[int, int, int] | None:
-        """(manager, parent's manager, home) as node ids."""
-        if self.roles is None:
-            return None
-        m, pm, h = (ROLE_NODE[r] for r in self.roles)
-        return m, pm, h
-
-
-_ALL_R = ("R", "R", "R")
-_M_REMOTE = ("A", "R", "R")
-_DISTINCT = ("A", "C", "B")
-_ONE_REMOTE = ("A", "A", "A")
-
-#: Table 2 of the FedFS paper (microseconds), in its row and column order.
-CELLS: tuple[Cell, ...] = (
-    Cell("creat", "local", "", 89, None),
-    Cell("creat", "0 hop", "", 140, _ALL_R),
-    Cell("creat", "2 hops", "", 522, _M_REMOTE),
-    Cell("creat", "5 hops", "", 1179, _DISTINCT),
-    Cell("mkdir", "local", "", 164, None),
-    Cell("mkdir", "0 hop", "", 175, _ALL_R),
-    Cell("mkdir", "3 hops", "", 820, _M_REMOTE),
-    Cell("mkdir", "6 hops", "", 1420, _DISTINCT),
-    Cell("read", "local", "", 105, None),
-    Cell("read", "local", "cache-hit", 14, None),
-    Cell("read", "0 hop", "", 105, _ALL_R),
-    Cell("read", "0 hop", "cache-hit", 11, _ALL_R),
-    Cell("read", "1 hop", "", 452, _ONE_REMOTE),
-    Cell("write", "local", "", 19, None),
-    Cell("write", "0 hop", "", 75, _ALL_R),
-    Cell("write", "0 hop", "cache-hit", 16, _ALL_R),
-    Cell("write", "1 hop", "", 305, _ONE_REMOTE),
-    Cell("unlink", "local", "", 25, None),
-    Cell("unlink", "0 hop", "", 90, _ALL_R),
-    Cell("unlink", "0 hop", "dt-hit", 62, _ALL_R),
-    Cell("unlink", "1 hop", "dt-hit", 339, _ONE_REMOTE),
-    Cell("unlink", "2 hops", "", 570, _ONE_REMOTE),
-    Cell("unlink", "3 hops", "", 792, ("A", "B", "A")),
-    Cell("unlink", "3 hops", "dt-hit", 664, _DISTINCT),
-)
 
 
 @dataclass(slots=True)
@@ -233,7 +169,7 @@ def pick_names(hashing: ModN | Ring, parent_manager: int, manager: int) -> tuple
 
 
 def _with_updates(cfg: Config, async_updates: bool) -> Config:
-    return cfg.model_copy(update={"cluster": cfg.cluster.model_copy(update={"async_dir_updates": async_updates})})
+    return cfg.model_copy(update={"protocol": cfg.protocol.model_copy(update={"async_dir_updates": async_updates})})
 
 
 def _bare_local(op: str, path: str, args: tuple[Any, ...]) -> Generator[Any, Any, Any]:
@@ -247,7 +183,7 @@ def _measure_local(cfg: Config, cell: Cell, params: Params) -> Measurement:
     parent, path = f"{ROOT_DIR}/p0", f"{ROOT_DIR}/p0/x0"
     files = [] if cell.op in ("creat", "mkdir") else [(path, 2 * params.io_bytes)]
     c.populate(0, files, [parent])
-    op = API[cell.op]
+    op = cell.api
     args: tuple[Any, ...] = ()
     if cell.op == "read":
         args = (0, params.io_bytes)
@@ -277,7 +213,7 @@ def _fed_cluster(cfg: Config, cell: Cell, file_bytes: int | None) -> tuple[SimCl
     assert cell.nodes is not None
     m, pm, h = cell.nodes
     members = list(range(cfg.cluster.nodes))
-    parent, path = pick_names(make_hashing(cfg.cluster.hashing, members, cfg.cluster.vnodes), pm, m)
+    parent, path = pick_names(make_hashing(cfg.protocol.hashing, members, cfg.protocol.vnodes), pm, m)
     c = build_cluster(cfg, placement=[Pinned({path: h}, WithManager()) for _ in members])
     for n in members:
         c.populate(n, [(path, file_bytes)] if file_bytes is not None and n == h else [], [parent])
@@ -303,7 +239,7 @@ def _measure_fed(cfg: Config, cell: Cell, params: Params) -> Measurement:
         offset = 0
         args = (fd, offset, io) if cell.op == "read" else (fd, offset, bytes(io))
         if cell.variant == "cache-hit":
-            c.run_op(R, API[cell.op], *args)
+            c.run_op(R, cell.api, *args)
     else:  # unlink a file created through FedFS from R
         c.run_op(R, "create", path)
         c.env.run()
@@ -323,7 +259,7 @@ def _measure_fed(cfg: Config, cell: Cell, params: Params) -> Measurement:
     trace = OpTrace(log=[])
     merges0 = sum(n.stats.dirmerges for n in c.nodes)
     t0 = c.env.now
-    value = c.run_op(R, API[cell.op], *args, trace=trace)
+    value = c.run_op(R, cell.api, *args, trace=trace)
     m.latency_us = c.env.now - t0
     c.env.run()  # let one-way updates land before counting and checking
     m.dirmerges = sum(n.stats.dirmerges for n in c.nodes) - merges0
@@ -528,14 +464,14 @@ def _analysis(
     off_path = [m for m in meas.values() if m.requests > m.exchanges]
     if off_path:
         out.append(
-            f"With async_dir_updates={cfg.cluster.async_dir_updates}, {len(off_path)} cells send one-way updates "
+            f"With async_dir_updates={cfg.protocol.async_dir_updates}, {len(off_path)} cells send one-way updates "
             "that are off the critical path: "
             + ", ".join(f"{m.cell.case} ({m.requests - m.exchanges})" for m in off_path)
             + "."
         )
 
     if other is not None:
-        this_setting = cfg.cluster.async_dir_updates
+        this_setting = cfg.protocol.async_dir_updates
         fits = {this_setting: _fit(meas, tol), not this_setting: _fit(other, tol)}
         label = {True: "one-way updates (async_dir_updates: true)", False: "acknowledged updates (false)"}
         better = min(fits, key=lambda s: fits[s][2])
@@ -553,7 +489,7 @@ def _analysis(
 
 def _report(cfg: Config, params: Params, meas: dict[str, Measurement], other: dict[str, Measurement] | None) -> str:
     net = network_of(cfg)
-    setting = cfg.cluster.async_dir_updates
+    setting = cfg.protocol.async_dir_updates
     other_name = f"sim us, async={not setting}"
     rows = []
     for cell in CELLS:
@@ -595,6 +531,11 @@ def _report(cfg: Config, params: Params, meas: dict[str, Measurement], other: di
 
 def measure_all(cfg: Config, params: Params) -> dict[str, Measurement]:
     """Every cell of Table 2, each on its own fresh cluster."""
+    if cfg.protocol.summary_refresh_s:
+        raise ConfigError(
+            f"protocol.summary_refresh_s: table2 times one operation with nothing else going on, so it runs no "
+            f"periodic summary refresh; set it to 0 (got {cfg.protocol.summary_refresh_s:g})"
+        )
     if cfg.cluster.nodes < len(ROLE_NODE):
         raise ConfigError(
             f"cluster.nodes: table2 needs at least {len(ROLE_NODE)} nodes (the requester and three distinct "
@@ -607,7 +548,7 @@ def run(cfg: Config, params: Params) -> StudyResult:
     meas = measure_all(cfg, params)
     other = None
     if params.compare_updates:
-        other = measure_all(_with_updates(cfg, not cfg.cluster.async_dir_updates), params)
+        other = measure_all(_with_updates(cfg, not cfg.protocol.async_dir_updates), params)
     res = StudyResult()
     for cell in CELLS:
         m = meas[cell.case]
@@ -623,7 +564,7 @@ def run(cfg: Config, params: Params) -> StudyResult:
             res.add(cell.case, "home", float(m.home or 0))
         res.add(cell.case, "ok", float(m.ok))
         if other is not None:
-            by = {cfg.cluster.async_dir_updates: m, not cfg.cluster.async_dir_updates: other[cell.case]}
+            by = {cfg.protocol.async_dir_updates: m, not cfg.protocol.async_dir_updates: other[cell.case]}
             res.add(cell.case, "sim_us_oneway_updates", by[True].latency_us)
             res.add(cell.case, "sim_us_acked_updates", by[False].latency_us)
     res.report = _report(cfg, params, meas, other)

@@ -24,8 +24,9 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from experiments.common import run_workload
-from fedsim.config import Config, ConfigError
-from fedsim.results import StudyResult, table
+from fedsim.config import Config
+from fedsim.results import StudyResult
+from fedsim.schema import ConfigError, table
 from fedsim.studies import register_study
 
 #: FedFS Table 3 (milliseconds): operation -> (NFS, DNFS).  "average" is the

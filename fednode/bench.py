@@ -4,12 +4,13 @@ on the local file system, all measured in one run.
 
 Every timing is taken inside the requester's agent (the ``ping`` and ``bench``
 admin calls), so no client-to-agent hop is counted: a 0-hop operation is the
-federal layer plus the local operation, as in FedFS Table 2.  Each cell
-forces a role arrangement (the file's manager M, its parent's manager PM and
-its home H, as letters: R the requester, A and B two other nodes) by picking
-names that hash to M and PM and pinning the home at M, then checks the hops it
-really made with a traced call (requests on the critical path, dirmerge
-ReadDirs excluded).
+federal layer plus the local operation, as in FedFS Table 2.  The cells are
+Table 2's own (``fedsim.table2_cells``, the list the simulated study runs):
+each forces its role arrangement (the file's manager M, its parent's manager
+PM and its home H, as letters: R the requester, A, B, C other nodes) by
+picking names that hash to M and PM and pinning the home at H, then checks the
+requests it really made with a traced call (requests on the critical path,
+dirmerge ReadDirs excluded) against those the arrangement should make.
 
 The run writes ``OUT/bench.txt`` (the table), ``OUT/bench.csv`` (tidy rows)
 and ``OUT/profile.yaml``: the measured round trip as LogGP parameters and the
@@ -26,7 +27,6 @@ import statistics
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,40 +36,20 @@ from fednode.client import Client
 from fednode.cluster import ProcessCluster, write_local
 from fednode.config import Cluster, load_cluster
 from fedsim.protocol.hashing import names_managed_by
-from fedsim.results import table
+from fedsim.schema import table
+from fedsim.table2_cells import API, CELLS, COLUMNS, OPS, Cell
 
 IO = 4096
 BIG = 65536
-
-
-@dataclass(frozen=True)
-class Cell:
-    op: str
-    hops: int
-    roles: str  # M, PM, H as letters
-    dt_hit: bool = True  # the requester's DT knows the name (it created it)
-
-
-CELLS = (
-    Cell("stat", 0, "RRR"),
-    Cell("stat", 1, "AAA"),
-    Cell("stat", 2, "AAA", dt_hit=False),
-    Cell("read", 0, "RRR"),
-    Cell("read", 1, "AAA"),
-    Cell("write", 0, "RRR"),
-    Cell("write", 1, "AAA"),
-    Cell("create", 0, "RRR"),
-    Cell("create", 2, "AAA"),
-    Cell("create", 3, "ABR"),
-    Cell("mkdir", 0, "RRR"),
-    Cell("mkdir", 2, "AAA"),
-    Cell("mkdir", 3, "ARR"),
-    Cell("unlink", 0, "RRR"),
-    Cell("unlink", 1, "AAA"),
-    Cell("unlink", 2, "AAA", dt_hit=False),
-    Cell("unlink", 3, "ABA", dt_hit=False),
+#: The Table 2 cells a bench can arrange on real agents.  Reads and writes
+#: repeat on one block, so every one it times is warm: the cache-hit variants
+#: would time the same thing again.  A DT miss needs a creator other than R,
+#: which an all-R arrangement does not have.
+BENCH_CELLS: tuple[Cell, ...] = tuple(
+    c
+    for c in CELLS
+    if c.roles is not None and c.variant != "cache-hit" and (c.dt_hit or c.op != "unlink" or set(c.roles) != {"R"})
 )
-OPS = ("stat", "read", "write", "create", "mkdir", "unlink")
 
 
 @contextlib.contextmanager
@@ -99,7 +79,7 @@ class Bench:
         members = cluster.spec.members
         self.R = members[0] if requester is None else requester
         others = [m for m in members if m != self.R]
-        self.role = {"R": self.R, "A": others[0] if others else None, "B": others[1] if len(others) > 1 else None}
+        self.role = {"R": self.R, **{x: others[i] if len(others) > i else None for i, x in enumerate("ABC")}}
         self.repeat = repeat
         self.hashing = cluster.spec.hashing_fn()
         self.clients = {n: Client(cluster, node=n) for n in members}
@@ -116,13 +96,15 @@ class Bench:
         return self.clients[node]
 
     def names(self, cell: Cell, count: int) -> tuple[str, list[str]]:
+        assert cell.roles is not None
         m, pm, _ = (self.role[x] for x in cell.roles)
-        tag = f"{cell.op}{cell.hops}"
+        tag = cell.case.replace(" ", "_")
         parent = names_managed_by(self.hashing, pm, f"{self.top}/{tag}_")[0]
         return parent, names_managed_by(self.hashing, m, f"{parent}/n", count)
 
     def setup(self, cell: Cell, count: int) -> tuple[list[list[Any]], str]:
         """Create what the cell's timed calls need; returns their argument lists."""
+        assert cell.roles is not None
         m, pm, h = (self.role[x] for x in cell.roles)
         R = self.at(self.R)
         parent, paths = self.names(cell, count)
@@ -130,13 +112,14 @@ class Bench:
         R.mkdir(parent)
         for p in paths:
             self.at(m).call("pin", p, h)
-        if cell.op in ("create", "mkdir"):
+        if cell.api in ("create", "mkdir"):
             return [[p] for p in paths], parent
-        maker = R if cell.dt_hit else self.at(m if m != self.R else h)
-        if cell.op in ("read", "write"):
+        # R's DT knows a name R created; for a DT miss another role creates it.
+        maker = R if cell.dt_hit else self.at(next((n for n in (m, pm, h) if n != self.R), self.R))
+        if cell.api in ("read", "write"):
             maker.write_file(paths[0], bytes(range(256)) * (IO // 256))
             fd = R.open(paths[0])
-            args = [fd, 0, IO] if cell.op == "read" else [fd, 0, bytes(IO)]
+            args = [fd, 0, IO] if cell.api == "read" else [fd, 0, bytes(IO)]
             return [args] * count, parent
         for p in paths:
             maker.create(p)
@@ -145,9 +128,9 @@ class Bench:
     def hops(self, cell: Cell, args: list[Any]) -> int:
         """Requests on the critical path of one traced call (ReadDirs of a VD
         refresh excluded: they are the cache's cost, not the arrangement's)."""
-        value, log = self.at(self.R).traced(cell.op, *args)
+        value, log = self.at(self.R).traced(cell.api, *args)
         if isinstance(value, BaseException):
-            raise RuntimeError(f"{cell.op} {cell.roles}: the traced call failed: {value}")
+            raise RuntimeError(f"{cell.case} {cell.roles}: the traced call failed: {value}")
         return sum(1 for _, _, kind in log if kind not in ("reply", "ReadDir"))
 
     # -------------------------------------------------------------- the run
@@ -160,14 +143,15 @@ class Bench:
             out["rtt_us"] = median_us(R.call("ping", A, self.repeat, 0))
             out["rtt_big_us"] = median_us(R.call("ping", A, max(20, self.repeat // 4), BIG))
         R.mkdir(self.top)
-        for cell in CELLS:
+        for cell in BENCH_CELLS:
+            assert cell.roles is not None
             if any(self.role[x] is None for x in cell.roles):
                 continue
             calls, _ = self.setup(cell, self.repeat + 1)
             measured = self.hops(cell, calls[0])
-            ns, rtts = R.call("bench", "fedfs", cell.op, calls[1:], A if A is not None else -1)
+            ns, rtts = R.call("bench", "fedfs", cell.api, calls[1:], A if A is not None else -1)
             rtt = median_us(rtts) if rtts else None
-            out["cells"][(cell.op, cell.hops)] = (median_us(ns), measured, cell, rtt)
+            out["cells"][cell.case] = (median_us(ns), measured, cell, rtt)
         out["local"] = self.local()
         self.cleanup()
         return out
@@ -214,45 +198,48 @@ class Bench:
             R.rmdir(d)
 
 
+#: Columns of ``bench.csv``: one row per cell; ``hops`` is the paper's column,
+#: ``requests`` what the arrangement should send, ``measured_hops`` what it sent.
+TIDY_COLUMNS = ("case", "op", "hops", "requests", "measured_hops", "roles", "dt", "median_us", "paired_rtt_us")
+
+
 def report(res: dict[str, Any]) -> tuple[str, list[list[Any]], dict[str, Any]]:
-    """The Table 2-style table, tidy rows and the calibration profile."""
+    """The Table 2-style table (the paper's rows and columns), tidy rows and
+    the calibration profile."""
     cells, local = res["cells"], res["local"]
     rtt = res.get("rtt_us")
     rows, tidy = [], []
     for op in OPS:
-        row: list[Any] = [op, f"{local[op]:.1f}" if op in local else "-"]
-        for hops in range(4):
-            c = cells.get((op, hops))
-            if c is None:
-                row.append("-")
-                continue
-            us, measured, cell, paired = c
-            row.append(f"{us:.1f}" + ("" if measured == hops else f" ({measured} hops)"))
-            tidy.append(
-                [
-                    op,
-                    hops,
-                    measured,
-                    cell.roles,
-                    "dt hit" if cell.dt_hit else "dt miss",
-                    round(us, 3),
-                    round(paired, 3) if paired else "",
-                ]
-            )
-        zero = cells.get((op, 0))
-        one = cells.get((op, 1))
-        row.append(f"{zero[0] / local[op]:.2f}x" if zero and op in local else "-")
-        row.append(f"{one[0] / one[3]:.2f}x" if one and one[3] else "-")
+        api = API[op]
+        row: list[Any] = [op, f"{local[api]:.1f}" if api in local else "-"]
+        first: dict[str, Any] = {}
+        for column in COLUMNS[1:]:
+            parts = []
+            for case, (us, measured, cell, paired) in cells.items():
+                if cell.op != op or cell.column != column:
+                    continue
+                first.setdefault(column, (us, paired))
+                tag = "DT hit " if cell.dt_hit else ""
+                parts.append(f"{tag}{us:.1f}" + ("" if measured == cell.requests else f" ({measured} requests)"))
+                dt = "dt hit" if cell.dt_hit else "dt miss"
+                paired_us = round(paired, 3) if paired else ""
+                tidy.append([case, cell.api, cell.paper_hops, cell.requests, measured, "".join(cell.roles), dt,
+                             round(us, 3), paired_us])  # fmt: skip
+            row.append("; ".join(parts) or "-")
+        zero, one = first.get("0 hop"), first.get("1 hop")
+        row.append(f"{zero[0] / local[api]:.2f}x" if zero and api in local else "-")
+        row.append(f"{one[0] / one[1]:.2f}x" if one and one[1] else "-")
         rows.append(row)
-    text = table(["op (us)", "local", "0 hop", "1 hop", "2 hops", "3 hops", "0 hop / local", "1 hop / raw RTT"], rows)
+    text = table(["call (us)", *COLUMNS, "0 hop / local", "1 hop / raw RTT"], rows)
     if rtt:
         big = res["rtt_big_us"]
         text += f"\nraw round trip (PING/PONG, same transport): {rtt:.1f} us empty, {big:.1f} us with 64 KiB"
     text += (
-        "\ncells are medians; 'local' is the operation on the requester's own directory through its confined"
-        "\nlocal layer (LocalFS, no federation); a cell whose traced call"
-        "\nmade other than its column's hops says how many it made; '1 hop / raw RTT' divides by the round trips"
-        "\ntimed alternately with that cell's calls (same load, same moment)"
+        "\ncells are medians, in FedFS Table 2's rows and columns (fedsim.table2_cells: the simulated study's"
+        "\narrangements); 'local' is the operation on the requester's own directory through its"
+        "\nconfined local layer (LocalFS, no federation); reads and writes are warm;"
+        "\na cell whose traced call sent other than its arrangement's requests says how many it sent;"
+        "\n'1 hop / raw RTT' divides by the round trips timed alternately with that cell's calls"
     )
     profile: dict[str, Any] = {
         "measured_by": "fednode bench",
@@ -287,18 +274,19 @@ def compare(results: dict[str, dict[str, Any]]) -> str:
     run's median), and the second transport's time over the first's."""
     names = list(results)
     first = results[names[0]]
-    head = ["op", "hops", "local"]
+    head = ["cell", "local"]
     for t in names:
         head += [f"{t} us", f"{t} / RTT"]
     if len(names) > 1:
         head.append(f"{names[1]} / {names[0]}")
     rows: list[list[Any]] = []
-    keys = [k for k in ((c.op, c.hops) for c in CELLS) if any(k in r["cells"] for r in results.values())]
-    for op, hops in keys:
-        row: list[Any] = [op, hops, f"{first['local'].get(op, 0):.1f}" if op in first["local"] else "-"]
+    for cell in BENCH_CELLS:
+        if not any(cell.case in r["cells"] for r in results.values()):
+            continue
+        row: list[Any] = [cell.case, f"{first['local'][cell.api]:.1f}" if cell.api in first["local"] else "-"]
         us = []
         for t in names:
-            c = results[t]["cells"].get((op, hops))
+            c = results[t]["cells"].get(cell.case)
             rtt = results[t].get("rtt_us")
             if c is None:
                 row += ["-", "-"]
@@ -311,7 +299,7 @@ def compare(results: dict[str, dict[str, Any]]) -> str:
             row.append(f"{us[1] / us[0]:.2f}x" if us[0] and us[1] else "-")
         rows.append(row)
     for label, key in (("raw RTT", "rtt_us"), ("raw RTT 64K", "rtt_big_us")):
-        row = [label, "-", "-"]
+        row = [label, "-"]
         vals = []
         for t in names:
             v = results[t].get(key)
@@ -361,7 +349,7 @@ def bench(
         (out / f"bench{suffix}.txt").write_text(text + "\n")
         with open(out / f"bench{suffix}.csv", "w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["op", "hops", "measured_hops", "roles", "dt", "median_us", "paired_rtt_us"])
+            w.writerow(TIDY_COLUMNS)
             w.writerows(tidy)
         prof = out / f"profile{suffix}.yaml"
         prof.write_text(yaml.safe_dump({**profile, "transport": label}, sort_keys=False))

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from fednode.config import load_cluster
-from fedsim.config import ConfigError
+from fedsim.schema import ConfigError
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -67,10 +67,17 @@ def serve(cluster_file: str, node: int) -> int:
 
 # ---------------------------------------------------------------------------- local
 def local(nodes: int, base: str, placement: str | None) -> int:
-    from fednode.cluster import ProcessCluster, write_local
+    from pydantic import ValidationError
 
-    opts = {"placement": placement} if placement else {}
-    path = write_local(base, nodes, **opts)
+    from fednode.cluster import ProcessCluster, write_local
+    from fednode.config import ClusterSpec
+    from fedsim.schema import word_errors
+
+    opts = {"protocol": {"placement": placement}} if placement else {}
+    try:
+        path = write_local(base, nodes, **opts)
+    except ValidationError as exc:  # --placement names no registered policy
+        raise ConfigError(word_errors("fednode local", exc, ClusterSpec)) from None
     pc = ProcessCluster(path, log_dir=Path(base) / "logs")
     stopping = False
 
@@ -177,7 +184,7 @@ def status(cluster_file: str, as_json: bool) -> int:
 
 
 def format_status(rows: list[dict[str, Any]]) -> str:
-    from fedsim.results import table
+    from fedsim.schema import table
 
     body = []
     notes = []
@@ -261,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     lo = sub.add_parser("local", help="start N agents on this machine")
     lo.add_argument("--nodes", type=int, default=2)
     lo.add_argument("--base", required=True)
-    lo.add_argument("--placement", default=None, help="with_manager (default), round_robin, random, with_requester")
+    lo.add_argument("--placement", default=None, help="protocol.placement of the cluster file (default with_manager)")
     f = sub.add_parser("fs", help="file commands over the client API")
     f.add_argument("--cluster", required=True)
     f.add_argument("--node", type=int, default=None, help="the agent to talk to (default: the first that answers)")

@@ -1,11 +1,13 @@
 """The cluster file: which agents form a federation, where they listen, what they serve.
 
 A YAML file, validated as strictly as the simulator's configs (the same
-wording of errors, ``fedsim.config.word_errors``)::
+wording of errors, ``fedsim.schema.word_errors``)::
 
     secret: 3f1c...                 # shared secret (hex or any string); or secret_file: PATH
-    placement: with_manager         # the simulator's policy names
-    hashing: mod_n                  # mod_n | ring
+    protocol:                       # the same section, key for key, as a simulator config's
+      placement: with_manager       # any registered placement policy
+      hashing: mod_n                # mod_n | ring | any registered hashing
+      summary_refresh_s: 5          # re-summarise the local tree every 5 s (0 = never)
     nodes:
       - {id: 0, host: 127.0.0.1, port: 7400, root: /srv/fedfs/n0}
       - {id: 1, host: 10.0.0.2, port: 7400, root: /srv/fedfs/n1, rdma_device: rxe0}
@@ -16,8 +18,11 @@ key (HMAC challenge on connect).  A client needs only a *client file*
 (``client_file_spec``, ``fednode client-file``): the same file with
 ``client_key:`` instead of the secret, which cannot speak the peer protocol.
 Policies and protocol parameters live here, not per node, because every member
-must hash names and choose homes the same way.  ``limits:`` bounds what one
-connection may make an agent hold, and ``tls:`` encrypts the TCP transport.
+must hash names and choose homes the same way.  ``protocol:`` is ``fedsim.schema.ProtocolSpec``
+with the agent's defaults (``AgentProtocolSpec``), so the configuration an
+agent is deployed with can be pasted into a simulator config as it is.
+``limits:`` bounds what one connection may make an agent hold, and ``tls:``
+encrypts the TCP transport.
 """
 
 from __future__ import annotations
@@ -39,10 +44,9 @@ from pydantic import (
     model_validator,
 )
 
-from fedsim.config import ConfigError, Strict, read_yaml, word_errors
-from fedsim.protocol.config import FederationSpec, ProtocolConfig
-from fedsim.protocol.designs import design_class
+from fedsim.protocol.config import FederationSpec
 from fedsim.protocol.hashing import ModN, Ring, make_hashing
+from fedsim.schema import SHAPE_KEYS, ConfigError, ProtocolSpec, Strict, moved_keys, read_yaml, word_errors
 
 DEFAULT_PORT = 7400
 #: Bytes of a message that are not read/write payload (the envelope, the
@@ -72,22 +76,21 @@ class NodeSpec(Strict):
     gid_index: int | None = Field(None, ge=0)
 
 
-class ProtocolSpec(Strict):
-    """``fedsim.protocol.node.ProtocolConfig``, as the cluster file spells it."""
+class AgentProtocolSpec(ProtocolSpec):
+    """The shared ``protocol:`` schema with the agent's defaults: the same
+    keys, types and checks, only an open world.  Files and directories appear
+    in the local trees outside the federation, so VDs age out, a miss
+    re-merges an older VD (see ``ProtocolConfig``), and each agent
+    re-summarises its tree every few seconds."""
 
-    dt_entries: PositiveInt = 4096
-    vd_entries: PositiveInt = 1024
-    summary_bits: PositiveInt = 4096
-    summary_hashes: PositiveInt = 4
-    summary_layout: Literal["shared", "per_hash", "partitioned"] = "shared"
-    async_dir_updates: bool = False
-    # Files and directories appear in the local trees outside the federation:
-    # VDs age out and a miss re-merges an older VD (see ProtocolConfig).
     vd_max_age_s: NonNegativeFloat = 30.0
     vd_miss_age_s: NonNegativeFloat = 1.0
+    summary_refresh_s: NonNegativeFloat = 5.0
 
-    def build(self, **more: float) -> ProtocolConfig:
-        return ProtocolConfig(**self.model_dump(), **more)
+
+#: Keys that cluster files written before the shared schema held at the top
+#: level; reading one is an error that names its place under ``protocol:``.
+MOVED: dict[str, str] = moved_keys("", (*SHAPE_KEYS, "summary_refresh_s"))
 
 
 class RdmaSpec(Strict):
@@ -160,18 +163,13 @@ class ClusterSpec(Strict):
     secret: str | None = None
     secret_file: str | None = None
     client_key: str | None = None  # a client file: the client role's key (hex), instead of the secret
-    placement: Literal["with_manager", "round_robin", "random", "with_requester"] = "with_manager"
-    hashing: Literal["mod_n", "ring"] = "mod_n"
-    architecture: str = "fedfs"  # the design every agent runs (fedsim.protocol.designs)
-    vnodes: PositiveInt = 64
-    seed: int = 0
+    seed: int = 0  # of the per-node policy state (e.g. placement: random)
     transport: Literal["tcp", "verbs", "auto"] = "tcp"
     workers: PositiveInt = 8  # protocol workers per node and per nesting depth
     rpc_timeout_ms: PositiveFloat = 2000.0
     connect_timeout_ms: PositiveFloat = 1000.0
     max_message_bytes: int = 16 << 20
-    summary_refresh_s: NonNegativeFloat = 5.0  # re-summarise the local tree (0 = never)
-    protocol: ProtocolSpec = ProtocolSpec()
+    protocol: AgentProtocolSpec = AgentProtocolSpec()
     rdma: RdmaSpec = RdmaSpec()
     limits: LimitsSpec = LimitsSpec()
     tls: TlsSpec | None = None
@@ -200,12 +198,6 @@ class ClusterSpec(Strict):
         if dup_a:
             raise ValueError(f"two nodes listen on the same host:port: {sorted(dup_a)}")
         return sorted(v, key=lambda n: n.id)
-
-    @field_validator("architecture")
-    @classmethod
-    def _known_design(cls, v: str) -> str:
-        design_class(v)  # ValueError naming the registered designs
-        return v
 
     @model_validator(mode="after")
     def _one_secret(self) -> ClusterSpec:
@@ -241,18 +233,10 @@ class ClusterSpec(Strict):
 
     def federation(self) -> FederationSpec:
         """What every member builds its node from (``designs.build_node``)."""
-        return FederationSpec(
-            self.members,
-            design=self.architecture,
-            hashing=self.hashing,
-            vnodes=self.vnodes,
-            placement=self.placement,
-            seed=self.seed,
-            protocol=self.protocol.build(summary_refresh_s=self.summary_refresh_s),
-        )
+        return self.protocol.federation(self.members, self.seed)
 
     def hashing_fn(self) -> ModN | Ring:
-        return make_hashing(self.hashing, self.members, self.vnodes)
+        return make_hashing(self.protocol.hashing, self.members, self.protocol.vnodes)
 
     @property
     def max_io(self) -> int:
@@ -318,7 +302,7 @@ def parse(raw: dict, source: str = "<cluster>") -> ClusterSpec:
     try:
         return ClusterSpec.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(word_errors(source, exc, ClusterSpec)) from None
+        raise ConfigError(word_errors(source, exc, ClusterSpec, moved=MOVED)) from None
 
 
 def load_cluster(path: str | Path) -> Cluster:

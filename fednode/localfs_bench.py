@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 
 from fednode.localfs import LocalFS
+from fedsim.schema import table
 
 BLOCK = 4096
 LISTDIR_ENTRIES = 32
@@ -74,9 +75,9 @@ class _Pair:
 
     def print(self, title: str) -> None:
         print(title)
-        print(f"  {'op':<24}{'LocalFS µs':>12}{'direct µs':>12}{'ratio':>8}")
-        for name, lt, dt in self.rows:
-            print(f"  {name:<24}{lt:>12.2f}{dt:>12.2f}{lt / dt:>8.2f}")
+        body = [[name, f"{lt:.2f}", f"{dt:.2f}", f"{lt / dt:.2f}"] for name, lt, dt in self.rows]
+        for line in table(["op", "LocalFS µs", "direct µs", "ratio"], body).splitlines():
+            print("  " + line)
 
 
 def bench_depth(base: str, depth: int, n: int, rounds: int) -> None:

@@ -569,7 +569,7 @@ class Agent:
             "address": f"{self.spec.host}:{self.spec.port}",
             "root": str(self.fs.root),
             "uptime_s": round(time.monotonic() - self.started, 3),
-            "architecture": self.cluster.spec.architecture,
+            "architecture": self.cluster.spec.protocol.architecture,
             "ready": node.ready,
             "members": list(node.members),
             "local_files": files,

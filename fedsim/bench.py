@@ -52,6 +52,7 @@ import simpy
 
 from fedsim.network import LogGP, preset
 from fedsim.runtime import SimCluster
+from fedsim.schema import table
 
 # Operation mix of the measured phase: (kind, weight).  "read" and "write" are an
 # open, a read/write of one 4 KB block and a close; "open" is an open and a close.
@@ -358,19 +359,14 @@ def compare(size: Size, network: LogGP | None = None, seed: int = 0) -> tuple[Re
 
 
 def format_table(rows: Sequence[tuple[Result, Result]]) -> str:
-    head = (
-        f"{'nodes':>6} {'model':>9} {'messages':>9} {'wall s':>7} {'msgs/s':>9} "
-        f"{'events/msg':>10} {'ops':>7} {'failed':>6} {'ratio':>6}"
-    )
-    lines = [head, "-" * len(head)]
+    body: list[list[object]] = []
     for fw, bare in rows:
         ratio = fw.msgs_per_s / bare.msgs_per_s
-        for r, rt in ((fw, f"{ratio:6.2f}"), (bare, "")):
-            lines.append(
-                f"{r.nodes:>6} {r.model:>9} {r.messages:>9} {r.wall_s:>7.2f} {r.msgs_per_s:>9.0f} "
-                f"{r.events_per_msg:>10.2f} {r.ops:>7} {r.failed_ops:>6} {rt:>6}"
-            )
-    return "\n".join(lines)
+        for r, rt in ((fw, f"{ratio:.2f}"), (bare, "")):
+            body.append([r.nodes, r.model, r.messages, f"{r.wall_s:.2f}", f"{r.msgs_per_s:.0f}",
+                         f"{r.events_per_msg:.2f}", r.ops, r.failed_ops, rt])  # fmt: skip
+    head = ["nodes", "model", "messages", "wall s", "msgs/s", "events/msg", "ops", "failed", "ratio"]
+    return table(head, body, left=0)
 
 
 def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) -> list[tuple[Result, Result]]:

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import yaml
 
-from fedsim.config import ConfigError, load
+from fedsim.config import load
 from fedsim.results import write_csv
+from fedsim.schema import ConfigError
 from fedsim.studies import run_study
 
 #: ``fedsim demo`` runs the function this entry point names (fedfs declares

@@ -1,25 +1,27 @@
-"""YAML -> validated configuration objects.
+"""YAML -> validated simulator configuration objects.
 
 Every error names the file, the key (dotted path) and what is allowed, e.g.::
 
-    configs/x.yaml: cluster.placement: Input should be 'with_manager', ... (got 'nearest')
-    configs/x.yaml: cluster.nodez: unknown key; allowed keys: nodes, hashing, ...; did you mean 'nodes'?
+    configs/x.yaml: protocol.placement: unknown placement policy 'nearest'; allowed: with_manager, ...
+    configs/x.yaml: cluster.nodez: unknown key; allowed keys: nodes, workers, ...; did you mean 'nodes'?
 
-pydantic does the type checking; this module only words its errors for a
-researcher editing a YAML file, applies ``--set key=value`` overrides, and
-hands the study-specific ``params`` block to the study's own model.
+pydantic does the type checking; ``fedsim.schema`` words its errors for a
+researcher editing a YAML file and holds the ``protocol:`` section, which the
+agent's cluster file shares key for key.  This module adds the simulator's
+own sections (cluster size and workers, network, storage, cpu, workload),
+applies ``--set key=value`` overrides, and hands the study-specific
+``params`` block to the study's own model.
 """
 
 from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, Literal
 
 import yaml
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
     NonNegativeFloat,
     NonNegativeInt,
@@ -31,35 +33,29 @@ from pydantic import (
 
 from fedsim.calibration import CalibrationError, apply_calibration
 from fedsim.network import PRESETS
+from fedsim.schema import (
+    SHAPE_KEYS,
+    ConfigError,
+    ProtocolSpec,
+    Strict,
+    as_model,
+    dict_values,
+    moved_keys,
+    moved_message,
+    read_yaml,
+    word_errors,
+)
 from fedsim.storage import EXT2_PAPER
 
 
-class ConfigError(ValueError):
-    """A configuration problem, already worded for the user."""
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
 class ClusterConfig(Strict):
+    """The simulated machines; what the protocol does on them is ``protocol:``."""
+
     nodes: PositiveInt = 4
-    hashing: Literal["mod_n", "ring"] = "mod_n"
-    vnodes: PositiveInt = 64
-    placement: Literal["with_manager", "round_robin", "random", "with_requester"] = "with_manager"
     workers: PositiveInt = 4  # protocol workers per node and per stage
     cores: PositiveInt = 2
-    dt_entries: PositiveInt = 4096
-    vd_entries: PositiveInt = 1024
-    async_dir_updates: bool = False
     rpc_timeout_ms: PositiveFloat = 1000.0
     bootstrap: Literal["preload", "exchange"] = "preload"
-
-
-class SummaryConfig(Strict):
-    bits: PositiveInt = 4096
-    hashes: PositiveInt = 4
-    layout: Literal["shared", "per_hash", "partitioned"] = "shared"
 
 
 NetworkPreset = Literal[tuple(PRESETS)]  # type: ignore[valid-type]
@@ -126,75 +122,12 @@ class Config(Strict):
     study: str
     seed: int = 1
     cluster: ClusterConfig = ClusterConfig()
-    summary: SummaryConfig = SummaryConfig()
+    protocol: ProtocolSpec = ProtocolSpec()  # the same section, key for key, as in a cluster file
     network: NetworkConfig = NetworkConfig()
     storage: StorageConfig = StorageConfig()
     cpu: CpuConfig = CpuConfig()
     workload: WorkloadConfig = WorkloadConfig()
     params: dict[str, Any] = Field(default_factory=dict)
-
-
-# ---------------------------------------------------------------------------- wording of errors
-def _as_model(annotation: Any) -> type[BaseModel] | None:
-    """The pydantic model an annotation names (``X`` or ``X | None``), else None."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    models = [a for a in get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
-    return models[0] if len(models) == 1 and get_origin(annotation) is not dict else None
-
-
-def _dict_values(annotation: Any) -> Any:
-    """For ``dict[K, V]`` (or ``dict[K, V] | None``), V; else None."""
-    for a in (annotation, *get_args(annotation)):
-        if get_origin(a) is dict:
-            return get_args(a)[1] if get_args(a) else Any
-    return None
-
-
-def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    """The pydantic model that owns the key at ``loc`` (for 'allowed keys').
-    A mapping of models (``dict[str, Model]``) consumes one free key."""
-    cur: Any = model
-    parts = list(loc[:-1])
-    while parts:
-        part = parts.pop(0)
-        m = _as_model(cur)
-        if m is None:
-            return None
-        f = m.model_fields.get(str(part))
-        if f is None:
-            return None
-        cur = f.annotation
-        if _as_model(cur) is None and _as_model(_dict_values(cur)) is not None and parts:
-            parts.pop(0)
-            cur = _dict_values(cur)
-    return _as_model(cur)
-
-
-def word_errors(source: str, err: ValidationError, model: type[BaseModel], prefix: str = "") -> str:
-    lines = []
-    for e in err.errors():
-        loc = tuple(e["loc"])
-        is_key = bool(loc) and loc[-1] == "[key]"  # a mapping key (e.g. an op in workload.mix) is wrong
-        if is_key:
-            loc = loc[:-1]
-        key = prefix + ".".join(str(p) for p in loc)
-        if e["type"] == "extra_forbidden":
-            owner = _model_at(model, loc)
-            allowed = list(owner.model_fields) if owner else []
-            hint = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
-            msg = "unknown key"
-            if allowed:
-                msg += f"; allowed keys: {', '.join(allowed)}"
-            if hint:
-                msg += f"; did you mean {hint[0]!r}?"
-            lines.append(f"{source}: {key}: {msg}")
-        else:
-            got = e.get("input")
-            shown = "" if isinstance(got, dict) else f" (got {got!r})"
-            what = "not an allowed key: " if is_key else ""
-            lines.append(f"{source}: {key}: {what}{e['msg']}{shown}")
-    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------- loading
@@ -228,28 +161,19 @@ def apply_overrides(raw: dict[str, Any], overrides: list[tuple[list[str], Any]])
     return raw
 
 
-def read_yaml(path: str | Path) -> dict[str, Any]:
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise ConfigError(f"{p}: cannot read the config: {exc.strerror}") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{p}: not valid YAML: {exc}") from None
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{p}: the top level must be a mapping of keys, not {type(raw).__name__}")
-    return raw
+#: Keys of earlier configs that now live under ``protocol:`` (one spelling
+#: with the cluster file); reading one is an error that names the new place.
+MOVED: dict[str, str] = {
+    **moved_keys("cluster", (*SHAPE_KEYS, "dt_entries", "vd_entries", "async_dir_updates")),
+    **{f"summary.{k}": f"protocol.summary_{k}" for k in ("bits", "hashes", "layout")},
+}
 
 
 def validate(raw: dict[str, Any], source: str = "<config>") -> Config:
     try:
         return Config.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(word_errors(source, exc, Config)) from None
+        raise ConfigError(word_errors(source, exc, Config, moved=MOVED)) from None
 
 
 def load(path: str | Path, overrides: list[str] | None = None, seed: int | None = None) -> Config:
@@ -283,12 +207,12 @@ def key_paths(model: type[BaseModel], prefix: str = "") -> tuple[list[str], list
     for name, f in model.model_fields.items():
         path = prefix + name
         keys.append(path)
-        sub = _as_model(f.annotation)
+        sub = as_model(f.annotation)
         if sub is not None:
             k, o = key_paths(sub, path + ".")
             keys += k
             open_maps += o
-        elif _dict_values(f.annotation) is not None:
+        elif dict_values(f.annotation) is not None:
             open_maps.append(path)
     return keys, open_maps
 
@@ -311,6 +235,9 @@ def check_key(key: str, source: str, params_model: type[BaseModel] | None = None
         raise ConfigError(f"{source}: {key}: not a parameter to vary (seeds have their own list)")
     if key in keys or any(key.startswith(m + ".") for m in open_maps):
         return
+    relocated = moved_message(key, MOVED)
+    if relocated:
+        raise ConfigError(f"{source}: {key}: {relocated}")
     hint = difflib.get_close_matches(key, keys, n=1, cutoff=0.5)
     msg = f"{source}: {key}: unknown parameter"
     msg += f"; did you mean {hint[0]!r}?" if hint else "; parameters are dotted config keys, e.g. cluster.nodes"

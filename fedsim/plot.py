@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fedsim.config import ConfigError
+from fedsim.schema import ConfigError
 
 # Student's t, 97.5 % quantile, by degrees of freedom (two-sided 95 % interval).
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,

@@ -53,16 +53,3 @@ def to_csv(study: str, seed: int, rows: Iterable[Row]) -> str:
 def write_csv(path: Path, study: str, seed: int, rows: Iterable[Row]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(to_csv(study, seed, rows))
-
-
-def table(headers: list[str], rows: list[list[object]]) -> str:
-    """A plain-text table for study reports."""
-    cells = [[str(h) for h in headers]] + [[("" if c is None else str(c)) for c in r] for r in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    out = []
-    for j, row in enumerate(cells):
-        cols = enumerate(zip(row, widths, strict=True))
-        out.append("  ".join(c.rjust(w) if j and i else c.ljust(w) for i, (c, w) in cols))
-        if j == 0:
-            out.append("  ".join("-" * w for w in widths))
-    return "\n".join(out)

@@ -15,9 +15,9 @@ A sweep file names a base config and what to vary::
       seed: 1
       params:
         workload.locality: {uniform: [0.0, 0.9]}
-        cluster.dt_entries: {integers: [16, 4096]}
-        summary.bits: {log_uniform: [1024, 65536]}
-        cluster.placement: {choice: [with_manager, round_robin]}
+        protocol.dt_entries: {integers: [16, 4096]}
+        protocol.summary_bits: {log_uniform: [1024, 65536]}
+        protocol.placement: {choice: [with_manager, round_robin]}
     seeds: 3                          # repetitions per point: 3 means seeds 1, 2, 3; or a list
     metrics: [latency_mean_us, "latency_mean_us.*"]   # rows to keep (fnmatch patterns; optional)
 
@@ -74,18 +74,9 @@ import numpy as np
 import yaml
 from pydantic import Field, PositiveInt, ValidationError, field_validator, model_validator
 
-from fedsim.config import (
-    Config,
-    ConfigError,
-    Strict,
-    apply_overrides,
-    check_key,
-    parse_set,
-    read_yaml,
-    validate,
-    word_errors,
-)
+from fedsim.config import Config, apply_overrides, check_key, parse_set, validate
 from fedsim.results import fmt
+from fedsim.schema import ConfigError, Strict, read_yaml, word_errors
 from fedsim.studies import UnknownStudyError, get_study, run_study
 
 EXECUTORS = ("local", "dask")

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fedsim.config import read_yaml
+from fedsim.schema import read_yaml
 from fedsim.sweep import Sweep, parse_sweep, run_sweep
 
 SWEEP = Path(__file__).resolve().parents[1] / "configs" / "sweeps" / "fedfs_fig5.yaml"

@@ -40,7 +40,7 @@ from experiments.notebook import notebook_setup
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from fedsim.config import read_yaml
+from fedsim.schema import read_yaml, table
 from fedsim.plot import read_rows, summarize
 from fedsim.sweep import parse_sweep, run_sweep
 
@@ -62,9 +62,9 @@ lat = summarize(rows, "workload.rate", "latency_mean_us", hue="cluster.nodes")
 thr = summarize(rows, "workload.rate", "throughput_ops_s", hue="cluster.nodes")
 nfs, dnfs = lat[1], lat[4]
 loads = [s.x for s in nfs]
-print(f"{'offered ops/s':>13} {'NFS ms':>9} {'DNFS ms':>9} {'NFS done ops/s':>15} {'DNFS done ops/s':>16}")
-for a, b, ta, tb in zip(nfs, dnfs, thr[1], thr[4], strict=True):
-    print(f"{a.x:>13} {a.mean / 1000:>9.2f} {b.mean / 1000:>9.2f} {ta.mean:>15.0f} {tb.mean:>16.0f}")
+print(table(["offered ops/s", "NFS ms", "DNFS ms", "NFS done ops/s", "DNFS done ops/s"],
+            [[a.x, f"{a.mean / 1000:.2f}", f"{b.mean / 1000:.2f}", f"{ta.mean:.0f}", f"{tb.mean:.0f}"]
+             for a, b, ta, tb in zip(nfs, dnfs, thr[1], thr[4], strict=True)], left=0))
 
 # %%
 # The paper's only numbers at a comparable setting: Table 3's average latency at 500 ops/s

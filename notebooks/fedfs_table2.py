@@ -37,7 +37,7 @@ import matplotlib.pyplot as plt
 FULL, ROOT, OUT = notebook_setup(FULL)
 
 from experiments import run_study
-from experiments.table2 import CELLS
+from fedsim.table2_cells import CELLS
 from fedsim.config import load
 
 CONFIG = ROOT / "configs" / "fedfs" / "table2.yaml"

@@ -40,7 +40,7 @@ import matplotlib.pyplot as plt
 
 FULL, ROOT, OUT = notebook_setup(FULL)
 
-from fedsim.config import read_yaml
+from fedsim.schema import read_yaml
 from fedsim.plot import read_rows, summarize
 from fedsim.sweep import parse_sweep, run_sweep
 

@@ -163,7 +163,7 @@ SCENARIOS.append(
 # Protocol settings every world shares unless a scenario says otherwise: the
 # papers' closed world (no VD ageing: real time and simulated time differ, so
 # age-triggered merges could differ too), and no periodic re-summarising.
-PROTOCOL = {"vd_max_age_s": 0.0, "vd_miss_age_s": 0.0}
+PROTOCOL = {"vd_max_age_s": 0.0, "vd_miss_age_s": 0.0, "summary_refresh_s": 0.0}
 
 
 def protocol_of(sc: Scenario) -> dict[str, Any]:
@@ -272,12 +272,7 @@ def run_direct(sc: Scenario) -> Outcome:
 
 
 def _real_cluster(sc: Scenario, base: Path, **options: Any) -> Cluster:
-    from fednode.config import ProtocolSpec
-
-    spec = local_spec(
-        base, sc.nodes, placement=sc.placement, summary_refresh_s=0.0, protocol=ProtocolSpec(**protocol_of(sc)),
-        **options,
-    )
+    spec = local_spec(base, sc.nodes, protocol={**protocol_of(sc), "placement": sc.placement}, **options)
     from fednode.localfs import LocalFS
 
     for n in range(sc.nodes):

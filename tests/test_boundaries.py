@@ -198,3 +198,24 @@ def test_relative_imports_resolve_to_absolute_names(tmp_path, monkeypatch):
     assert ("fednode/sub/__init__.py", "fednode.sub.y") in got
     assert ("fednode/sub/m.py", "fednode.runtime.X") in got and ("fednode/sub/m.py", "fednode.sub.y.Z") in got
     assert not violations("fednode", FORBIDDEN["fednode"][0])
+
+
+def test_fednode_never_loads_the_simulators_config_network_or_disk_model():
+    """The agent shares the protocol schema, config errors, YAML reading and
+    the table printer through ``fedsim.schema``; it must not load the
+    simulator's config layer, network or disk models.  Checked twice: no
+    import statement names them, and importing every fednode module (in a
+    fresh interpreter, so transitive imports count) leaves them unloaded."""
+    banned = ("fedsim.config", "fedsim.network", "fedsim.storage", "fedsim.runtime", "simpy")
+    bad = [f"{f}: {n}" for f, n in imports("fednode") if n.startswith(banned)]
+    assert not bad, bad
+    probe = (
+        "import importlib, pkgutil, sys, fednode\n"
+        "for m in pkgutil.walk_packages(fednode.__path__, 'fednode.'):\n"
+        "    if not m.name.endswith('__main__'):\n"
+        "        importlib.import_module(m.name)\n"
+        f"print(sorted(k for k in sys.modules if k.startswith({banned!r})))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip() == "[]", f"importing fednode loads {r.stdout.strip()}"

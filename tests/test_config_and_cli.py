@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from fedsim.cli import main
-from fedsim.config import ConfigError, load
+from fedsim.config import load
+from fedsim.schema import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 # Study configs; sweep files (configs/sweeps) are checked by tests/test_sweep.py.
@@ -38,10 +39,18 @@ def _write(tmp_path: Path, raw: dict) -> Path:
     [
         ({"study": "simulate", "cluster": {"nodez": 4}}, "cluster.nodez", "did you mean 'nodes'"),
         ({"study": "simulate", "cluster": {"nodes": "four"}}, "cluster.nodes", "integer"),
-        ({"study": "simulate", "cluster": {"placement": "nearest"}}, "cluster.placement", "'with_manager'"),
-        ({"study": "simulate", "cluster": {"hashing": "md5"}}, "cluster.hashing", "'ring'"),
+        ({"study": "simulate", "protocol": {"placement": "nearest"}}, "protocol.placement",
+         "unknown placement policy 'nearest'; allowed: with_manager, round_robin, random, with_requester"),
+        ({"study": "simulate", "protocol": {"hashing": "md5"}}, "protocol.hashing", "allowed: mod_n, ring"),
+        ({"study": "simulate", "protocol": {"architecture": "nfs"}}, "protocol.architecture",
+         "unknown architecture 'nfs'; allowed: "),
+        ({"study": "simulate", "protocol": {"summary_layout": "per-hash"}}, "protocol.summary_layout",
+         "did you mean 'per_hash'"),
         ({"study": "simulate", "workload": {"files": -5}}, "workload.files", "greater than 0"),
-        ({"study": "simulate", "summary": {"bits": 0}}, "summary.bits", "greater than 0"),
+        ({"study": "simulate", "protocol": {"summary_bits": 0}}, "protocol.summary_bits", "greater than 0"),
+        ({"study": "simulate", "cluster": {"placement": "round_robin"}}, "cluster.placement",
+         "moved to protocol.placement"),
+        ({"study": "simulate", "summary": {"bits": 64}}, "summary", "summary.bits -> protocol.summary_bits"),
         ({"study": "simulate", "storage": {"cache_mb": -1}}, "storage.cache_mb", "greater than or equal to 0"),
         ({"study": "simulate", "network": {"preset": "ethernet"}}, "network.preset", "'via_clan'"),
         ({"study": "simulate", "workload": {"mix": {"readdir": 3}}}, "workload.mix.readdir", "'lookup'"),

@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 from fednode import wire
 from fednode.client import Client
 from fednode.cluster import AgentGroup, ProcessCluster, local_spec, write_local
-from fednode.config import Cluster, ProtocolSpec, load_cluster, write_cluster
-from fedsim.config import ConfigError
+from fednode.config import AgentProtocolSpec, Cluster, load_cluster, write_cluster
 from fedsim.protocol.hashing import names_managed_by
 from fedsim.protocol.messages import PeerUnavailable, pack
+from fedsim.schema import ConfigError
 
 FEDNODE = [sys.executable, "-m", "fednode.cli"]
 
@@ -96,8 +96,8 @@ def test_local_federation_lists_the_union_and_leaves_no_trace_of_itself(tmp_path
 # ---------------------------------------------------------------------------- in-process federations
 @pytest.fixture
 def group(tmp_path):
-    spec = local_spec(tmp_path, 3, summary_refresh_s=0.2,
-                      protocol=ProtocolSpec(vd_max_age_s=0.5, vd_miss_age_s=0.2))
+    spec = local_spec(tmp_path, 3, protocol=AgentProtocolSpec(summary_refresh_s=0.2, vd_max_age_s=0.5,
+                                                             vd_miss_age_s=0.2))
     for n, files in {0: ["/a/x", "/c/f"], 1: ["/a/y"], 2: ["/c/f"]}.items():
         for f in files:
             p = tmp_path / f"n{n}{f}"
@@ -149,7 +149,7 @@ def test_two_federations_serve_the_same_directories_at_once(tmp_path):
         p = tmp_path / f"n{n}" / f
         p.parent.mkdir(parents=True)
         p.write_bytes(b"d")
-    fast = ProtocolSpec(vd_miss_age_s=0.01)
+    fast = AgentProtocolSpec(vd_miss_age_s=0.01)
     one = AgentGroup(Cluster(local_spec(tmp_path, 2, protocol=fast)), transport="tcp")
     two = AgentGroup(Cluster(local_spec(tmp_path, 2, protocol=fast)), transport="tcp")
     try:
@@ -164,7 +164,7 @@ def test_two_federations_serve_the_same_directories_at_once(tmp_path):
 
 # ---------------------------------------------------------------------------- failures of peers
 def test_a_killed_agent_fails_the_operations_that_need_it_and_only_those(tmp_path):
-    spec = local_spec(tmp_path, 3, rpc_timeout_ms=800.0, summary_refresh_s=0.0)
+    spec = local_spec(tmp_path, 3, rpc_timeout_ms=800.0, protocol={"summary_refresh_s": 0.0})
     write_cluster(tmp_path / "cluster.yaml", spec)
     h = spec.hashing_fn()
     with ProcessCluster(tmp_path / "cluster.yaml", log_dir=tmp_path / "logs") as pc:
@@ -363,7 +363,13 @@ def test_paths_cannot_reach_outside_the_root(tcp_agent, path, code):
         ("secret: 0123456789abcdef0123\nnodes: [{id: 0, root: /x}, {id: 0, root: /y, port: 2}]\n", "distinct"),
         ("nodes: [{id: 0, root: /x}]\n", "exactly one of 'secret' and 'secret_file'"),
         ("secret: short\nnodes: [{id: 0, root: /x}]\n", "at least 16"),
-        ("secret: 0123456789abcdef0123\nplacement: nearest\nnodes: [{id: 0, root: /x}]\n", "placement"),
+        ("secret: 0123456789abcdef0123\nprotocol: {placement: nearest}\nnodes: [{id: 0, root: /x}]\n",
+         "protocol.placement: unknown placement policy 'nearest'; allowed: with_manager"),
+        # files written before the shared protocol schema: the error names the new place
+        ("secret: 0123456789abcdef0123\nplacement: random\nnodes: [{id: 0, root: /x}]\n",
+         "placement: moved to protocol.placement"),
+        ("secret: 0123456789abcdef0123\nsummary_refresh_s: 2\nnodes: [{id: 0, root: /x}]\n",
+         "summary_refresh_s: moved to protocol.summary_refresh_s"),
         ("- just\n- a list\n", "top level must be a mapping"),
     ],
 )

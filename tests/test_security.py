@@ -37,8 +37,8 @@ from fednode.client import Client
 from fednode.cluster import AgentGroup, local_spec
 from fednode.config import Cluster, LimitsSpec, TlsSpec, client_file_spec, load_cluster, parse, write_cluster
 from fednode.runtime import ADMIN_OPS
-from fedsim.config import ConfigError
 from fedsim.protocol.messages import PeerUnavailable, decode_error, pack, unpack
+from fedsim.schema import ConfigError
 
 MIB = 1 << 20
 #: Per test: tries (hostile requests or connections), crashes, hangs, wrong results, data lost.
@@ -133,7 +133,7 @@ def fed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AgentGroup, 
     base = tmp_path_factory.mktemp("sec")
     outside = tmp_path_factory.mktemp("outside")
     (outside / "secret.txt").write_bytes(b"do not touch")
-    spec = local_spec(base, 2, max_message_bytes=MIB + 8192, limits=LIMITS, summary_refresh_s=0.0)
+    spec = local_spec(base, 2, max_message_bytes=MIB + 8192, limits=LIMITS, protocol={"summary_refresh_s": 0.0})
     (base / "n0/d").mkdir()
     (base / "n0/d/file").write_bytes(b"inside")
     (base / "n0/d/escape").symlink_to(outside)
@@ -333,7 +333,7 @@ def test_descriptors_belong_to_the_connection_that_opened_them(fed, tally):
 @given(op=st.sampled_from([*ADMIN_OPS, "bench"]),
        args=st.lists(st.one_of(st.integers(-2, 2**40), st.text(max_size=12), st.binary(max_size=16), st.booleans(),
                                st.none(), st.lists(st.lists(st.integers(-1, 3), max_size=3), max_size=3),
-                               st.lists(st.one_of(st.integers(), st.text(max_size=4)), max_size=3)),
+                               st.lists(st.one_of(st.integers(-(2**63), 2**64 - 1), st.text(max_size=4)), max_size=3)),
                      max_size=4))  # fmt: skip
 def test_random_admin_requests_get_an_answer_and_the_agent_keeps_serving(fed, tally, op, args):
     _, cluster, _ = fed
@@ -408,7 +408,7 @@ def test_the_in_flight_limit_is_per_connection_and_others_are_served(fed, tally)
 def strict(tmp_path: Path) -> Iterator[tuple[AgentGroup, Cluster]]:
     """One agent with short timeouts and small per-source caps."""
     limits = LimitsSpec(idle_timeout_s=0.3, max_handshakes_per_source=8, max_connections_per_source=12)
-    spec = local_spec(tmp_path, 1, connect_timeout_ms=400.0, limits=limits, summary_refresh_s=0.0)
+    spec = local_spec(tmp_path, 1, connect_timeout_ms=400.0, limits=limits, protocol={"summary_refresh_s": 0.0})
     (tmp_path / "n0/d").mkdir()
     (tmp_path / "n0/d/file").write_bytes(b"inside")
     write_cluster(tmp_path / "cluster.yaml", spec)
@@ -558,7 +558,7 @@ def test_tls_carries_peers_and_clients_and_refuses_plaintext(tmp_path, tally):
     over TLS (certificates checked against tls.ca); a plaintext client is refused."""
     _self_signed(tmp_path)
     tls = TlsSpec(ca="cert.pem", cert="cert.pem", key="key.pem")  # relative to the cluster file
-    spec = local_spec(tmp_path, 2, connect_timeout_ms=500.0, tls=tls, summary_refresh_s=0.0)
+    spec = local_spec(tmp_path, 2, connect_timeout_ms=500.0, tls=tls, protocol={"summary_refresh_s": 0.0})
     write_cluster(tmp_path / "cluster.yaml", spec)
     cluster = load_cluster(tmp_path / "cluster.yaml")
     g = AgentGroup(cluster, transport="tcp")  # its start-up summary exchange runs between agents, over TLS

@@ -10,8 +10,8 @@ import yaml
 
 import fedsim.sweep as sw
 from fedsim.cli import main
-from fedsim.config import ConfigError
 from fedsim.plot import read_rows, summarize, t975
+from fedsim.schema import ConfigError
 from fedsim.sweep import load_sweep, point_id, read_ledger, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,24 +43,24 @@ def test_grid_zip_random_and_seeds_multiply_in_a_stable_order(tmp_path):
             "grid": {"cluster.nodes": [1, 2], "workload.rate": [100, 200, 300]},
             "zip": {"workload.files": [100, 150], "workload.dirs": [5, 6]},
             "random": {"samples": 3, "seed": 7, "params": {"workload.locality": {"uniform": [0.1, 0.9]},
-                                                          "cluster.dt_entries": {"integers": [16, 64]}}},
+                                                          "protocol.dt_entries": {"integers": [16, 64]}}},
             "seeds": 2,
         },
     )
     assert len(s.points) == 2 * 3 * 2 * 3 * 2
     assert s.keys == ("cluster.nodes", "workload.rate", "workload.files", "workload.dirs",
-                      "workload.locality", "cluster.dt_entries")
+                      "workload.locality", "protocol.dt_entries")
     # zipped keys move together; seeds are innermost; the last grid key varies fastest
     assert all((p.params["workload.files"], p.params["workload.dirs"]) in {(100, 5), (150, 6)} for p in s.points)
     assert [p.seed for p in s.points[:4]] == [1, 2, 1, 2]
     assert [p.params["workload.rate"] for p in s.points[:: 2 * 3 * 2][:3]] == [100, 200, 300]
     # random samples are reproducible, in bounds, and the same across the grid
-    draws = {(p.params["workload.locality"], p.params["cluster.dt_entries"]) for p in s.points}
+    draws = {(p.params["workload.locality"], p.params["protocol.dt_entries"]) for p in s.points}
     assert len(draws) == 3
     assert all(0.1 <= loc <= 0.9 and 16 <= dt <= 64 and isinstance(dt, int) for loc, dt in draws)
-    assert draws == {(p.params["workload.locality"], p.params["cluster.dt_entries"]) for p in _parse(
+    assert draws == {(p.params["workload.locality"], p.params["protocol.dt_entries"]) for p in _parse(
         tmp_path, {"random": {"samples": 3, "seed": 7, "params": {
-            "workload.locality": {"uniform": [0.1, 0.9]}, "cluster.dt_entries": {"integers": [16, 64]}}}}).points}
+            "workload.locality": {"uniform": [0.1, 0.9]}, "protocol.dt_entries": {"integers": [16, 64]}}}}).points}
     # each point's config carries its values
     p = s.points[5]
     assert p.config["cluster"]["nodes"] == p.params["cluster.nodes"] and p.config["seed"] == p.seed
@@ -90,6 +90,8 @@ def test_set_and_cli_overrides_apply_to_every_point(tmp_path):
         ({"grid": {"cluster.nodez": [1, 2]}},
          ["grid: cluster.nodez: unknown parameter", "did you mean 'cluster.nodes'"]),
         ({"zip": {"workload.rat": [1]}}, ["zip: workload.rat: unknown parameter", "did you mean 'workload.rate'"]),
+        ({"grid": {"cluster.placement": ["random"]}}, ["grid: cluster.placement: moved to protocol.placement"]),
+        ({"grid": {"protocol.placement": ["nearest"]}}, ["protocol.placement", "allowed: with_manager"]),
         ({"gird": {"cluster.nodes": [1]}}, ["gird: unknown key", "did you mean 'grid'"]),
         ({"grid": {"cluster.nodes": [0, 2]}}, ["point 0 (cluster.nodes=0 seed=1)", "cluster.nodes", "greater than 0"]),
         ({"zip": {"workload.rate": [1, 2], "workload.ops": [5]}}, ["same length", "workload.ops: 1"]),

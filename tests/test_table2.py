@@ -13,9 +13,11 @@ import pytest
 from pydantic import ValidationError
 
 from experiments import get_study
-from experiments.table2 import CELLS, Params, measure_all, pick_names, run
-from fedsim.config import ConfigError, load, validate
+from experiments.table2 import Params, measure_all, pick_names, run
+from fedsim.config import load, validate
 from fedsim.protocol.hashing import make_hashing
+from fedsim.schema import ConfigError
+from fedsim.table2_cells import CELLS
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "fedfs" / "table2.yaml"
@@ -40,7 +42,7 @@ def test_study_is_registered_and_the_shipped_config_validates(cfg):
     study = get_study("table2")
     assert study.run is run
     assert cfg.study == "table2" and cfg.cluster.nodes >= 4
-    assert cfg.network.preset == "fedfs_prototype" and not cfg.cluster.async_dir_updates
+    assert cfg.network.preset == "fedfs_prototype" and not cfg.protocol.async_dir_updates
     study.Params(**cfg.params)
 
 
@@ -115,8 +117,7 @@ def test_request_counts_follow_the_arrangement(meas):
     for cell in CELLS:
         if cell.paper_hops is None:
             continue
-        expect = cell.paper_hops - (cell.op in ("creat", "mkdir") and cell.paper_hops >= 5)
-        assert meas[cell.case].requests == expect, (cell.case, meas[cell.case].request_kinds)
+        assert meas[cell.case].requests == cell.requests, (cell.case, meas[cell.case].request_kinds)
     assert meas["creat 2 hops"].request_kinds == ["HomeInfo", "GetEntry"]
     assert meas["unlink 3 hops dt-hit"].request_kinds == ["Unlink", "DelEntry", "Forget"]
 
@@ -135,8 +136,8 @@ def test_cache_hits_are_cheaper_than_misses_for_reads(meas):
 
 
 def test_acknowledged_updates_put_them_on_the_critical_path(cfg):
-    oneway = cfg.model_copy(update={"cluster": cfg.cluster.model_copy(update={"async_dir_updates": True})})
-    acked = cfg.model_copy(update={"cluster": cfg.cluster.model_copy(update={"async_dir_updates": False})})
+    oneway = cfg.model_copy(update={"protocol": cfg.protocol.model_copy(update={"async_dir_updates": True})})
+    acked = cfg.model_copy(update={"protocol": cfg.protocol.model_copy(update={"async_dir_updates": False})})
     one_way, ack = measure_all(oneway, Params()), measure_all(acked, Params())
     for case in ("creat 5 hops", "mkdir 6 hops", "unlink 3 hops dt-hit"):
         assert ack[case].latency_us > one_way[case].latency_us
@@ -165,6 +166,25 @@ def test_name_search_hits_the_requested_managers():
 
 
 def test_ring_hashing_and_more_nodes_keep_the_arrangements():
-    cfg = validate({"study": "table2", "cluster": {"nodes": 6, "hashing": "ring", "async_dir_updates": True}})
+    cfg = validate({"study": "table2", "cluster": {"nodes": 6},
+                    "protocol": {"hashing": "ring", "async_dir_updates": True}})
     out = measure_all(cfg, Params(compare_updates=False))
     assert all(m.ok and m.roles_ok() for m in out.values())
+
+
+def test_fednode_bench_times_the_studys_own_cells():
+    """One scenario list: the agent's bench runs Table 2's cells, all but the
+    ones a warm, repeated real call cannot arrange, and reports them under the
+    paper's columns with the requests each arrangement should send."""
+    from fednode.bench import BENCH_CELLS, TIDY_COLUMNS, report
+
+    fed = {c.case for c in CELLS if c.roles is not None and c.variant != "cache-hit"}
+    assert set(BENCH_CELLS) <= set(CELLS)
+    assert fed - {c.case for c in BENCH_CELLS} == {"unlink 0 hop"}  # R's DT always knows what R manages and holds
+    local = {"create": 7.0, "mkdir": 9.0, "rmdir": 8.0, "stat": 2.0, "read": 1.5, "write": 1.8, "unlink": 6.0}
+    cells = {c.case: (100.0, c.requests, c, 50.0) for c in BENCH_CELLS}
+    text, tidy, _ = report({"rtt_us": 40.0, "rtt_big_us": 90.0, "local": local, "cells": cells})
+    assert [r[0] for r in tidy] == [c.case for c in BENCH_CELLS]
+    assert all(len(r) == len(TIDY_COLUMNS) for r in tidy)
+    assert {(r[2], r[3]) for r in tidy} == {(c.paper_hops, c.requests) for c in BENCH_CELLS}
+    assert "5 hops" in text and "requests)" not in text  # every traced call sent what its arrangement should

@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 from fednode import wire
 from fednode.client import Client
 from fednode.cluster import AgentGroup, ProcessCluster, local_spec
-from fednode.config import Cluster, ProtocolSpec, RdmaSpec, write_cluster
+from fednode.config import Cluster, RdmaSpec, write_cluster
 from fednode.transport import make_transport
-from fedsim.config import ConfigError
 from fedsim.protocol.hashing import names_managed_by
 from fedsim.protocol.messages import PeerUnavailable, pack
+from fedsim.schema import ConfigError
 from tests.conformance import RDMA_DEVICES, verbs_missing
 
 MISSING = verbs_missing()
@@ -58,8 +58,8 @@ def test_verbs_without_a_device_is_a_clear_error_and_auto_falls_back_to_tcp(tmp_
 
 # ---------------------------------------------------------------------------- with a device
 def _spec(base: Path, n: int = 3, **options):
-    options.setdefault("protocol", ProtocolSpec(vd_max_age_s=0.5, vd_miss_age_s=0.1))
-    return local_spec(base, n, devices=RDMA_DEVICES, transport="verbs", summary_refresh_s=0.0, **options)
+    options.setdefault("protocol", {"vd_max_age_s": 0.5, "vd_miss_age_s": 0.1, "summary_refresh_s": 0.0})
+    return local_spec(base, n, devices=RDMA_DEVICES, transport="verbs", **options)
 
 
 def _home_file(spec, home: int, size: int) -> tuple[str, bytes]:

@@ -38,6 +38,7 @@ from fednode.client import Client
 from fednode.cluster import ProcessCluster, write_local
 from fednode.config import RdmaSpec
 from fedsim.protocol.hashing import names_managed_by
+from fedsim.schema import table
 
 DEVICES = ("rxe_v0", "rxe_v1")
 FEDNODE = [sys.executable, "-m", "fednode.cli"]
@@ -64,7 +65,7 @@ def tests(extra: list[str]) -> bool:
 
 # ---------------------------------------------------------------------------- 2. federation
 def federation(base: Path, ops: int) -> bool:
-    path = write_local(base, 3, transport="verbs", devices=DEVICES, summary_refresh_s=0.0)
+    path = write_local(base, 3, transport="verbs", devices=DEVICES, protocol={"summary_refresh_s": 0.0})
     ok = True
     with ProcessCluster(path, log_dir=base / "logs") as pc:
         pc.wait_ready(timeout=120)
@@ -142,7 +143,7 @@ def bench(out: Path, repeat: int) -> bool:
 # ---------------------------------------------------------------------------- 4. choices
 def _measure(base: Path, rdma: RdmaSpec, repeat: int) -> dict[str, float]:
     """Round trip, 1-hop stat and a 1 MiB read through a non-home agent."""
-    path = write_local(base, 2, transport="verbs", devices=DEVICES, summary_refresh_s=0.0, rdma=rdma)
+    path = write_local(base, 2, transport="verbs", devices=DEVICES, protocol={"summary_refresh_s": 0.0}, rdma=rdma)
     with ProcessCluster(path, log_dir=base / "logs") as pc:
         pc.wait_ready(timeout=120)
         spec = pc.cluster.spec
@@ -176,11 +177,10 @@ def choices(base: Path, repeat: int) -> bool:
     res = {}
     for i, (name, rdma) in enumerate(variants.items()):
         res[name] = _measure(base / f"v{i}", rdma, repeat)
-    head = f"{'variant':28} {'RTT us':>8} {'stat 1-hop':>10} {'1 MiB read':>10} {'events':>7} {'spin hits':>9}"
-    say(head)
-    for name, m in res.items():
-        say(f"{name:28} {m['rtt']:8.1f} {m['stat_1hop']:10.1f} {m['read_1mib']:10.1f} {m['events']:7d} "
-            f"{m['spin_hits']:9d}")  # fmt: skip
+    body = [[name, f"{m['rtt']:.1f}", f"{m['stat_1hop']:.1f}", f"{m['read_1mib']:.1f}", m["events"], m["spin_hits"]]
+            for name, m in res.items()]  # fmt: skip
+    for line in table(["variant", "RTT us", "stat 1-hop", "1 MiB read", "events", "spin hits"], body).splitlines():
+        say(line)
     w, r, ev = (res[k] for k in variants)
     say(f"CHOICE bulk: RDMA READ / RDMA WRITE time for a 1 MiB read = {r['read_1mib'] / w['read_1mib']:.2f}x")
     say(f"CHOICE completions: events only / adaptive spin, round trip = {ev['rtt'] / w['rtt']:.2f}x, "

@@ -42,8 +42,8 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from fednode import wire
-from fedsim.config import ConfigError
 from fedsim.protocol.messages import PeerUnavailable
+from fedsim.schema import ConfigError
 
 if TYPE_CHECKING:
     from fednode.config import Cluster

@@ -59,8 +59,8 @@ from typing import TYPE_CHECKING, Any
 
 from fednode import wire
 from fednode.transport.tcp import TcpConn, TcpTransport
-from fedsim.config import ConfigError
 from fedsim.protocol.messages import PeerUnavailable, ProtocolError, decode_error, encode_error, pack, unpack
+from fedsim.schema import ConfigError
 
 if TYPE_CHECKING:
     from fednode.config import Cluster, RdmaSpec

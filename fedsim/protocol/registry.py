@@ -41,6 +41,10 @@ class Registry(Generic[T]):
     def add(self, name: str, obj: T) -> T:
         return self.register(name)(obj)
 
+    def remove(self, name: str) -> None:
+        """Forget ``name`` (a test that registered something for its own use)."""
+        self._items.pop(name, None)
+
     def get(self, name: str) -> T:
         """The object registered as ``name``; ValueError naming the allowed ones."""
         try:
