@@ -229,7 +229,7 @@ def raw_conn(cluster: Cluster, node: int = 0, secret: bytes | None = None, who: 
     spec = cluster.spec.node(node)
     s = socket.create_connection((spec.host, spec.port), timeout=10)
     challenge = _read_frame(s)
-    hello, _ = wire.hello(secret or cluster.secret, challenge, who)
+    hello, _ = wire.hello(secret or cluster.key_for(who), challenge, who)
     s.sendall(hello)
     _read_frame(s)  # welcome or refusal
     return s
