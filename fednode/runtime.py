@@ -54,6 +54,7 @@ from fedsim.protocol.messages import (
     ProtocolError,
     Read,
     Request,
+    check_reply,
     decode_error,
     decode_request,
     encode_error,
@@ -305,6 +306,10 @@ class Agent:
                 trace.extend(sublog)
             trace.append((dst, self.id, "reply"))
         if ok:
+            try:
+                check_reply(req, value)
+            except ProtocolError as exc:  # a peer's reply is as untrusted as its request
+                raise OSError(errno.EBADMSG, f"node {dst} sent a bad reply: {exc}") from None
             return value
         raise decode_error(value)
 

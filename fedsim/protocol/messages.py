@@ -15,7 +15,8 @@ from __future__ import annotations
 import errno as _errno
 from dataclasses import dataclass, fields
 from os import strerror
-from typing import Any, ClassVar
+from types import UnionType
+from typing import Any, ClassVar, Union, get_args, get_origin
 
 import msgpack
 
@@ -42,9 +43,16 @@ class ProtocolError(ValueError):
 
 @dataclass(slots=True, frozen=True)
 class Request:
-    """Base of all requests; ``kind`` is the wire name (the class name)."""
+    """Base of all requests; ``kind`` is the wire name (the class name).
+
+    Every request type declares ``reply``: the type of its handler's value,
+    written as a type expression over wire values (``None``, ``bool``,
+    ``int``, ``str``, ``bytes``, ``tuple[...]``, ``list[...]``, ``X | None``).
+    A reply from the wire is checked against it (``check_reply``) before
+    protocol code sees it, as a request's fields are checked on decoding."""
 
     kind: ClassVar[str] = "Request"
+    reply: ClassVar[Any] = None
 
 
 #: Every request type by its wire name.  Open: a design or policy module
@@ -67,6 +75,105 @@ _WIRE_TYPES: dict[str, tuple[type, ...]] = {
 _FIELDS: dict[type[Request], tuple[tuple[str, tuple[type, ...]], ...]] = {}
 
 
+# --- replies ----------------------------------------------------------------------------
+_CHECKERS: dict[Any, Any] = {}
+
+
+def _reply_checker(t: Any, where: str) -> Any:
+    """A function value -> error text or None, for reply type ``t`` (cached)."""
+    try:
+        return _CHECKERS[t]
+    except (KeyError, TypeError):
+        pass
+    origin, args = get_origin(t), get_args(t)
+    if t is None or t is type(None):
+        fn = _none_ok
+    elif t is Any:
+        fn = _any_ok
+    elif t in (bool, str, bytes, float):
+        fn = _instance(t)
+    elif t is int:
+        fn = _int_ok
+    elif origin in (Union, UnionType):
+        alts = [_reply_checker(a, where) for a in args]
+        fn = _union(alts, t)
+    elif origin is tuple:
+        fn = _tuple([_reply_checker(a, where) for a in args], t)
+    elif origin is list:
+        fn = _list(_reply_checker(args[0], where), t)
+    else:
+        raise TypeError(f"{where}: reply type {t!r} is not a wire value type")
+    try:
+        _CHECKERS[t] = fn
+    except TypeError:
+        pass
+    return fn
+
+
+def _none_ok(v: Any) -> str | None:
+    return None if v is None else f"expected None, got {type(v).__name__}"
+
+
+def _any_ok(v: Any) -> str | None:
+    return None
+
+
+def _int_ok(v: Any) -> str | None:
+    return None if type(v) is int else f"expected int, got {type(v).__name__}"
+
+
+def _instance(t: type) -> Any:
+    def check(v: Any) -> str | None:
+        ok = type(v) is t or (t is float and type(v) is int)
+        return None if ok else f"expected {t.__name__}, got {type(v).__name__}"
+
+    return check
+
+
+def _union(alts: list[Any], t: Any) -> Any:
+    def check(v: Any) -> str | None:
+        for a in alts:
+            if a(v) is None:
+                return None
+        return f"expected {t}, got {type(v).__name__}"
+
+    return check
+
+
+def _tuple(items: list[Any], t: Any) -> Any:
+    def check(v: Any) -> str | None:
+        if type(v) not in (tuple, list) or len(v) != len(items):
+            return f"expected {t}, got {type(v).__name__} of {len(v) if isinstance(v, (tuple, list)) else '-'}"
+        for i, (c, x) in enumerate(zip(items, v, strict=True)):
+            err = c(x)
+            if err:
+                return f"[{i}]: {err}"
+        return None
+
+    return check
+
+
+def _list(item: Any, t: Any) -> Any:
+    def check(v: Any) -> str | None:
+        if type(v) not in (tuple, list):  # msgpack arrays decode as tuples in the agent
+            return f"expected {t}, got {type(v).__name__}"
+        for i, x in enumerate(v):
+            err = item(x)
+            if err:
+                return f"[{i}]: {err}"
+        return None
+
+    return check
+
+
+def check_reply(req: Request, value: Any) -> None:
+    """Raise ProtocolError unless ``value`` has ``req``'s declared reply type:
+    a peer's reply is as untrusted as its request."""
+    err = _reply_checker(type(req).reply, req.kind)(value)
+    if err:
+        raise ProtocolError(f"{req.kind} reply: {err}")
+
+
 def register_request(cls: type[Request]) -> type[Request]:
     """Class decorator (over ``@dataclass(slots=True, frozen=True)``): make a
     request type known to the codec under its class name.  Fields must be
@@ -80,6 +187,9 @@ def register_request(cls: type[Request]) -> type[Request]:
         table = tuple((f.name, _WIRE_TYPES[str(f.type)]) for f in fields(cls))
     except KeyError as exc:
         raise TypeError(f"{name}: field type {exc.args[0]!r} cannot travel; use one of {list(_WIRE_TYPES)}") from None
+    if "reply" not in cls.__dict__:
+        raise TypeError(f"{name}: declare its reply type (reply: ClassVar[Any] = ...), e.g. None or tuple[bool, int]")
+    _reply_checker(cls.reply, name)  # a type the checker cannot read is a TypeError now, not at the first reply
     cls.kind = name
     REQUEST_TYPES[name] = cls
     _FIELDS[cls] = table
@@ -95,6 +205,7 @@ class HomeInfo(Request):
     instead decides a home for a new name (EEXIST if it exists).
     Reply: (is_dir, home, lookup_path)."""
 
+    reply: ClassVar[Any] = tuple[bool, int | None, int]
     path: str
     create: str | None = None
 
@@ -104,6 +215,7 @@ class HomeInfo(Request):
 class Forget(Request):
     """The file was removed at its home: drop the manager's DT entry."""
 
+    reply: ClassVar[Any] = None
     path: str
 
 
@@ -114,6 +226,7 @@ class SummaryAdd(Request):
     that node's summary (FedFS 2.2).  ``new_dir`` marks the target of a mkdir,
     whose virtual directory is known to be empty."""
 
+    reply: ClassVar[Any] = None
     path: str
     node: int
     new_dir: bool = False
@@ -124,6 +237,7 @@ class SummaryAdd(Request):
 class ListVD(Request):
     """readdir of a virtual directory at its manager. Reply: [(name, is_dir)] sorted."""
 
+    reply: ClassVar[Any] = list[tuple[str, bool]]
     path: str
 
 
@@ -132,6 +246,7 @@ class ListVD(Request):
 class Rmdir(Request):
     """Remove an empty virtual directory, at its manager."""
 
+    reply: ClassVar[Any] = None
     path: str
 
 
@@ -142,6 +257,7 @@ class GetEntry(Request):
     """Look ``name`` up in virtual directory ``directory`` (dirmerge if not cached).
     Reply: (is_dir, home, lookup_path) with lookup_path 3 (VD cached) or 4 (dirmerge)."""
 
+    reply: ClassVar[Any] = tuple[bool, int | None, int] | None
     directory: str
     name: str
 
@@ -149,6 +265,8 @@ class GetEntry(Request):
 @register_request
 @dataclass(slots=True, frozen=True)
 class AddEntry(Request):
+    reply: ClassVar[Any] = None
+
     directory: str
     name: str
     is_dir: bool
@@ -158,6 +276,8 @@ class AddEntry(Request):
 @register_request
 @dataclass(slots=True, frozen=True)
 class DelEntry(Request):
+    reply: ClassVar[Any] = None
+
     directory: str
     name: str
 
@@ -168,12 +288,15 @@ class DelEntry(Request):
 class ReadDir(Request):
     """Dirmerge: this node's local entries of ``path``. Reply: [(name, is_dir)]."""
 
+    reply: ClassVar[Any] = list[tuple[str, bool]]
     path: str
 
 
 @register_request
 @dataclass(slots=True, frozen=True)
 class RmLocal(Request):
+    reply: ClassVar[Any] = None
+
     path: str
 
 
@@ -184,6 +307,7 @@ class SummaryPush(Request):
     A ``fresh`` push (the node is starting) is answered with the receiver's
     own summary, so a (re)starting node learns them all in one round."""
 
+    reply: ClassVar[Any] = bytes | None
     node: int
     summary: bytes
     fresh: bool = False
@@ -193,30 +317,40 @@ class SummaryPush(Request):
 @register_request
 @dataclass(slots=True, frozen=True)
 class Create(Request):
+    reply: ClassVar[Any] = None
+
     path: str
 
 
 @register_request
 @dataclass(slots=True, frozen=True)
 class Mkdir(Request):
+    reply: ClassVar[Any] = None
+
     path: str
 
 
 @register_request
 @dataclass(slots=True, frozen=True)
 class Unlink(Request):
+    reply: ClassVar[Any] = None
+
     path: str
 
 
 @register_request
 @dataclass(slots=True, frozen=True)
 class Open(Request):
+    reply: ClassVar[Any] = None
+
     path: str
 
 
 @register_request
 @dataclass(slots=True, frozen=True)
 class Close(Request):
+    reply: ClassVar[Any] = None
+
     path: str
 
 
@@ -225,12 +359,15 @@ class Close(Request):
 class Stat(Request):
     """Reply: (is_dir, size)."""
 
+    reply: ClassVar[Any] = tuple[bool, int]
     path: str
 
 
 @register_request
 @dataclass(slots=True, frozen=True)
 class Read(Request):
+    reply: ClassVar[Any] = bytes
+
     path: str
     offset: int
     size: int
@@ -239,6 +376,8 @@ class Read(Request):
 @register_request
 @dataclass(slots=True, frozen=True)
 class Write(Request):
+    reply: ClassVar[Any] = int
+
     path: str
     offset: int
     data: bytes
@@ -249,6 +388,7 @@ class Write(Request):
 class Truncate(Request):
     """Cut the file to ``size`` bytes or extend it with zeros (overwrite in place)."""
 
+    reply: ClassVar[Any] = None
     path: str
     size: int
 
