@@ -24,9 +24,11 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
+from heapq import heappush
 from typing import Any
 
 import simpy
+from simpy.events import NORMAL
 
 from fedsim.memfs import MemFS
 from fedsim.network import LogGP
@@ -134,7 +136,10 @@ class SimCluster:
         storage = storage or StorageParams()
         self.storage = [StorageModel(storage) for _ in members]
         self.disk_free = [0.0] * n_nodes  # when each node's disk finishes its queued work
-        self.cpu = [simpy.Resource(self.env, cpu.cores) for _ in members]
+        if cpu.cores <= 0:
+            raise ValueError(f"cores must be positive, got {cpu.cores}")
+        # when each core of each node finishes its queued work (see cpu_work)
+        self.cpu_free = [[0.0] * cpu.cores for _ in members]
         self.tx_free = [0.0] * n_nodes
         self.workers = workers
         self._queues: list[dict[int, _RecvQueue]] = [{} for _ in members]
@@ -187,15 +192,42 @@ class SimCluster:
 
     def call_op(self, node_id: int, name: str, *args: Any, trace: OpTrace | None = None) -> Generator[Any, Any, Any]:
         """API operation ``name`` as a generator a client process can ``yield from``
-        (no SimPy process of its own: cheaper than ``op`` for workload drivers)."""
+        (no SimPy process of its own: cheaper than ``op`` for workload drivers).
+        The operation counts as issued when this is called."""
         self.client_ops[node_id] += 1
-        return (yield from self._drive(node_id, getattr(self.nodes[node_id], name)(*args), trace, 0))
+        return self._drive(node_id, getattr(self.nodes[node_id], name)(*args), trace, 0)
 
     def run_op(self, node_id: int, name: str, *args: Any, trace: OpTrace | None = None) -> Any:
         """Run one operation to completion (for tests and micro-benchmarks)."""
         p = self.op(node_id, name, *args, trace=trace)
         self.env.run(until=p)
         return p.value
+
+    def cpu_work(self, node_id: int, us: float) -> simpy.Event:
+        """An event that fires when ``us`` microseconds of CPU work, submitted
+        now at ``node_id``, are done: the node's cores serve work first come
+        first served, each job on the core that frees first.
+
+        This is what a ``simpy.Resource(cores)`` held for ``us`` gives (the
+        same start and end times, to the bit: the end is scheduled at the
+        absolute time start + us), with one event per job instead of a
+        request, a timeout and a release."""
+        env = self.env
+        free = self.cpu_free[node_id]
+        core = 0
+        start = free[0]
+        for i in range(1, len(free)):
+            if free[i] < start:
+                core, start = i, free[i]
+        now = env._now
+        if start < now:
+            start = now
+        free[core] = done = start + us
+        ev = simpy.Event(env)
+        ev._ok = True
+        ev._value = None
+        heappush(env._queue, (done, NORMAL, next(env._eid), ev))
+        return ev
 
     def fail(self, node: int) -> None:
         """The node stops answering: requests to it time out as PeerUnavailable."""
@@ -205,6 +237,10 @@ class SimCluster:
     def _drive(
         self, node_id: int, gen: Generator[Any, Any, Any], trace: OpTrace | None, depth: int
     ) -> Generator[Any, Any, Any]:
+        # Effects are tested in the order of their frequency (Call, Local and
+        # Compute are nine in ten); the cluster's methods are bound once per drive.
+        env = self.env
+        request = self._request
         value: Any = None
         exc: BaseException | None = None
         while True:
@@ -216,31 +252,33 @@ class SimCluster:
             t = type(eff)
             try:
                 if t is Call:
-                    ok, value = yield self._request(node_id, eff.node, eff.request, trace, depth, True)
+                    ok, value = yield request(node_id, eff.node, eff.request, trace, depth, True)
                     if not ok:
                         exc, value = value, None
                 elif t is Local:
-                    value = yield from self._local(node_id, eff)
+                    delay, value, err = self._local(node_id, eff)
+                    if delay > 0:
+                        yield env.timeout(delay)
+                    if err is not None:
+                        raise err
                 elif t is Compute:
                     cost = self.cpu_costs.get(eff.work, 0.0) * eff.units
                     if cost > 0:
-                        with self.cpu[node_id].request() as slot:
-                            yield slot
-                            yield self.env.timeout(cost)
-                elif t is Send:
-                    self._request(node_id, eff.node, eff.request, trace, depth, False)
+                        yield self.cpu_work(node_id, cost)
                 elif t is Multicast:
-                    events = [self._request(node_id, n, eff.request, trace, depth, True) for n in eff.nodes]
+                    events = [request(node_id, n, eff.request, trace, depth, True) for n in eff.nodes]
                     value = []
                     for ev in events:
                         ok, v = yield ev
                         value.append(v)
+                elif t is Send:
+                    request(node_id, eff.node, eff.request, trace, depth, False)
                 elif t is Spawn:
-                    self.env.process(self._drive(node_id, eff.gen, trace, depth))
+                    env.process(self._drive(node_id, eff.gen, trace, depth))
                 elif t is Await:
                     ev = self._waits[node_id].get(eff.key)
                     if ev is None:
-                        ev = self._waits[node_id][eff.key] = self.env.event()
+                        ev = self._waits[node_id][eff.key] = env.event()
                     value = yield ev
                     if isinstance(value, BaseException):
                         exc, value = value, None
@@ -249,14 +287,15 @@ class SimCluster:
                     if ev is not None:
                         ev.succeed(eff.value)
                 elif t is Now:
-                    value = self.env.now * 1e-6
+                    value = env.now * 1e-6
                 else:
                     raise TypeError(f"not an effect: {eff!r}")
             except Exception as e:  # delivered into the protocol generator
                 exc = e
 
-    def _local(self, node_id: int, eff: Local) -> Generator[Any, Any, Any]:
-        """A local operation on the node's disk, served first come first served.
+    def _local(self, node_id: int, eff: Local) -> tuple[float, Any, OSError | None]:
+        """A local operation on the node's disk, served first come first served:
+        (how long the caller waits, the result, the error to raise after the wait).
 
         The disk is modelled as "busy until": the operation takes effect in
         arrival order and the caller waits for its queueing plus service time.
@@ -276,11 +315,7 @@ class SimCluster:
             start = now
         done = start + cost
         self.disk_free[node_id] = done
-        if done > now:
-            yield self.env.timeout(done - now)
-        if err is not None:
-            raise err
-        return result
+        return done - now, result, err
 
     # ------------------------------------------------------------------ network
     def _transmit(self, src: int, dst: int, size: int) -> float:
@@ -314,7 +349,7 @@ class SimCluster:
                 )
             return reply
         msg = _Msg(src, req, reply, trace, depth + 1)
-        queue = self._queue(dst, depth + 1)
+        queue = self._queues[dst].get(depth + 1) or self._queue(dst, depth + 1)
         self.env.schedule(_Arrival(self.env, queue, msg), delay=delay)
         return reply
 
@@ -329,12 +364,13 @@ class SimCluster:
     def _worker(self, node_id: int, queue: _RecvQueue) -> Generator[Any, Any, None]:
         node = self.nodes[node_id]
         env = self.env
+        pending, idle = queue.pending, queue.idle
         while True:
-            if queue.pending:
-                msg = queue.pending.popleft()
+            if pending:
+                msg = pending.popleft()
             else:
-                wake = env.event()
-                queue.idle.append(wake)
+                wake = simpy.Event(env)
+                idle.append(wake)
                 msg = yield wake
             node.stats.requests_served += 1
             try:
@@ -368,8 +404,12 @@ class _RecvQueue:
         self.idle: deque[simpy.Event] = deque()
 
     def put(self, msg: _Msg) -> None:
-        if self.idle:
-            self.idle.popleft().succeed(msg)
+        idle = self.idle
+        if idle:  # wake the worker that has waited longest: its event succeeds with msg
+            wake = idle.popleft()
+            wake._ok = True
+            wake._value = msg
+            wake.env.schedule(wake)
         else:
             self.pending.append(msg)
 
@@ -380,12 +420,13 @@ class _Arrival(simpy.Event):
     __slots__ = ("msg", "queue")
 
     def __init__(self, env: simpy.Environment, queue: _RecvQueue, msg: _Msg) -> None:
-        super().__init__(env)
+        # what simpy.Event.__init__ sets, then triggered: scheduled by the sender
+        self.env = env
+        self.callbacks = [_deliver]
         self._ok = True
         self._value = None
         self.queue = queue
         self.msg = msg
-        self.callbacks.append(_deliver)
 
 
 def _deliver(ev: _Arrival) -> None:

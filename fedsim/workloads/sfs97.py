@@ -155,9 +155,7 @@ class Sfs97:
         self.rec.started += 1
         path = ""
         if self.frontend_us:
-            with c.cpu[node].request() as slot:
-                yield slot
-                yield env.timeout(self.frontend_us)
+            yield c.cpu_work(node, self.frontend_us)
         try:
             if op == "lookup":
                 yield from c.call_op(node, "stat", self._pick(node), trace=trace)
