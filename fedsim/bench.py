@@ -339,22 +339,38 @@ def run_bare(
 
 
 # ---------------------------------------------------------------------- driver
-def compare(size: Size, network: LogGP | None = None, seed: int = 0) -> tuple[Result, Result]:
+def compare(size: Size, network: LogGP | None = None, seed: int = 0, repeat: int = 1) -> tuple[Result, Result]:
     """Framework, then the bare model with as many messages (of the framework's
-    mean size), the same clients and workers per node."""
+    mean size), the same clients and workers per node.
+
+    With ``repeat`` > 1 the pair is run that many times, alternately, and the
+    fastest run of each model is kept: on a shared machine a burst of someone
+    else's work then slows one repetition, not the ratio (every repetition
+    does the same simulated work, so only the wall time differs)."""
     network = network or preset("via_clan")
-    fw = run_framework(size, network, seed)
-    mean_bytes = max(1, round(fw.bytes / fw.messages)) if fw.messages else 64
-    bare = run_bare(
-        size.nodes,
-        max(1, fw.messages // 2),
-        size.clients,
-        network,
-        workers=size.workers,
-        message_bytes=mean_bytes,
-        seed=seed,
-    )
-    return fw, bare
+    best: tuple[Result, Result] | None = None
+    for _ in range(max(1, repeat)):
+        fw = run_framework(size, network, seed)
+        mean_bytes = max(1, round(fw.bytes / fw.messages)) if fw.messages else 64
+        bare = run_bare(
+            size.nodes,
+            max(1, fw.messages // 2),
+            size.clients,
+            network,
+            workers=size.workers,
+            message_bytes=mean_bytes,
+            seed=seed,
+        )
+        if best is None:
+            best = fw, bare
+        else:
+            best = min(best[0], fw, key=_wall), min(best[1], bare, key=_wall)
+    assert best is not None
+    return best
+
+
+def _wall(r: Result) -> float:
+    return r.wall_s
 
 
 def format_table(rows: Sequence[tuple[Result, Result]]) -> str:
@@ -381,19 +397,22 @@ def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) 
     ap.add_argument("--network", default="via_clan", help="LogGP preset (default via_clan)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--nodes", type=int, nargs="*", help="only these cluster sizes")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run each pair N times, alternately, and keep each model's fastest run (a shared machine)")
     args = ap.parse_args(argv)
     net = preset(args.network)
     sizes = QUICK if args.quick else FULL
     if args.nodes:
         sizes = tuple(replace(sizes[0], nodes=n) for n in args.nodes)
-    rows = [compare(s, net, args.seed) for s in sizes]
+    rows = [compare(s, net, args.seed, args.repeat) for s in sizes]
     mix = ", ".join(f"{k} {w:.0%}" for k, w in OP_MIX)
     out(f"fedsim throughput: protocol messages per wall-clock second (network {net.name})")
     out(f"framework: SimCluster, preloaded summaries, op mix {mix}")
     out("bare: hand-written SimPy request/reply, same nodes, workers, clients, LogGP delay, message count")
     out(format_table(rows))
     out("ops: framework = API calls completed (open/read/close count separately); bare = request/reply pairs")
-    out("events/msg: SimPy events scheduled per message; ratio: framework msgs/s / bare msgs/s")
+    out("events/msg: SimPy events scheduled per message; ratio: framework msgs/s / bare msgs/s"
+        + (f"; each model's fastest of {args.repeat} alternating runs" if args.repeat > 1 else ""))
     target = all(fw.msgs_per_s >= 0.5 * bare.msgs_per_s for fw, bare in rows)
     out(f"target (framework >= 0.5 x bare msgs/s): {'met' if target else 'NOT met'}")
     return rows

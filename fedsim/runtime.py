@@ -17,6 +17,13 @@ Time is in microseconds.  Each node has:
 
 Replies do not need a worker: they wake the waiting caller directly, like
 Federated DAFS's dispatch of replies by thread id.
+
+Speed: a message costs one SimPy event to arrive (an idle worker takes it in
+the arrival's own callback) and one for its reply; the CPU and the disk are
+"busy until" queues, one event per job.  The runtime sets the fields of
+events it triggers (``_ok``, ``_value``) and schedules on the environment's
+queue (``_queue``, ``_eid``, ``_now``) directly: private SimPy attributes,
+which is why pyproject.toml pins simpy below its next major version.
 """
 
 from __future__ import annotations
@@ -309,7 +316,7 @@ class SimCluster:
             cost = storage.cost(eff.op, eff.path, eff.args, result)
         except OSError as e:
             result, err, cost = None, e, storage.c.get("stat", 0.0)
-        now = self.env.now
+        now = self.env._now
         start = self.disk_free[node_id]
         if start < now:
             start = now
@@ -320,7 +327,7 @@ class SimCluster:
     # ------------------------------------------------------------------ network
     def _transmit(self, src: int, dst: int, size: int) -> float:
         """Delay until a message sent now from src arrives at dst (LogGP, NIC busy)."""
-        now = self.env.now
+        now = self.env._now
         start = self.tx_free[src]
         if start < now:
             start = now
@@ -405,11 +412,19 @@ class _RecvQueue:
 
     def put(self, msg: _Msg) -> None:
         idle = self.idle
-        if idle:  # wake the worker that has waited longest: its event succeeds with msg
+        if idle:
+            # The worker that has waited longest takes the message now: its
+            # wake event is triggered and processed in place (what
+            # Environment.step does with an event) instead of being queued
+            # behind every other event of this instant, which saves one event
+            # per request.  Called only from an arrival's callback, so the
+            # worker never runs inside another process.
             wake = idle.popleft()
             wake._ok = True
             wake._value = msg
-            wake.env.schedule(wake)
+            callbacks, wake.callbacks = wake.callbacks, None
+            for callback in callbacks:
+                callback(wake)
         else:
             self.pending.append(msg)
 
