@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import resource
 import time
 from collections import Counter
@@ -14,7 +13,7 @@ import numpy as np
 from fedsim.config import Config
 from fedsim.network import LogGP, preset
 from fedsim.protocol.node import ProtocolConfig
-from fedsim.runtime import CpuCosts, SimCluster
+from fedsim.runtime import CpuCosts, SimCluster, long_run_gc
 from fedsim.storage import EXT2_PAPER, StorageParams
 from fedsim.workloads.sfs97 import Recorder, Sfs97, make_fileset, place
 
@@ -179,14 +178,9 @@ def run_workload(cfg: Config, **overrides: Any) -> RunOutcome:
             body = drv.closed_loop(w.clients, n_ops, w.think_ms * 1000.0)
         c.env.run(until=c.env.process(body))
 
-    # The cluster, its file set and summaries live for the whole run: freeze
-    # them out of the cyclic garbage collector, whose full collections would
-    # otherwise walk them again and again (a fifth of a 1,024-node run).
-    gc.collect()
-    gc.freeze()
-    e0 = simulator_events(c)
-    t_wall = time.perf_counter()
-    try:
+    with long_run_gc():  # the cluster lives for the whole run: keep the collector off it
+        e0 = simulator_events(c)
+        t_wall = time.perf_counter()
         if w.warmup_ops:
             drv.measuring = False
             phase(w.warmup_ops)
@@ -195,9 +189,7 @@ def run_workload(cfg: Config, **overrides: Any) -> RunOutcome:
         t0 = c.env.now
         phase(w.ops)
         after = counters(c)
-    finally:
-        gc.unfreeze()
-    wall_s = time.perf_counter() - t_wall
+        wall_s = time.perf_counter() - t_wall
     events = simulator_events(c) - e0 - 1
     out = RunOutcome(metrics_between(before, after, drv.rec, c.env.now - t0), drv.rec, c)
     out.events, out.wall_s, out.peak_rss_mb = events, wall_s, peak_rss_mb()

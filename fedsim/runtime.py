@@ -28,8 +28,10 @@ which is why pyproject.toml pins simpy below its next major version.
 
 from __future__ import annotations
 
+import gc
 from collections import deque
-from collections.abc import Generator, Iterable
+from collections.abc import Generator, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from heapq import heappush
 from typing import Any
@@ -95,6 +97,29 @@ class CpuCosts:
             "bloom_insert": summary_hashes * h,
             "hash": h,
         }
+
+
+@contextmanager
+def long_run_gc(young: int = 100_000) -> Iterator[None]:
+    """Garbage-collector settings for a long simulation, restored afterwards.
+
+    Everything alive on entry (a built cluster, its file set and summaries) is
+    frozen out of the cyclic collector (``gc.freeze``), whose full collections
+    would otherwise walk it again and again; and the youngest generation is
+    collected every ``young`` net allocations instead of 700, so the events,
+    generators and messages of the operations in flight die by reference
+    count before a collection has to look at them.  Neither changes results:
+    the simulation holds no finalizers.  At 1,024 nodes this takes the
+    collector from a fifth of the run time to about one per cent."""
+    thresholds = gc.get_threshold()
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(young, thresholds[1], thresholds[2])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
 
 
 class SimCluster:
