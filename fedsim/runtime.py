@@ -37,7 +37,7 @@ from heapq import heappush
 from typing import Any
 
 import simpy
-from simpy.events import NORMAL
+from simpy.events import NORMAL, PENDING
 
 from fedsim.memfs import MemFS
 from fedsim.network import LogGP
@@ -372,7 +372,7 @@ class SimCluster:
             trace.record(src, dst, req.kind, size, req.kind == "ReadDir")
             if req.kind != "ReadDir":
                 trace.nodes.add(dst)
-        reply = self.env.event() if want_reply else None
+        reply = simpy.Event(self.env) if want_reply else None
         if dst in self.down:
             if reply is not None:
                 t = self.env.timeout(self.rpc_timeout_us)
@@ -397,11 +397,13 @@ class SimCluster:
         node = self.nodes[node_id]
         env = self.env
         pending, idle = queue.pending, queue.idle
+        wake = simpy.Event(env)  # reused: _RecvQueue.put processes it in place, never env.step
         while True:
             if pending:
                 msg = pending.popleft()
             else:
-                wake = simpy.Event(env)
+                wake.callbacks = []
+                wake._value = PENDING
                 idle.append(wake)
                 msg = yield wake
             node.stats.requests_served += 1
@@ -422,7 +424,7 @@ class SimCluster:
             reply = msg.reply
             reply._ok = True
             reply._value = (ok, value)
-            env.schedule(reply, delay=delay)
+            heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), reply))  # env.schedule, inlined
 
 
 class _RecvQueue:

@@ -373,7 +373,12 @@ def wire_size(payload: Any) -> int:
     if sizer is not None:  # a request: packed_size(encode_request(payload)), field by field
         size, names = sizer
         for name in names:
-            size += packed_size(getattr(payload, name))
+            v = getattr(payload, name)
+            if type(v) is str and v.isascii():  # most fields are paths and names
+                n = len(v)
+                size += n + (1 if n < 32 else 2 if n < 256 else 3 if n < 65536 else 5)
+            else:
+                size += packed_size(v)
         return HEADER_BYTES + size
     if isinstance(payload, Request):
         payload = encode_request(payload)
