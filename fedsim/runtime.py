@@ -19,7 +19,8 @@ Replies do not need a worker: they wake the waiting caller directly, like
 Federated DAFS's dispatch of replies by thread id.
 
 Speed: a message costs one SimPy event to arrive (an idle worker takes it in
-the arrival's own callback) and one for its reply; the CPU and the disk are
+the arrival's own callback unless other events are due at the same instant)
+and one for its reply; the CPU and the disk are
 "busy until" queues, one event per job.  The runtime sets the fields of
 events it triggers (``_ok``, ``_value``) and schedules on the environment's
 queue (``_queue``, ``_eid``, ``_now``) directly: private SimPy attributes,
@@ -397,7 +398,7 @@ class SimCluster:
         node = self.nodes[node_id]
         env = self.env
         pending, idle = queue.pending, queue.idle
-        wake = simpy.Event(env)  # reused: _RecvQueue.put processes it in place, never env.step
+        wake = simpy.Event(env)  # reused: triggered only by _RecvQueue.put, never twice per wait
         while True:
             if pending:
                 msg = pending.popleft()
@@ -440,18 +441,25 @@ class _RecvQueue:
     def put(self, msg: _Msg) -> None:
         idle = self.idle
         if idle:
-            # The worker that has waited longest takes the message now: its
-            # wake event is triggered and processed in place (what
-            # Environment.step does with an event) instead of being queued
-            # behind every other event of this instant, which saves one event
-            # per request.  Called only from an arrival's callback, so the
-            # worker never runs inside another process.
+            # The worker that has waited longest takes the message: its wake
+            # event succeeds with it.  When no other event is due at this
+            # instant, the wake event would be the very next one processed, so
+            # it is processed here and now (what Environment.step does with an
+            # event): the same order of events, one event fewer per request.
+            # Otherwise it is scheduled, behind the events already due.
+            # Called only from an arrival's callback, so the worker never runs
+            # inside another process.
             wake = idle.popleft()
             wake._ok = True
             wake._value = msg
-            callbacks, wake.callbacks = wake.callbacks, None
-            for callback in callbacks:
-                callback(wake)
+            env = wake.env
+            heap = env._queue
+            if heap and heap[0][0] <= env._now:
+                env.schedule(wake)
+            else:
+                callbacks, wake.callbacks = wake.callbacks, None
+                for callback in callbacks:
+                    callback(wake)
         else:
             self.pending.append(msg)
 
