@@ -483,9 +483,14 @@ def packed_size(obj: Any) -> int:
     """``len(pack(obj))`` computed from msgpack's format rules without
     encoding (the simulator sizes every message; packing each one, data
     included, was its largest single cost)."""
-    if obj is None or obj is True or obj is False:
-        return 1
     t = type(obj)
+    if t is str:
+        n = len(obj) if obj.isascii() else len(obj.encode())
+        return n + (1 if n < 32 else 2 if n < 256 else 3 if n < 65536 else 5)
+    if t is tuple or t is list:
+        return _seq_size(obj)
+    if obj is None or t is bool:
+        return 1
     if t is int:
         if -32 <= obj <= 127:
             return 1
@@ -495,19 +500,53 @@ def packed_size(obj: Any) -> int:
     if t is bytes or t is bytearray or t is memoryview:
         n = len(obj)
         return n + (2 if n < 256 else 3 if n < 65536 else 5)
-    if t is str:
-        n = len(obj) if obj.isascii() else len(obj.encode())
-        return n + (1 if n < 32 else 2 if n < 256 else 3 if n < 65536 else 5)
-    if t is list or t is tuple:
-        n = len(obj)
-        return (1 if n < 16 else 3 if n < 65536 else 5) + sum(packed_size(x) for x in obj)
     if t is float:
         return 9
     return len(pack(obj))
 
 
+def _seq_size(seq: list[Any] | tuple[Any, ...]) -> int:
+    """``packed_size`` of a list or tuple: the common items (short strings,
+    None, bools, small ints, tuples of them: directory listings) sized inline."""
+    n = len(seq)
+    size = 1 if n < 16 else 3 if n < 65536 else 5
+    for x in seq:
+        t = type(x)
+        if t is str and x.isascii():
+            k = len(x)
+            size += k + (1 if k < 32 else 2 if k < 256 else 3 if k < 65536 else 5)
+        elif x is None or t is bool or (t is int and -32 <= x <= 127):
+            size += 1
+        else:
+            size += packed_size(x)
+    return size
+
+
+def _request_sizer(cls: type[Request]) -> tuple[int, tuple[str, ...]]:
+    """What ``packed_size(encode_request(req))`` needs for one request class:
+    the size of the list header and the kind, and the field names."""
+    names = tuple(name for name, _ in _FIELDS[cls])
+    return packed_size([cls.kind, *[None] * len(names)]) - len(names), names
+
+
+_REQUEST_SIZERS: dict[type[Request], tuple[int, tuple[str, ...]]] = {
+    cls: _request_sizer(cls) for cls in REQUEST_TYPES.values()
+}
+
+
 def wire_size(payload: Any) -> int:
     """Bytes on the wire for a request or reply payload: the encoded size plus the envelope."""
+    sizer = _REQUEST_SIZERS.get(type(payload))
+    if sizer is not None:  # a request: packed_size(encode_request(payload)), field by field
+        size, names = sizer
+        for name in names:
+            v = getattr(payload, name)
+            if type(v) is str and v.isascii():  # most fields are paths and names
+                n = len(v)
+                size += n + (1 if n < 32 else 2 if n < 256 else 3 if n < 65536 else 5)
+            else:
+                size += packed_size(v)
+        return HEADER_BYTES + size
     if isinstance(payload, Request):
         payload = encode_request(payload)
     elif isinstance(payload, BaseException):
