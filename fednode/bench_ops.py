@@ -1,13 +1,13 @@
 """The benchmark's "Local" column: each operation done on a node's directory
 without the federation, as a program that bypasses it would.
 
-Kept apart from ``fednode.bench`` because it runs inside an agent (the
+Kept apart from ``fednode.tools.bench`` because it runs inside an agent (the
 ``bench`` admin call), next to the same directory and the same CPU as the
 federated operation it is compared with.  The paths come from the wire, so
 the operations go through the agent's confined local layer (``LocalFS``: no
 ``..``, no symlink followed, nothing outside the root), never through plain
 ``os`` calls on root + path; its cost over the bare system calls is the
-``fednode.localfs_bench`` micro-benchmark's.
+``fednode.tools.localfs_bench`` micro-benchmark's.
 """
 
 from __future__ import annotations

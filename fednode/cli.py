@@ -314,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     cf.add_argument("--out", required=True)
     ho = sub.add_parser("hosts", help="print 'ID HOST' per node of a cluster file (for launcher loops)")
     ho.add_argument("--cluster", required=True)
-    from fednode import testbed
+    from fednode.tools import testbed
 
     testbed.add_parser(sub)
     st = sub.add_parser("status", help="per-node state")
@@ -360,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
             return client_file(args.cluster, args.out)
         if args.cmd == "testbed":
             return testbed.main(args)
-        from fednode.bench import bench
+        from fednode.tools.bench import bench
 
         transports = [t for t in args.transport.split(",") if t]
         bad = [t for t in transports if t not in ("tcp", "verbs", "auto")]

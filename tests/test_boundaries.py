@@ -219,3 +219,16 @@ def test_fednode_never_loads_the_simulators_config_network_or_disk_model():
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip() == "[]", f"importing fednode loads {r.stdout.strip()}"
+
+
+def test_the_agent_never_imports_its_tools():
+    """The agent package reads as the agent: runtime, transports, local layer,
+    client.  The test bed and the benchmarks are tools beside it
+    (``fednode/tools``), which only the CLI loads, for their own commands."""
+    bad = [
+        str(s)
+        for s in import_sites("fednode")
+        if not s.file.startswith(("fednode/tools/", "fednode/cli.py"))
+        and any(m == "fednode.tools" or m.startswith("fednode.tools.") for m in s.modules())
+    ]
+    assert not bad, "fednode's agent modules must not import fednode.tools:\n  " + "\n  ".join(bad)
