@@ -52,7 +52,6 @@ from fedsim.protocol.effects import (
 from fedsim.protocol.messages import (
     PeerUnavailable,
     ProtocolError,
-    Read,
     Request,
     check_reply,
     decode_error,
@@ -70,8 +69,6 @@ Log = list[tuple[int, int, str]] | None
 
 #: The API operations ``bench`` may time (kind "fedfs"), if the node's
 #: interface has them: a closed set (a wire name outside it never reaches getattr).
-BENCH_FEDFS_OPS = ("stat", "read", "write", "create", "mkdir", "unlink", "rmdir", "readdir")
-_FD_OPS = ("read", "write", "close")  # API operations whose first argument is a descriptor of this connection's
 
 
 class _ClientState:
@@ -111,6 +108,10 @@ class Agent:
         #: the operations a client may call, with their argument types: the
         #: node's own interface (its ``@api`` methods), whatever its design
         self.api_ops: dict[str, tuple[type, ...]] = type(self.node).API
+        #: and what serving them needs beyond types: which take, return or
+        #: release a descriptor, which argument bounds the reply's size
+        self.api_meta = type(self.node).API_META
+        self._closer = next((n for n, m in self.api_meta.items() if m.fd == "closes"), None)
         self.fs = fs if fs is not None else LocalFS(cluster.root_of(node_id))
         self.transport = transport
         self.timeout = spec.rpc_timeout_ms / 1000.0
@@ -409,8 +410,9 @@ class Agent:
         if type(rid) is not int or type(depth) is not int or not 0 < depth <= wire.MAX_DEPTH:
             raise ProtocolError(f"bad request id {rid!r} or depth {depth!r}")
         req = decode_request(body)
-        if type(req) is Read and not 0 <= req.size <= self.max_io:
-            raise ProtocolError(f"Read.size {req.size} outside 0..{self.max_io}")
+        bound = type(req).size_field
+        if bound is not None and not 0 <= getattr(req, bound) <= self.max_io:
+            raise ProtocolError(f"{req.kind}.{bound} {getattr(req, bound)} outside 0..{self.max_io}")
         oneway = kind == wire.ONEWAY
         log: Log = [] if trace else None
         if self._sem(depth).locked():  # every worker of this stage busy: queue for one
@@ -480,7 +482,12 @@ class Agent:
         state = self._clients.pop(conn, None)
         if state is not None and state.fds and self.running:
             for fd in state.fds:  # a client that vanished leaves no open file behind
-                self._spawn(self.drive(self.node.close(fd), 0, None))
+                self._spawn(self._close_fd(fd))
+
+    def _close_fd(self, fd: int) -> Any:
+        """Release a descriptor nobody will close: the design's own closing operation."""
+        assert self._closer is not None  # a design that opens descriptors has one (Node checks)
+        return self.drive(getattr(self.node, self._closer)(fd), 0, None)
 
     def busy(self, conn: Conn) -> bool:
         """Whether a client connection has requests in flight (it is waiting, not idle)."""
@@ -523,7 +530,9 @@ class Agent:
                              "limits.max_inflight_requests")  # fmt: skip
             self._reply(conn, (wire.ERROR, rid, encode_error(OSError(errno.EAGAIN, err.strerror)), None))
             return
-        size = min(max(args[2], 0), self.max_io) if op == "read" and len(args) == 3 and type(args[2]) is int else 0
+        meta = self.api_meta.get(op)
+        k = meta.size_arg if meta is not None else None
+        size = min(max(args[k], 0), self.max_io) if k is not None and len(args) > k and type(args[k]) is int else 0
         state.inflight += 1
         state.reserved += size
         if state.inflight >= limits.max_inflight_requests or state.reserved >= limits.max_buffered_bytes:
@@ -561,17 +570,19 @@ class Agent:
             check_args(op, types, args, optional)
             return await handler(self, conn, *args)
         check_args(op, want, args)
-        if conn is not None and op in _FD_OPS:
+        meta = self.api_meta[op]
+        if conn is not None and meta.fd in ("uses", "closes"):
             self._own_fd(conn, args[0])
-        if op == "read":
-            args = (args[0], args[1], min(args[2], self.max_io))  # a short read, as POSIX allows
+        k = meta.size_arg
+        if k is not None and args[k] > self.max_io:  # a short read, as POSIX allows
+            args = (*args[:k], self.max_io, *args[k + 1 :])
         async with self._sem(0):
             value = await self.drive(getattr(self.node, op)(*args), 0, trace)
-        if conn is not None and op in ("open", "close"):
+        if conn is not None and meta.fd in ("opens", "closes"):
             if conn.closed:  # it left while the call ran (on_lost has closed the rest): nobody will close this one
-                if op == "open":
-                    self._spawn(self.drive(self.node.close(value), 0, None))
-            elif op == "open":
+                if meta.fd == "opens":
+                    self._spawn(self._close_fd(value))
+            elif meta.fd == "opens":
                 self._clients.setdefault(conn, _ClientState()).fds.add(value)
             else:
                 self._clients[conn].fds.discard(args[0])
@@ -697,15 +708,18 @@ class Agent:
             self._member("bench ping", ping)
         perf = time.perf_counter_ns
         if kind == "fedfs":
-            allowed = [o for o in BENCH_FEDFS_OPS if o in self.api_ops]
+            # the node's own operations, but none that opens or releases a
+            # descriptor: a benchmark must not leave files open behind it
+            allowed = [o for o, m in self.api_meta.items() if m.fd not in ("opens", "closes")]
             if op not in allowed:
                 raise OSError(errno.EINVAL, f"bench fedfs: op must be one of {', '.join(allowed)}, not {op!r}")
             method = getattr(self.node, op)  # op is one of the closed set above, and of the node's interface
             for args in calls:
                 check_args(f"bench fedfs {op}", self.api_ops[op], args)
-                if op == "read" and not 0 <= args[2] <= self.max_io:
-                    raise over_limit("read size", args[2], self.max_io, "max_message_bytes")
-                if conn is not None and op in _FD_OPS:
+                meta = self.api_meta[op]
+                if meta.size_arg is not None and not 0 <= args[meta.size_arg] <= self.max_io:
+                    raise over_limit("read size", args[meta.size_arg], self.max_io, "max_message_bytes")
+                if conn is not None and meta.fd in ("uses", "closes"):
                     self._own_fd(conn, args[0])
 
             def run(args: tuple[Any, ...]) -> Any:

@@ -71,7 +71,7 @@ class OpTrace:
 
     messages: int = 0
     bytes: int = 0
-    nodes: set[int] = field(default_factory=set)  # peers reached, dirmerge ReadDirs excluded
+    nodes: set[int] = field(default_factory=set)  # peers reached, dirmerge probes (Request.probe) excluded
     dirmerge_messages: int = 0
     log: list[tuple[int, int, str]] | None = None  # (src, dst, kind); "reply" for replies
 
@@ -383,7 +383,7 @@ class SimCluster:
             err = None
             cost = storage.cost(eff.op, eff.path, eff.args, result)
         except OSError as e:
-            result, err, cost = None, e, storage.c.get("stat", 0.0)
+            result, err, cost = None, e, storage.error_cost
         now = self.env._now
         start = self.disk_free[node_id]
         if start < now:
@@ -414,8 +414,9 @@ class SimCluster:
         size = wire_size(req)
         delay = self._transmit(src, dst, size)
         if trace is not None:
-            trace.record(src, dst, req.kind, size, req.kind == "ReadDir")
-            if req.kind != "ReadDir":
+            probe = req.probe
+            trace.record(src, dst, req.kind, size, probe)
+            if not probe:
                 trace.nodes.add(dst)
         reply = simpy.Event(self.env) if want_reply else None
         if dst in self.down:
@@ -442,8 +443,9 @@ class SimCluster:
         size = wire_size(req)
         delay = self._transmit(src, dst, size)
         if trace is not None:
-            trace.record(src, dst, req.kind, size, req.kind == "ReadDir")
-            if req.kind != "ReadDir":
+            probe = req.probe
+            trace.record(src, dst, req.kind, size, probe)
+            if not probe:
                 trace.nodes.add(dst)
         reply = env.event() if want_reply else None
         if reply is not None:
@@ -508,7 +510,7 @@ class SimCluster:
             size = wire_size(value)
             delay = self._transmit(node_id, msg.src, size)
             if msg.trace is not None:
-                msg.trace.record(node_id, msg.src, "reply", size, msg.req.kind == "ReadDir")
+                msg.trace.record(node_id, msg.src, "reply", size, msg.req.probe)
             # Trigger the caller's event when the reply arrives: the event is
             # given its value now and scheduled after the delay (what
             # simpy.Timeout does), saving a timeout and a callback per reply.

@@ -53,6 +53,12 @@ class Request:
 
     kind: ClassVar[str] = "Request"
     reply: ClassVar[Any] = None
+    #: a speculative probe (a dirmerge's ReadDir: a Bloom false positive costs
+    #: one): runtimes count its traffic apart from the nodes an operation reached
+    probe: ClassVar[bool] = False
+    #: the field that bounds the size of the reply (a Read's byte count): a
+    #: runtime with a message size limit refuses a request asking for more
+    size_field: ClassVar[str | None] = None
 
 
 #: Every request type by its wire name.  Open: a design or policy module
@@ -288,6 +294,7 @@ class DelEntry(Request):
 class ReadDir(Request):
     """Dirmerge: this node's local entries of ``path``. Reply: [(name, is_dir)]."""
 
+    probe: ClassVar[bool] = True
     reply: ClassVar[Any] = list[tuple[str, bool]]
     path: str
 
@@ -366,6 +373,7 @@ class Stat(Request):
 @register_request
 @dataclass(slots=True, frozen=True)
 class Read(Request):
+    size_field: ClassVar[str | None] = "size"
     reply: ClassVar[Any] = bytes
 
     path: str
