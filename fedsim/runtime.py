@@ -406,11 +406,9 @@ class SimCluster:
         self.message_bytes += size
         return start - now + 2 * net.o + wire + net.L
 
-    def _request(
-        self, src: int, dst: int, req: Request, trace: OpTrace | None, depth: int, want_reply: bool
-    ) -> simpy.Event | None:
-        if self.faults is not None:
-            return self._request_under_faults(src, dst, req, trace, depth, want_reply)
+    def _send(self, src: int, dst: int, req: Request, trace: OpTrace | None) -> float:
+        """Put ``req`` on the wire (its size, the sender's NIC) and in the
+        operation's trace; the delay until it arrives."""
         size = wire_size(req)
         delay = self._transmit(src, dst, size)
         if trace is not None:
@@ -418,6 +416,14 @@ class SimCluster:
             trace.record(src, dst, req.kind, size, probe)
             if not probe:
                 trace.nodes.add(dst)
+        return delay
+
+    def _request(
+        self, src: int, dst: int, req: Request, trace: OpTrace | None, depth: int, want_reply: bool
+    ) -> simpy.Event | None:
+        if self.faults is not None:
+            return self._request_under_faults(src, dst, req, trace, depth, want_reply)
+        delay = self._send(src, dst, req, trace)
         reply = simpy.Event(self.env) if want_reply else None
         if dst in self.down:
             if reply is not None:
@@ -440,13 +446,7 @@ class SimCluster:
         reply if the plan lets it through (``_reply_under_faults``, which
         numbers the reply when it reaches the caller)."""
         env = self.env
-        size = wire_size(req)
-        delay = self._transmit(src, dst, size)
-        if trace is not None:
-            probe = req.probe
-            trace.record(src, dst, req.kind, size, probe)
-            if not probe:
-                trace.nodes.add(dst)
+        delay = self._send(src, dst, req, trace)
         reply = env.event() if want_reply else None
         if reply is not None:
             late = (False, PeerUnavailable(dst, "no reply within the timeout"))
