@@ -41,6 +41,7 @@ def run(cfg: Config, params: Params) -> StudyResult:
             f"{m['dirmerge_contacted_mean']:.1f} nodes asked per merge (max {int(m['dirmerge_contacted_max'])})",
             f"DT hit rate {m['dt_hit_rate']:.1%}, VD hit rate {m['vd_hit_rate']:.1%}, "
             f"load max/mean {m['load_max_over_mean']:.2f}",
+            out.speed(),
         ]
     )
     return res

@@ -1,53 +1,77 @@
-"""The benchmark's "Local" column: each operation done straight on a node's
-directory with the os module, as a program that bypasses the federation would.
+"""The benchmark's "Local" column: each operation done on a node's directory
+without the federation, as a program that bypasses it would.
 
-Kept apart from ``fednode.bench`` because it runs inside an agent (the
+Kept apart from ``fednode.tools.bench`` because it runs inside an agent (the
 ``bench`` admin call), next to the same directory and the same CPU as the
-federated operation it is compared with.
+federated operation it is compared with.  The paths come from the wire, so
+the operations go through the agent's confined local layer (``LocalFS``: no
+``..``, no symlink followed, nothing outside the root), never through plain
+``os`` calls on root + path; its cost over the bare system calls is the
+``fednode.tools.localfs_bench`` micro-benchmark's.
 """
 
 from __future__ import annotations
 
-import os
+import errno
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fednode.localfs import LocalFS
-
-_fds: dict[str, int] = {}  # open descriptors of the files read/written, like an fd a program holds
-
-
-def _fd(path: str) -> int:
-    fd = _fds.get(path)
-    if fd is None:
-        fd = _fds[path] = os.open(path, os.O_RDWR)
-    return fd
+from fednode.wire import check_args, over_limit
 
 
-def local_op(fs: LocalFS, op: str, path: str, *args: Any) -> Any:
-    """``op`` on ``fs.root + path`` with no federal layer (paths are the benchmark's own)."""
-    p = fs.root + path
-    if op == "create":
-        os.close(os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
-    elif op == "mkdir":
-        os.mkdir(p)
-    elif op == "stat":
-        return os.stat(p)
-    elif op == "unlink":
-        os.unlink(p)
-    elif op == "rmdir":
-        os.rmdir(p)
-    elif op == "read":
-        return os.pread(_fd(p), args[1], args[0])
-    elif op == "write":
-        return os.pwrite(_fd(p), args[1], args[0])
-    elif op == "listdir":
-        return os.listdir(p)
-    else:
-        raise ValueError(f"no local form of {op!r}")
-    return None
+def _read(fs: LocalFS, path: str, offset: int, size: int) -> bytes:
+    return fs.read(path, offset, size)
 
 
-def close_all() -> None:
-    for fd in _fds.values():
-        os.close(fd)
-    _fds.clear()
+def _write(fs: LocalFS, path: str, offset: int, data: bytes) -> int:
+    return fs.write(path, offset, data)
+
+
+#: wire name -> (LocalFS operation, argument types after the path).  A closed
+#: table: a name from the wire selects one of these or is refused.
+LOCAL_OPS: dict[str, tuple[Callable[..., Any], tuple[type, ...]]] = {
+    "create": (LocalFS.create, ()),
+    "mkdir": (LocalFS.mkdir, ()),
+    "stat": (LocalFS.stat, ()),
+    "unlink": (LocalFS.unlink, ()),
+    "rmdir": (LocalFS.rmdir, ()),
+    "listdir": (LocalFS.listdir, ()),
+    "read": (_read, (int, int)),
+    "write": (_write, (int, bytes)),
+}
+
+
+class LocalBench:
+    """One agent's local benchmark operations; read and write use a file it
+    keeps open (as a program holds a descriptor), until ``close_all``."""
+
+    def __init__(self, fs: LocalFS) -> None:
+        self.fs = fs
+        self.opened: set[str] = set()
+
+    def check(self, op: str, calls: Sequence[Any], max_io: int) -> None:
+        """Refuse the whole request (EINVAL) unless every call is ``op``'s typed
+        arguments; read sizes at most ``max_io`` (what one reply may carry)."""
+        entry = LOCAL_OPS.get(op)
+        if entry is None:
+            raise OSError(errno.EINVAL, f"bench local: op must be one of {', '.join(LOCAL_OPS)}, not {op!r}")
+        want = (str, *entry[1])
+        for args in calls:
+            check_args(f"bench local {op}", want, args)
+            if op == "read" and not 0 <= args[2] <= max_io:
+                raise over_limit("read size", args[2], max_io, "max_message_bytes")
+
+    def run(self, op: str, args: Sequence[Any]) -> Any:
+        """One checked call (``check`` first)."""
+        fn = LOCAL_OPS[op][0]
+        path = args[0]
+        if op in ("read", "write") and path not in self.opened:
+            self.fs.open(path)
+            self.opened.add(path)
+        return fn(self.fs, *args)
+
+    def close_all(self) -> None:
+        for path in self.opened:
+            self.fs.close(path)
+        self.opened.clear()

@@ -6,6 +6,7 @@
     fednode status --cluster FILE                 each node: reachable?, transport/device, files, names, tables
     fednode init   --hosts H1,H2,... [--device D] a cluster file for a real testbed (new secret, mode 0600)
     fednode hosts  --cluster FILE                 'ID HOST' per node, for launcher loops (see deploy/)
+    fednode client-file --cluster FILE --out F    a file for client programs: the client key, not the secret
     fednode testbed rxe [-- COMMAND]              boot a Soft-RoCE guest (QEMU), run the RDMA suite or COMMAND
     fednode bench  [--cluster FILE]... [--transport verbs,tcp] [--out P]
                                                   raw round trip vs FedFS ops at 0-3 hops vs local ops,
@@ -258,6 +259,21 @@ def init(out: str, hosts: list[str], roots: str, port: int, transport: str, devi
     return 0
 
 
+def client_file(cluster_file: str, out: str) -> int:
+    """Write the cluster file client programs need: the client role's key in
+    place of the secret (mode 0600), so a client cannot authenticate as a node."""
+    from fednode.config import client_file_spec, write_cluster
+
+    cluster = load_cluster(cluster_file)
+    if cluster.secret is None:
+        raise ConfigError(f"{cluster_file} is already a client file (it holds client_key, not the secret)")
+    if Path(out).exists():
+        raise ConfigError(f"{out} exists; remove it or choose another --out")
+    write_cluster(out, client_file_spec(cluster))
+    print(f"wrote {out}: for client programs (it can connect clients, not agents); keep the secret off their hosts")
+    return 0
+
+
 def hosts(cluster_file: str) -> int:
     """``ID HOST`` per line: what a launcher loop over the cluster needs."""
     for n in load_cluster(cluster_file).spec.nodes:
@@ -293,9 +309,12 @@ def main(argv: list[str] | None = None) -> int:
     ini.add_argument("--transport", default="auto", choices=["tcp", "verbs", "auto"])
     ini.add_argument("--device", default=None, help="RDMA device on every host (default: each host's first)")
     ini.add_argument("--gid-index", type=int, default=None, help="GID index (default: the first RoCE v2 GID)")
+    cf = sub.add_parser("client-file", help="write a cluster file for client programs (client key, no secret)")
+    cf.add_argument("--cluster", required=True)
+    cf.add_argument("--out", required=True)
     ho = sub.add_parser("hosts", help="print 'ID HOST' per node of a cluster file (for launcher loops)")
     ho.add_argument("--cluster", required=True)
-    from fednode import testbed
+    from fednode.tools import testbed
 
     testbed.add_parser(sub)
     st = sub.add_parser("status", help="per-node state")
@@ -337,9 +356,11 @@ def main(argv: list[str] | None = None) -> int:
             return init(args.out, hs, args.root, args.port, args.transport, args.device, args.gid_index)
         if args.cmd == "hosts":
             return hosts(args.cluster)
+        if args.cmd == "client-file":
+            return client_file(args.cluster, args.out)
         if args.cmd == "testbed":
             return testbed.main(args)
-        from fednode.bench import bench
+        from fednode.tools.bench import bench
 
         transports = [t for t in args.transport.split(",") if t]
         bad = [t for t in transports if t not in ("tcp", "verbs", "auto")]

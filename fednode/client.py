@@ -8,7 +8,10 @@
         print(fs.readdir("/data"), fs.read_file("/data/x"))
 
 A client talks to one agent (the requester of its operations, FedFS's
-"node where the application runs") over an authenticated TCP connection.
+"node where the application runs") over an authenticated TCP connection
+(TLS when the cluster file has ``tls:``).  It proves the client role's key,
+so a client file (``fednode client-file``: no secret, only ``client_key``) is
+all a program needs.
 Failures are the ``OSError`` subclasses a file-system user expects
 (``FileNotFoundError``, ``FileExistsError``, ``NotADirectoryError``,
 ``IsADirectoryError``, ``OSError`` with ``errno.ENOTEMPTY`` or ``EINVAL`` ...);
@@ -16,20 +19,27 @@ an agent or peer that does not answer is ``PeerUnavailable`` (a
 ``ConnectionError``, errno ``EHOSTDOWN``).
 
 Blocking sockets rather than asyncio: a program using the API should not have
-to run an event loop, and one request at a time per client needs none.  A
+to run an event loop, and one request at a time per client needs none.  An
+agent closes a client connection idle for ``limits.idle_timeout_s``; the next
+call then connects again (descriptors opened on the old connection are gone:
+EBADF).  A
 ``Client`` may be shared by threads (calls are serialised by a lock).
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import select
 import socket
+import ssl
 import threading
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from fednode import wire
 from fednode.config import Cluster, load_cluster
+from fednode.transport.tcp import tls_contexts
 from fedsim.protocol.messages import PeerUnavailable, ProtocolError, decode_error, pack
 from fedsim.protocol.names import join, normalize
 
@@ -49,9 +59,10 @@ class Client:
         spec = self.cluster.spec
         self.timeout = timeout if timeout is not None else 4 * spec.rpc_timeout_ms / 1000.0 + 1.0
         self.max_size = spec.max_message_bytes
-        self.chunk = min(CHUNK, self.max_size - 4096)
+        self.chunk = min(CHUNK, spec.max_io)  # the cluster file guarantees at least config.MIN_CHUNK
         self._rid = itertools.count(1)
         self._lock = threading.Lock()
+        self._tls = tls_contexts(self.cluster, server=False)
         candidates = [node] if node is not None else spec.members
         errors = []
         for n in candidates:
@@ -76,11 +87,17 @@ class Client:
             raise PeerUnavailable(node, f"cannot connect to {spec.host}:{spec.port}: {exc.strerror or exc}") from None
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self._tls is not None:
+                sock = self._tls.wrap_socket(sock, server_hostname=spec.host)
+            key = self.cluster.key_for(wire.CLIENT_ID)
             challenge = self._recv(sock, wire.HANDSHAKE_MAX, node)
-            hello, mine = wire.hello(self.cluster.secret, challenge, wire.CLIENT_ID)
+            hello, mine = wire.hello(key, challenge, wire.CLIENT_ID)
             sock.sendall(hello)
-            wire.check_welcome(self.cluster.secret, mine, self._recv(sock, wire.HANDSHAKE_MAX, node))
-        except (OSError, wire.AuthError) as exc:
+            wire.check_welcome(key, mine, self._recv(sock, wire.HANDSHAKE_MAX, node), wire.CLIENT_ID)
+        except ssl.SSLError as exc:
+            sock.close()
+            raise PeerUnavailable(node, f"TLS with {spec.host}:{spec.port} failed: {exc}") from None
+        except (OSError, wire.AuthError, ProtocolError) as exc:
             sock.close()
             raise PeerUnavailable(node, str(exc)) from None
         sock.settimeout(self.timeout)
@@ -132,8 +149,32 @@ class Client:
         except _Failed as f:
             return f.error, f.log
 
+    def _closed_by_agent(self) -> bool:
+        """Whether the agent has closed this connection since the last reply
+        (an idle client connection is closed after ``limits.idle_timeout_s``).
+        Checked before a request is sent, so a request is never sent twice."""
+        sock = self.sock
+        if not select.select([sock], [], [], 0)[0]:
+            return False  # nothing to read: open (a reply never arrives unasked)
+        try:
+            sock.settimeout(0)
+            # readable while no request is out: EOF, or a close_notify under TLS (where MSG_PEEK is not allowed)
+            data = sock.recv(1) if isinstance(sock, ssl.SSLSocket) else sock.recv(1, socket.MSG_PEEK)
+        except (BlockingIOError, ssl.SSLWantReadError):
+            return False
+        except OSError:
+            return True
+        finally:
+            with contextlib.suppress(OSError):
+                sock.settimeout(self.timeout)
+        return not data or isinstance(sock, ssl.SSLSocket)  # TLS: a byte consumed, the stream is out of step
+
     def _call(self, op: str, args: tuple[Any, ...], trace: bool) -> tuple[Any, list[tuple[int, int, str]]]:
         with self._lock:
+            if self._closed_by_agent():
+                # idle too long: a new connection (files opened on the old one were closed with it)
+                self.sock.close()
+                self.sock = self._connect(self.node)
             rid = next(self._rid)
             data = pack((wire.CLIENT, rid, op, args, trace))
             try:

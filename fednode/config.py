@@ -12,16 +12,23 @@ wording of errors, ``fedsim.schema.word_errors``)::
       - {id: 0, host: 127.0.0.1, port: 7400, root: /srv/fedfs/n0}
       - {id: 1, host: 10.0.0.2, port: 7400, root: /srv/fedfs/n1, rdma_device: rxe0}
 
-Every agent and every client reads the same file; the secret authenticates
-peers and clients (HMAC challenge on connect).  Policies and protocol
-parameters live here, not per node, because every member must hash names and
-choose homes the same way.  ``protocol:`` is ``fedsim.schema.ProtocolSpec``
+Every agent reads the same file.  Two keys are derived from the secret, one
+per role (``role_key``): agents prove the peer key, client programs the client
+key (HMAC challenge on connect).  A client needs only a *client file*
+(``client_file_spec``, ``fednode client-file``): the same file with
+``client_key:`` instead of the secret, which cannot speak the peer protocol.
+Policies and protocol parameters live here, not per node, because every member
+must hash names and choose homes the same way.  ``protocol:`` is ``fedsim.schema.ProtocolSpec``
 with the agent's defaults (``AgentProtocolSpec``), so the configuration an
 agent is deployed with can be pasted into a simulator config as it is.
+``limits:`` bounds what one connection may make an agent hold, and ``tls:``
+encrypts the TCP transport.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import secrets
 from pathlib import Path
 from typing import Literal
@@ -42,6 +49,22 @@ from fedsim.protocol.hashing import ModN, Ring, make_hashing
 from fedsim.schema import SHAPE_KEYS, ConfigError, ProtocolSpec, Strict, moved_keys, read_yaml, word_errors
 
 DEFAULT_PORT = 7400
+#: Bytes of a message that are not read/write payload (the envelope, the
+#: request id, the path ...): a payload chunk is ``max_message_bytes`` minus this.
+ENVELOPE_HEADROOM = 4096
+#: The smallest read/write payload per message that still makes progress.
+MIN_CHUNK = 4096
+MIN_MESSAGE_BYTES = ENVELOPE_HEADROOM + MIN_CHUNK
+CLIENT_ROLE, PEER_ROLE = "client", "peer"
+
+
+def role_key(secret: bytes, role: str) -> bytes:
+    """The key a role proves in the handshake: HMAC-SHA256(secret, "fedfs role key: " + role).
+
+    Derived, so one secret in the cluster file still configures everything,
+    but a client given only its key (a client file) cannot compute the peer
+    key, and so cannot authenticate as a member and speak the peer protocol."""
+    return hmac.new(secret, b"fedfs role key: " + role.encode(), hashlib.sha256).digest()
 
 
 class NodeSpec(Strict):
@@ -96,18 +119,72 @@ class RdmaSpec(Strict):
     port: int = Field(1, ge=1)
 
 
+class LimitsSpec(Strict):
+    """What one connection may make an agent hold (``limits:`` in the cluster file).
+
+    Every size and count a request carries is checked against these before any
+    work starts; a request beyond one is refused with EINVAL naming the key
+    that raises it.  The defaults suit a shared test bed: far above what
+    ``fednode bench`` and the client library use, far below what hurts."""
+
+    max_inflight_requests: int = Field(32, ge=1, le=1 << 16)  # per client connection; reading pauses at the limit
+    max_buffered_bytes: int = Field(4 << 20, ge=64 << 10)  # unread reply bytes per connection before reading pauses
+    idle_timeout_s: NonNegativeFloat = 600.0  # close a silent client connection with nothing in flight (0: never)
+    max_connections_per_source: PositiveInt = 256  # open connections from one IP address, authenticated or not
+    max_handshakes_per_source: PositiveInt = 64  # connections from one IP address still in the handshake
+    max_ping_count: PositiveInt = 100_000  # round trips per ping request
+    max_ping_bytes: int = Field(1 << 20, ge=0)  # payload per round trip (also at most max_message_bytes - 4096)
+    max_bench_calls: PositiveInt = 100_000  # timed calls per bench request
+    max_pins: PositiveInt = 100_000  # forced placements (pin) an agent keeps
+
+
+class TlsSpec(Strict):
+    """TLS for the TCP transport (the standard library's ``ssl``).
+
+    Agents present ``cert``/``key`` (PEM; the certificate must name the host
+    the cluster file gives for the node, as a DNS name or IP address); peers
+    and clients verify it against ``ca``.  A client needs only ``ca``.
+    Relative paths resolve against the cluster file.  The HMAC handshake still
+    runs inside TLS: TLS hides and protects the traffic and proves which host
+    answers, the handshake proves the role."""
+
+    ca: str
+    cert: str | None = None
+    key: str | None = None
+
+    @model_validator(mode="after")
+    def _pair(self) -> TlsSpec:
+        if (self.cert is None) != (self.key is None):
+            raise ValueError("give both 'cert' and 'key' (an agent's certificate and its private key), or neither")
+        return self
+
+
 class ClusterSpec(Strict):
     secret: str | None = None
     secret_file: str | None = None
+    client_key: str | None = None  # a client file: the client role's key (hex), instead of the secret
     seed: int = 0  # of the per-node policy state (e.g. placement: random)
     transport: Literal["tcp", "verbs", "auto"] = "tcp"
     workers: PositiveInt = 8  # protocol workers per node and per nesting depth
     rpc_timeout_ms: PositiveFloat = 2000.0
     connect_timeout_ms: PositiveFloat = 1000.0
-    max_message_bytes: int = Field(16 << 20, ge=4096)
+    max_message_bytes: int = 16 << 20
     protocol: AgentProtocolSpec = AgentProtocolSpec()
     rdma: RdmaSpec = RdmaSpec()
+    limits: LimitsSpec = LimitsSpec()
+    tls: TlsSpec | None = None
     nodes: list[NodeSpec] = Field(min_length=1)
+
+    @field_validator("max_message_bytes")
+    @classmethod
+    def _usable_messages(cls, v: int) -> int:
+        if v < MIN_MESSAGE_BYTES:
+            raise ValueError(
+                f"must be at least {MIN_MESSAGE_BYTES}: a message keeps {ENVELOPE_HEADROOM} bytes for its envelope "
+                f"and must still carry a {MIN_CHUNK}-byte read/write chunk (with less, reads return nothing and "
+                "writes never finish)"
+            )
+        return v
 
     @field_validator("nodes")
     @classmethod
@@ -124,8 +201,19 @@ class ClusterSpec(Strict):
 
     @model_validator(mode="after")
     def _one_secret(self) -> ClusterSpec:
-        if (self.secret is None) == (self.secret_file is None):
-            raise ValueError("give exactly one of 'secret' and 'secret_file' (the peers' shared secret)")
+        given = [k for k in ("secret", "secret_file", "client_key") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of 'secret' and 'secret_file' (the federation's shared secret), or 'client_key' "
+                f"(a client file, from `fednode client-file`); got {', '.join(given) or 'none'}"
+            )
+        if self.client_key is not None:
+            try:
+                ok = len(bytes.fromhex(self.client_key)) == 32
+            except ValueError:
+                ok = False
+            if not ok:
+                raise ValueError("client_key: 64 hex digits, as `fednode client-file` writes it")
         if self.secret is not None and len(self.secret) < 16:
             raise ValueError(
                 "secret: at least 16 characters (make one: python3 -c 'import secrets; print(secrets.token_hex())')"
@@ -150,7 +238,15 @@ class ClusterSpec(Strict):
     def hashing_fn(self) -> ModN | Ring:
         return make_hashing(self.protocol.hashing, self.members, self.protocol.vnodes)
 
-    def secret_bytes(self, source: Path | None = None) -> bytes:
+    @property
+    def max_io(self) -> int:
+        """The largest read/write payload of one message (a client's chunk, an agent's read clamp)."""
+        return self.max_message_bytes - ENVELOPE_HEADROOM
+
+    def secret_bytes(self, source: Path | None = None) -> bytes | None:
+        """The shared secret, or None for a client file (it holds only the client key)."""
+        if self.client_key is not None:
+            return None
         if self.secret is not None:
             return self.secret.encode()
         p = Path(self.secret_file or "")
@@ -172,12 +268,34 @@ class Cluster:
         self.spec = spec
         self.source = source
         self.secret = spec.secret_bytes(source)
+        if self.secret is None:
+            assert spec.client_key is not None
+            self.client_key = bytes.fromhex(spec.client_key)
+            self.peer_key: bytes | None = None
+        else:
+            self.client_key = role_key(self.secret, CLIENT_ROLE)
+            self.peer_key = role_key(self.secret, PEER_ROLE)
 
-    def root_of(self, node_id: int) -> Path:
-        p = Path(self.spec.node(node_id).root).expanduser()
+    def key_for(self, who: int) -> bytes:
+        """The key that ``who`` (a node id, or -1 for a client program) proves in the handshake."""
+        if who < 0:
+            return self.client_key
+        if self.peer_key is None:
+            raise ConfigError(
+                "this is a client file (it holds only client_key): it can connect client programs, not run or "
+                "impersonate an agent; agents need the cluster file with the secret"
+            )
+        return self.peer_key
+
+    def path(self, name: str) -> Path:
+        """A file the cluster file names (TLS files): relative to the cluster file."""
+        p = Path(name).expanduser()
         if not p.is_absolute() and self.source is not None:
             p = self.source.parent / p
         return p
+
+    def root_of(self, node_id: int) -> Path:
+        return self.path(self.spec.node(node_id).root)
 
 
 def parse(raw: dict, source: str = "<cluster>") -> ClusterSpec:
@@ -199,6 +317,13 @@ def write_cluster(path: str | Path, spec: ClusterSpec) -> None:
     data = spec.model_dump(mode="json", exclude_none=True)
     p.write_text(yaml.safe_dump(data, sort_keys=False))
     p.chmod(0o600)
+
+
+def client_file_spec(cluster: Cluster) -> ClusterSpec:
+    """The cluster file a client program needs: everything but the secret,
+    which is replaced by the client role's key (see ``role_key``)."""
+    spec = cluster.spec
+    return spec.model_copy(update={"secret": None, "secret_file": None, "client_key": cluster.client_key.hex()})
 
 
 def new_secret() -> str:

@@ -93,7 +93,7 @@ No directory-descriptor cache
     it costs one ``fstatat`` per level against an ``openat``+``close`` per
     level for a fresh walk, a saving of a few percent of an operation in
     exchange for a security-critical invalidation surface
-    (``python -m fednode.localfs_bench`` prints these costs).  Not worth it.
+    (``python -m fednode.tools.localfs_bench`` prints these costs).  Not worth it.
     Files directly in the root need no resolution at all.
 
 Autonomy

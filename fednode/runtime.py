@@ -29,9 +29,11 @@ from collections.abc import Callable, Generator
 from typing import Any
 
 from fednode import wire
+from fednode.bench_ops import LocalBench
 from fednode.config import Cluster
 from fednode.localfs import LocalFS
 from fednode.transport import Conn, Transport
+from fednode.wire import check_args, over_limit
 from fedsim.protocol.designs import build_node
 from fedsim.protocol.effects import (
     Await,
@@ -51,21 +53,36 @@ from fedsim.protocol.effects import (
 from fedsim.protocol.messages import (
     PeerUnavailable,
     ProtocolError,
-    Read,
     Request,
+    check_reply,
     decode_error,
     decode_request,
     encode_error,
     encode_request,
     pack,
 )
+from fedsim.protocol.names import normalize
 from fedsim.protocol.policies.homes import Pinned
 
 log = logging.getLogger("fednode")
 
 Log = list[tuple[int, int, str]] | None
 
-ADMIN_OPS = ("status", "pin", "ping", "bench", "refresh")
+#: The API operations ``bench`` may time (kind "fedfs"), if the node's
+#: interface has them: a closed set (a wire name outside it never reaches getattr).
+
+
+class _ClientState:
+    """What one client connection holds at this agent: its descriptors (no
+    other connection may use them), its requests in flight and the reply
+    bytes they may bring (``reserved``: a read's size, clamped as the read is)."""
+
+    __slots__ = ("fds", "inflight", "reserved")
+
+    def __init__(self) -> None:
+        self.fds: set[int] = set()
+        self.inflight = 0
+        self.reserved = 0
 
 
 class Agent:
@@ -92,6 +109,10 @@ class Agent:
         #: the operations a client may call, with their argument types: the
         #: node's own interface (its ``@api`` methods), whatever its design
         self.api_ops: dict[str, tuple[type, ...]] = type(self.node).API
+        #: and what serving them needs beyond types: which take, return or
+        #: release a descriptor, which argument bounds the reply's size
+        self.api_meta = type(self.node).API_META
+        self._closer = next((n for n, m in self.api_meta.items() if m.fd == "closes"), None)
         self.fs = fs if fs is not None else LocalFS(cluster.root_of(node_id))
         self.transport = transport
         self.timeout = spec.rpc_timeout_ms / 1000.0
@@ -108,7 +129,7 @@ class Agent:
         self._sems: dict[int, asyncio.Semaphore] = {}
         self._waits: dict[Any, asyncio.Future[Any]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._client_fds: dict[Conn, set[int]] = {}
+        self._clients: dict[Conn, _ClientState] = {}
         self._reported: set[str] = set()
         self.bad_frames = 0
         self.loop: asyncio.AbstractEventLoop
@@ -290,6 +311,10 @@ class Agent:
                 trace.extend(sublog)
             trace.append((dst, self.id, "reply"))
         if ok:
+            try:
+                check_reply(req, value)
+            except ProtocolError as exc:  # a peer's reply is as untrusted as its request
+                raise OSError(errno.EBADMSG, f"node {dst} sent a bad reply: {exc}") from None
             return value
         raise decode_error(value)
 
@@ -389,8 +414,9 @@ class Agent:
         if type(rid) is not int or type(depth) is not int or not 0 < depth <= wire.MAX_DEPTH:
             raise ProtocolError(f"bad request id {rid!r} or depth {depth!r}")
         req = decode_request(body)
-        if type(req) is Read and not 0 <= req.size <= self.max_io:
-            raise ProtocolError(f"Read.size {req.size} outside 0..{self.max_io}")
+        bound = type(req).size_field
+        if bound is not None and not 0 <= getattr(req, bound) <= self.max_io:
+            raise ProtocolError(f"{req.kind}.{bound} {getattr(req, bound)} outside 0..{self.max_io}")
         oneway = kind == wire.ONEWAY
         log: Log = [] if trace else None
         if self._sem(depth).locked():  # every worker of this stage busy: queue for one
@@ -447,7 +473,9 @@ class Agent:
             pass  # the caller went away; it has its PeerUnavailable
 
     def on_lost(self, conn: Conn, reason: str) -> None:
-        """A connection closed: its callers get PeerUnavailable now, not at the timeout."""
+        """A connection closed: its callers get PeerUnavailable now, not at the
+        timeout; a client's open files are closed, and its admin loops (ping,
+        bench) see ``conn.closed`` and stop at their next step."""
         if self.peers.get(conn.peer) is conn:
             del self.peers[conn.peer]
         for rid, (fut, c, *_) in list(self.pending.items()):
@@ -455,10 +483,20 @@ class Agent:
                 del self.pending[rid]
                 if not fut.done():
                     fut.set_exception(PeerUnavailable(conn.peer, f"connection lost: {reason}"))
-        fds = self._client_fds.pop(conn, None)
-        if fds and self.running:
-            for fd in fds:  # a client that vanished leaves no open file behind
-                self._spawn(self.drive(self.node.close(fd), 0, None))
+        state = self._clients.pop(conn, None)
+        if state is not None and state.fds and self.running:
+            for fd in state.fds:  # a client that vanished leaves no open file behind
+                self._spawn(self._close_fd(fd))
+
+    def _close_fd(self, fd: int) -> Any:
+        """Release a descriptor nobody will close: the design's own closing operation."""
+        assert self._closer is not None  # a design that opens descriptors has one (Node checks)
+        return self.drive(getattr(self.node, self._closer)(fd), 0, None)
+
+    def busy(self, conn: Conn) -> bool:
+        """Whether a client connection has requests in flight (it is waiting, not idle)."""
+        state = self._clients.get(conn)
+        return state is not None and state.inflight > 0
 
     def _report_collisions(self) -> None:
         for path, (winner, homes) in self.node.collisions_seen().items():
@@ -476,44 +514,94 @@ class Agent:
 
     # ------------------------------------------------------------------ clients
     def _on_client(self, conn: Conn, env: tuple[Any, ...]) -> None:
+        """A client's call: served on a task of its own.  Per connection, at
+        most ``limits.max_inflight_requests`` run at once, and reads in flight
+        may bring at most about ``limits.max_buffered_bytes`` of replies: at
+        either limit the transport stops reading from the connection until a
+        request finishes (a count alone would let 32 pipelined reads of 16 MiB
+        hold 512 MiB)."""
         _, rid, op, args, trace = env
         if type(rid) is not int or not isinstance(op, str) or not isinstance(args, tuple):
             raise ProtocolError("a client call is [6, rid, op, args, trace]")
-        self._spawn(self._serve_client(conn, rid, op, args, bool(trace)))
+        if conn.peer != wire.CLIENT_ID:
+            raise ProtocolError("CLIENT envelopes come from client programs, not from members")
+        state = self._clients.get(conn)
+        if state is None:
+            state = self._clients[conn] = _ClientState()
+        limits = self.cluster.spec.limits
+        if state.inflight >= limits.max_inflight_requests:  # a transport that cannot hold its reading: refuse
+            err = over_limit("requests in flight", state.inflight + 1, limits.max_inflight_requests,
+                             "limits.max_inflight_requests")  # fmt: skip
+            self._reply(conn, (wire.ERROR, rid, encode_error(OSError(errno.EAGAIN, err.strerror)), None))
+            return
+        meta = self.api_meta.get(op)
+        k = meta.size_arg if meta is not None else None
+        size = min(max(args[k], 0), self.max_io) if k is not None and len(args) > k and type(args[k]) is int else 0
+        state.inflight += 1
+        state.reserved += size
+        if state.inflight >= limits.max_inflight_requests or state.reserved >= limits.max_buffered_bytes:
+            _hold(conn, "requests", True)
+        self._spawn(self._serve_client(conn, state, rid, op, args, bool(trace), size))
 
-    async def _serve_client(self, conn: Conn, rid: int, op: str, args: tuple[Any, ...], traced: bool) -> None:
+    async def _serve_client(
+        self, conn: Conn, state: _ClientState, rid: int, op: str, args: tuple[Any, ...], traced: bool, size: int
+    ) -> None:
         trace: Log = [] if traced else None
         try:
             value = await self.api(op, args, trace, conn)
             out: tuple[Any, ...] = (wire.REPLY, rid, value, trace)
         except Exception as exc:
             out = (wire.ERROR, rid, encode_error(exc), trace)
+        finally:
+            state.inflight -= 1
+            state.reserved -= size
+            limits = self.cluster.spec.limits
+            if state.inflight < limits.max_inflight_requests and state.reserved < limits.max_buffered_bytes:
+                _hold(conn, "requests", False)
         self._reply(conn, out)
 
     async def api(self, op: str, args: tuple[Any, ...], trace: Log = None, conn: Conn | None = None) -> Any:
         """Run a client's call at this agent: an API operation as the requester,
-        or an administrative one (status, pin, ping, bench, refresh)."""
+        or an administrative one (``ADMIN``: status, pin, ping, bench, refresh).
+        ``conn`` is the client's connection (None: a caller in this process);
+        descriptors belong to the connection that opened them."""
         want = self.api_ops.get(op)
         if want is None:
-            if op in ADMIN_OPS:
-                return await getattr(self, f"admin_{op}")(*args)
-            raise OSError(errno.EINVAL, f"unknown operation {op!r}; allowed: {', '.join([*self.api_ops, *ADMIN_OPS])}")
-        if len(args) != len(want) or any(type(a) is not t for a, t in zip(args, want, strict=False)):
-            shown = ", ".join(type(a).__name__ for a in args)
-            raise OSError(errno.EINVAL, f"{op} takes ({', '.join(t.__name__ for t in want)}), got ({shown})")
-        if op == "read":
-            args = (args[0], args[1], min(args[2], self.max_io))  # a short read, as POSIX allows
+            admin = ADMIN.get(op)
+            if admin is None:
+                raise OSError(errno.EINVAL, f"unknown operation {op!r}; allowed: {', '.join([*self.api_ops, *ADMIN])}")
+            handler, types, optional = admin
+            check_args(op, types, args, optional)
+            return await handler(self, conn, *args)
+        check_args(op, want, args)
+        meta = self.api_meta[op]
+        if conn is not None and meta.fd in ("uses", "closes"):
+            self._own_fd(conn, args[0])
+        k = meta.size_arg
+        if k is not None and args[k] > self.max_io:  # a short read, as POSIX allows
+            args = (*args[:k], self.max_io, *args[k + 1 :])
         async with self._sem(0):
             value = await self.drive(getattr(self.node, op)(*args), 0, trace)
-        if conn is not None:
-            if op == "open":
-                self._client_fds.setdefault(conn, set()).add(value)
-            elif op == "close":
-                self._client_fds.get(conn, set()).discard(args[0])
+        if conn is not None and meta.fd in ("opens", "closes"):
+            if conn.closed:  # it left while the call ran (on_lost has closed the rest): nobody will close this one
+                if meta.fd == "opens":
+                    self._spawn(self._close_fd(value))
+            elif meta.fd == "opens":
+                self._clients.setdefault(conn, _ClientState()).fds.add(value)
+            else:
+                self._clients[conn].fds.discard(args[0])
         return value
 
+    def _own_fd(self, conn: Conn, fd: int) -> None:
+        """EBADF unless ``fd`` was opened on ``conn``: no client reads, writes or closes another's file."""
+        state = self._clients.get(conn)
+        if state is None or fd not in state.fds:
+            raise OSError(errno.EBADF, f"descriptor {fd} was not opened on this connection (open the file first)")
+
     # ------------------------------------------------------------------ administration
-    async def admin_status(self) -> dict[str, Any]:
+    # Each takes the client's connection first (None: a caller in this
+    # process); ``ADMIN`` below maps the wire names to them, with their types.
+    async def admin_status(self, conn: Conn | None) -> dict[str, Any]:
         """What ``fednode status`` shows for this node."""
         node = self.node
         files = dirs = 0
@@ -534,17 +622,25 @@ class Agent:
             "requests_served": node.stats.requests_served,
             **node.describe(),
             "bad_frames": self.bad_frames,
+            "client_connections": len(self._clients),
+            # the other clients' (this status request is in flight too)
+            "client_requests_in_flight": sum(c.inflight for k, c in self._clients.items() if k is not conn),
         }
 
-    async def admin_pin(self, path: str, home: int) -> None:
+    async def admin_pin(self, conn: Conn | None, path: str, home: int) -> None:
         """Force the home of a name this node manages (benchmarks' forced placements)."""
+        path = normalize(path)
         if home not in self.node.members:
             raise OSError(errno.EINVAL, f"node {home} is not a member")
         if not isinstance(self.node.placement, Pinned):
             self.node.placement = Pinned({}, self.node.placement)
-        self.node.placement.homes[path] = home
+        homes = self.node.placement.homes
+        limit = self.cluster.spec.limits.max_pins
+        if path not in homes and len(homes) >= limit:
+            raise over_limit("forced placements", len(homes) + 1, limit, "limits.max_pins")
+        homes[path] = home
 
-    async def admin_refresh(self) -> None:
+    async def admin_refresh(self, conn: Conn | None) -> None:
         """Re-summarise the local tree now and push the summary to every member
         (the protocol's own ``regenerate_summary``; no retries, unlike the
         start-up loop, since the caller sees any failure in ``status``)."""
@@ -563,46 +659,125 @@ class Agent:
         finally:
             self.pending.pop(rid, None)
 
-    async def admin_ping(self, dst: int, count: int, size: int) -> list[int]:
+    def _member(self, what: str, node: int) -> int:
+        if node not in self.node.members:
+            raise OSError(errno.EINVAL, f"{what}: node {node} is not a member (members: {list(self.node.members)})")
+        return node
+
+    @staticmethod
+    def _still_wanted(conn: Conn | None) -> None:
+        """Stop an admin loop whose client has gone: nobody reads its result."""
+        if conn is not None and conn.closed:
+            raise ConnectionError("the client left; the rest of its request is not run")
+
+    async def admin_ping(self, conn: Conn | None, dst: int, count: int, size: int) -> list[int]:
         """``count`` timed round trips of ``size`` payload bytes to ``dst`` (ns each)."""
+        limits = self.cluster.spec.limits
+        self._member("ping", dst)
+        if not 0 <= count <= limits.max_ping_count:
+            raise over_limit("ping count", count, limits.max_ping_count, "limits.max_ping_count")
+        most = min(limits.max_ping_bytes, self.max_io)
+        if not 0 <= size <= most:
+            key = "limits.max_ping_bytes"
+            if most < limits.max_ping_bytes:
+                key += " and max_message_bytes"
+            raise over_limit("ping size", size, most, key)
         payload = bytes(size)
         out = []
         for _ in range(count):
+            self._still_wanted(conn)
             t0 = time.perf_counter_ns()
             await self.ping(dst, payload)
             out.append(time.perf_counter_ns() - t0)
         return out
 
-    async def admin_bench(self, kind: str, op: str, calls: list[list[Any]], ping: int = -1) -> list[list[int]]:
+    async def admin_bench(
+        self, conn: Conn | None, kind: str, op: str, calls: tuple[Any, ...], ping: int = -1
+    ) -> list[list[int]]:
         """Time each call (ns): ``kind`` "fedfs" runs the API operation here,
-        "local" the same operation straight on the local directory (no
-        federation).  With ``ping`` (a node id) each call is preceded by a
-        timed raw round trip to that node, so the operation and the transport
-        it is compared with are measured side by side, under the same load.
-        Returns [call times, round-trip times]."""
-        from fednode.bench_ops import close_all, local_op
-
+        "local" the same operation on the local directory through the confined
+        local layer (no federation).  With ``ping`` (a node id) each call is
+        preceded by a timed raw round trip to that node, so the operation and
+        the transport it is compared with are measured side by side, under the
+        same load.  Returns [call times, round-trip times].  Every call is
+        checked before the first runs: op from a closed table, typed
+        arguments, sizes within ``max_message_bytes``, descriptors of this
+        connection's."""
+        limits = self.cluster.spec.limits
         if kind == "cleanup":
-            close_all()
+            self._local_bench().close_all()
             return [[], []]
-        if kind not in ("fedfs", "local"):
+        if len(calls) > limits.max_bench_calls:
+            raise over_limit("bench calls", len(calls), limits.max_bench_calls, "limits.max_bench_calls")
+        if ping != -1:
+            self._member("bench ping", ping)
+        perf = time.perf_counter_ns
+        if kind == "fedfs":
+            # the node's own operations, but none that opens or releases a
+            # descriptor: a benchmark must not leave files open behind it
+            allowed = [o for o, m in self.api_meta.items() if m.fd not in ("opens", "closes")]
+            if op not in allowed:
+                raise OSError(errno.EINVAL, f"bench fedfs: op must be one of {', '.join(allowed)}, not {op!r}")
+            method = getattr(self.node, op)  # op is one of the closed set above, and of the node's interface
+            for args in calls:
+                check_args(f"bench fedfs {op}", self.api_ops[op], args)
+                meta = self.api_meta[op]
+                if meta.size_arg is not None and not 0 <= args[meta.size_arg] <= self.max_io:
+                    raise over_limit("read size", args[meta.size_arg], self.max_io, "max_message_bytes")
+                if conn is not None and meta.fd in ("uses", "closes"):
+                    self._own_fd(conn, args[0])
+
+            def run(args: tuple[Any, ...]) -> Any:
+                return self.drive(method(*args), 0, None)
+
+        elif kind == "local":
+            local = self._local_bench()
+            local.check(op, calls, self.max_io)
+
+            async def run(args: tuple[Any, ...]) -> Any:
+                return local.run(op, args)
+
+        else:
             raise OSError(errno.EINVAL, f"bench kind must be 'fedfs', 'local' or 'cleanup', not {kind!r}")
         times, rtts = [], []
-        node = self.node
-        perf = time.perf_counter_ns
         for args in calls:
+            self._still_wanted(conn)
             if ping >= 0:
                 t0 = perf()
                 await self.ping(ping)
                 rtts.append(perf() - t0)
-            if kind == "fedfs":
-                t0 = perf()
-                await self.drive(getattr(node, op)(*args), 0, None)
-            else:
-                t0 = perf()
-                local_op(self.fs, op, *args)
+            t0 = perf()
+            await run(args)
             times.append(perf() - t0)
         return [times, rtts]
+
+    _lb: LocalBench | None = None  # made on the first bench "local" request
+
+    def _local_bench(self) -> LocalBench:
+        if self._lb is None:
+            self._lb = LocalBench(self.fs)
+        return self._lb
+
+
+#: The administrative requests: wire name -> (handler, argument types, how many
+#: of the last are optional).  A closed table: a name from the wire selects one
+#: of these or is refused; it never reaches getattr.  ``tuple`` means an array.
+ADMIN: dict[str, tuple[Callable[..., Any], tuple[type, ...], int]] = {
+    "status": (Agent.admin_status, (), 0),
+    "pin": (Agent.admin_pin, (str, int), 0),
+    "ping": (Agent.admin_ping, (int, int, int), 0),
+    "bench": (Agent.admin_bench, (str, str, tuple, int), 1),
+    "refresh": (Agent.admin_refresh, (), 0),
+}
+ADMIN_OPS = tuple(ADMIN)
+
+
+def _hold(conn: Conn, reason: str, on: bool) -> None:
+    """Hold or release a connection's reading, if its transport can (TCP can;
+    the in-process transport carries no client connections)."""
+    method = getattr(conn, "hold" if on else "release", None)
+    if method is not None:
+        method(reason)
 
 
 def _who(peer: int) -> str:

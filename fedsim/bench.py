@@ -1,7 +1,10 @@
 """Simulator throughput: protocol messages per wall-clock second, framework vs bare SimPy.
 
 Run ``python -m fedsim.bench`` (about a minute on a 2-core machine) or
-``python -m fedsim.bench --quick`` (a few seconds).
+``python -m fedsim.bench --quick`` (a few seconds).  On a machine shared with
+other work, ``--repeat 3`` keeps each model's fastest of three alternating runs
+and ``--clock cpu`` times the process's CPU time instead of the wall clock (a
+process waiting for a core is then not billed for it).
 
 Why compare against a *bare* model?  The number that decides how large a study
 fedsim can run is how many simulated messages it pushes through per second of
@@ -120,14 +123,17 @@ class _Measured:
 
     wall_s: float = 0.0
 
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self._clock = clock
+
     def __enter__(self) -> _Measured:
         gc.collect()
         gc.freeze()
-        self._t0 = time.perf_counter()
+        self._t0 = self._clock()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.wall_s = time.perf_counter() - self._t0
+        self.wall_s = self._clock() - self._t0
         gc.unfreeze()
 
 
@@ -188,30 +194,46 @@ class _Workload:
         self.failed = 0
         self.created = 0
 
-    def _call(self, node: int, name: str, *args: Any) -> Generator[simpy.Event, Any, Any]:
+    def session(self, kind: str, node: int, target: int) -> Generator[simpy.Event, Any, None]:
+        """One session.  Each API call counts as done or failed; a failed open
+        ends the session.  The calls are driven straight from here (no helper
+        generator per call), so the driver adds as little as the bare model's."""
+        call_op = self.c.call_op
+        if kind == "stat" or kind == "create":
+            if kind == "stat":
+                op: tuple[Any, ...] = ("stat", self.files[target])
+            else:
+                self.created += 1
+                op = ("create", f"{self.dirs[target]}/new{self.created}")
+            try:
+                yield from call_op(node, *op)
+            except Exception:
+                self.failed += 1
+            else:
+                self.done += 1
+            return
         try:
-            value = yield from self.c.call_op(node, name, *args)
+            fd = yield from call_op(node, "open", self.files[target])
         except Exception:
             self.failed += 1
-            return None
+            return
         self.done += 1
-        return value
-
-    def session(self, kind: str, node: int, target: int) -> Generator[simpy.Event, Any, None]:
-        if kind == "stat":
-            yield from self._call(node, "stat", self.files[target])
-        elif kind == "create":
-            self.created += 1
-            yield from self._call(node, "create", f"{self.dirs[target]}/new{self.created}")
+        if kind != "open":
+            try:
+                if kind == "read":
+                    yield from call_op(node, "read", fd, 0, IO_BYTES)
+                else:
+                    yield from call_op(node, "write", fd, 0, bytes(IO_BYTES))
+            except Exception:
+                self.failed += 1
+            else:
+                self.done += 1
+        try:
+            yield from call_op(node, "close", fd)
+        except Exception:
+            self.failed += 1
         else:
-            fd = yield from self._call(node, "open", self.files[target])
-            if fd is None:
-                return
-            if kind == "read":
-                yield from self._call(node, "read", fd, 0, IO_BYTES)
-            elif kind == "write":
-                yield from self._call(node, "write", fd, 0, bytes(IO_BYTES))
-            yield from self._call(node, "close", fd)
+            self.done += 1
 
     def client(self, plan: list[tuple[int, int, int]]) -> Generator[simpy.Event, Any, None]:
         for k, node, target in plan:
@@ -225,7 +247,9 @@ class _Workload:
             env.run(until=env.all_of(procs))
 
 
-def run_framework(size: Size, network: LogGP | None = None, seed: int = 0) -> Result:
+def run_framework(
+    size: Size, network: LogGP | None = None, seed: int = 0, clock: Callable[[], float] = time.perf_counter
+) -> Result:
     """Warm a SimCluster up, then measure ``size.ops`` client sessions."""
     network = network or preset("via_clan")
     c, files, dirs = build_cluster(size, network, seed)
@@ -235,7 +259,7 @@ def run_framework(size: Size, network: LogGP | None = None, seed: int = 0) -> Re
     plan = _plan(size, size.ops, len(files), len(dirs), rng)
     m0, b0, d0, f0, t0 = c.messages, c.message_bytes, w.done, w.failed, c.env.now
     e0 = _event_id(c.env)
-    with _Measured() as timer:
+    with _Measured(clock) as timer:
         w.run(plan, size.clients)
     return Result(
         model="framework",
@@ -317,6 +341,7 @@ def run_bare(
     workers: int = 4,
     message_bytes: int = 64,
     seed: int = 0,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> Result:
     """Measure ``pairs`` request/reply exchanges from ``clients`` concurrent clients."""
     network = network or preset("via_clan")
@@ -325,7 +350,7 @@ def run_bare(
     while m.env.peek() <= 0.0:  # start the workers outside the measurement
         m.env.step()
     e0 = _event_id(m.env)
-    with _Measured() as timer:
+    with _Measured(clock) as timer:
         m.run(dsts, clients)
     return Result(
         model="bare",
@@ -340,22 +365,45 @@ def run_bare(
 
 
 # ---------------------------------------------------------------------- driver
-def compare(size: Size, network: LogGP | None = None, seed: int = 0) -> tuple[Result, Result]:
+def compare(
+    size: Size,
+    network: LogGP | None = None,
+    seed: int = 0,
+    repeat: int = 1,
+    clock: Callable[[], float] = time.perf_counter,
+) -> tuple[Result, Result]:
     """Framework, then the bare model with as many messages (of the framework's
-    mean size), the same clients and workers per node."""
+    mean size), the same clients and workers per node.
+
+    With ``repeat`` > 1 the pair is run that many times, alternately, and the
+    fastest run of each model is kept: on a shared machine a burst of someone
+    else's work then slows one repetition, not the ratio (every repetition
+    does the same simulated work, so only the wall time differs)."""
     network = network or preset("via_clan")
-    fw = run_framework(size, network, seed)
-    mean_bytes = max(1, round(fw.bytes / fw.messages)) if fw.messages else 64
-    bare = run_bare(
-        size.nodes,
-        max(1, fw.messages // 2),
-        size.clients,
-        network,
-        workers=size.workers,
-        message_bytes=mean_bytes,
-        seed=seed,
-    )
-    return fw, bare
+    best: tuple[Result, Result] | None = None
+    for _ in range(max(1, repeat)):
+        fw = run_framework(size, network, seed, clock)
+        mean_bytes = max(1, round(fw.bytes / fw.messages)) if fw.messages else 64
+        bare = run_bare(
+            size.nodes,
+            max(1, fw.messages // 2),
+            size.clients,
+            network,
+            workers=size.workers,
+            message_bytes=mean_bytes,
+            seed=seed,
+            clock=clock,
+        )
+        if best is None:
+            best = fw, bare
+        else:
+            best = min(best[0], fw, key=_wall), min(best[1], bare, key=_wall)
+    assert best is not None
+    return best
+
+
+def _wall(r: Result) -> float:
+    return r.wall_s
 
 
 def format_table(rows: Sequence[tuple[Result, Result]]) -> str:
@@ -377,19 +425,26 @@ def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) 
     ap.add_argument("--network", default="via_clan", help="LogGP preset (default via_clan)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--nodes", type=int, nargs="*", help="only these cluster sizes")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run each pair N times, alternately, and keep each model's fastest run (a shared machine)")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="time the measured phases by the wall clock (default) or by this process's CPU time")
     args = ap.parse_args(argv)
     net = preset(args.network)
     sizes = QUICK if args.quick else FULL
     if args.nodes:
         sizes = tuple(replace(sizes[0], nodes=n) for n in args.nodes)
-    rows = [compare(s, net, args.seed) for s in sizes]
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    rows = [compare(s, net, args.seed, args.repeat, clock) for s in sizes]
     mix = ", ".join(f"{k} {w:.0%}" for k, w in OP_MIX)
-    out(f"fedsim throughput: protocol messages per wall-clock second (network {net.name})")
+    out(f"fedsim throughput: protocol messages per {'CPU' if args.clock == 'cpu' else 'wall-clock'} second "
+        f"(network {net.name})")
     out(f"framework: SimCluster, preloaded summaries, op mix {mix}")
     out("bare: hand-written SimPy request/reply, same nodes, workers, clients, LogGP delay, message count")
     out(format_table(rows))
     out("ops: framework = API calls completed (open/read/close count separately); bare = request/reply pairs")
-    out("events/msg: SimPy events scheduled per message; ratio: framework msgs/s / bare msgs/s")
+    out("events/msg: SimPy events scheduled per message; ratio: framework msgs/s / bare msgs/s"
+        + (f"; each model's fastest of {args.repeat} alternating runs" if args.repeat > 1 else ""))
     target = all(fw.msgs_per_s >= 0.5 * bare.msgs_per_s for fw, bare in rows)
     out(f"target (framework >= 0.5 x bare msgs/s): {'met' if target else 'NOT met'}")
     return rows

@@ -19,7 +19,7 @@ from fedsim.memfs import MemFS
 from fedsim.protocol.config import FederationSpec, ProtocolConfig
 from fedsim.protocol.designs import build_nodes
 from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Now, Send, Sleep, Spawn, Wake, check_work
-from fedsim.protocol.messages import PeerUnavailable, Request
+from fedsim.protocol.messages import PeerUnavailable, Request, check_reply
 
 Gen = Generator[Any, Any, Any]
 
@@ -126,7 +126,9 @@ class DirectCluster:
     def _serve(self, src: int, dst: int, req: Request) -> Any:
         node = self.nodes[dst]
         node.stats.requests_served += 1
-        return self.run(dst, node.handle(src, req))
+        value = self.run(dst, node.handle(src, req))
+        check_reply(req, value)  # a handler whose value breaks its declared reply type fails the property tests
+        return value
 
     def _deliver_under_faults(self, src: int, dst: int, req: Request, oneway: bool) -> Any:
         """Without time, a fault means: a lost request or reply is

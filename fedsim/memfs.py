@@ -27,6 +27,7 @@ class MemFS:
         self.keep_data = keep_data
         self.dirs: dict[str, dict[str, bool]] = {ROOT: {}}
         self.files: dict[str, Any] = {}
+        self._ops: dict[str, Any] = {op: getattr(self, op) for op in LOCAL_OPS}  # bound once for apply
 
     # -- helpers --------------------------------------------------------------------
     def _make_parents(self, path: str) -> list[str]:
@@ -177,6 +178,7 @@ class MemFS:
 
     def apply(self, op: str, path: str, args: tuple[Any, ...] = ()) -> Any:
         """Run one LOCAL_OPS operation by name (what a runtime does for a Local effect)."""
-        if op not in LOCAL_OPS:
+        fn = self._ops.get(op)
+        if fn is None:
             raise ValueError(f"unknown local operation {op!r}; allowed: {', '.join(LOCAL_OPS)}")
-        return getattr(self, op)(path, *args)
+        return fn(path, *args)

@@ -85,6 +85,8 @@ class StorageModel:
         self.p = params
         self.c = params.costs_us
         self.cache = BlockCache(params.cache_blocks)
+        #: a failed operation costs a metadata lookup (it found nothing to change)
+        self.error_cost = self.c.get("stat", 0.0)
 
     def _blocks(self, offset: int, size: int) -> range:
         bs = self.p.block_size

@@ -396,7 +396,7 @@ def run_verbs(sc: Scenario) -> Outcome:
     return run_tcp(sc, transport="verbs", devices=RDMA_DEVICES)
 
 
-RDMA_DEVICES = ("rxe_v0", "rxe_v1")  # the test bed's veth pair; see fednode.testbed
+RDMA_DEVICES = ("rxe_v0", "rxe_v1")  # the test bed's veth pair; see fednode.tools.testbed
 
 
 def verbs_missing() -> str | None:

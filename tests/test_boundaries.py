@@ -219,3 +219,67 @@ def test_fednode_never_loads_the_simulators_config_network_or_disk_model():
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip() == "[]", f"importing fednode loads {r.stdout.strip()}"
+
+
+def test_the_agent_never_imports_its_tools():
+    """The agent package reads as the agent: runtime, transports, local layer,
+    client.  The test bed and the benchmarks are tools beside it
+    (``fednode/tools``), which only the CLI loads, for their own commands."""
+    bad = [
+        str(s)
+        for s in import_sites("fednode")
+        if not s.file.startswith(("fednode/tools/", "fednode/cli.py"))
+        and any(m == "fednode.tools" or m.startswith("fednode.tools.") for m in s.modules())
+    ]
+    assert not bad, "fednode's agent modules must not import fednode.tools:\n  " + "\n  ".join(bad)
+
+
+RUNTIMES = ("fedsim/runtime.py", "fedsim/direct.py", "fednode/runtime.py", "fednode/transport")
+TRANSPORTS = "fednode/transport"  # bytes only: their words ('write' is an RDMA verb) are not checked for op names
+
+
+def test_no_runtime_names_a_protocol_message_or_operation():
+    """``grep`` finds no protocol decision in a runtime: no runtime module
+    imports a concrete request type or compares against the name of one, or
+    names a design's client operation.  What a runtime must know of a request
+    or an operation, the protocol declares (``Request.probe``,
+    ``Request.size_field``, ``Request.reply``, ``@api(fd=..., size_arg=...)``)."""
+    from fedsim.protocol.designs import design_class
+    from fedsim.protocol.messages import REQUEST_TYPES
+
+    ops = set(design_class("fedfs").API)
+    kinds = set(REQUEST_TYPES)
+    bad = []
+    for target in RUNTIMES:
+        files = sorted((ROOT / target).rglob("*.py")) if (ROOT / target).is_dir() else [ROOT / target]
+        for f in files:
+            rel = str(f.relative_to(ROOT))
+            for node in ast.walk(ast.parse(f.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module == "fedsim.protocol.messages":
+                    bad += [f"{rel}:{node.lineno}: imports request {a.name}" for a in node.names if a.name in kinds]
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    if node.value in kinds or (node.value in ops and not rel.startswith(TRANSPORTS)):
+                        bad.append(f"{rel}:{node.lineno}: names {node.value!r}")
+    assert not bad, "protocol knowledge in a runtime:\n  " + "\n  ".join(bad)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'def f(req):\n    return req.kind == "ReadDir"\n',
+        "from fedsim.protocol.messages import Read\n",
+        'OPS = ("open", "close")\n',
+    ],
+)
+def test_the_protocol_knowledge_guard_catches_a_decision(text, tmp_path, monkeypatch):
+    for target in RUNTIMES:
+        p = tmp_path / target
+        if target.endswith(".py"):
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text('"""clean"""\n')
+        else:
+            p.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "fednode" / "runtime.py").write_text(text)
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    with pytest.raises(AssertionError, match=r"fednode/runtime\.py:"):
+        test_no_runtime_names_a_protocol_message_or_operation()

@@ -14,7 +14,7 @@ import errno
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -37,6 +37,7 @@ NAME = "central_test"
 class CentralOp(Request):
     """One local operation, run at the central node."""
 
+    reply: ClassVar[Any] = list[tuple[str, bool]] | tuple[bool, int] | None  # listdir | stat | the others
     op: str
     path: str
 

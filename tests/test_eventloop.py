@@ -14,10 +14,10 @@ import time
 import pytest
 
 from fednode import eventloop
-from fednode.bench import loop_label
 from fednode.client import Client
 from fednode.cluster import AgentGroup, LoopThread, local_spec, write_local
 from fednode.config import Cluster
+from fednode.tools.bench import loop_label
 
 try:
     import uvloop  # noqa: F401

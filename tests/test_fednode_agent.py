@@ -229,7 +229,7 @@ def raw_conn(cluster: Cluster, node: int = 0, secret: bytes | None = None, who: 
     spec = cluster.spec.node(node)
     s = socket.create_connection((spec.host, spec.port), timeout=10)
     challenge = _read_frame(s)
-    hello, _ = wire.hello(secret or cluster.secret, challenge, who)
+    hello, _ = wire.hello(secret or cluster.key_for(who), challenge, who)
     s.sendall(hello)
     _read_frame(s)  # welcome or refusal
     return s
@@ -402,7 +402,7 @@ def test_the_demo_runs_a_real_federation_that_sends_the_simulated_messages(tmp_p
 def test_a_bench_profile_calibrates_a_simulator_config(tmp_path):
     """`fednode bench` writes a profile; a config naming it gets the measured
     network and local costs, and its own keys still win."""
-    from fednode.bench import report
+    from fednode.tools.bench import report
     from fedsim.config import load
 
     res = {"rtt_us": 40.0, "rtt_big_us": 40.0 + 2 * 65536 * 0.001,

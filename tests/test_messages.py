@@ -102,3 +102,67 @@ def test_errors_cross_the_wire_as_the_same_oserror_subclass():
     assert isinstance(p, PeerUnavailable) and p.node == 5
     assert decode_error(encode_error(ValueError("boom"))).errno == errno.EIO
     assert Read("/a", 0, 1) != Write("/a", 0, b"x")
+
+
+# --- typed replies ---------------------------------------------------------------------------
+def test_every_request_type_declares_its_reply():
+    from fedsim.protocol import fedfs  # noqa: F401  (registers the FedFS design's own requests)
+    from fedsim.protocol.messages import REQUEST_TYPES
+
+    assert all("reply" in vars(cls) for cls in REQUEST_TYPES.values())
+    assert {"HomeInfo", "Rename", "Stat", "Read"} <= set(REQUEST_TYPES)
+
+
+def test_replies_are_checked_against_their_declared_type():
+    from fedsim.protocol.messages import GetEntry, HomeInfo, ListVD, Read, Stat, check_reply
+
+    check_reply(Stat("/f"), (False, 12))
+    check_reply(HomeInfo("/d"), (True, None, 3))  # a directory has no single home
+    check_reply(GetEntry("/", "d"), None)
+    check_reply(ListVD("/"), (("a", True), ("b", False)))  # msgpack arrays decode as tuples
+    check_reply(ListVD("/"), [])
+    check_reply(Read("/f", 0, 1), b"x")
+    for req, bad, words in [
+        (Stat("/f"), (False, "12"), r"Stat reply: \[1\]: expected int, got str"),
+        (Stat("/f"), (False, True), "expected int, got bool"),
+        (Stat("/f"), (False,), "expected tuple"),
+        (ListVD("/"), [("a", 1)], r"\[0\]: \[1\]: expected bool"),
+        (Read("/f", 0, 1), "x", "expected bytes, got str"),
+        (GetEntry("/", "d"), (True, 1), "expected"),
+    ]:
+        with pytest.raises(ProtocolError, match=words):
+            check_reply(req, bad)
+
+
+def test_a_request_type_without_a_reply_type_is_refused():
+    from dataclasses import dataclass
+
+    from fedsim.protocol.messages import Request, register_request
+
+    @dataclass(slots=True, frozen=True)
+    class NoReply(Request):
+        path: str
+
+    with pytest.raises(TypeError, match="declare its reply type"):
+        register_request(NoReply)
+
+
+def test_an_agent_refuses_a_peers_reply_of_the_wrong_type(tmp_path):
+    """A peer whose handler answers garbage: the caller gets EBADMSG naming
+    that peer, and protocol code never sees the value."""
+    import errno
+
+    from fednode.cluster import AgentGroup, local_spec
+    from fednode.config import Cluster
+    from fedsim.protocol.hashing import names_managed_by
+    from fedsim.protocol.messages import Stat
+
+    spec = local_spec(tmp_path, 2, protocol={"summary_refresh_s": 0.0})
+    cluster = Cluster(spec)
+    with AgentGroup(cluster) as g:
+        name = names_managed_by(g.agents[0].node.hashing, 1, "/f")[0]
+        g.op(1, "create", name)  # managed and held by node 1
+        g.agents[1].node._handlers[Stat] = lambda src, req: "not a stat"
+        with pytest.raises(OSError) as ei:
+            g.op(0, "stat", name)
+        assert ei.value.errno == errno.EBADMSG and "node 1 sent a bad reply: Stat reply" in str(ei.value)

@@ -176,7 +176,7 @@ def test_fednode_bench_times_the_studys_own_cells():
     """One scenario list: the agent's bench runs Table 2's cells, all but the
     ones a warm, repeated real call cannot arrange, and reports them under the
     paper's columns with the requests each arrangement should send."""
-    from fednode.bench import BENCH_CELLS, TIDY_COLUMNS, report
+    from fednode.tools.bench import BENCH_CELLS, TIDY_COLUMNS, report
 
     fed = {c.case for c in CELLS if c.roles is not None and c.variant != "cache-hit"}
     assert set(BENCH_CELLS) <= set(CELLS)

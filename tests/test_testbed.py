@@ -1,4 +1,4 @@
-"""The Soft-RoCE test bed (fednode.testbed.rxe) gives a command a real verbs device, in ONE guest boot.
+"""The Soft-RoCE test bed (fednode.tools.testbed.rxe) gives a command a real verbs device, in ONE guest boot.
 
 A boot costs 10-20 s under TCG (plus a one-time build of 1-2 minutes into the cache), so every check
 rides on the same run: the guest command probes the rxe devices through pyverbs (open, query the
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from fednode.testbed import rxe
+from fednode.tools.testbed import rxe
 
 pytestmark: list[pytest.MarkDecorator] = []
 if importlib.util.find_spec("pytest_timeout") is not None:
@@ -118,7 +118,7 @@ def test_overlay_carries_init_the_quoted_command_and_the_project_source() -> Non
     assert shlex.split(entries["testbed/command.sh"][1].decode()) == ["exec", *command]
     config = entries["testbed/config.sh"][1].decode()
     assert "FEDFS_NONCE=n0nce" in config and "FEDFS_WANT_OUT=1" in config
-    assert "fedfs/pyproject.toml" in entries and "fedfs/fednode/testbed/rxe.py" in entries
+    assert "fedfs/pyproject.toml" in entries and "fedfs/fednode/tools/testbed/rxe.py" in entries
     assert "fedfs/tests/conformance.py" in entries
     assert not [n for n in entries if "__pycache__" in n or n.endswith(".pyc")]
     # every parent directory comes before what it holds (the kernel does not create parents)
@@ -182,7 +182,7 @@ def test_the_rdma_suite_passes_in_the_guest(tmp_path: Path) -> None:
     _require_testbed()
     log = tmp_path / "guest.log"
     out = tmp_path / "out"
-    rc = rxe.run(["python3", "-m", "fednode.testbed.suite", "--quick"], log=log, out=out, timeout=1500)
+    rc = rxe.run(["python3", "-m", "fednode.tools.testbed.suite", "--quick"], log=log, out=out, timeout=1500)
     text = log.read_text()
     assert rc == 0, f"the guest suite failed (exit status {rc}); see {log}:\n" + text[-4000:]
     for step in ("tests", "federation", "bench", "choices"):

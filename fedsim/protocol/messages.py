@@ -15,7 +15,8 @@ from __future__ import annotations
 import errno as _errno
 from dataclasses import dataclass, fields
 from os import strerror
-from typing import Any, ClassVar
+from types import UnionType
+from typing import Any, ClassVar, Union, get_args, get_origin
 
 import msgpack
 
@@ -42,9 +43,22 @@ class ProtocolError(ValueError):
 
 @dataclass(slots=True, frozen=True)
 class Request:
-    """Base of all requests; ``kind`` is the wire name (the class name)."""
+    """Base of all requests; ``kind`` is the wire name (the class name).
+
+    Every request type declares ``reply``: the type of its handler's value,
+    written as a type expression over wire values (``None``, ``bool``,
+    ``int``, ``str``, ``bytes``, ``tuple[...]``, ``list[...]``, ``X | None``).
+    A reply from the wire is checked against it (``check_reply``) before
+    protocol code sees it, as a request's fields are checked on decoding."""
 
     kind: ClassVar[str] = "Request"
+    reply: ClassVar[Any] = None
+    #: a speculative probe (a dirmerge's ReadDir: a Bloom false positive costs
+    #: one): runtimes count its traffic apart from the nodes an operation reached
+    probe: ClassVar[bool] = False
+    #: the field that bounds the size of the reply (a Read's byte count): a
+    #: runtime with a message size limit refuses a request asking for more
+    size_field: ClassVar[str | None] = None
 
 
 #: Every request type by its wire name.  Open: a design or policy module
@@ -67,6 +81,105 @@ _WIRE_TYPES: dict[str, tuple[type, ...]] = {
 _FIELDS: dict[type[Request], tuple[tuple[str, tuple[type, ...]], ...]] = {}
 
 
+# --- replies ----------------------------------------------------------------------------
+_CHECKERS: dict[Any, Any] = {}
+
+
+def _reply_checker(t: Any, where: str) -> Any:
+    """A function value -> error text or None, for reply type ``t`` (cached)."""
+    try:
+        return _CHECKERS[t]
+    except (KeyError, TypeError):
+        pass
+    origin, args = get_origin(t), get_args(t)
+    if t is None or t is type(None):
+        fn = _none_ok
+    elif t is Any:
+        fn = _any_ok
+    elif t in (bool, str, bytes, float):
+        fn = _instance(t)
+    elif t is int:
+        fn = _int_ok
+    elif origin in (Union, UnionType):
+        alts = [_reply_checker(a, where) for a in args]
+        fn = _union(alts, t)
+    elif origin is tuple:
+        fn = _tuple([_reply_checker(a, where) for a in args], t)
+    elif origin is list:
+        fn = _list(_reply_checker(args[0], where), t)
+    else:
+        raise TypeError(f"{where}: reply type {t!r} is not a wire value type")
+    try:
+        _CHECKERS[t] = fn
+    except TypeError:
+        pass
+    return fn
+
+
+def _none_ok(v: Any) -> str | None:
+    return None if v is None else f"expected None, got {type(v).__name__}"
+
+
+def _any_ok(v: Any) -> str | None:
+    return None
+
+
+def _int_ok(v: Any) -> str | None:
+    return None if type(v) is int else f"expected int, got {type(v).__name__}"
+
+
+def _instance(t: type) -> Any:
+    def check(v: Any) -> str | None:
+        ok = type(v) is t or (t is float and type(v) is int)
+        return None if ok else f"expected {t.__name__}, got {type(v).__name__}"
+
+    return check
+
+
+def _union(alts: list[Any], t: Any) -> Any:
+    def check(v: Any) -> str | None:
+        for a in alts:
+            if a(v) is None:
+                return None
+        return f"expected {t}, got {type(v).__name__}"
+
+    return check
+
+
+def _tuple(items: list[Any], t: Any) -> Any:
+    def check(v: Any) -> str | None:
+        if type(v) not in (tuple, list) or len(v) != len(items):
+            return f"expected {t}, got {type(v).__name__} of {len(v) if isinstance(v, (tuple, list)) else '-'}"
+        for i, (c, x) in enumerate(zip(items, v, strict=True)):
+            err = c(x)
+            if err:
+                return f"[{i}]: {err}"
+        return None
+
+    return check
+
+
+def _list(item: Any, t: Any) -> Any:
+    def check(v: Any) -> str | None:
+        if type(v) not in (tuple, list):  # msgpack arrays decode as tuples in the agent
+            return f"expected {t}, got {type(v).__name__}"
+        for i, x in enumerate(v):
+            err = item(x)
+            if err:
+                return f"[{i}]: {err}"
+        return None
+
+    return check
+
+
+def check_reply(req: Request, value: Any) -> None:
+    """Raise ProtocolError unless ``value`` has ``req``'s declared reply type:
+    a peer's reply is as untrusted as its request."""
+    err = _reply_checker(type(req).reply, req.kind)(value)
+    if err:
+        raise ProtocolError(f"{req.kind} reply: {err}")
+
+
 def register_request(cls: type[Request]) -> type[Request]:
     """Class decorator (over ``@dataclass(slots=True, frozen=True)``): make a
     request type known to the codec under its class name.  Fields must be
@@ -80,6 +193,9 @@ def register_request(cls: type[Request]) -> type[Request]:
         table = tuple((f.name, _WIRE_TYPES[str(f.type)]) for f in fields(cls))
     except KeyError as exc:
         raise TypeError(f"{name}: field type {exc.args[0]!r} cannot travel; use one of {list(_WIRE_TYPES)}") from None
+    if "reply" not in cls.__dict__:
+        raise TypeError(f"{name}: declare its reply type (reply: ClassVar[Any] = ...), e.g. None or tuple[bool, int]")
+    _reply_checker(cls.reply, name)  # a type the checker cannot read is a TypeError now, not at the first reply
     cls.kind = name
     REQUEST_TYPES[name] = cls
     _FIELDS[cls] = table
@@ -95,6 +211,7 @@ class HomeInfo(Request):
     instead decides a home for a new name (EEXIST if it exists).
     Reply: (is_dir, home, lookup_path)."""
 
+    reply: ClassVar[Any] = tuple[bool, int | None, int]
     path: str
     create: str | None = None
     token: int = 0  # with ``create``: names this attempt (per requester), so a late request can be refused
@@ -110,6 +227,7 @@ class Settle(Request):
     reservation if the name was not made, keeps it (now visible) if it was.
     ``token`` 0: no reservation to abort, just re-check the name."""
 
+    reply: ClassVar[Any] = None
     path: str
     token: int = 0
 
@@ -119,6 +237,7 @@ class Settle(Request):
 class Forget(Request):
     """The file was removed at its home: drop the manager's DT entry."""
 
+    reply: ClassVar[Any] = None
     path: str
 
 
@@ -129,6 +248,7 @@ class SummaryAdd(Request):
     that node's summary (FedFS 2.2).  ``new_dir`` marks the target of a mkdir,
     whose virtual directory is known to be empty."""
 
+    reply: ClassVar[Any] = None
     path: str
     node: int
     new_dir: bool = False
@@ -139,6 +259,7 @@ class SummaryAdd(Request):
 class ListVD(Request):
     """readdir of a virtual directory at its manager. Reply: [(name, is_dir)] sorted."""
 
+    reply: ClassVar[Any] = list[tuple[str, bool]]
     path: str
 
 
@@ -147,6 +268,7 @@ class ListVD(Request):
 class Rmdir(Request):
     """Remove an empty virtual directory, at its manager."""
 
+    reply: ClassVar[Any] = None
     path: str
 
 
@@ -163,6 +285,7 @@ class GetEntry(Request):
     further check up the tree (bounded nesting); FRESH, a settle: rebuild the
     VD from the local trees first and release the name's hold."""
 
+    reply: ClassVar[Any] = tuple[bool, int | None, int] | None
     directory: str
     name: str
     flags: int = 0
@@ -176,6 +299,8 @@ ENTRY_FRESH = 4
 @register_request
 @dataclass(slots=True, frozen=True)
 class AddEntry(Request):
+    reply: ClassVar[Any] = None
+
     directory: str
     name: str
     is_dir: bool
@@ -185,6 +310,8 @@ class AddEntry(Request):
 @register_request
 @dataclass(slots=True, frozen=True)
 class DelEntry(Request):
+    reply: ClassVar[Any] = None
+
     directory: str
     name: str
 
@@ -195,12 +322,16 @@ class DelEntry(Request):
 class ReadDir(Request):
     """Dirmerge: this node's local entries of ``path``. Reply: [(name, is_dir)]."""
 
+    probe: ClassVar[bool] = True
+    reply: ClassVar[Any] = list[tuple[str, bool]]
     path: str
 
 
 @register_request
 @dataclass(slots=True, frozen=True)
 class RmLocal(Request):
+    reply: ClassVar[Any] = None
+
     path: str
 
 
@@ -211,6 +342,7 @@ class SummaryPush(Request):
     A ``fresh`` push (the node is starting) is answered with the receiver's
     own summary, so a (re)starting node learns them all in one round."""
 
+    reply: ClassVar[Any] = bytes | None
     node: int
     summary: bytes
     fresh: bool = False
@@ -220,6 +352,8 @@ class SummaryPush(Request):
 @register_request
 @dataclass(slots=True, frozen=True)
 class Create(Request):
+    reply: ClassVar[Any] = None
+
     path: str
     token: int = 0  # the requester's attempt (``HomeInfo.token``): refused here once fenced
 
@@ -227,6 +361,8 @@ class Create(Request):
 @register_request
 @dataclass(slots=True, frozen=True)
 class Mkdir(Request):
+    reply: ClassVar[Any] = None
+
     path: str
     token: int = 0
 
@@ -238,6 +374,7 @@ class Fence(Request):
     Create/Mkdir of ``requester``'s attempt ``token`` that arrives from now on
     (it would make a name the manager is dropping)."""
 
+    reply: ClassVar[Any] = None
     path: str
     requester: int
     token: int
@@ -246,18 +383,24 @@ class Fence(Request):
 @register_request
 @dataclass(slots=True, frozen=True)
 class Unlink(Request):
+    reply: ClassVar[Any] = None
+
     path: str
 
 
 @register_request
 @dataclass(slots=True, frozen=True)
 class Open(Request):
+    reply: ClassVar[Any] = None
+
     path: str
 
 
 @register_request
 @dataclass(slots=True, frozen=True)
 class Close(Request):
+    reply: ClassVar[Any] = None
+
     path: str
 
 
@@ -266,12 +409,16 @@ class Close(Request):
 class Stat(Request):
     """Reply: (is_dir, size)."""
 
+    reply: ClassVar[Any] = tuple[bool, int]
     path: str
 
 
 @register_request
 @dataclass(slots=True, frozen=True)
 class Read(Request):
+    size_field: ClassVar[str | None] = "size"
+    reply: ClassVar[Any] = bytes
+
     path: str
     offset: int
     size: int
@@ -280,6 +427,8 @@ class Read(Request):
 @register_request
 @dataclass(slots=True, frozen=True)
 class Write(Request):
+    reply: ClassVar[Any] = int
+
     path: str
     offset: int
     data: bytes
@@ -290,6 +439,7 @@ class Write(Request):
 class Truncate(Request):
     """Cut the file to ``size`` bytes or extend it with zeros (overwrite in place)."""
 
+    reply: ClassVar[Any] = None
     path: str
     size: int
 
@@ -384,9 +534,14 @@ def packed_size(obj: Any) -> int:
     """``len(pack(obj))`` computed from msgpack's format rules without
     encoding (the simulator sizes every message; packing each one, data
     included, was its largest single cost)."""
-    if obj is None or obj is True or obj is False:
-        return 1
     t = type(obj)
+    if t is str:
+        n = len(obj) if obj.isascii() else len(obj.encode())
+        return n + (1 if n < 32 else 2 if n < 256 else 3 if n < 65536 else 5)
+    if t is tuple or t is list:
+        return _seq_size(obj)
+    if obj is None or t is bool:
+        return 1
     if t is int:
         if -32 <= obj <= 127:
             return 1
@@ -396,19 +551,53 @@ def packed_size(obj: Any) -> int:
     if t is bytes or t is bytearray or t is memoryview:
         n = len(obj)
         return n + (2 if n < 256 else 3 if n < 65536 else 5)
-    if t is str:
-        n = len(obj) if obj.isascii() else len(obj.encode())
-        return n + (1 if n < 32 else 2 if n < 256 else 3 if n < 65536 else 5)
-    if t is list or t is tuple:
-        n = len(obj)
-        return (1 if n < 16 else 3 if n < 65536 else 5) + sum(packed_size(x) for x in obj)
     if t is float:
         return 9
     return len(pack(obj))
 
 
+def _seq_size(seq: list[Any] | tuple[Any, ...]) -> int:
+    """``packed_size`` of a list or tuple: the common items (short strings,
+    None, bools, small ints, tuples of them: directory listings) sized inline."""
+    n = len(seq)
+    size = 1 if n < 16 else 3 if n < 65536 else 5
+    for x in seq:
+        t = type(x)
+        if t is str and x.isascii():
+            k = len(x)
+            size += k + (1 if k < 32 else 2 if k < 256 else 3 if k < 65536 else 5)
+        elif x is None or t is bool or (t is int and -32 <= x <= 127):
+            size += 1
+        else:
+            size += packed_size(x)
+    return size
+
+
+def _request_sizer(cls: type[Request]) -> tuple[int, tuple[str, ...]]:
+    """What ``packed_size(encode_request(req))`` needs for one request class:
+    the size of the list header and the kind, and the field names."""
+    names = tuple(name for name, _ in _FIELDS[cls])
+    return packed_size([cls.kind, *[None] * len(names)]) - len(names), names
+
+
+_REQUEST_SIZERS: dict[type[Request], tuple[int, tuple[str, ...]]] = {
+    cls: _request_sizer(cls) for cls in REQUEST_TYPES.values()
+}
+
+
 def wire_size(payload: Any) -> int:
     """Bytes on the wire for a request or reply payload: the encoded size plus the envelope."""
+    sizer = _REQUEST_SIZERS.get(type(payload))
+    if sizer is not None:  # a request: packed_size(encode_request(payload)), field by field
+        size, names = sizer
+        for name in names:
+            v = getattr(payload, name)
+            if type(v) is str and v.isascii():  # most fields are paths and names
+                n = len(v)
+                size += n + (1 if n < 32 else 2 if n < 256 else 3 if n < 65536 else 5)
+            else:
+                size += packed_size(v)
+        return HEADER_BYTES + size
     if isinstance(payload, Request):
         payload = encode_request(payload)
     elif isinstance(payload, BaseException):

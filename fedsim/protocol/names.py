@@ -37,6 +37,19 @@ def normalize(path: object) -> str:
     :class:`InvalidPath` naming the problem: non-strings, relative paths,
     NUL bytes, "." and ".." components, over-long names.
     """
+    if (
+        type(path) is str
+        and len(path) <= MAX_NAME
+        and path[:1] == "/"
+        and (path[-1] != "/" or path == ROOT)
+        and "//" not in path
+        and "/." not in path
+        and "\x00" not in path
+    ):
+        # Already canonical (the common case: every call of every operation
+        # comes here): absolute, no empty, "." or ".." component (none starts
+        # with "."), no NUL, and too short for an over-long component.
+        return path
     if not isinstance(path, str):
         raise InvalidPath(path, f"a path must be a str, not {type(path).__name__}")
     if not path.startswith("/"):

@@ -28,12 +28,35 @@ Gen = Generator[Any, Any, Any]
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def api(*types: type) -> Callable[[F], F]:
+@dataclass(frozen=True, slots=True)
+class ApiMeta:
+    """What a runtime serving clients must know of an operation beyond its
+    argument types, so that it need not know the operation by name:
+
+    * ``fd``: "opens" (returns a descriptor), "uses" (its first argument is
+      one) or "closes" (its first argument is one, released): the agent ties
+      descriptors to the connection that opened them and closes what a
+      vanished client left open;
+    * ``size_arg``: the index of the argument that bounds the reply's size
+      (a read's byte count), which the agent clamps to what one message
+      carries and reserves against its buffer limits."""
+
+    fd: str | None = None
+    size_arg: int | None = None
+
+
+def api(*types: type, fd: str | None = None, size_arg: int | None = None) -> Callable[[F], F]:
     """Mark a generator method as a client operation taking arguments of
     ``types`` (checked by the agent before a call from the wire runs)."""
+    if fd not in (None, "opens", "uses", "closes"):
+        raise ValueError(f"fd must be 'opens', 'uses' or 'closes', not {fd!r}")
+    if fd in ("uses", "closes") and (not types or types[0] is not int):
+        raise ValueError("an operation that uses a descriptor takes it (an int) as its first argument")
+    if size_arg is not None and not (0 <= size_arg < len(types) and types[size_arg] is int):
+        raise ValueError(f"size_arg {size_arg} must index an int argument of {types}")
 
     def mark(fn: F) -> F:
-        fn._fed_api = types  # type: ignore[attr-defined]
+        fn._fed_api = (types, ApiMeta(fd, size_arg))  # type: ignore[attr-defined]
         return fn
 
     return mark
@@ -69,23 +92,30 @@ class Node:
 
     #: client operation -> argument types (collected from ``@api`` methods)
     API: ClassVar[dict[str, tuple[type, ...]]] = {}
+    #: client operation -> its descriptor role and reply-size argument
+    API_META: ClassVar[dict[str, ApiMeta]] = {}
     #: request type -> handler method name (collected from ``@handles`` methods)
     HANDLERS: ClassVar[dict[type[Request], str]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         ops: dict[str, tuple[type, ...]] = {}
+        meta: dict[str, ApiMeta] = {}
         handlers: dict[type[Request], str] = {}
         for klass in reversed(cls.__mro__):
             for name, fn in vars(klass).items():
-                types = getattr(fn, "_fed_api", None)
-                if types is not None:
-                    ops[name] = types
+                marked = getattr(fn, "_fed_api", None)
+                if marked is not None:
+                    ops[name], meta[name] = marked
                 req = getattr(fn, "_fed_handles", None)
                 if req is not None:
                     handlers[req] = name
         cls.API = ops
+        cls.API_META = meta
         cls.HANDLERS = handlers
+        closers = [n for n, m in meta.items() if m.fd == "closes"]
+        if any(m.fd == "opens" for m in meta.values()) and len(closers) != 1:
+            raise TypeError(f"{cls.__name__}: a design that opens descriptors needs exactly one 'closes' operation")
 
     def __init__(
         self,

@@ -157,6 +157,11 @@ def _hash_pair(key: object) -> tuple[int, int]:
     return mmh3.hash64(_encode(key), seed=_HASH_SEED, x64arch=True, signed=False)
 
 
+# The last (key, geometry, probes) of BloomSummary._probes: one slot, replaced
+# whole, so a reader never sees a key with another key's probes.
+_PROBE_MEMO: list[tuple[str, tuple[int, int, int], tuple[tuple[int, int], ...]] | None] = [None]
+
+
 def _hash_pairs(keys: Sequence[object]) -> npt.NDArray[np.uint64]:
     """(n, 2) array of the two unsigned 64-bit MurmurHash3 halves of each key."""
     n = len(keys)
@@ -294,6 +299,20 @@ class BloomSummary:
         a, b = h1 % size, h2 % size
         return [i * stride + (a + i * b) % size for i in range(self._hashes)]
 
+    def _probes(self, key: str) -> tuple[tuple[int, int], ...]:
+        """(byte index, bit mask) of each of ``key``'s bit positions.
+
+        A dirmerge tests one directory against every member's summary (1,024
+        at 1,024 nodes), all of one geometry: the last answer is kept, so the
+        key is hashed once per merge instead of once per summary."""
+        memo = _PROBE_MEMO[0]
+        geometry = (self._size, self._stride, self._hashes)
+        if memo is not None and memo[0] == key and memo[1] == geometry:
+            return memo[2]
+        probes = tuple((p >> 3, 1 << (p & 7)) for p in self._positions(key))
+        _PROBE_MEMO[0] = (key, geometry, probes)
+        return probes
+
     def _positions_many(self, keys: Sequence[str]) -> npt.NDArray[np.int64]:
         """(n, k) bit positions; row j equals ``self._positions(keys[j])``."""
         h = _hash_pairs(keys)
@@ -357,8 +376,11 @@ class BloomSummary:
     # -- queries ------------------------------------------------------------------
     def may_contain(self, key: str) -> bool:
         """False means "certainly not inserted"; True means "inserted, or a false positive"."""
-        arr = self._array
-        return all((int(arr[p >> 3]) >> (p & 7)) & 1 for p in self._positions(key))
+        item = self._array.item
+        for byte, mask in self._probes(key):
+            if not item(byte) & mask:
+                return False
+        return True
 
     def __contains__(self, key: object) -> bool:
         return self.may_contain(key)  # type: ignore[arg-type]

@@ -16,12 +16,14 @@ Arrivals are open-loop Poisson at an offered load, or closed-loop clients.
 from __future__ import annotations
 
 import errno
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import simpy
 
 from fedsim.protocol.names import join
 from fedsim.protocol.policies.homes import make_placement
@@ -114,6 +116,12 @@ class Sfs97:
         w = np.array([mix[k] for k in names], dtype=float)
         self.op_names = names
         self.op_p = w / w.sum()
+        # rng.choice(len(names), p=op_p) draws one rng.random() and finds it in
+        # this CDF (numpy's own arithmetic); bisecting the list directly draws
+        # the same operations from the same random stream, 20x cheaper per op.
+        cdf = self.op_p.cumsum()
+        cdf /= cdf[-1]
+        self._op_cdf: list[float] = cdf.tolist()
         self.files = list(fileset.files)
         self.sizes = dict(fileset.sizes)
         n = len(cluster.nodes)
@@ -141,15 +149,13 @@ class Sfs97:
     def one(self, node: int) -> Generator[Any, Any, None]:
         """One operation from a client attached to ``node`` (a SimPy process body)."""
         c, env = self.c, self.c.env
-        op = self.op_names[int(self.rng.choice(len(self.op_names), p=self.op_p))]
+        op = self.op_names[bisect_right(self._op_cdf, self.rng.random())]
         trace = OpTrace()
         t0 = env.now
         self.rec.started += 1
         path = ""
         if self.frontend_us:
-            with c.cpu[node].request() as slot:
-                yield slot
-                yield env.timeout(self.frontend_us)
+            yield c.cpu_work(node, self.frontend_us)
         try:
             if op == "lookup":
                 yield from c.call_op(node, "stat", self._pick(node), trace=trace)
@@ -196,12 +202,20 @@ class Sfs97:
     def open_loop(self, rate_per_s: float, n_ops: int) -> Generator[Any, Any, None]:
         env = self.c.env
         n = len(self.c.nodes)
-        procs = []
+        # The operations still running, in start order: a finished one leaves
+        # (its first callback), so a million-operation run holds a few hundred
+        # processes, not a million.  Waiting on them in order at the end is what
+        # waiting on every process in order did: finished ones were skipped.
+        live: dict[simpy.Process, None] = {}
+        finished = live.pop
         mean_gap_us = 1e6 / rate_per_s
         for _ in range(n_ops):
             yield env.timeout(float(self.rng.exponential(mean_gap_us)))
-            procs.append(env.process(self.one(int(self.rng.integers(0, n)))))
-        yield from procs
+            proc = env.process(self.one(int(self.rng.integers(0, n))))
+            proc.callbacks.append(finished)
+            live[proc] = None
+        while live:
+            yield next(iter(live))
 
     def closed_loop(self, clients: int, n_ops: int, think_us: float) -> Generator[Any, Any, None]:
         env = self.c.env

@@ -84,7 +84,7 @@ from __future__ import annotations
 
 import errno
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from fedsim.protocol.effects import Compute, Local
 from fedsim.protocol.fedfs.directory import RenameFlight
@@ -101,6 +101,7 @@ from fedsim.protocol.tables import DTEntry
 class Rename(Request):
     """Rename ``old`` to ``new`` (same parent) at their directory's manager.  Reply: new's home."""
 
+    reply: ClassVar[Any] = int
     old: str
     new: str
 
@@ -113,6 +114,7 @@ class RenameCheck(Request):
     lives (-1: absent).  EAGAIN if this manager's DT disagrees: a create or
     an unlink of the name is in flight."""
 
+    reply: ClassVar[Any] = None
     path: str
     home: int
 
@@ -122,6 +124,7 @@ class RenameCheck(Request):
 class RenameUncheck(Request):
     """Rollback of RenameCheck."""
 
+    reply: ClassVar[Any] = None
     path: str
 
 
@@ -130,6 +133,7 @@ class RenameUncheck(Request):
 class RenameDone(Request):
     """Committed: ``new`` lives at ``home``; unmark it (and forget ``old`` if managed here)."""
 
+    reply: ClassVar[Any] = None
     old: str
     new: str
     home: int
@@ -141,6 +145,7 @@ class RenameDone(Request):
 class RenamePrepare(Request):
     """Gate ``old`` and ``new`` here and check the rename can be done locally."""
 
+    reply: ClassVar[Any] = None
     old: str
     new: str
 
@@ -150,6 +155,7 @@ class RenamePrepare(Request):
 class RenameFinish(Request):
     """Commit (do the local rename) or abort; the gates open either way."""
 
+    reply: ClassVar[Any] = None
     old: str
     new: str
     commit: bool
@@ -160,6 +166,7 @@ class RenameFinish(Request):
 class RenameGate(Request):
     """Gate the target ``path`` here (its home, not the source's) and check it is a closed file."""
 
+    reply: ClassVar[Any] = None
     path: str
 
 
@@ -168,6 +175,7 @@ class RenameGate(Request):
 class RenameDrop(Request):
     """Commit (remove the replaced target, leave a tombstone) or abort; the gate opens either way."""
 
+    reply: ClassVar[Any] = None
     path: str
     commit: bool
 

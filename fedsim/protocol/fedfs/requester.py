@@ -247,7 +247,7 @@ class Requester(Home):
         _, home = yield from self._at_home(path, lambda p: Truncate(p, size), errno.EISDIR)
         return home
 
-    @api(str)
+    @api(str, fd="opens")
     def open(self, path: str) -> Gen:
         """Open a regular file; returns a descriptor for read/write/close."""
         path = normalize(path)
@@ -264,19 +264,19 @@ class Requester(Home):
         except KeyError:
             raise OSError(errno.EBADF, f"bad file descriptor {fd}") from None
 
-    @api(int)
+    @api(int, fd="closes")
     def close(self, fd: int) -> Gen:
         path, home = self._fd(fd)
         del self.fds[fd]
         yield from self.call(home, Close(path))
 
-    @api(int, int, int)
+    @api(int, int, int, fd="uses", size_arg=2)
     def read(self, fd: int, offset: int, size: int) -> Gen:
         path, home = self._fd(fd)
         yield Compute("fedfs_op")
         return (yield from self.call(home, Read(path, offset, size)))
 
-    @api(int, int, bytes)
+    @api(int, int, bytes, fd="uses")
     def write(self, fd: int, offset: int, data: bytes) -> Gen:
         path, home = self._fd(fd)
         yield Compute("fedfs_op")

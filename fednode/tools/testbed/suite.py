@@ -33,10 +33,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from fednode.bench import median_us
 from fednode.client import Client
 from fednode.cluster import ProcessCluster, write_local
 from fednode.config import RdmaSpec
+from fednode.tools.bench import median_us
 from fedsim.protocol.hashing import names_managed_by
 from fedsim.schema import table
 
@@ -190,7 +190,7 @@ def choices(base: Path, repeat: int) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m fednode.testbed.suite", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m fednode.tools.testbed.suite", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     ap.add_argument("--quick", action="store_true", help="fewer repetitions (CI)")
     ap.add_argument("--out", default="/out" if os.environ.get("FEDFS_TESTBED") else "results/testbed")

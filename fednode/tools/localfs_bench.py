@@ -1,6 +1,6 @@
 """Micro-benchmark: LocalFS operations against the direct os calls, side by side in one run.
 
-    python -m fednode.localfs_bench [--depth 1 2 3] [--n 200] [--rounds 15] [--dir DIR]
+    python -m fednode.tools.localfs_bench [--depth 1 2 3] [--n 200] [--rounds 15] [--dir DIR]
 
 For each operation it times batches of ``n`` calls, alternating LocalFS and
 the direct call round by round (so drift in the machine hits both alike), and
@@ -295,7 +295,7 @@ def bench_walk(base: str, n: int, rounds: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m fednode.localfs_bench", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m fednode.tools.localfs_bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--depth", type=int, nargs="+", default=[2], help="path depth(s) of the files (default 2)")
     ap.add_argument("--n", type=int, default=200, help="calls per timed batch")
     ap.add_argument("--rounds", type=int, default=15, help="timed batches per side")

@@ -1,6 +1,6 @@
 """A real RDMA device for a machine whose kernel has none: Soft-RoCE (``rdma_rxe``) in a QEMU guest.
 
-    python -m fednode.testbed rxe [--rebuild] [--cache DIR] [--mem MIB] [--smp N] [--timeout S]
+    python -m fednode.tools.testbed rxe [--rebuild] [--cache DIR] [--mem MIB] [--smp N] [--timeout S]
                                   [--out DIR] [--log FILE] [-- COMMAND ...]
 
 The project's RDMA transport needs a verbs provider to be tested against, and the machines this
@@ -104,7 +104,7 @@ PROJECT_ITEMS: tuple[str, ...] = ("fedsim", "fednode", "experiments", "tests", "
 PROJECT_EXCLUDED_NAMES = frozenset(
     {"__pycache__", ".venv", ".cache", ".hypothesis", ".pytest_cache", ".ruff_cache", ".mypy_cache"}
 )
-DEFAULT_COMMAND: tuple[str, ...] = ("python3", "-m", "fednode.testbed.suite")
+DEFAULT_COMMAND: tuple[str, ...] = ("python3", "-m", "fednode.tools.testbed.suite")
 DEFAULT_TIMEOUT = 1800.0
 EXIT_TIMEOUT = 124
 EXIT_NO_STATUS = 125
@@ -125,7 +125,7 @@ BUILD_TOOLS = {
     "dpkg-deb": "dpkg",
 }
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 INIT_SCRIPT = Path(__file__).with_name("guest_init.sh")
 # depmod, modprobe and debootstrap live in sbin, which a non-root PATH often lacks.
 _TOOL_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/local/sbin", "/usr/sbin", "/sbin"])
@@ -289,7 +289,7 @@ def _stage(b: _Build, name: str, inputs: dict[str, Any], build: Callable[[Path],
     if not _is_root():
         raise TestbedError(
             f"the {name} stage of the base image ({what}) must be built, which needs root "
-            f"(debootstrap, device nodes): run once as root, e.g. sudo {sys.executable} -m fednode.testbed rxe"
+            f"(debootstrap, device nodes): run once as root, e.g. sudo {sys.executable} -m fednode.tools.testbed rxe"
         )
     ensure_host_tools(build=True)
     parent.mkdir(parents=True, exist_ok=True)

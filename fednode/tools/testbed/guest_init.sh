@@ -1,5 +1,5 @@
 #!/bin/sh
-# PID 1 of the Soft-RoCE test bed guest: packed as /init into every run's overlay by fednode/testbed/rxe.py.
+# PID 1 of the Soft-RoCE test bed guest: packed as /init into every run's overlay by fednode/tools/testbed/rxe.py.
 #
 # Why a shell script and no systemd/udev: the guest is one initramfs that exists to run one command
 # against a real verbs provider. This sets up just enough (mounts, kernel modules, netdevs, rxe

@@ -1,11 +1,11 @@
 """Test beds: environments the project's tests need and this machine lacks, built from Debian packages.
 
 ``rxe``: a QEMU guest with Soft-RoCE (``rdma_rxe``) devices, so the RDMA transport runs against a real
-verbs provider on machines with no RDMA hardware (see :mod:`fednode.testbed.rxe`).
+verbs provider on machines with no RDMA hardware (see :mod:`fednode.tools.testbed.rxe`).
 
 To wire it into a command line (``fednode testbed rxe ...``)::
 
-    from fednode import testbed
+    from fednode.tools import testbed
     testbed.add_parser(subparsers)          # adds "testbed" with its subcommands
     ...
     if args.cmd == "testbed":
@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from fednode.testbed import rxe
+from fednode.tools.testbed import rxe
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

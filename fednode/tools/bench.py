@@ -182,7 +182,9 @@ class Bench:
         return median_us(self.at(self.R).call("bench", "local", op, calls)[0])
 
     def local(self) -> dict[str, float]:
-        """The same operations straight on the requester's directory."""
+        """The same operations on the requester's directory without the
+        federation (through its confined local layer, LocalFS: the paths travel
+        over the wire, so no request may name a host path)."""
         R = self.at(self.R)
         d = f"/.fednode-bench-local-{self.run_id}"
         n = self.repeat
@@ -256,7 +258,8 @@ def report(res: dict[str, Any]) -> tuple[str, list[list[Any]], dict[str, Any]]:
         text += f"\nraw round trip (PING/PONG, same transport): {rtt:.1f} us empty, {big:.1f} us with 64 KiB"
     text += (
         "\ncells are medians, in FedFS Table 2's rows and columns (fedsim.table2_cells: the simulated study's"
-        "\narrangements); 'local' is the os call on the requester's own directory; reads and writes are warm;"
+        "\narrangements); 'local' is the operation on the requester's own directory through its"
+        "\nconfined local layer (LocalFS, no federation); reads and writes are warm;"
         "\na cell whose traced call sent other than its arrangement's requests says how many it sent;"
         "\n'1 hop / raw RTT' divides by the round trips timed alternately with that cell's calls (same load,"
         "\nsame moment); 0-hop cells, like 'local', are timed back to back, without round trips between the calls"

@@ -1,15 +1,15 @@
-"""``python -m fednode.testbed rxe [...] [-- COMMAND ...]``: the test beds without the fednode CLI."""
+"""``python -m fednode.tools.testbed rxe [...] [-- COMMAND ...]``: the test beds without the fednode CLI."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from fednode.testbed import rxe
+from fednode.tools.testbed import rxe
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m fednode.testbed", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m fednode.tools.testbed", description=__doc__)
     sub = ap.add_subparsers(dest="testbed", required=True, metavar="BED")
     rxe.add_parser(sub)
     args = ap.parse_args(argv)
