@@ -71,6 +71,8 @@ Log = list[tuple[int, int, str]] | None
 #: The API operations ``bench`` may time (kind "fedfs"), if the node's
 #: interface has them: a closed set (a wire name outside it never reaches getattr).
 BENCH_FEDFS_OPS = ("stat", "read", "write", "create", "mkdir", "unlink", "rmdir", "readdir")
+#: how often (seconds) an agent checks that its root path still names the directory it serves
+ROOT_CHECK_S = 1.0
 _FD_OPS = ("read", "write", "close")  # API operations whose first argument is a descriptor of this connection's
 
 
@@ -318,9 +320,15 @@ class Agent:
         timer per call: a call then costs no timer-heap work, and a timeout
         fires at most a tick late."""
         tick = min(0.05, self.timeout / 4)
+        next_root_check = self.loop.time() + ROOT_CHECK_S
         while self.running:
             await asyncio.sleep(tick)
             now = self.loop.time()  # the loop's clock, as the sleep's: virtual in the fault tests
+            if now >= next_root_check:
+                # A root moved away while nothing fails or changes the namespace (reads of open files
+                # go on working in the old tree) is noticed within ROOT_CHECK_S: one stat.
+                next_root_check = now + ROOT_CHECK_S
+                self.fs.check_root()
             for rid, (fut, conn, deadline) in list(self.pending.items()):
                 if deadline <= now:
                     del self.pending[rid]
@@ -590,20 +598,23 @@ class Agent:
         """What ``fednode status`` shows for this node."""
         node = self.node
         files = dirs = 0
-        for d in self.fs.list_dirs("/"):
-            dirs += 1
-            files += sum(1 for _, is_dir in self.fs.listdir(d) if not is_dir)
+        served = self.fs.check_root()  # else the root was deleted or moved away: nothing to count
+        if served:
+            for d in self.fs.list_dirs("/"):
+                dirs += 1
+                files += sum(1 for _, is_dir in self.fs.listdir(d) if not is_dir)
         return {
             "node": self.id,
             **self.transport.describe(),
             "address": f"{self.spec.host}:{self.spec.port}",
             "root": str(self.fs.root),
+            "root_lost": self.fs.lost,  # None, or what happened to the root and what to do
             "uptime_s": round(time.monotonic() - self.started, 3),
             "architecture": self.cluster.spec.protocol.architecture,
             "ready": node.ready,
             "members": list(node.members),
-            "local_files": files,
-            "local_dirs": dirs,
+            "local_files": files if served else None,
+            "local_dirs": dirs if served else None,
             "requests_served": node.stats.requests_served,
             **node.describe(),
             "bad_frames": self.bad_frames,
