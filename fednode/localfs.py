@@ -125,8 +125,10 @@ __all__ = ["FOREIGN_ERRNO", "ROOT_LOST_ERRNO", "LocalFS", "RootUnusable"]
 
 log = logging.getLogger("fednode")
 
-#: errno of every operation once the root directory is lost (see ``LocalFS.check_root``)
-ROOT_LOST_ERRNO = errno.ESTALE
+#: errno of every operation once the root directory is lost (see ``LocalFS.check_root``).  EIO, not
+#: ESTALE: to the protocol ESTALE means "renamed away from this home, resolve the name again", and a
+#: requester told so would retry and then report ENOENT, hiding the message that says what to do.
+ROOT_LOST_ERRNO = errno.EIO
 # Operations that change the namespace (or read the whole of it, as a summary refresh does): the root
 # is checked before they run, so none of them acts on a root that was moved away.
 _CHECKED_FIRST = frozenset({"create", "mkdir", "unlink", "rmdir", "rename", "list_dirs"})
@@ -948,7 +950,7 @@ class LocalFS:
         the namespace or summarises it, and after any operation that failed:
         a root deleted or moved away makes most operations fail (ENOENT in a
         deleted directory), and a check then costs nothing on the hot path.
-        Once the root is lost every operation fails with ESTALE saying so."""
+        Once the root is lost every operation fails with EIO saying so."""
         fn = self._ops.get(op)
         if fn is None:
             raise ValueError(f"unknown local operation {op!r}; allowed: {', '.join(LOCAL_OPS)}")
@@ -1011,5 +1013,5 @@ class LocalFS:
         return False
 
     def lost_error(self, path: str) -> OSError:
-        """The error every operation gets once the root is lost (ESTALE, naming the root and the remedy)."""
+        """The error every operation gets once the root is lost (EIO, naming the root and the remedy)."""
         return fs_error(ROOT_LOST_ERRNO, path, self.lost or "the root is no longer served")
