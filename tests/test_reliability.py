@@ -573,10 +573,14 @@ def _workload(cluster: Cluster, me: int, node: int, wdir: str, barrier: threadin
     acknowledged ones, recording every call's outcome and duration; the
     barrier lets the main thread inject and heal the fault between phases."""
     rng = random.Random(me)
-    c = Client(cluster, node=node, timeout=timeout)
+    try:
+        c = Client(cluster, node=node, timeout=timeout)
+    except BaseException:
+        barrier.abort()  # the main thread must not wait for a client that never came
+        raise
     try:
         for phase, count in enumerate(PHASE_OPS):
-            barrier.wait()
+            barrier.wait()  # the phase starts ...
             for k in range(count):
                 path = f"{wdir}/c{me}p{phase}k{k}"
                 data = f"{path} {rng.random()}".encode() * rng.randint(1, 200)
@@ -597,7 +601,10 @@ def _workload(cluster: Cluster, me: int, node: int, wdir: str, barrier: threadin
                     outcomes.append(Outcome(me, phase, op, target, err, time.monotonic() - t0))
                     if op == "write_file" and err is None:
                         acked[path] = data
-        barrier.wait()
+            barrier.wait()  # ... and ends: the main thread injects or heals the fault now
+    except BaseException:
+        barrier.abort()
+        raise
     finally:
         c.disconnect()
 
@@ -618,24 +625,26 @@ def _faulted_run(tmp_path: Path, sig: int, tally: Counter[str]) -> tuple[dict[st
         pc.wait_ready()
         with Client(pc.cluster, node=0) as c:
             c.mkdir(wdir)
-        barrier = threading.Barrier(len(CLIENT_NODES) + 1)
+        # The main thread's waits are bounded by what every call of a phase could take at worst:
+        # a barrier a client never reaches is a hang, reported as one.
+        barrier = threading.Barrier(len(CLIENT_NODES) + 1, timeout=timeout * 6 * max(PHASE_OPS) + 60)
         threads = [threading.Thread(target=_workload, args=(pc.cluster, i, n, wdir, barrier, acked, outcomes, timeout),
                                     daemon=True) for i, n in enumerate(CLIENT_NODES)]  # fmt: skip
         for t in threads:
             t.start()
-        barrier.wait()  # phase 0 runs
-        barrier.wait()  # ... done: the fault
-        pc.kill(2, sig) if sig == signal.SIGKILL else pc.procs[2].send_signal(sig)
-        barrier.wait()  # phase 1 runs under it
-        barrier.wait()
-        if sig == signal.SIGKILL:
-            pc.start_node(2)
-            pc.wait_ready()
-        else:
-            pc.procs[2].send_signal(signal.SIGCONT)
-            with Client(pc.cluster, node=2, timeout=30) as c:
-                c.status()  # answered: it runs again
-        barrier.wait()  # phase 2
+        for phase in range(len(PHASE_OPS)):
+            barrier.wait()  # the clients run the phase
+            barrier.wait()  # ... and are done with it
+            if phase == 0:  # the fault
+                pc.kill(2, sig) if sig == signal.SIGKILL else pc.procs[2].send_signal(sig)
+            elif phase == 1:  # the recovery
+                if sig == signal.SIGKILL:
+                    pc.start_node(2)
+                    pc.wait_ready()
+                else:
+                    pc.procs[2].send_signal(signal.SIGCONT)
+                    with Client(pc.cluster, node=2, timeout=30) as c:
+                        c.status()  # answered: it runs again
         # Every call returns (the Client's timeout bounds each); a thread still alive after all of
         # them could have timed out is a hang.
         for t in threads:
@@ -653,30 +662,40 @@ def _faulted_run(tmp_path: Path, sig: int, tally: Counter[str]) -> tuple[dict[st
         raise
 
 
-def _check_after_recovery(pc: ProcessCluster, wdir: str, acked: dict[str, bytes], outcomes: list[Outcome],
-                          tally: Counter[str]) -> list[str]:  # fmt: skip
-    """Acknowledged files read back identical; every listed name can be
-    stat'ed and read, every name stat finds is listed, and every name tried
-    that stat does not find can be created (it is not reserved for good).
-    Returns the problems found."""
-    problems = []
-    tally["tries"] += len(outcomes)
+class FaultResult(NamedTuple):
+    """What one faulted workload run found (see ``_check_after_recovery``)."""
+
+    outcomes: list[Outcome]
+    acked: int
+    lost: list[str]  # acknowledged files that do not read back identical
+    phantoms: list[str]  # listed but unusable, found but not listed, or neither found nor creatable
+    failed_healthy: list[str]  # calls that failed while every agent was up
+    hangs: int
+    crashes: int
+    blamed_live: int  # calls during the fault whose error named a node that was up
+
+
+def _check_after_recovery(pc: ProcessCluster, wdir: str, acked: dict[str, bytes],
+                          outcomes: list[Outcome]) -> tuple[list[str], list[str]]:  # fmt: skip
+    """(lost, phantoms): acknowledged files that do not read back identical;
+    names readdir lists that cannot be stat'ed and read, names stat finds
+    that readdir does not list, and names tried that stat does not find but
+    create refuses (reserved for good)."""
+    lost, phantoms = [], []
     with Client(pc.cluster, node=1, timeout=30) as c:
         for p, data in sorted(acked.items()):
             try:
-                ok = c.read_file(p) == data
+                if c.read_file(p) != data:
+                    lost.append(f"acknowledged {p}: different bytes")
             except OSError as exc:
-                ok = False
-                problems.append(f"acknowledged {p}: {exc!r}")
-            if not ok:
-                tally["data_lost"] += 1
+                lost.append(f"acknowledged {p}: {exc!r}")
         listed = {f"{wdir}/{name}" for name, _ in c.readdir(wdir)}
         for p in sorted(listed):
             try:
                 c.stat(p)
                 c.read_file(p)
             except OSError as exc:
-                problems.append(f"listed but unusable {p}: {exc!r}")
+                phantoms.append(f"listed but unusable {p}: {exc!r}")
         for p in sorted({o.path for o in outcomes if o.op == "write_file"}):
             try:
                 c.stat(p)
@@ -684,47 +703,79 @@ def _check_after_recovery(pc: ProcessCluster, wdir: str, acked: dict[str, bytes]
                 try:
                     c.create(p)
                 except OSError as exc:
-                    problems.append(f"phantom {p}: stat says ENOENT, create says {exc!r}")
+                    phantoms.append(f"phantom {p}: stat says ENOENT, create says {exc!r}")
                 else:
                     c.unlink(p)
                 continue
             if p not in listed:
-                problems.append(f"phantom {p}: stat finds it, readdir does not list it")
-    tally["wrong_results"] += len(problems) - tally["data_lost"]
-    return problems
+                phantoms.append(f"phantom {p}: stat finds it, readdir does not list it")
+    return lost, phantoms
 
 
-def _durations(outcomes: list[Outcome], rpc: float = 0.3) -> str:
-    by_phase = {ph: [o.seconds for o in outcomes if o.phase == ph] for ph in range(len(PHASE_OPS))}
-    return ", ".join(f"phase {ph}: {len(v)} calls, max {max(v) / rpc:.1f} x rpc_timeout"
-                     for ph, v in by_phase.items() if v)  # fmt: skip
+RPC_S = 0.3  # the faulted federation's rpc_timeout
 
 
-def _run_fault(tmp_path: Path, sig: int, tally: Counter[str], record: Any) -> None:
-    acked, outcomes, pc = _faulted_run(tmp_path, sig, tally)
+def _run_fault(tmp_path: Path, sig: int) -> FaultResult:
+    tally: Counter[str] = Counter()
+    try:
+        acked, outcomes, pc = _faulted_run(tmp_path, sig, tally)
+    except (AssertionError, threading.BrokenBarrierError):
+        return FaultResult([], 0, [], [], [], max(tally["hangs"], 1), tally["crashes"], 0)
     try:
         wdir = names_managed_by(pc.cluster.spec.hashing_fn(), 0, "/w", 1)[0]
-        failed_healthy = [o for o in outcomes if o.phase != 1 and o.error is not None]
-        record("durations", _durations(outcomes))
-        record("acknowledged", len(acked))
-        record("failed during the fault", sum(1 for o in outcomes if o.phase == 1 and o.error is not None))
-        problems = _check_after_recovery(pc, wdir, acked, outcomes, tally)
-        problems += [f"failed with every agent up: {o.op} {o.path}: {o.error!r}" for o in failed_healthy]
-        assert not problems, "\n".join(problems)
+        lost, phantoms = _check_after_recovery(pc, wdir, acked, outcomes)
     finally:
         pc.stop()
+    failed_healthy = [f"{o.op} {o.path}: {o.error!r}" for o in outcomes if o.phase != 1 and o.error is not None]
+    blamed = sum(1 for o in outcomes if o.phase == 1 and isinstance(o.error, PeerUnavailable) and o.error.node != 2)
+    return FaultResult(outcomes, len(acked), lost, phantoms, failed_healthy, 0, 0, blamed)
 
 
-def test_sigkill_of_a_peer_under_load_loses_nothing(tmp_path, tally, record_property):
-    """SIGKILL of node 2 under creates, writes and reads from three clients on
-    the survivors, then a restart: 0 crashes, 0 hangs, every acknowledged
-    file intact, no phantom name."""
-    _run_fault(tmp_path, signal.SIGKILL, tally, record_property)
+@pytest.fixture(scope="module", params=["SIGKILL", "SIGSTOP"])
+def fault(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> FaultResult:
+    """One run of the workload per fault, shared by the tests that judge it."""
+    return _run_fault(tmp_path_factory.mktemp(request.param.lower()), getattr(signal, request.param))
 
 
-def test_sigstop_of_a_peer_under_load_loses_nothing(tmp_path, tally, record_property):
-    """SIGSTOP of node 2 (a hung peer) under the same workload, then SIGCONT."""
-    _run_fault(tmp_path, signal.SIGSTOP, tally, record_property)
+def _durations(outcomes: list[Outcome]) -> str:
+    by_phase = {ph: [o.seconds for o in outcomes if o.phase == ph] for ph in range(len(PHASE_OPS))}
+    return ", ".join(f"{('before', 'during', 'after')[ph]} the fault: {len(v)} calls, longest "
+                     f"{max(v) / RPC_S:.1f} x rpc_timeout" for ph, v in by_phase.items() if v)  # fmt: skip
+
+
+def test_a_peer_killed_or_stopped_under_load_crashes_hangs_and_loses_nothing(fault, tally, record_property):
+    """SIGKILL (then a restart) or SIGSTOP (then SIGCONT) of node 2 under
+    creates, writes and reads from three clients on the survivors: the
+    survivors keep running, every call returns (each call's duration is
+    recorded, in multiples of rpc_timeout), every file acknowledged before,
+    during or after the fault reads back identical once node 2 is back, and
+    nothing fails while every agent is up."""
+    tally["tries"] += len(fault.outcomes)
+    tally["hangs"] += fault.hangs
+    tally["crashes"] += fault.crashes
+    tally["data_lost"] += len(fault.lost)
+    tally["wrong_results"] += len(fault.failed_healthy)
+    record_property("durations", _durations(fault.outcomes))
+    record_property("acknowledged", fault.acked)
+    record_property("errors blaming a live node", fault.blamed_live)
+    assert fault.hangs == 0 and fault.crashes == 0, "a call never returned, or a survivor exited"
+    assert not fault.lost, "\n".join(fault.lost)
+    assert not fault.failed_healthy, "\n".join(fault.failed_healthy)
+
+
+def test_a_peer_killed_or_stopped_under_load_leaves_no_phantom_name(fault, tally, request):
+    """After recovery every name readdir lists can be stat'ed and read, every
+    name stat finds is listed, and a name stat does not find can be created."""
+    if "SIGSTOP" in request.node.name:
+        request.applymarker(pytest.mark.xfail(
+            strict=True, raises=AssertionError,
+            reason="issue 12, protocol fix in progress: a create whose manager (node 2) is stopped fails at the "
+            "requester after rpc_timeout, but the manager reserves the name when it runs again and nothing "
+            "releases it: stat says ENOENT, create says EEXIST, for good"))  # fmt: skip
+    tally["tries"] += len({o.path for o in fault.outcomes if o.op == "write_file"})
+    tally["wrong_results"] += len(fault.phantoms)
+    assert fault.hangs == 0, "the workload did not finish"
+    assert not fault.phantoms, "\n".join(fault.phantoms)
 
 
 if __name__ == "__main__":
