@@ -954,10 +954,14 @@ class LocalFS:
         fn = self._ops.get(op)
         if fn is None:
             raise ValueError(f"unknown local operation {op!r}; allowed: {', '.join(LOCAL_OPS)}")
-        if op in _CHECKED_FIRST and not self.check_root():
-            raise self.lost_error(path)
+        if op in _CHECKED_FIRST:
+            _check(path)  # a bad path is refused before any system call, the root's stat included
+            if not self.check_root():
+                raise self.lost_error(path)
         try:
             return fn(path, *args)
+        except InvalidPath:
+            raise  # the request's fault, found without touching the file system: nothing to check
         except OSError:
             if not self.check_root():
                 raise self.lost_error(path) from None
