@@ -778,5 +778,20 @@ def test_a_peer_killed_or_stopped_under_load_leaves_no_phantom_name(fault, tally
     assert not fault.phantoms, "\n".join(fault.phantoms)
 
 
+def test_a_peer_killed_or_stopped_under_load_is_the_node_errors_name(fault, tally, request):
+    """Every call that failed during the fault names node 2, the node that failed."""
+    if "SIGSTOP" in request.node.name:
+        # Not strict: which timeout fires first (node 1's call to node 0, or node 0's call to the
+        # stopped node 2, both rpc_timeout long) is a race; most runs blame node 0 a few times.
+        request.applymarker(pytest.mark.xfail(
+            strict=False, raises=AssertionError,
+            reason="issue 12, protocol/runtime fix in progress: with node 2 stopped, a relayed call's timeout at "
+            "the first hop fires with the inner one and names node 0, which is up"))  # fmt: skip
+    failed = [o for o in fault.outcomes if o.phase == 1 and isinstance(o.error, PeerUnavailable)]
+    tally["tries"] += len(failed)
+    tally["wrong_results"] += fault.blamed_live
+    assert fault.blamed_live == 0, f"{fault.blamed_live} of {len(failed)} errors named a node that was up"
+
+
 if __name__ == "__main__":
     sys.exit(print_table(__file__))
