@@ -31,7 +31,7 @@ from typing import Any
 from fednode import wire
 from fednode.bench_ops import LocalBench
 from fednode.config import Cluster
-from fednode.localfs import LocalFS
+from fednode.localfs import ROOT_LOST_ERRNO, LocalFS
 from fednode.transport import Conn, Transport
 from fednode.wire import check_args, over_limit
 from fedsim.protocol.designs import build_node
@@ -176,7 +176,10 @@ class Agent:
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            log.error("node %d: background task failed: %r", self.id, task.exception())
+            exc = task.exception()
+            if isinstance(exc, OSError) and exc.errno == ROOT_LOST_ERRNO and self.fs.lost is not None:
+                return  # a timer that ran into the lost root: LocalFS has said so, once
+            log.error("node %d: background task failed: %r", self.id, exc)
 
     @property
     def ready(self) -> bool:

@@ -93,8 +93,9 @@ def snapshot(top: Path) -> dict[str, bytes | str | None]:
 # ============================================================================ defects: the root
 @pytest.fixture
 def two_agents(tmp_path: Path) -> Iterator[tuple[AgentGroup, Cluster, Path]]:
-    """Two in-process agents over TCP; each root holds one file it is the home of."""
-    spec = local_spec(tmp_path, 2, protocol={"summary_refresh_s": 0.0})
+    """Two in-process agents over TCP, re-summarising their trees every 20 ms
+    (a refresh that runs into a lost root must not log it a second time)."""
+    spec = local_spec(tmp_path, 2, protocol={"summary_refresh_s": 0.02})
     write_cluster(tmp_path / "cluster.yaml", spec)
     cluster = load_cluster(tmp_path / "cluster.yaml")
     g = AgentGroup(cluster, transport="tcp")
@@ -102,6 +103,16 @@ def two_agents(tmp_path: Path) -> Iterator[tuple[AgentGroup, Cluster, Path]]:
         yield g, cluster, tmp_path
     finally:
         g.stop()
+
+
+def _refreshing(agent: Any) -> bool:
+    """Whether the agent's summary timer (the protocol's periodic refresh) still runs."""
+    for task in list(agent._tasks):
+        frame = getattr(task.get_coro(), "cr_frame", None)
+        gen = frame.f_locals.get("gen") if frame is not None else None
+        if getattr(gen, "__name__", "") == "summary_timer":
+            return True
+    return False
 
 
 def _lose_root(root: Path, how: str) -> None:
@@ -122,7 +133,8 @@ def test_an_agent_whose_root_is_lost_fails_loudly(two_agents, tally, caplog, how
     the namespace or fails notices it: every operation is EIO naming the
     root and the remedy, status shows it, the log says it once, and the other
     agent goes on serving its own files."""
-    _, cluster, _ = two_agents
+    g, cluster, _ = two_agents
+    assert _refreshing(g.agents[0])
     caplog.set_level(logging.INFO, logger="fednode")
     h = cluster.spec.hashing_fn()
     mine, new = names_managed_by(h, 0, "/f", 2)  # with_manager placement: node 0 is their home
@@ -141,6 +153,8 @@ def test_an_agent_whose_root_is_lost_fails_loudly(two_agents, tally, caplog, how
             if err.value.errno != errno.EIO or str(root) not in str(err.value) or "restart" not in str(err.value):
                 tally["wrong_results"] += 1
                 raise AssertionError(f"{how}: {err.value!r}")
+        # the refresh timer runs into the lost root too, and ends (said once, by LocalFS; not again as its failure)
+        until(lambda: c0.status() is not None and not _refreshing(g.agents[0]))
         st_ = c0.status()
         assert st_["root_lost"] and str(root) in st_["root_lost"] and st_["local_files"] is None
         shown = format_status([{"node": 0, "reachable": True, **st_}])
