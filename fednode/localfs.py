@@ -96,6 +96,18 @@ No directory-descriptor cache
     (``python -m fednode.localfs_bench`` prints these costs).  Not worth it.
     Files directly in the root need no resolution at all.
 
+The root itself
+    The root descriptor is held for the object's life, so a root deleted,
+    renamed away or replaced under a running agent would go on being served
+    (an unlinked tree, or one nobody else sees).  ``check_root`` compares the
+    configured path's (st_dev, st_ino) with the descriptor's: ``apply`` runs
+    it before every operation that changes the namespace (and ``list_dirs``,
+    the summary's scan) and after every operation that fails; the agent also
+    runs it every ``fednode.runtime.ROOT_CHECK_S`` and at ``status``.  Reads
+    and writes of open files between two checks still reach the old tree.
+    Once lost, the root and every open file are closed and every operation
+    fails with EIO naming the root and what to do (``lost_error``).
+
 Autonomy
     LocalFS writes no metadata of its own into the tree: no hidden files, no
     temporary files, no extended attributes.  The directory looks exactly as

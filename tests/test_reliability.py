@@ -55,9 +55,11 @@ from fednode.cli import format_status
 from fednode.client import Client
 from fednode.cluster import AgentGroup, ProcessCluster, local_spec
 from fednode.config import Cluster, LimitsSpec, load_cluster, write_cluster
+from fednode.localfs import LocalFS
 from fednode.runtime import ADMIN_OPS
 from fedsim.protocol.hashing import names_managed_by
 from fedsim.protocol.messages import REQUEST_TYPES, PeerUnavailable, pack
+from fedsim.protocol.names import InvalidPath
 from tests.test_security import TALLY, client_conn, dial, frame_of, handshake, until
 from tests.test_security import main as print_table
 
@@ -163,6 +165,37 @@ def test_an_agent_whose_root_is_lost_fails_loudly(two_agents, tally, caplog, how
         assert c1.status()["root_lost"] is None
     said = [r for r in caplog.records if str(root) in r.getMessage() and r.levelno >= logging.ERROR]
     assert len(said) == 1, [r.getMessage() for r in said]
+
+
+@pytest.mark.parametrize("resolver", ["openat2", "walk"])
+@pytest.mark.parametrize("how", ["deleted", "renamed", "replaced"])
+def test_localfs_touches_nothing_once_its_root_is_lost(tmp_path, tally, resolver, how):
+    """The local layer itself: after the loss no operation reaches the old
+    tree (nothing is created in a renamed-away root) or the new one; each is
+    EIO naming the root, and a bad path is still EINVAL, found before any check."""
+    root = tmp_path / "root"
+    root.mkdir()
+    try:
+        fs = LocalFS(root, resolver=resolver)
+    except ValueError as exc:
+        pytest.skip(str(exc))
+    with fs:
+        fs.populate([("/d/f", b"data")])
+        fs.open("/d/f")
+        _lose_root(root, how)
+        # the create is checked first and finds the loss; then even the open file's read is refused
+        for op, path, args in (("create", "/d/g", ()), ("read", "/d/f", (0, 4)), ("stat", "/d/f", ()),
+                               ("mkdir", "/e", ()), ("listdir", "/", ()), ("write", "/d/f", (0, b"x"))):  # fmt: skip
+            tally["tries"] += 1
+            with pytest.raises(OSError) as err:
+                fs.apply(op, path, args)
+            assert err.value.errno == errno.EIO and str(root) in str(err.value), (op, err.value)
+        with pytest.raises(InvalidPath):
+            fs.apply("create", "/../x")
+        assert fs.check_root() is False and fs.lost is not None
+    for moved in tmp_path.iterdir():
+        if moved.name != "root" or how == "replaced":
+            assert sorted(p.name for p in moved.rglob("*")) in ([], ["d", "f"]), moved
 
 
 def test_an_agent_notices_a_root_moved_away_with_nothing_failing(tmp_path, tally, monkeypatch):
