@@ -69,7 +69,12 @@ class LocalBench:
         if op in ("read", "write") and path not in self.opened:
             self.fs.open(path)
             self.opened.add(path)
-        return fn(self.fs, *args)
+        try:
+            return fn(self.fs, *args)
+        except OSError:
+            if self.fs.lost is not None:  # the root is gone: say so, not EBADF (as LocalFS.apply does)
+                raise self.fs.lost_error(path) from None
+            raise
 
     def close_all(self) -> None:
         for path in self.opened:

@@ -47,8 +47,17 @@ def serve(cluster_file: str, node: int, loop_choice: str | None = None) -> int:
     cluster = load_cluster(cluster_file)
     cluster.spec.node(node)  # a clear error for an unknown id before anything starts
     from fednode.cluster import READY_LISTENING
+    from fednode.localfs import LocalFS, RootUnusable
     from fednode.runtime import Agent
     from fednode.transport import make_transport
+
+    # The root first, before any loop or port: a missing one is the commonest start-up mistake,
+    # and its fix is one command, not a traceback.
+    try:
+        fs = LocalFS(cluster.root_of(node))
+    except RootUnusable as exc:
+        print(f"fednode serve: {root_advice(exc, node, cluster_file)}", file=sys.stderr)
+        return 2
 
     log = logging.getLogger("fednode")
     try:
@@ -58,7 +67,7 @@ def serve(cluster_file: str, node: int, loop_choice: str | None = None) -> int:
     log.info("node %d: event loop: %s", node, which)
 
     async def main() -> None:
-        agent = Agent(cluster, node, make_transport(cluster, node))
+        agent = Agent(cluster, node, make_transport(cluster, node), fs=fs)
         await agent.start()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -74,6 +83,19 @@ def serve(cluster_file: str, node: int, loop_choice: str | None = None) -> int:
 
     eventloop.run(main(), factory)
     return 0
+
+
+def root_advice(exc: Any, node: int, cluster_file: str) -> str:
+    """One line for a root ``fednode serve`` cannot serve (``RootUnusable``): the path, why, the fix."""
+    import errno
+
+    root = exc.root
+    where = f"root: of node {node} in {cluster_file}"
+    if exc.errno == errno.ENOENT:
+        return f"node {node}: root {root} does not exist; create it (mkdir -p {root}) or correct {where}"
+    if exc.errno == errno.ENOTDIR:
+        return f"node {node}: root {root} is not a directory; correct {where}"
+    return f"node {node}: root {root} cannot be opened ({os.strerror(exc.errno)}); fix its permissions or {where}"
 
 
 async def _announce_ready(agent: Any) -> None:
@@ -206,7 +228,7 @@ def status(cluster_file: str, as_json: bool) -> int:
         print(json.dumps(rows, indent=1, default=list))
     else:
         print(format_status(rows))
-    return 0 if all(r["reachable"] for r in rows) else 1
+    return 0 if all(r["reachable"] and not r.get("root_lost") for r in rows) else 1
 
 
 def format_status(rows: list[dict[str, Any]]) -> str:
@@ -219,12 +241,14 @@ def format_status(rows: list[dict[str, Any]]) -> str:
             body.append([r["node"], "UNREACHABLE", "-", "-", "-", "-", "-", "-"])
             notes.append(f"node {r['node']}: {r['error']}")
             continue
+        if r.get("root_lost"):
+            notes.append(f"node {r['node']}: ROOT LOST: {r['root_lost']}")
         body.append(
             [
                 r["node"],
-                f"up {r['uptime_s']:.0f}s",
+                "ROOT LOST" if r.get("root_lost") else f"up {r['uptime_s']:.0f}s",
                 r["transport"],
-                r["local_files"],
+                "-" if r["local_files"] is None else r["local_files"],
                 r["managed_names"],
                 r["dt_entries"],
                 r["vd_entries"],

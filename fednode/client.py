@@ -19,16 +19,25 @@ an agent or peer that does not answer is ``PeerUnavailable`` (a
 ``ConnectionError``, errno ``EHOSTDOWN``).
 
 Blocking sockets rather than asyncio: a program using the API should not have
-to run an event loop, and one request at a time per client needs none.  An
-agent closes a client connection idle for ``limits.idle_timeout_s``; the next
-call then connects again (descriptors opened on the old connection are gone:
-EBADF).  A
+to run an event loop, and one request at a time per client needs none.  A
 ``Client`` may be shared by threads (calls are serialised by a lock).
+
+Reconnection.  A connection that ended -- closed by the agent when idle for
+``limits.idle_timeout_s``, by an agent that was killed or restarted, or given
+up by this client after a failed call (no reply within the timeout, a broken
+stream) -- is replaced by a new one at the start of the next call.  A request
+is never sent twice: the call that may have reached the old agent raises
+``PeerUnavailable``; only the calls after it go to the new connection.
+Descriptors belong to the connection that opened them, and the agent numbers
+them afresh when it restarts, so the numbers ``open`` returns carry the
+connection they came from: a descriptor of an earlier connection is EBADF
+here, never a file opened since under the same agent number.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import select
 import socket
@@ -44,6 +53,8 @@ from fedsim.protocol.messages import PeerUnavailable, ProtocolError, decode_erro
 from fedsim.protocol.names import join, normalize
 
 CHUNK = 1 << 20  # bytes per read/write message: large enough for bandwidth, far below the frame limit
+_FD_OPS = ("read", "write", "close")  # calls whose first argument is a descriptor
+_GEN_SHIFT = 48  # a descriptor this client hands out: (connection number << 48) | the agent's number
 
 
 class Stat(NamedTuple):
@@ -63,12 +74,17 @@ class Client:
         self._rid = itertools.count(1)
         self._lock = threading.Lock()
         self._tls = tls_contexts(self.cluster, server=False)
+        #: the current connection (None after one ended, until the next call connects)
+        self.sock: socket.socket | None = None
+        self._closed = False  # disconnect() was called: no call connects again
+        self._gen = -1  # how many connections this client made, less one: the first's descriptors are the agent's
         candidates = [node] if node is not None else spec.members
         errors = []
         for n in candidates:
             try:
                 self.sock = self._connect(n)
                 self.node = n
+                self._gen = 0
                 break
             except PeerUnavailable as exc:
                 errors.append(str(exc))
@@ -127,7 +143,59 @@ class Client:
 
     def disconnect(self) -> None:
         """Close the connection (the agent closes files this client left open)."""
-        self.sock.close()
+        self._closed = True
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+    def _drop(self) -> None:
+        """Give up the current connection after a failed call: its stream may
+        hold half a frame or a late reply, so the next call starts a new one."""
+        if self.sock is not None:
+            with contextlib.suppress(OSError):
+                self.sock.close()
+            self.sock = None
+
+    def _ensure_connected(self) -> socket.socket:
+        """The connection to use for the next request: the current one, or a
+        new one if it ended (``PeerUnavailable`` if the agent does not answer;
+        the next call tries again)."""
+        sock = self.sock
+        if sock is not None and not self._closed_by_agent(sock):
+            return sock
+        if self._closed:
+            raise OSError(errno.EBADF, "this Client was disconnected (make a new one)")
+        self._drop()  # files opened on it were closed with it by the agent
+        sock = self.sock = self._connect(self.node)
+        self._gen += 1
+        return sock
+
+    def _to_agent_fd(self, fd: Any) -> Any:
+        """The agent's number for a descriptor of this client's; EBADF for one of an earlier connection."""
+        if type(fd) is not int or fd < 0:
+            return fd  # not a descriptor: the agent's type check answers
+        gen, agent_fd = fd >> _GEN_SHIFT, fd & ((1 << _GEN_SHIFT) - 1)
+        if gen != self._gen:
+            raise OSError(
+                errno.EBADF,
+                f"descriptor {fd} was not opened on this connection (its connection to node {self.node} "
+                "ended; open the file again)",
+            )
+        return agent_fd
+
+    def _translate(self, op: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Arguments with this client's descriptors replaced by the agent's
+        (the file API's, and those inside a ``bench fedfs`` request's calls)."""
+        if op in _FD_OPS and args:
+            return (self._to_agent_fd(args[0]), *args[1:])
+        if op == "bench" and len(args) >= 3 and args[0] == "fedfs" and args[1] in _FD_OPS:
+            calls = args[2]
+            if isinstance(calls, (list, tuple)):
+                calls = [
+                    [self._to_agent_fd(c[0]), *c[1:]] if isinstance(c, (list, tuple)) and c else c for c in calls
+                ]
+            return (args[0], args[1], calls, *args[3:])
+        return args
 
     def __enter__(self) -> Client:
         return self
@@ -149,11 +217,11 @@ class Client:
         except _Failed as f:
             return f.error, f.log
 
-    def _closed_by_agent(self) -> bool:
+    def _closed_by_agent(self, sock: socket.socket) -> bool:
         """Whether the agent has closed this connection since the last reply
-        (an idle client connection is closed after ``limits.idle_timeout_s``).
-        Checked before a request is sent, so a request is never sent twice."""
-        sock = self.sock
+        (an idle client connection is closed after ``limits.idle_timeout_s``;
+        a killed agent's kernel closes it too).  Checked before a request is
+        sent, so a request is never sent twice."""
         if not select.select([sock], [], [], 0)[0]:
             return False  # nothing to read: open (a reply never arrives unasked)
         try:
@@ -171,23 +239,29 @@ class Client:
 
     def _call(self, op: str, args: tuple[Any, ...], trace: bool) -> tuple[Any, list[tuple[int, int, str]]]:
         with self._lock:
-            if self._closed_by_agent():
-                # idle too long: a new connection (files opened on the old one were closed with it)
-                self.sock.close()
-                self.sock = self._connect(self.node)
+            wire_args = self._translate(op, args)
+            sock = self._ensure_connected()
+            gen = self._gen
             rid = next(self._rid)
-            data = pack((wire.CLIENT, rid, op, args, trace))
+            data = pack((wire.CLIENT, rid, op, wire_args, trace))
             try:
-                self.sock.sendall(wire.HEADER.pack(len(data)) + data)
+                sock.sendall(wire.HEADER.pack(len(data)) + data)
             except OSError as exc:
+                self._drop()
                 raise PeerUnavailable(self.node, f"send failed: {exc.strerror or exc}") from None
-            while True:
-                env = wire.decode(self._recv(self.sock, self.max_size, self.node), self.max_size)
-                if env[0] in (wire.REPLY, wire.ERROR) and env[1] in (rid, 0):
-                    break
+            try:
+                while True:
+                    env = wire.decode(self._recv(sock, self.max_size, self.node), self.max_size)
+                    if env[0] in (wire.REPLY, wire.ERROR) and env[1] in (rid, 0):
+                        break
+            except (PeerUnavailable, ProtocolError):
+                self._drop()  # the request may have run: it is not sent again, the next call connects anew
+                raise
         _, got, body, log = env
         log = [tuple(x) for x in log or ()]
         if env[0] == wire.REPLY and got == rid:
+            if op == "open" and type(body) is int and body >= 0:
+                body = (gen << _GEN_SHIFT) | body  # the connection's number travels with the descriptor
             return body, log
         err = decode_error(body)
         if trace:

@@ -96,6 +96,18 @@ No directory-descriptor cache
     (``python -m fednode.tools.localfs_bench`` prints these costs).  Not worth it.
     Files directly in the root need no resolution at all.
 
+The root itself
+    The root descriptor is held for the object's life, so a root deleted,
+    renamed away or replaced under a running agent would go on being served
+    (an unlinked tree, or one nobody else sees).  ``check_root`` compares the
+    configured path's (st_dev, st_ino) with the descriptor's: ``apply`` runs
+    it before every operation that changes the namespace (and ``list_dirs``,
+    the summary's scan) and after every operation that fails; the agent also
+    runs it every ``fednode.runtime.ROOT_CHECK_S`` and at ``status``.  Reads
+    and writes of open files between two checks still reach the old tree.
+    Once lost, the root and every open file are closed and every operation
+    fails with EIO naming the root and what to do (``lost_error``).
+
 Autonomy
     LocalFS writes no metadata of its own into the tree: no hidden files, no
     temporary files, no extended attributes.  The directory looks exactly as
@@ -109,6 +121,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import logging
 import os
 import platform
 import stat as _stat
@@ -120,7 +133,26 @@ from fedsim.protocol.effects import LOCAL_OPS
 from fedsim.protocol.messages import fs_error
 from fedsim.protocol.names import ROOT, InvalidPath, join, normalize
 
-__all__ = ["FOREIGN_ERRNO", "LocalFS"]
+__all__ = ["FOREIGN_ERRNO", "ROOT_LOST_ERRNO", "LocalFS", "RootUnusable"]
+
+log = logging.getLogger("fednode")
+
+#: errno of every operation once the root directory is lost (see ``LocalFS.check_root``).  EIO, not
+#: ESTALE: to the protocol ESTALE means "renamed away from this home, resolve the name again", and a
+#: requester told so would retry and then report ENOENT, hiding the message that says what to do.
+ROOT_LOST_ERRNO = errno.EIO
+# Operations that change the namespace (or read the whole of it, as a summary refresh does): the root
+# is checked before they run, so none of them acts on a root that was moved away.
+_CHECKED_FIRST = frozenset({"create", "mkdir", "unlink", "rmdir", "rename", "list_dirs"})
+
+
+class RootUnusable(ValueError):
+    """The configured root cannot be served: ``errno`` says why (ENOENT: it does not exist)."""
+
+    def __init__(self, root: str, code: int, message: str) -> None:
+        super().__init__(message)
+        self.root = root
+        self.errno = code
 
 #: errno of any operation that reaches a symlink or special file (see module docstring).
 FOREIGN_ERRNO = errno.ELOOP
@@ -313,11 +345,17 @@ class LocalFS:
         try:
             self._root: int = os.open(self.root, _O_PATH | os.O_DIRECTORY | _CLOEXEC)
         except FileNotFoundError:
-            raise ValueError(f"LocalFS root {self.root!r} does not exist") from None
+            raise RootUnusable(self.root, errno.ENOENT, f"LocalFS root {self.root!r} does not exist") from None
         except NotADirectoryError:
-            raise ValueError(f"LocalFS root {self.root!r} is not a directory") from None
+            raise RootUnusable(self.root, errno.ENOTDIR, f"LocalFS root {self.root!r} is not a directory") from None
         except OSError as e:
-            raise ValueError(f"LocalFS root {self.root!r} cannot be opened: {e.strerror}") from None
+            raise RootUnusable(
+                self.root, e.errno or errno.EIO, f"LocalFS root {self.root!r} cannot be opened: {e.strerror}"
+            ) from None
+        st = os.fstat(self._root)
+        self._root_id = (st.st_dev, st.st_ino)
+        #: why the root is no longer served (None while it is): see ``check_root``
+        self.lost: str | None = None
         self._open: dict[str, _Open] = {}
         self._o2 = False  # resolve with openat2 (else the component walk)
         if resolver != "walk":
@@ -918,8 +956,78 @@ class LocalFS:
         return out
 
     def apply(self, op: str, path: str, args: tuple[Any, ...] = ()) -> Any:
-        """Run one LOCAL_OPS operation by name (what a runtime does for a Local effect)."""
+        """Run one LOCAL_OPS operation by name (what a runtime does for a Local effect).
+
+        The root is checked (``check_root``) before an operation that changes
+        the namespace or summarises it, and after any operation that failed:
+        a root deleted or moved away makes most operations fail (ENOENT in a
+        deleted directory), and a check then costs nothing on the hot path.
+        Once the root is lost every operation fails with EIO saying so."""
         fn = self._ops.get(op)
         if fn is None:
             raise ValueError(f"unknown local operation {op!r}; allowed: {', '.join(LOCAL_OPS)}")
-        return fn(path, *args)
+        if op in _CHECKED_FIRST:
+            _check(path)  # a bad path is refused before any system call, the root's stat included
+            if not self.check_root():
+                raise self.lost_error(path)
+        try:
+            return fn(path, *args)
+        except InvalidPath:
+            raise  # the request's fault, found without touching the file system: nothing to check
+        except OSError:
+            if not self.check_root():
+                raise self.lost_error(path) from None
+            raise
+
+    # -- the root itself ---------------------------------------------------------------
+    def check_root(self) -> bool:
+        """Whether the configured root path still names the directory this object serves.
+
+        The root descriptor is held for the object's life, so a root deleted,
+        renamed away or replaced by a new directory at the same path would
+        otherwise go on being served, silently: files written into an unlinked
+        tree, a namespace nobody else sees.  One ``stat`` of the configured
+        path against the descriptor's (st_dev, st_ino) tells.  On the first
+        mismatch the root and every open file are closed (nothing can reach
+        the old tree any more: the root descriptor is -1, which the kernel
+        refuses), ``lost`` says what happened and what to do, and the log says
+        it once; every later operation fails with ``lost_error``.  Another
+        error of the stat (EACCES on a parent, say) is not taken as a loss: the
+        tree held is still the configured one as far as can be told."""
+        if self.lost is not None:
+            return False
+        if self._root < 0:  # closed by close_all: not lost, just shut
+            return True
+        try:
+            st = os.stat(self.root)
+        except (FileNotFoundError, NotADirectoryError):
+            st = None
+        except OSError:
+            return True
+        if st is not None and (st.st_dev, st.st_ino) == self._root_id:
+            return True
+        try:
+            gone = os.fstat(self._root).st_nlink == 0
+        except OSError:
+            gone = False
+        if st is None:
+            what = "was deleted" if gone else "was renamed or moved away (the path no longer exists)"
+        elif not _S_ISDIR(st.st_mode):
+            what = "was replaced by something that is not a directory"
+        else:
+            what = f"was {'deleted' if gone else 'moved away'} and another directory now has its path"
+        self.lost = (
+            f"the node's root {self.root} {what} since the agent started; it serves nothing until restarted: "
+            f"restore {self.root} (or correct root: in the cluster file) and restart the agent"
+        )
+        log.error("LocalFS: %s", self.lost)
+        for of in self._open.values():
+            os.close(of.fd)
+        self._open.clear()
+        os.close(self._root)
+        self._root = -1
+        return False
+
+    def lost_error(self, path: str) -> OSError:
+        """The error every operation gets once the root is lost (EIO, naming the root and the remedy)."""
+        return fs_error(ROOT_LOST_ERRNO, path, self.lost or "the root is no longer served")

@@ -31,7 +31,7 @@ from typing import Any
 from fednode import wire
 from fednode.bench_ops import LocalBench
 from fednode.config import Cluster
-from fednode.localfs import LocalFS
+from fednode.localfs import ROOT_LOST_ERRNO, LocalFS
 from fednode.transport import Conn, Transport
 from fednode.wire import check_args, over_limit
 from fedsim.protocol.designs import build_node
@@ -68,8 +68,8 @@ log = logging.getLogger("fednode")
 
 Log = list[tuple[int, int, str]] | None
 
-#: The API operations ``bench`` may time (kind "fedfs"), if the node's
-#: interface has them: a closed set (a wire name outside it never reaches getattr).
+#: how often (seconds) an agent checks that its root path still names the directory it serves
+ROOT_CHECK_S = 1.0
 
 
 class _ClientState:
@@ -177,7 +177,10 @@ class Agent:
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            log.error("node %d: background task failed: %r", self.id, task.exception())
+            exc = task.exception()
+            if isinstance(exc, OSError) and exc.errno == ROOT_LOST_ERRNO and self.fs.lost is not None:
+                return  # a timer that ran into the lost root: LocalFS has said so, once
+            log.error("node %d: background task failed: %r", self.id, exc)
 
     @property
     def ready(self) -> bool:
@@ -323,9 +326,15 @@ class Agent:
         timer per call: a call then costs no timer-heap work, and a timeout
         fires at most a tick late."""
         tick = min(0.05, self.timeout / 4)
+        next_root_check = self.loop.time() + ROOT_CHECK_S
         while self.running:
             await asyncio.sleep(tick)
             now = self.loop.time()  # the loop's clock, as the sleep's: virtual in the fault tests
+            if now >= next_root_check:
+                # A root moved away while nothing fails or changes the namespace (reads of open files
+                # go on working in the old tree) is noticed within ROOT_CHECK_S: one stat.
+                next_root_check = now + ROOT_CHECK_S
+                self.fs.check_root()
             for rid, (fut, conn, deadline, started) in list(self.pending.items()):
                 if deadline <= now:
                     del self.pending[rid]
@@ -605,20 +614,23 @@ class Agent:
         """What ``fednode status`` shows for this node."""
         node = self.node
         files = dirs = 0
-        for d in self.fs.list_dirs("/"):
-            dirs += 1
-            files += sum(1 for _, is_dir in self.fs.listdir(d) if not is_dir)
+        served = self.fs.check_root()  # else the root was deleted or moved away: nothing to count
+        if served:
+            for d in self.fs.list_dirs("/"):
+                dirs += 1
+                files += sum(1 for _, is_dir in self.fs.listdir(d) if not is_dir)
         return {
             "node": self.id,
             **self.transport.describe(),
             "address": f"{self.spec.host}:{self.spec.port}",
             "root": str(self.fs.root),
+            "root_lost": self.fs.lost,  # None, or what happened to the root and what to do
             "uptime_s": round(time.monotonic() - self.started, 3),
             "architecture": self.cluster.spec.protocol.architecture,
             "ready": node.ready,
             "members": list(node.members),
-            "local_files": files,
-            "local_dirs": dirs,
+            "local_files": files if served else None,
+            "local_dirs": dirs if served else None,
             "requests_served": node.stats.requests_served,
             **node.describe(),
             "bad_frames": self.bad_frames,
