@@ -290,14 +290,20 @@ class Agent:
         fut.set_result(conn)
         return conn
 
+    def _expect_reply(self, conn: Conn, timeout: float) -> tuple[int, asyncio.Future[Any]]:
+        """A new request id on ``conn`` and the future its reply (or the
+        sweeper, after ``timeout`` on the loop's clock) resolves."""
+        rid = next(self._rid)
+        fut = self.loop.create_future()
+        now = self.loop.time()
+        self.pending[rid] = (fut, conn, now + timeout, now)
+        return rid, fut
+
     async def call(self, dst: int, req: Request, depth: int, trace: Log) -> Any:
         """Request/reply to ``dst``: its handler's value, or its error raised here."""
         conn = await self._conn(dst)
-        rid = next(self._rid)
-        fut = self.loop.create_future()
-        timeout = nested_timeout(self.timeout, depth)  # nested calls give up first: errors name the failed node
-        now = self.loop.time()
-        self.pending[rid] = (fut, conn, now + timeout, now)
+        # nested calls give up first: errors name the failed node
+        rid, fut = self._expect_reply(conn, nested_timeout(self.timeout, depth))
         try:
             conn.send(pack((wire.REQUEST, rid, depth + 1, trace is not None, encode_request(req))))
         except (ConnectionError, ProtocolError) as exc:
@@ -661,12 +667,9 @@ class Agent:
     async def ping(self, dst: int, payload: bytes = b"") -> None:
         """One raw round trip to ``dst``: PING answered by its receive path, no protocol."""
         conn = await self._conn(dst)
-        rid = next(self._rid)
-        fut = self.loop.create_future()
-        now = self.loop.time()
-        self.pending[rid] = (fut, conn, now + self.timeout, now)
-        conn.send(pack((wire.PING, rid, payload)))
+        rid, fut = self._expect_reply(conn, self.timeout)
         try:
+            conn.send(pack((wire.PING, rid, payload)))
             await fut
         finally:
             self.pending.pop(rid, None)

@@ -25,13 +25,12 @@ class Registry(Generic[T]):
 
     def register(self, name: str) -> Callable[[T], T]:
         """Decorator: ``@HOMES.register("round_robin")``.  A name registered
-        twice is an error unless it is the same object again (re-import)."""
+        twice is an error unless it is the same definition again (a module
+        re-imported or reloaded defines new objects with the same qualified name)."""
 
         def add(obj: T) -> T:
             old = self._items.get(name)
-            if old is not None and old is not obj and getattr(old, "__qualname__", None) != getattr(
-                obj, "__qualname__", object()
-            ):
+            if old is not None and _origin(old) != _origin(obj):
                 raise ValueError(f"{self.what} {name!r} is already registered ({old!r})")
             self._items[name] = obj
             return obj
@@ -65,3 +64,8 @@ class Registry(Generic[T]):
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+def _origin(obj: object) -> tuple[str | None, str | None]:
+    """Where an object was defined: the same pair means the same definition."""
+    return getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
