@@ -14,6 +14,8 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 for tool in qemu-system-x86_64:qemu-system-x86 debootstrap:debootstrap cpio:cpio zstd:zstd depmod:kmod xz:xz-utils; do
   command -v "${tool%%:*}" >/dev/null || need_apt+=("${tool#*:}")
 done
+# PostMark 1.5x, the benchmark the Federated DAFS paper measures with (tests/test_postmark.py runs it)
+command -v postmark >/dev/null || need_apt+=(postmark)
 if ((${#need_apt[@]})); then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
