@@ -29,6 +29,7 @@ from pydantic import (
     PositiveInt,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from fedsim.calibration import CalibrationError, apply_calibration
@@ -92,8 +93,39 @@ MixOp = Literal["lookup", "read", "write", "create", "remove"]
 SFS97_MIX: dict[str, float] = {"lookup": 46, "read": 34, "write": 17, "create": 2, "remove": 1}
 
 
+class PostMarkConfig(Strict):
+    """PostMark's parameters (``workload.postmark``), named as its ``set``
+    commands name them; defaults are PostMark 1.5's own.  ``workload.clients``
+    clients each run one PostMark in its own directory ``/pm<i>``."""
+
+    number: PositiveInt = 500
+    transactions: PositiveInt = 500
+    size_low: PositiveInt = 500
+    size_high: PositiveInt = 10000
+    subdirectories: NonNegativeInt = 0
+    read_block_size: PositiveInt = 512
+    write_block_size: PositiveInt = 512
+    bias_read: int = Field(5, ge=-1, le=10)
+    bias_create: int = Field(5, ge=-1, le=10)
+    buffering: bool = True
+    seed: PositiveInt = 42  # client i uses seed + i * seed_step
+    seed_step: NonNegativeInt = 1
+    # where a client sends each request: its own server (client i -> node i mod N),
+    # or the manager of the request's path (the federation's hash, applied by the client)
+    route: Literal["fixed", "hash"] = "fixed"
+
+    @model_validator(mode="after")
+    def _sizes(self) -> PostMarkConfig:
+        if self.size_high < self.size_low:
+            raise ValueError(f"size_high ({self.size_high}) is below size_low ({self.size_low})")
+        return self
+
+
 class WorkloadConfig(Strict):
-    kind: Literal["sfs97"] = "sfs97"
+    # sfs97: the SFS97 mix over a preexisting file set (the keys below up to
+    # hot_files); postmark: PostMark clients (``clients`` and ``postmark``)
+    kind: Literal["sfs97", "postmark"] = "sfs97"
+    postmark: PostMarkConfig = PostMarkConfig()
     files: PositiveInt = 19500
     dirs: PositiveInt = 650
     mix: dict[MixOp, NonNegativeFloat] = Field(default_factory=lambda: dict(SFS97_MIX))
