@@ -205,11 +205,12 @@ def start_federation(cfg: Config, c: SimCluster) -> None:
         c.env.run(until=c.exchange_summaries())
 
 
-def postmark_clients(cfg: Config) -> Clients:
-    """The PostMark clients ``cfg.workload`` describes (client i in /pm<i>)."""
+def postmark_clients(cfg: Config, clients: int | None = None) -> Clients:
+    """The PostMark clients ``cfg.workload`` describes (client i in /pm<i>);
+    ``clients`` overrides how many."""
     pm = cfg.workload.postmark
     params = PostMarkParams(**pm.model_dump(exclude={"seed_step", "route"}))
-    return Clients(params, clients=cfg.workload.clients, seed_step=pm.seed_step)
+    return Clients(params, clients=clients or cfg.workload.clients, seed_step=pm.seed_step)
 
 
 def run_postmark(cfg: Config, **overrides: Any) -> RunOutcome:
