@@ -209,7 +209,7 @@ def postmark_clients(cfg: Config, clients: int | None = None) -> Clients:
     """The PostMark clients ``cfg.workload`` describes (client i in /pm<i>);
     ``clients`` overrides how many."""
     pm = cfg.workload.postmark
-    params = PostMarkParams(**pm.model_dump(exclude={"seed_step", "route"}))
+    params = PostMarkParams(**pm.model_dump(exclude={"seed_step", "route"}))  # the generator's own fields
     return Clients(params, clients=clients or cfg.workload.clients, seed_step=pm.seed_step)
 
 

@@ -29,7 +29,6 @@ from pydantic import (
     PositiveInt,
     ValidationError,
     field_validator,
-    model_validator,
 )
 
 from fedsim.calibration import CalibrationError, apply_calibration
@@ -47,6 +46,7 @@ from fedsim.schema import (
     word_errors,
 )
 from fedsim.storage import EXT2_PAPER
+from fedsim.workloads.postmark import PostMarkParams
 
 
 class ClusterConfig(Strict):
@@ -93,32 +93,15 @@ MixOp = Literal["lookup", "read", "write", "create", "remove"]
 SFS97_MIX: dict[str, float] = {"lookup": 46, "read": 34, "write": 17, "create": 2, "remove": 1}
 
 
-class PostMarkConfig(Strict):
-    """PostMark's parameters (``workload.postmark``), named as its ``set``
-    commands name them; defaults are PostMark 1.5's own.  ``workload.clients``
-    clients each run one PostMark in its own directory ``/pm<i>``."""
+class PostMarkConfig(PostMarkParams):
+    """``workload.postmark``: PostMark's parameters (its own names and defaults),
+    and how its clients are seeded and routed.  ``workload.clients`` clients
+    each run one PostMark in its own directory ``/pm<i>``."""
 
-    number: PositiveInt = 500
-    transactions: PositiveInt = 500
-    size_low: PositiveInt = 500
-    size_high: PositiveInt = 10000
-    subdirectories: NonNegativeInt = 0
-    read_block_size: PositiveInt = 512
-    write_block_size: PositiveInt = 512
-    bias_read: int = Field(5, ge=-1, le=10)
-    bias_create: int = Field(5, ge=-1, le=10)
-    buffering: bool = True
-    seed: PositiveInt = 42  # client i uses seed + i * seed_step
-    seed_step: NonNegativeInt = 1
+    seed_step: NonNegativeInt = 1  # client i uses seed + i * seed_step
     # where a client sends each request: its own server (client i -> node i mod N),
     # or the manager of the request's path (the federation's hash, applied by the client)
     route: Literal["fixed", "hash"] = "fixed"
-
-    @model_validator(mode="after")
-    def _sizes(self) -> PostMarkConfig:
-        if self.size_high < self.size_low:
-            raise ValueError(f"size_high ({self.size_high}) is below size_low ({self.size_low})")
-        return self
 
 
 class WorkloadConfig(Strict):

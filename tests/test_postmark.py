@@ -28,7 +28,7 @@ import pytest
 
 from experiments.common import postmark_clients, run_postmark
 from fedsim.cli import main
-from fedsim.config import Config, validate
+from fedsim.config import Config, ConfigError, validate
 from fedsim.workloads.postmark import Clients, Counts, Op, PostMark, PostMarkParams, io_sizes, run
 
 POSTMARK = shutil.which("postmark")
@@ -209,7 +209,7 @@ def test_stream_shape_follows_postmark() -> None:
     p = PostMarkParams(number=40, transactions=500, size_low=100, size_high=900, subdirectories=5, seed=9)
     ops, c = run(p, "/c0")
     assert ops == run(p, "/c0")[0]
-    assert ops != run(PostMarkParams(**{**_fields(p), "seed": 10}), "/c0")[0]
+    assert ops != run(p.model_copy(update={"seed": 10}), "/c0")[0]
     assert [o.path for o in ops[:5]] == [f"/c0/s{k}" for k in range(5)] and {o.kind for o in ops[:5]} == {"mkdir"}
     creates = [o for o in ops if o.kind == "create"]
     assert [int(o.path.rsplit("/", 1)[1]) for o in creates] == list(range(1, len(creates) + 1))
@@ -227,10 +227,6 @@ def test_stream_shape_follows_postmark() -> None:
     assert sum(o.kind in ("create", "delete") for o in tx) == p.transactions
     assert c.read + c.appended <= p.transactions  # an append to a full file does nothing
     assert c.created == c.deleted and ops[-1].kind == "rmdir"
-
-
-def _fields(p: PostMarkParams) -> dict[str, object]:
-    return {k: getattr(p, k) for k in p.__dataclass_fields__}
 
 
 def test_clients_have_their_own_file_sets() -> None:
@@ -325,3 +321,18 @@ def test_simulate_config_runs_postmark(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(args) == 0
     assert "2 PostMark clients" in capsys.readouterr().out
     assert (tmp_path / "results.csv").read_text().count("postmark_tps") == 1
+
+
+@pytest.mark.parametrize(
+    ("postmark", "words"),
+    [
+        ({"bias_read": 11}, "workload.postmark.bias_read: Input should be less than or equal to 10"),
+        ({"size_low": 900, "size_high": 100}, "workload.postmark: size_high (100) is below size_low (900)"),
+        ({"nmber": 3}, "workload.postmark.nmber: unknown key; allowed keys: number, "),
+        ({"route": "nearest"}, "workload.postmark.route"),
+    ],
+)
+def test_a_bad_postmark_section_is_worded(postmark: dict[str, object], words: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        validate({"study": "simulate", "workload": {"kind": "postmark", "postmark": postmark}}, "x.yaml")
+    assert words in str(info.value)

@@ -47,10 +47,13 @@ from __future__ import annotations
 import random
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
+from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
+
 from fedsim.protocol.names import join
+from fedsim.schema import Strict
 
 #: bytes per request when PostMark uses buffered (stdio) I/O: glibc's buffer size
 STDIO_BUFFER = 4096
@@ -61,37 +64,31 @@ OpKind = Literal["mkdir", "create", "read", "append", "delete", "rmdir"]
 Phase = Literal["setup", "pool", "transactions", "cleanup"]
 
 
-@dataclass(frozen=True, slots=True)
-class PostMarkParams:
+class PostMarkParams(Strict):
     """PostMark's configurable parameters, named (and defaulted) as its ``set``
     commands name them: ``set number``, ``set transactions``, ``set size LOW
     HIGH``, ``set subdirectories``, ``set read``, ``set write``, ``set bias
-    read``, ``set bias create``, ``set buffering``, ``set seed``.  Checked as
-    PostMark checks them (its CLI refuses the same values)."""
+    read``, ``set bias create``, ``set buffering``, ``set seed``; refused where
+    PostMark's CLI refuses them.  A config section too (``workload.postmark``
+    extends it), so the names and limits are written once."""
 
-    number: int = 500
-    transactions: int = 500
-    size_low: int = 500
-    size_high: int = 10000
-    subdirectories: int = 0
-    read_block_size: int = 512
-    write_block_size: int = 512
-    bias_read: int = 5
-    bias_create: int = 5
+    number: PositiveInt = 500
+    transactions: PositiveInt = 500
+    size_low: PositiveInt = 500
+    size_high: PositiveInt = 10000
+    subdirectories: NonNegativeInt = 0
+    read_block_size: PositiveInt = 512
+    write_block_size: PositiveInt = 512
+    bias_read: int = Field(5, ge=-1, le=10)  # chance in 10 of a read over an append; -1: neither
+    bias_create: int = Field(5, ge=-1, le=10)  # chance in 10 of a create over a delete; -1: neither
     buffering: bool = True
-    seed: int = 42
+    seed: PositiveInt = 42
 
-    def __post_init__(self) -> None:
-        for name in ("number", "transactions", "size_low", "size_high", "read_block_size", "write_block_size", "seed"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"PostMark {name} must be positive, got {getattr(self, name)}")
-        if self.subdirectories < 0:
-            raise ValueError(f"PostMark subdirectories must be >= 0, got {self.subdirectories}")
+    @model_validator(mode="after")
+    def _sizes(self) -> PostMarkParams:
         if self.size_high < self.size_low:
-            raise ValueError(f"PostMark size_high ({self.size_high}) is below size_low ({self.size_low})")
-        for name in ("bias_read", "bias_create"):
-            if not -1 <= getattr(self, name) <= 10:
-                raise ValueError(f"PostMark {name} must be in -1..10 (-1 disables), got {getattr(self, name)}")
+            raise ValueError(f"size_high ({self.size_high}) is below size_low ({self.size_low})")
+        return self
 
     def commands(self, location: str) -> list[str]:
         """The PostMark CLI lines that configure the binary as these parameters
@@ -353,7 +350,8 @@ class Clients:
         """A fresh PostMark for client ``i`` (its stream starts from the beginning)."""
         if not 0 <= i < self.clients:
             raise IndexError(f"client {i} of {self.clients}")
-        return PostMark(replace(self.params, seed=self.params.seed + i * self.seed_step), self.location(i))
+        seed = self.params.seed + i * self.seed_step
+        return PostMark(self.params.model_copy(update={"seed": seed}), self.location(i))
 
 
 def io_sizes(size: int, block: int, buffering: bool) -> list[int]:
