@@ -54,7 +54,9 @@ CASES = {
     ),
     "read-heavy-create-heavy": PostMarkParams(number=50, transactions=3000, bias_read=8, bias_create=7, seed=1234),
     "read-only-fig8": PostMarkParams(number=80, transactions=2000, bias_create=-1, bias_read=10, subdirectories=4),
-    "append-only-fixed-size": PostMarkParams(
+    "append-only": PostMarkParams(number=60, transactions=1500, bias_read=0, bias_create=-1, seed=99),
+    # every file already at size_high: each append is refused, and PostMark draws nothing for it
+    "fixed-size-appends-refused": PostMarkParams(
         number=60, transactions=1500, size_low=3000, size_high=3000, bias_read=0, bias_create=-1
     ),
 }
