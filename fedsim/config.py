@@ -33,6 +33,7 @@ from pydantic import (
 
 from fedsim.calibration import CalibrationError, apply_calibration
 from fedsim.network import PRESETS
+from fedsim.protocol.routing import Route
 from fedsim.schema import (
     SHAPE_KEYS,
     ConfigError,
@@ -99,9 +100,11 @@ class PostMarkConfig(PostMarkParams):
     each run one PostMark in its own directory ``/pm<i>``."""
 
     seed_step: NonNegativeInt = 1  # client i uses seed + i * seed_step
-    # where a client sends each request: its own server (client i -> node i mod N),
-    # or the manager of the request's path (the federation's hash, applied by the client)
-    route: Literal["fixed", "hash"] = "fixed"
+    # where a client sends each file operation (``fedsim.protocol.routing``): its own
+    # server (fixed: client i -> node i mod N), the manager of the operation's path
+    # (hash: the federation's hash, applied by the client), or spread regardless of
+    # the file (round_robin, random)
+    route: Route = "fixed"
 
 
 class WorkloadConfig(Strict):

@@ -26,6 +26,7 @@ from pydantic import (
     ConfigDict,
     Field,
     NonNegativeFloat,
+    NonNegativeInt,
     PositiveFloat,
     PositiveInt,
     ValidationError,
@@ -33,7 +34,7 @@ from pydantic import (
     field_validator,
 )
 
-from fedsim.protocol.config import FederationSpec, ProtocolConfig
+from fedsim.protocol.config import MAX_BLOCK_SIZE, FederationSpec, ProtocolConfig
 from fedsim.protocol.designs import design_class
 from fedsim.protocol.hashing import HASHINGS
 from fedsim.protocol.policies.homes import HOMES
@@ -100,6 +101,8 @@ class ProtocolSpec(Strict):
     summary_refresh_s: NonNegativeFloat = _P.summary_refresh_s
     summary_retry_s: PositiveFloat = _P.summary_retry_s
     summary_retry_max_s: PositiveFloat = _P.summary_retry_max_s
+    block_cache_blocks: NonNegativeInt = _P.block_cache_blocks
+    block_size: int = Field(_P.block_size, ge=1, le=MAX_BLOCK_SIZE)
 
     @field_validator(*NAME_CHECKS)
     @classmethod

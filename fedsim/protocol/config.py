@@ -8,6 +8,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+#: The largest cache block: a miss fetches at most a read's size plus two blocks
+#: in one reply, which must stay far below the agents' frame limit.
+MAX_BLOCK_SIZE = 1 << 20
+
 
 @dataclass(slots=True)
 class ProtocolConfig:
@@ -35,11 +39,20 @@ class ProtocolConfig:
     # acknowledge (peers start in any order).
     summary_retry_s: float = 0.05
     summary_retry_max_s: float = 2.0
+    # The remote data-block cache (Federated DAFS IV-C, ``fedfs/blockcache.py``):
+    # how many blocks of files homed elsewhere a node keeps (LRU), and the
+    # block size.  0 = no cache (the default: the studies before it unchanged).
+    block_cache_blocks: int = 0
+    block_size: int = 4096
 
     def __post_init__(self) -> None:
         for name in ("dt_entries", "vd_entries", "summary_bits", "summary_hashes"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.block_cache_blocks < 0:
+            raise ValueError(f"block_cache_blocks must not be negative, got {self.block_cache_blocks}")
+        if not 0 < self.block_size <= MAX_BLOCK_SIZE:
+            raise ValueError(f"block_size must be in 1..{MAX_BLOCK_SIZE}, got {self.block_size}")
         for name in ("vd_max_age_s", "vd_miss_age_s", "summary_refresh_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")

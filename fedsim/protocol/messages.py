@@ -59,6 +59,13 @@ class Request:
     #: the field that bounds the size of the reply (a Read's byte count): a
     #: runtime with a message size limit refuses a request asking for more
     size_field: ClassVar[str | None] = None
+    #: the reply is file data, a bulk transfer apart from the messages (Federated
+    #: DAFS V-A: "a handle to the reply region is included in the request header
+    #: so that the bulk data can be transferred using RDMA").  Runtimes honour it
+    #: by attribute, never by naming the request: the simulator charges the bytes'
+    #: transfer time on the link (as for any payload: ``wire_size``), the agents
+    #: send the data on their transport's bulk path.
+    bulk_reply: ClassVar[bool] = False
 
 
 #: Every request type by its wire name.  Open: a design or policy module
@@ -417,6 +424,7 @@ class Stat(Request):
 @dataclass(slots=True, frozen=True)
 class Read(Request):
     size_field: ClassVar[str | None] = "size"
+    bulk_reply: ClassVar[bool] = True
     reply: ClassVar[Any] = bytes
 
     path: str

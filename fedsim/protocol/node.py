@@ -85,6 +85,8 @@ class NodeStats:
     merges_by_dir: Counter[str] = field(default_factory=Counter)
     incomplete_merges: int = 0
     requests_served: int = 0
+    block_cache_hits: int = 0  # reads of remote files answered from this node's block cache
+    block_cache_misses: int = 0  # ... that fetched their blocks from the home
 
 
 class Node:

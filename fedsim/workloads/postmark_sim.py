@@ -9,14 +9,13 @@ server: a create is ``create``, ``open``, the writes, ``close``; an append is
 reads, ``close``; a delete is ``unlink``; the subdirectories are ``mkdir`` and
 ``rmdir``.  Request sizes follow PostMark's I/O mode (``io_sizes``).
 
-Where a client's requests go (``route``):
-
-* ``fixed``: client ``i`` talks to server ``i mod N`` for everything (clients
-  spread over the servers, whatever the file: about (N-1)/N of accesses are
-  to files homed elsewhere, Federated DAFS Fig. 7);
-* ``hash``: each operation goes to the manager of its pathname, the
-  federation's own hash applied by the client (Federated DAFS VI-B: with
-  placement at the manager, every access is local).
+Where a client's operations go (``route``) is the client's choice, made by
+``fedsim.protocol.routing.Router`` once per PostMark operation (the agents'
+``fednode.client.ClientPool`` uses the same one): ``hash`` sends each to the
+manager of its pathname (Federated DAFS VI-B: with placement at the manager,
+every access is local); ``fixed``, ``round_robin`` and ``random`` spread
+clients over the servers whatever the file (about (N-1)/N of accesses reach
+a server that is not the file's home, Fig. 7).
 
 Latencies and messages are recorded per PostMark operation (create, read,
 append, delete, mkdir, rmdir) in the same ``Recorder`` the SFS97 driver fills,
@@ -27,13 +26,12 @@ from __future__ import annotations
 
 import errno
 from collections.abc import Generator
-from typing import Any, Literal
+from typing import Any
 
+from fedsim.protocol.routing import Route, Router
 from fedsim.runtime import OpTrace, SimCluster
 from fedsim.workloads.postmark import Clients, Op, PostMark, io_sizes
 from fedsim.workloads.sfs97 import Recorder
-
-Route = Literal["fixed", "hash"]
 
 
 class PostMarkDriver:
@@ -42,11 +40,10 @@ class PostMarkDriver:
     PostMark counts) and the simulated span of each client's transactions."""
 
     def __init__(self, cluster: SimCluster, clients: Clients, *, route: Route = "fixed") -> None:
-        if route not in ("fixed", "hash"):
-            raise ValueError(f"route must be 'fixed' or 'hash', not {route!r}")
         self.c = cluster
         self.clients = clients
         self.route = route
+        self.router = Router(route, cluster.spec)
         self.rec = Recorder()
         self.measuring = True
         self.streams = [clients.client(i) for i in range(clients.clients)]
@@ -65,11 +62,6 @@ class PostMarkDriver:
         end = max(e for _, e in self.tx_span)
         done = sum(pm.counts.transactions_done for pm in self.streams)
         return done / ((end - start) / 1e6) if end > start else 0.0
-
-    def _node(self, client: int, path: str) -> int:
-        if self.route == "hash":
-            return self.c.nodes[0].manager_of(path)
-        return client % len(self.c.nodes)
 
     def _op(self, node: int, op: Op, pm: PostMark, trace: OpTrace) -> Generator[Any, Any, None]:
         c, p = self.c, pm.p
@@ -103,7 +95,7 @@ class PostMarkDriver:
         env, pm = self.c.env, self.streams[i]
         home = self.clients.location(i)
         try:
-            yield from self.c.call_op(self._node(i, home), "mkdir", home)
+            yield from self.c.call_op(self.router.entry(i, home), "mkdir", home)
         except OSError as exc:
             if exc.errno != errno.EEXIST:
                 raise
@@ -115,8 +107,9 @@ class PostMarkDriver:
             trace = OpTrace()
             t0 = env.now
             self.rec.started += 1
+            node = self.router.entry(i, op.path)
             try:
-                yield from self._op(self._node(i, op.path), op, pm, trace)
+                yield from self._op(node, op, pm, trace)
             except OSError:
                 if self.measuring:
                     self.rec.errors[op.kind] += 1
@@ -127,7 +120,7 @@ class PostMarkDriver:
                 r = self.rec
                 r.latency[op.kind].append(env.now - t0)
                 r.messages[op.kind].append(trace.messages)
-                r.nodes[op.kind].append(len(trace.nodes - {self._node(i, op.path)}))
+                r.nodes[op.kind].append(len(trace.nodes - {node}))
                 r.done += 1
         self.tx_span[i] = (t_end if t_start is None else t_start, t_end)
 
