@@ -229,6 +229,44 @@ SCENARIOS.append(
     )
 )
 
+SCENARIOS.append(
+    Scenario(
+        # issue 14: the remote data-block cache.  /c/f lives on node 0; node 1
+        # reads it twice (a BlockRead, then no message at all), a write through
+        # node 2 invalidates node 1's blocks before it returns (BlockInvalidate),
+        # so node 1's next read fetches again and sees it; the same for a write
+        # at the home, a truncate and an unlink.  Blocks of 4 bytes, room for 3
+        # (the whole file): a read past the end is answered from the short last
+        # block, with no message.
+        "remote block cache: hits, write-through, invalidation",
+        3,
+        files={0: [("/c/f", b"0123456789")]},
+        dirs={1: ["/c"], 2: ["/c"]},
+        ops=[
+            (1, "open", ("/c/f",)),
+            (1, "read", (FD, 0, 10)),
+            (1, "read", (FD, 2, 5)),
+            (1, "read", (FD, 8, 100)),
+            (2, "open", ("/c/f",)),
+            (2, "write", (FD, 1, b"AB")),
+            (1, "read", (FD, 0, 4)),
+            (1, "read", (FD, 0, 4)),
+            (0, "open", ("/c/f",)),
+            (0, "write", (FD, 3, b"Z")),
+            (1, "read", (FD, 0, 6)),
+            (2, "close", (FD,)),
+            (0, "close", (FD,)),
+            (2, "truncate", ("/c/f", 2)),
+            (1, "read", (FD, 0, 10)),
+            (1, "read", (FD, 0, 10)),
+            (1, "close", (FD,)),
+            (2, "unlink", ("/c/f",)),
+            (1, "stat", ("/c/f",)),
+        ],
+        protocol={"block_cache_blocks": 3, "block_size": 4},
+    )
+)
+
 # Protocol settings every world shares unless a scenario says otherwise: the
 # papers' closed world (no VD ageing: real time and simulated time differ, so
 # age-triggered merges could differ too), and no periodic re-summarising.
