@@ -32,10 +32,16 @@ FILES = ("/d/a", "/d/b", "/d/c")
 BS = 4
 
 op_strategy = st.one_of(
-    st.tuples(st.just("read"), st.integers(0, NODES - 1), st.sampled_from(FILES), st.integers(0, 20),
-              st.integers(1, 16)),
-    st.tuples(st.just("write"), st.integers(0, NODES - 1), st.sampled_from(FILES), st.integers(0, 20),
-              st.binary(min_size=1, max_size=10)),
+    st.tuples(
+        st.just("read"), st.integers(0, NODES - 1), st.sampled_from(FILES), st.integers(0, 20), st.integers(1, 16)
+    ),
+    st.tuples(
+        st.just("write"),
+        st.integers(0, NODES - 1),
+        st.sampled_from(FILES),
+        st.integers(0, 20),
+        st.binary(min_size=1, max_size=10),
+    ),
     st.tuples(st.just("truncate"), st.integers(0, NODES - 1), st.sampled_from(FILES), st.integers(0, 12)),
     st.tuples(st.just("unlink"), st.integers(0, NODES - 1), st.sampled_from(FILES)),
     st.tuples(st.just("create"), st.integers(0, NODES - 1), st.sampled_from(FILES)),
@@ -43,19 +49,30 @@ op_strategy = st.one_of(
 )
 
 
-def _errno(fn: Any) -> Any:
+def _errno(fn: Any, *args: Any) -> Any:
     try:
-        return fn()
+        return fn(*args)
     except OSError as exc:
         return ("error", exc.errno)
 
 
+def _through_fd(c: DirectCluster, node: int, path: str, name: str, *args: Any) -> Any:
+    """open, one read or write, close (as a client would, so each goes through a fresh open)."""
+    fd = c.op(node, "open", path)
+    try:
+        return c.op(node, name, fd, *args)
+    finally:
+        c.op(node, "close", fd)
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.sampled_from(["with_manager", "round_robin", "random"]), st.integers(1, 6),
-       st.lists(op_strategy, min_size=5, max_size=60))
+@given(
+    st.sampled_from(["with_manager", "round_robin", "random"]),
+    st.integers(1, 6),
+    st.lists(op_strategy, min_size=5, max_size=60),
+)
 def test_every_read_returns_the_latest_acknowledged_write(placement: str, capacity: int, ops: list) -> None:
-    c = DirectCluster(NODES, placement=placement,
-                      config=ProtocolConfig(block_cache_blocks=capacity, block_size=BS))
+    c = DirectCluster(NODES, placement=placement, config=ProtocolConfig(block_cache_blocks=capacity, block_size=BS))
     c.op(0, "mkdir", "/d")
     model: dict[str, bytearray] = {}
     for f in FILES:
@@ -65,28 +82,12 @@ def test_every_read_returns_the_latest_acknowledged_write(placement: str, capaci
         kind, node, path = op[0], op[1], op[2]
         if kind == "read":
             _, _, _, offset, size = op
-
-            def read() -> bytes:
-                fd = c.op(node, "open", path)
-                try:
-                    return c.op(node, "read", fd, offset, size)
-                finally:
-                    c.op(node, "close", fd)
-
-            got = _errno(read)
+            got = _errno(_through_fd, c, node, path, "read", offset, size)
             want = bytes(model[path][offset : offset + size]) if path in model else ("error", errno.ENOENT)
             assert got == want, (op, model.get(path))
         elif kind == "write":
             _, _, _, offset, data = op
-
-            def write() -> int:
-                fd = c.op(node, "open", path)
-                try:
-                    return c.op(node, "write", fd, offset, data)
-                finally:
-                    c.op(node, "close", fd)
-
-            got = _errno(write)
+            got = _errno(_through_fd, c, node, path, "write", offset, data)
             if path in model:
                 assert got == len(data), op
                 buf = model[path]
@@ -97,23 +98,23 @@ def test_every_read_returns_the_latest_acknowledged_write(placement: str, capaci
                 assert got == ("error", errno.ENOENT), op
         elif kind == "truncate":
             size = op[3]
-            got = _errno(lambda: c.op(node, "truncate", path, size))
+            got = _errno(c.op, node, "truncate", path, size)
             if path in model:
                 buf = model[path]
                 del buf[size:]
                 buf.extend(bytes(size - len(buf)))
         elif kind == "unlink":
-            got = _errno(lambda: c.op(node, "unlink", path))
+            got = _errno(c.op, node, "unlink", path)
             assert (got is None) == (path in model), op
             model.pop(path, None)
         elif kind == "create":
-            got = _errno(lambda: c.op(node, "create", path))
+            got = _errno(c.op, node, "create", path)
             if path not in model:
                 assert not isinstance(got, tuple), op
                 model[path] = bytearray()
         else:
             new = op[3]
-            got = _errno(lambda: c.op(node, "rename", path, new))
+            got = _errno(c.op, node, "rename", path, new)
             if got is None and path != new:
                 model[new] = model.pop(path)
     hits = sum(n.stats.block_cache_hits for n in c.nodes)
@@ -131,8 +132,13 @@ def test_the_simulator_interleaves_readers_with_a_writer_and_no_read_is_stale() 
     def version(v: int) -> bytes:
         return (b"%04d" % v) * (size // 4)
 
-    c = SimCluster(4, network=preset("via_clan"), placement="with_manager",
-                   protocol=ProtocolConfig(block_cache_blocks=8, block_size=BS), keep_data=True)
+    c = SimCluster(
+        4,
+        network=preset("via_clan"),
+        placement="with_manager",
+        protocol=ProtocolConfig(block_cache_blocks=8, block_size=BS),
+        keep_data=True,
+    )
     env = c.env
     path = next(p for p in (f"/f{i}" for i in range(100)) if c.nodes[0].manager_of(p) == 0)
     c.run_op(0, "create", path)

@@ -43,8 +43,7 @@ class Router:
             raise ValueError(f"unknown route {route!r}; allowed: {', '.join(ROUTES)}")
         self.route = route
         self.members = tuple(federation.members)
-        self._hashing = (make_hashing(federation.hashing, self.members, federation.vnodes)
-                         if route == "hash" else None)
+        self._hashing = make_hashing(federation.hashing, self.members, federation.vnodes) if route == "hash" else None
         self._turn: dict[int, int] = {}
         self._rngs: dict[int, random.Random] = {}
         self.seed = federation.seed

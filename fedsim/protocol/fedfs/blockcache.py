@@ -158,8 +158,14 @@ class BlockCaching(Renaming):
         d = super().describe()
         c = self.bcache
         if c is not None:
-            d["block_cache"] = {"blocks": len(c), "capacity": c.capacity, "hits": c.hits, "misses": c.misses,
-                                "evictions": c.evictions, "invalidations": c.invalidations}
+            d["block_cache"] = {
+                "blocks": len(c),
+                "capacity": c.capacity,
+                "hits": c.hits,
+                "misses": c.misses,
+                "evictions": c.evictions,
+                "invalidations": c.invalidations,
+            }
         if self.cachers:
             d["cached_elsewhere"] = sum(len(s) for s in self.cachers.values())
         return d
