@@ -255,6 +255,10 @@ def format_status(rows: list[dict[str, Any]]) -> str:
                 len(r["collisions"]),
             ]
         )
+        bc = r.get("block_cache")
+        if bc:
+            notes.append(f"node {r['node']}: block cache {bc['hits']} hits, {bc['misses']} misses, "
+                         f"{bc['blocks']}/{bc['capacity']} blocks, {bc['invalidations']} invalidations")
         for path, winner, homes in r["collisions"]:
             who = "the directory" if winner is None else f"node {winner}"
             notes.append(f"node {r['node']}: name collision {path} on nodes {list(homes)}: resolves to {who}")

@@ -383,6 +383,50 @@ class Client:
         return self.call("status")
 
 
+class ClientPool:
+    """Clients of every agent of a federation, and the route that picks which
+    agent serves an operation (Federated DAFS VI-B, ``fedsim.protocol.routing``,
+    the same ``Router`` the simulator's PostMark driver uses): with
+    ``route="hash"`` an operation on a path goes to the path's manager, its
+    home under ``with_manager`` placement, so its accesses are local there.
+    ``client`` numbers this program among the federation's clients (the start
+    of its round-robin turn, its random stream).  Route once per file
+    operation: a descriptor belongs to the agent that opened it."""
+
+    def __init__(self, cluster: Cluster | str | Path, route: str = "hash", client: int = 0,
+                 timeout: float | None = None) -> None:
+        from fedsim.protocol.routing import Router
+
+        self.cluster = cluster if isinstance(cluster, Cluster) else load_cluster(cluster)
+        self.router = Router(route, self.cluster.spec.federation())
+        self.client = client
+        self.timeout = timeout
+        self._clients: dict[int, Client] = {}
+
+    def entry(self, path: str) -> int:
+        """The agent this pool sends an operation on ``path`` to."""
+        return self.router.entry(self.client, normalize(path))
+
+    def for_path(self, path: str) -> Client:
+        """The client connected to ``entry(path)`` (made on first use)."""
+        node = self.entry(path)
+        c = self._clients.get(node)
+        if c is None:
+            c = self._clients[node] = Client(self.cluster, node=node, timeout=self.timeout)
+        return c
+
+    def close(self) -> None:
+        for c in self._clients.values():
+            c.disconnect()
+        self._clients.clear()
+
+    def __enter__(self) -> ClientPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 class _Failed(Exception):
     def __init__(self, error: OSError, log: list[tuple[int, int, str]]) -> None:
         super().__init__(str(error))
