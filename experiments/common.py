@@ -209,7 +209,7 @@ def postmark_clients(cfg: Config, clients: int | None = None) -> Clients:
     """The PostMark clients ``cfg.workload`` describes (client i in /pm<i>);
     ``clients`` overrides how many."""
     pm = cfg.workload.postmark
-    params = PostMarkParams(**pm.model_dump(exclude={"seed_step", "route"}))  # the generator's own fields
+    params = PostMarkParams(**pm.model_dump(exclude={"seed_step", "route", "client_link"}))  # the generator's own
     return Clients(params, clients=clients or cfg.workload.clients, seed_step=pm.seed_step)
 
 
@@ -220,7 +220,8 @@ def run_postmark(cfg: Config, **overrides: Any) -> RunOutcome:
     own numbers: transactions per second and the counts it reports."""
     c = build_cluster(cfg, **overrides)
     start_federation(cfg, c)
-    drv = PostMarkDriver(c, postmark_clients(cfg), route=cfg.workload.postmark.route)
+    pm = cfg.workload.postmark
+    drv = PostMarkDriver(c, postmark_clients(cfg), route=pm.route, client_link=pm.client_link)
     with long_run_gc():
         e0 = simulator_events(c)
         t_wall = time.perf_counter()

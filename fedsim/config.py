@@ -105,6 +105,9 @@ class PostMarkConfig(PostMarkParams):
     # (hash: the federation's hash, applied by the client), or spread regardless of
     # the file (round_robin, random)
     route: Route = "fixed"
+    # clients across a network from the servers (the paper's DAFS clients): each
+    # call's request and reply cross it, replies occupying the server's NIC
+    client_link: bool = False
 
 
 class WorkloadConfig(Strict):

@@ -407,6 +407,21 @@ class SimCluster:
         self.message_bytes += size
         return start - now + 2 * net.o + wire + net.L
 
+    def to_client(self, node: int, size: int) -> float:
+        """A reply of ``size`` bytes from ``node`` to a client outside the
+        federation (a DAFS client, Federated DAFS Fig. 5): it occupies the
+        node's NIC like any message (file data to clients is what saturates a
+        server's link for large files) but is no federation message, so it is
+        not counted in ``messages``.  The delay until the client has it."""
+        now = self.env._now
+        start = self.tx_free[node]
+        if start < now:
+            start = now
+        net = self.net
+        wire = (size - 1) * net.G
+        self.tx_free[node] = start + (wire if wire > net.g else net.g)
+        return start - now + 2 * net.o + wire + net.L
+
     def _send(self, src: int, dst: int, req: Request, trace: OpTrace | None) -> float:
         """Put ``req`` on the wire (its size, the sender's NIC) and in the
         operation's trace; the delay until it arrives."""
@@ -509,6 +524,11 @@ class SimCluster:
                 value, ok = e, False
             if msg.reply is None:
                 continue
+            # A reply's payload is charged at its size: a bulk reply (file data,
+            # ``Request.bulk_reply``: Federated DAFS V-A's RDMA into the slot the
+            # request named) costs its bytes' transfer time on this NIC and the
+            # link, like any message: LogGP has no per-byte cost at the receiver,
+            # so an RDMA WRITE and a SEND of the same bytes cost the same here.
             size = wire_size(value)
             delay = self._transmit(node_id, msg.src, size)
             if msg.trace is not None:

@@ -87,6 +87,10 @@ class NodeStats:
     requests_served: int = 0
     block_cache_hits: int = 0  # reads of remote files answered from this node's block cache
     block_cache_misses: int = 0  # ... that fetched their blocks from the home
+    # client file requests (open, read, write, close) served here, and those for
+    # files homed on another node (remote file accesses, Federated DAFS Fig. 7)
+    file_requests: int = 0
+    remote_file_requests: int = 0
 
 
 class Node:

@@ -17,6 +17,13 @@ every access is local); ``fixed``, ``round_robin`` and ``random`` spread
 clients over the servers whatever the file (about (N-1)/N of accesses reach
 a server that is not the file's home, Fig. 7).
 
+With ``client_link`` the clients are across a network from the servers, as
+the paper's DAFS clients were (Fig. 5): each call's request travels to the
+server (its one-way time) and its reply back, occupying the server's NIC for
+its bytes (``SimCluster.to_client``): what makes large files slower in Fig. 6
+("the latency from client-server data transfers dominates").  Without it the
+clients run on the servers (no client network), as before.
+
 Latencies and messages are recorded per PostMark operation (create, read,
 append, delete, mkdir, rmdir) in the same ``Recorder`` the SFS97 driver fills,
 so a study's metrics work unchanged.
@@ -33,14 +40,22 @@ from fedsim.runtime import OpTrace, SimCluster
 from fedsim.workloads.postmark import Clients, Op, PostMark, io_sizes
 from fedsim.workloads.sfs97 import Recorder
 
+#: Bytes of a client request's or reply's envelope on the client network (a
+#: DAFS request header: operation, handle, offset, count; the same order as
+#: the federation's own ``HEADER_BYTES``).
+CLIENT_HEADER = 64
+
 
 class PostMarkDriver:
     """Runs ``clients`` on ``cluster``; ``run()`` is the SimPy process body.
     After it: ``rec`` (per-operation latencies), ``counts`` (each client's
     PostMark counts) and the simulated span of each client's transactions."""
 
-    def __init__(self, cluster: SimCluster, clients: Clients, *, route: Route = "fixed") -> None:
+    def __init__(
+        self, cluster: SimCluster, clients: Clients, *, route: Route = "fixed", client_link: bool = False
+    ) -> None:
         self.c = cluster
+        self.client_link = client_link
         self.clients = clients
         self.route = route
         self.router = Router(route, cluster.spec)
@@ -63,31 +78,42 @@ class PostMarkDriver:
         done = sum(pm.counts.transactions_done for pm in self.streams)
         return done / ((end - start) / 1e6) if end > start else 0.0
 
+    def _call(self, node: int, name: str, *args: Any, trace: OpTrace) -> Generator[Any, Any, Any]:
+        """One client API call at ``node`` (across the client network with ``client_link``)."""
+        c = self.c
+        if not self.client_link:
+            return (yield from c.call_op(node, name, *args, trace=trace))
+        sent = CLIENT_HEADER + sum(len(a) for a in args if isinstance(a, (bytes, str)))
+        yield c.env.timeout(c.net.one_way(sent))
+        value = yield from c.call_op(node, name, *args, trace=trace)
+        yield c.env.timeout(c.to_client(node, CLIENT_HEADER + (len(value) if isinstance(value, bytes) else 0)))
+        return value
+
     def _op(self, node: int, op: Op, pm: PostMark, trace: OpTrace) -> Generator[Any, Any, None]:
-        c, p = self.c, pm.p
+        p, call = pm.p, self._call
         if op.kind in ("mkdir", "rmdir"):
-            yield from c.call_op(node, op.kind, op.path, trace=trace)
+            yield from call(node, op.kind, op.path, trace=trace)
             return
         if op.kind == "delete":
-            yield from c.call_op(node, "unlink", op.path, trace=trace)
+            yield from call(node, "unlink", op.path, trace=trace)
             return
         if op.kind == "create":
-            yield from c.call_op(node, "create", op.path, trace=trace)
-        fd = yield from c.call_op(node, "open", op.path, trace=trace)
+            yield from call(node, "create", op.path, trace=trace)
+        fd = yield from call(node, "open", op.path, trace=trace)
         try:
             offset = op.offset
             if op.kind == "read":
                 for n in io_sizes(op.size, p.read_block_size, p.buffering):
-                    yield from c.call_op(node, "read", fd, offset, n, trace=trace)
+                    yield from call(node, "read", fd, offset, n, trace=trace)
                     offset += n
             else:  # create or append: PostMark writes from the start of its source buffer
                 at = 0
                 for n in io_sizes(op.size, p.write_block_size, p.buffering):
-                    yield from c.call_op(node, "write", fd, offset, pm.source[at : at + n], trace=trace)
+                    yield from call(node, "write", fd, offset, pm.source[at : at + n], trace=trace)
                     offset += n
                     at += n
         finally:
-            yield from c.call_op(node, "close", fd, trace=trace)
+            yield from call(node, "close", fd, trace=trace)
 
     def client(self, i: int) -> Generator[Any, Any, None]:
         """Client ``i``: make its directory (PostMark's location must exist),

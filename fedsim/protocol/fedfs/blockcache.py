@@ -171,9 +171,29 @@ class BlockCaching(Renaming):
         return d
 
     # ------------------------------------------------------------------ requester side
+    def _count(self, home: int) -> None:
+        """Access locality (Fig. 7): a client file request served here, remote
+        when the file's home is another node (cache or not)."""
+        st = self.stats
+        st.file_requests += 1
+        if home != self.id:
+            st.remote_file_requests += 1
+
+    @api(str, fd="opens")
+    def open(self, path: str) -> Gen:
+        fd = yield from super().open(path)
+        self._count(self.fds[fd][1])
+        return fd
+
+    @api(int, fd="closes")
+    def close(self, fd: int) -> Gen:
+        self._count(self._fd(fd)[1])
+        return (yield from super().close(fd))
+
     @api(int, int, int, fd="uses", size_arg=2)
     def read(self, fd: int, offset: int, size: int) -> Gen:
         path, home = self._fd(fd)
+        self._count(home)
         c = self.bcache
         if c is None or home == self.id or size <= 0 or offset < 0:
             return (yield from super().read(fd, offset, size))
@@ -211,6 +231,7 @@ class BlockCaching(Renaming):
     @api(int, int, bytes, fd="uses")
     def write(self, fd: int, offset: int, data: bytes) -> Gen:
         path, home = self._fd(fd)
+        self._count(home)
         try:
             return (yield from super().write(fd, offset, data))
         finally:
