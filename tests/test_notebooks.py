@@ -98,8 +98,39 @@ def check_dafs_table1(d: dict) -> None:
     assert d["created_ring_max_over_mean"]["8"] > d["created_random_p95"]["8"]
 
 
+def check_dafs_fig6(d: dict) -> None:
+    servers = d["servers"]
+    for size, sp in d["speedup"].items():
+        assert sp[0] == 1.0, size
+        # more servers, more throughput, but short of linear (the namespace updates go remote)
+        assert _increasing(sp), (size, sp)
+        assert all(1 < s < n for s, n in zip(sp[1:], servers[1:], strict=True)), (size, sp)
+    small, large = str(min(map(int, d["tps"]))), str(max(map(int, d["tps"])))
+    # larger files, lower throughput (client-server data transfers dominate)
+    assert all(a > b for a, b in zip(d["tps"][small], d["tps"][large], strict=True))
+    assert _increasing(d["scale_speedup"])
+
+
+def check_dafs_fig7(d: dict) -> None:
+    for n, rr, matched, spread in zip(d["servers"], d["remote_share"]["round_robin/hash"],
+                                      d["remote_share"]["with_manager/hash"],
+                                      d["remote_share"]["with_manager/round_robin"], strict=True):
+        assert matched == 0.0  # placement matched to the request distribution: no remote access
+        assert abs(rr - (n - 1) / n) < 0.1, (n, rr)  # round-robin placement: about (N-1)/N
+        assert abs(spread - (n - 1) / n) < 0.1, (n, spread)
+
+
+def check_dafs_fig8(d: dict) -> None:
+    assert d["gain"][0] == 0.0 and d["hit_rate"][0] == 0.0
+    assert _increasing(d["hit_rate"])  # more room, more hits
+    assert d["tps"][-1] > 1.1 * d["tps"][0]  # the cache pays (the paper: about +35 %)
+
+
 CHECKS: dict[str, tuple[str, Callable[[dict], None]]] = {
     "dafs_table1": ("dafs_table1", check_dafs_table1),
+    "dafs_fig6": ("dafs_fig6", check_dafs_fig6),
+    "dafs_fig7": ("dafs_fig7", check_dafs_fig7),
+    "dafs_fig8": ("dafs_fig8", check_dafs_fig8),
     "fedfs_fig5": ("fedfs_fig5", check_fig5),
     "fedfs_table3": ("fedfs_table3", check_table3),
     "fedfs_table2": ("fedfs_table2", check_table2),
