@@ -24,6 +24,13 @@ SMALL = {
     "scale": ["cluster.nodes=64", "workload.files=1000", "workload.dirs=40", "workload.ops=600"],
     "simulate": ["workload.files=500", "workload.dirs=20", "workload.ops=300"],
     "table1": ["workload.postmark.transactions=500", "params.trials=200"],
+    "dafs_fig6": ["workload.postmark.transactions=60", "workload.postmark.number=40", "params.servers=[1,2]",
+                  "params.sizes=[2048]", "params.clients_per_server=[1,2]", "params.scale_servers=[4]",
+                  "params.scale_clients_per_server=1", "params.scale_transactions=20"],
+    "dafs_fig7": ["workload.postmark.transactions=80", "workload.postmark.number=40", "params.servers=[2]",
+                  "params.clients_per_server=1"],
+    "dafs_fig8": ["workload.postmark.transactions=100", "workload.postmark.number=30", "params.servers=2",
+                  "params.clients_per_server=1", "params.cache_blocks=[0,64]"],
     "table2": [],
     "table3": ["workload.files=500", "workload.dirs=20", "workload.ops=300", "workload.warmup_ops=50"],
 }
