@@ -62,9 +62,16 @@ class Request:
     #: the reply is file data, a bulk transfer apart from the messages (Federated
     #: DAFS V-A: "a handle to the reply region is included in the request header
     #: so that the bulk data can be transferred using RDMA").  Runtimes honour it
-    #: by attribute, never by naming the request: the simulator charges the bytes'
-    #: transfer time on the link (as for any payload: ``wire_size``), the agents
-    #: send the data on their transport's bulk path.
+    #: by attribute, never by naming the request.  The simulator charges the
+    #: bytes' transfer time on the replying node's NIC and the link, as for any
+    #: payload (``wire_size``; LogGP has no per-byte receive cost, so an RDMA
+    #: WRITE and a SEND of the same bytes cost the same there).  The agents: TCP
+    #: carries the data in the reply frame (its plain path); verbs moves every
+    #: reply larger than ``rdma.inline_bytes`` by an RDMA WRITE into the landing
+    #: slot the request named (``rdma.bulk: write``), which covers data replies
+    #: of more than a few KB.  Not done: choosing that path by this attribute
+    #: rather than by size (small data replies still go by SEND, which is the
+    #: cheaper path below ``inline_bytes``).
     bulk_reply: ClassVar[bool] = False
 
 
