@@ -44,7 +44,7 @@ from pydantic import (
     model_validator,
 )
 
-from fedsim.protocol.config import FederationSpec
+from fedsim.protocol.config import MAX_BLOCK_FETCH, FederationSpec
 from fedsim.protocol.hashing import ModN, Ring, make_hashing
 from fedsim.schema import SHAPE_KEYS, ConfigError, ProtocolSpec, Strict, moved_keys, read_yaml, word_errors
 
@@ -185,6 +185,15 @@ class ClusterSpec(Strict):
                 "writes never finish)"
             )
         return v
+
+    @model_validator(mode="after")
+    def _cache_fits_messages(self) -> ClusterSpec:
+        if self.protocol.block_cache_blocks and self.max_io < MAX_BLOCK_FETCH:
+            raise ValueError(
+                f"protocol.block_cache_blocks needs max_message_bytes of at least "
+                f"{MAX_BLOCK_FETCH + ENVELOPE_HEADROOM}: a cache miss fetches up to {MAX_BLOCK_FETCH} bytes in one reply"
+            )
+        return self
 
     @field_validator("nodes")
     @classmethod

@@ -84,3 +84,21 @@ def test_client_pool_routes_by_the_federations_hash(tmp_path: Path) -> None:
             assert [pool.entry("/g0") for _ in range(4)] == [1, 2, 0, 1]
     finally:
         g.stop()
+
+
+
+def test_a_cluster_file_whose_messages_cannot_carry_a_cache_fetch_is_refused(tmp_path: Path) -> None:
+    import pytest
+    import yaml
+
+    from fedsim.schema import ConfigError
+
+    write_cluster(tmp_path / "cluster.yaml", local_spec(tmp_path, 2, protocol={"block_cache_blocks": 8}))
+    raw = yaml.safe_load((tmp_path / "cluster.yaml").read_text())
+    raw["max_message_bytes"] = 256 << 10
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match="block_cache_blocks needs max_message_bytes"):
+        load_cluster(tmp_path / "cluster.yaml")
+    raw["protocol"]["block_cache_blocks"] = 0  # without the cache the same messages are fine
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(raw))
+    assert load_cluster(tmp_path / "cluster.yaml").spec.max_message_bytes == 256 << 10

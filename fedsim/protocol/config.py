@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 #: The largest cache block: a miss fetches at most a read's size plus two blocks
 #: in one reply, which must stay far below the agents' frame limit.
 MAX_BLOCK_SIZE = 1 << 20
+#: The most one block-cache miss fetches in one reply (larger reads bypass the
+#: cache): an agent's messages must carry at least this much when the cache is on.
+MAX_BLOCK_FETCH = 1 << 20
 
 
 @dataclass(slots=True)

@@ -53,6 +53,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from fedsim.protocol.config import MAX_BLOCK_FETCH
 from fedsim.protocol.effects import Compute, Local
 from fedsim.protocol.fedfs.rename import RenameDrop, RenameFinish, Renaming
 from fedsim.protocol.messages import (
@@ -66,8 +67,9 @@ from fedsim.protocol.messages import (
 from fedsim.protocol.node import Gen, api, handles
 
 #: A miss fetches the blocks a read covers in one reply; larger spans bypass the
-#: cache (a plain ``Read``) so the reply stays within every runtime's frame.
-MAX_FETCH = 1 << 20
+#: cache (a plain ``Read``) so the reply stays within every runtime's frame
+#: (an agent's cluster file is refused if its messages cannot carry this much).
+MAX_FETCH = MAX_BLOCK_FETCH
 
 
 @register_request
