@@ -191,7 +191,8 @@ class ClusterSpec(Strict):
         if self.protocol.block_cache_blocks and self.max_io < MAX_BLOCK_FETCH:
             raise ValueError(
                 f"protocol.block_cache_blocks needs max_message_bytes of at least "
-                f"{MAX_BLOCK_FETCH + ENVELOPE_HEADROOM}: a cache miss fetches up to {MAX_BLOCK_FETCH} bytes in one reply"
+                f"{MAX_BLOCK_FETCH + ENVELOPE_HEADROOM}: a cache miss fetches up to {MAX_BLOCK_FETCH} bytes "
+                "in one reply"
             )
         return self
 
