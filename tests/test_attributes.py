@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fednode.client import KEEP, UTIME_NOW, UTIME_OMIT, Attr, Client, StatFS
 from fednode.cluster import AgentGroup, ProcessCluster, local_spec, write_local
@@ -205,6 +207,9 @@ def test_statfs_sums_the_members_and_fsync_flushes(fed):
         (lambda c: c.call("setattr", "/bad/f", True, KEEP, KEEP, 0, 0), errno.EINVAL),
         (lambda c: c.call("statfs", "/"), errno.EINVAL),
         (lambda c: c.call("fsync", "/bad/f"), errno.EINVAL),
+        (lambda c: c.truncate("/bad/f", -1), errno.EINVAL),
+        (lambda c: c.truncate("/bad/f", 1 << 63), errno.EINVAL),
+        (lambda c: c.truncate("/bad/f/below", 0), errno.ENOTDIR),
     ],
 )
 def test_bad_input_is_a_clear_error_and_changes_nothing(fed, call, code):
@@ -351,6 +356,24 @@ def test_memfs_times_follow_the_simulated_clock_and_fsync_costs_a_flush():
     assert c.env.now - t0 >= c.storage[0].c["fsync"]
 
 
+def test_huge_sizes_are_efbig_in_memory_not_a_memory_error():
+    c = DirectCluster(2)
+    c.op(0, "create", "/big")
+    for op, args in (("truncate", ("/big", 1 << 40)), ("truncate", ("/big", 1 << 62))):
+        with pytest.raises(OSError) as info:
+            c.op(1, op, *args)
+        assert info.value.errno == errno.EFBIG
+    fd = c.op(1, "open", "/big")
+    with pytest.raises(OSError) as info:
+        c.op(1, "write", fd, (1 << 32) - 1, b"xx")
+    assert info.value.errno == errno.EFBIG
+    assert c.op(0, "getattr", "/big")[5] == 0  # nothing changed
+    sizes_only = MemFS(keep_data=False)
+    sizes_only.create("/f")
+    sizes_only.truncate("/f", 1 << 62)  # only a number is kept: any off_t is fine
+    assert sizes_only.getattr("/f")[5] == 1 << 62
+
+
 def test_localfs_setattr_never_follows_a_symlink(tmp_path):
     root = tmp_path / "root"
     root.mkdir()
@@ -364,3 +387,61 @@ def test_localfs_setattr_never_follows_a_symlink(tmp_path):
                 fs.apply(op, "/link", args)
             assert info.value.errno == errno.ELOOP, op
     assert stat.S_IMODE(os.stat(target).st_mode) == 0o644 and os.stat(target).st_mtime_ns != 1
+
+
+# ---------------------------------------------------------------------------- a property
+NAMES = ("a", "b", "c")
+attr_ops = st.one_of(
+    st.tuples(st.just("create"), st.sampled_from(NAMES)),
+    st.tuples(st.just("unlink"), st.sampled_from(NAMES)),
+    st.tuples(st.just("rename"), st.sampled_from(NAMES), st.sampled_from(NAMES)),
+    st.tuples(st.just("chmod"), st.sampled_from(NAMES), st.sampled_from([0o600, 0o640, 0o755])),
+    st.tuples(st.just("write"), st.sampled_from(NAMES), st.integers(0, 5)),
+    st.tuples(st.just("getattr"), st.sampled_from(NAMES)),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), attr_ops), min_size=1, max_size=40))
+def test_inode_numbers_and_modes_follow_files_through_renames(ops):
+    """Random creates, unlinks, renames, chmods and writes in one directory on
+    four nodes (round-robin homes): getattr from any node shows the mode and
+    size last set, a file keeps its inode number through renames, and no two
+    live files share one."""
+    c = DirectCluster(4, placement="round_robin")
+    c.op(0, "mkdir", "/d")
+    # name -> [mode, size, ino or None]: one list per file, moved by renames; a KeyError
+    # is an operation the federation allowed on a name the model says is absent
+    model: dict[str, list] = {}
+    for who, (op, name, *rest) in ops:
+        path = f"/d/{name}"
+        try:
+            if op == "create":
+                c.op(who, "create", path)
+                assert name not in model, f"created {name} twice"
+                model[name] = [0o644, 0, None]
+            elif op == "unlink":
+                c.op(who, "unlink", path)
+                del model[name]
+            elif op == "rename":
+                c.op(who, "rename", path, f"/d/{rest[0]}")
+                model[rest[0]] = model.pop(name)
+            elif op == "chmod":
+                c.op(who, "setattr", path, rest[0], KEEP, KEEP, UTIME_OMIT, UTIME_OMIT)
+                model[name][0] = rest[0]
+            elif op == "write":
+                c.op(who, "truncate", path, rest[0])
+                model[name][1] = rest[0]
+            else:
+                got = c.op(who, "getattr", path)
+                want = model[name]
+                assert (got[0], got[1], got[5]) == (False, stat.S_IFREG | want[0], want[1]), (name, got)
+                if want[2] is None:
+                    want[2] = got[9]
+                assert got[9] == want[2], f"{name}: ino {got[9]}, was {want[2]}"
+        except FileNotFoundError:
+            assert name not in model, (op, name)
+        except FileExistsError:
+            assert op == "create" and name in model, (op, name)
+    inos = [c.op(0, "getattr", f"/d/{n}")[9] for n in model]
+    assert len(set(inos)) == len(inos) and not {0, ROOT_INO} & set(inos)
