@@ -356,6 +356,28 @@ def test_memfs_times_follow_the_simulated_clock_and_fsync_costs_a_flush():
     assert c.env.now - t0 >= c.storage[0].c["fsync"]
 
 
+def test_memfs_writes_truncates_and_entries_move_times_on_the_runtimes_clock():
+    c = DirectCluster(2)
+    c.op(0, "mkdir", "/m")
+    c.advance(1.0)
+    c.op(1, "create", "/m/f")
+    created = c.op(0, "getattr", "/m/f")
+    assert created[6:9] == (1_000_000_000,) * 3
+    assert c.op(0, "getattr", "/m")[7:9] == (1_000_000_000,) * 2  # a new entry: the directory changed
+    c.advance(1.0)
+    fd = c.op(1, "open", "/m/f")
+    c.op(1, "write", fd, 0, b"abc")
+    c.op(1, "close", fd)
+    got = c.op(0, "getattr", "/m/f")
+    assert got[6:9] == (1_000_000_000, 2_000_000_000, 2_000_000_000) and got[5] == 3  # atime kept
+    c.advance(1.0)
+    c.op(0, "truncate", "/m/f", 1)
+    assert c.op(1, "getattr", "/m/f")[7:9] == (3_000_000_000,) * 2
+    c.advance(1.0)
+    c.op(0, "setattr", "/m/f", 0o600, KEEP, KEEP, UTIME_OMIT, UTIME_OMIT)
+    assert c.op(1, "getattr", "/m/f")[7:9] == (3_000_000_000, 4_000_000_000)  # chmod: ctime only
+
+
 def test_huge_sizes_are_efbig_in_memory_not_a_memory_error():
     c = DirectCluster(2)
     c.op(0, "create", "/big")

@@ -40,6 +40,12 @@ working while one member is down (its own files fail with EHOSTDOWN).
 
 ``fsync`` flushes a file at its home (``os.fsync`` of the real file; the
 simulator's storage model charges a disk flush).
+
+``stat`` stays as it was, the cheap ``(is_dir, size)`` of FedFS's file API:
+it is what the Table 2 study and the workloads time, and its two-value reply
+is what their simulated message sizes were calibrated with; a ``getattr``
+reply carries ten values.  Both go the same way to the same node (a file's
+home), so ``stat`` is ``getattr`` minus the attributes, not a second path.
 """
 
 from __future__ import annotations
