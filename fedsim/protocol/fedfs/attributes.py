@@ -108,27 +108,22 @@ class FsStat(Request):
 
 
 # --- at the manager of a directory ----------------------------------------------------------
+# (the same fields as GetAttr and SetAttr; their own types, because the
+# manager's handler differs: it picks or reaches the holders)
 @register_request
 @dataclass(slots=True, frozen=True)
-class DirAttr(Request):
+class DirAttr(GetAttr):
     """The attributes of directory ``path``: its lowest holder's (module docstring)."""
 
     reply: ClassVar[Any] = ATTR_WIRE
-    path: str
 
 
 @register_request
 @dataclass(slots=True, frozen=True)
-class DirSetAttr(Request):
+class DirSetAttr(SetAttr):
     """Set directory ``path``'s attributes at every holder, lowest first."""
 
     reply: ClassVar[Any] = None
-    path: str
-    mode: int
-    uid: int
-    gid: int
-    atime_ns: int
-    mtime_ns: int
 
 
 class Attributes(Renaming):
