@@ -360,10 +360,10 @@ def test_memfs_writes_truncates_and_entries_move_times_on_the_runtimes_clock():
     c = DirectCluster(2)
     c.op(0, "mkdir", "/m")
     c.advance(1.0)
-    c.op(1, "create", "/m/f")
+    home = c.op(1, "create", "/m/f")
     created = c.op(0, "getattr", "/m/f")
     assert created[6:9] == (1_000_000_000,) * 3
-    assert c.op(0, "getattr", "/m")[7:9] == (1_000_000_000,) * 2  # a new entry: the directory changed
+    assert c.fs[home].getattr("/m")[7:9] == (1_000_000_000,) * 2  # a new entry: the home's copy changed
     c.advance(1.0)
     fd = c.op(1, "open", "/m/f")
     c.op(1, "write", fd, 0, b"abc")
@@ -467,3 +467,23 @@ def test_inode_numbers_and_modes_follow_files_through_renames(ops):
             assert op == "create" and name in model, (op, name)
     inos = [c.op(0, "getattr", f"/d/{n}")[9] for n in model]
     assert len(set(inos)) == len(inos) and not {0, ROOT_INO} & set(inos)
+
+
+def test_a_copy_made_only_to_hold_a_file_does_not_change_a_directorys_attributes():
+    """/e is node 2's (mode 0o700); a file placed on node 0 makes node 0 a
+    holder too, with its default mode: getattr still answers node 2's, and
+    once the file is gone (node 0 prunes its copy) nothing changed either."""
+    fss = [MemFS() for _ in range(3)]
+    fss[2].mkdir("/e")
+    fss[2].setattr("/e", 0o700, KEEP, KEEP, UTIME_OMIT, UTIME_OMIT)
+    c = DirectCluster(3, local=fss)  # placement with the manager: a file's home is its manager
+    name = next(f"/e/f{i}" for i in range(100) if _mod_n(f"/e/f{i}", 3) == 0)
+    assert stat.S_IMODE(c.op(1, "getattr", "/e")[1]) == 0o700
+    c.op(1, "create", name)
+    assert stat.S_IMODE(fss[0].getattr("/e")[1]) == 0o755  # node 0's own copy, made for the file
+    for asker in range(3):
+        assert stat.S_IMODE(c.op(asker, "getattr", "/e")[1]) == 0o700
+    c.op(1, "setattr", "/e", 0o750, KEEP, KEEP, UTIME_OMIT, UTIME_OMIT)  # every holder, node 0's copy too
+    assert stat.S_IMODE(fss[0].getattr("/e")[1]) == 0o750 == stat.S_IMODE(c.op(0, "getattr", "/e")[1])
+    c.op(1, "unlink", name)
+    assert "/e" not in fss[0].meta and stat.S_IMODE(c.op(0, "getattr", "/e")[1]) == 0o750

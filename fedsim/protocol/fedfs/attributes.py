@@ -11,8 +11,14 @@ the answer and keeps giving it:
 * ``getattr`` of a directory is its attributes at the *lowest-numbered
   holder* its manager knows (the holders of its virtual directory, known
   from the last dirmerge; the manager of a directory is the node that holds
-  its VD).  If that holder does not answer or lost the directory, the next
-  one answers.  ``nlink`` is 1, "unknown", as btrfs reports for directories,
+  its VD), skipping the holders whose copy the federation made only to hold
+  a file (a create's missing parents, ``Home.implicit_dirs``): such a copy
+  appears, with its node's default mode, whenever a file is placed on a node
+  that did not hold the directory, and must not change the answer.  Only if
+  every copy is such a one does the lowest of them answer.  If a holder does
+  not answer or lost the directory, the next one answers.  (Which copies are
+  implicit is a node's memory: after a restart its implicit copies count as
+  its own.)  ``nlink`` is 1, "unknown", as btrfs reports for directories,
   so that ``find`` does not use the leaf optimisation (the link count at one
   holder says nothing about the union's subdirectories); ``size`` is 0 (a
   union has no size of its own); ``ino`` comes from the path
@@ -25,6 +31,8 @@ the answer and keeps giving it:
   later holder refusing (its copy belongs to another user) leaves the copies
   before it changed and reports its error: the answer getattr gives already
   shows the change, and a repeat of the call finishes it.
+* a directory's mtime is therefore its answering holder's: an entry added at
+  another holder does not move it (the union has no mtime of its own).
 
 ``UTIME_NOW`` is the clock of the node whose local file system holds the
 entry (each holder's, for a directory), as for any file system served over
@@ -105,6 +113,17 @@ class FsStat(Request):
     """This member's local file system figures (``statfs``).  Reply: ``attrs.StatFS`` as a tuple."""
 
     reply: ClassVar[Any] = STATFS_WIRE
+
+
+# --- at a holder of a directory, from its manager --------------------------------------------
+@register_request
+@dataclass(slots=True, frozen=True)
+class HolderAttr(Request):
+    """This holder's attributes of directory ``path`` and whether its copy was
+    made only to hold a file (module docstring).  Reply: (implicit, attr)."""
+
+    reply: ClassVar[Any] = tuple[bool, ATTR_WIRE]
+    path: str
 
 
 # --- at the manager of a directory ----------------------------------------------------------
@@ -204,6 +223,11 @@ class Attributes(Renaming):
     def on_fs_stat(self, src: int, req: FsStat) -> Gen:
         return (yield Local("statfs", ROOT))
 
+    @handles(HolderAttr)
+    def on_holder_attr(self, src: int, req: HolderAttr) -> Gen:
+        local = yield Local("getattr", req.path)
+        return req.path in self.implicit_dirs, federated(local, req.path, self.id)
+
     # ------------------------------------------------------------------ at a directory's manager
     def _holders(self, path: str, ask_all: bool) -> Gen:
         vd, _ = yield from self.ensure_vd(path, ask_all=ask_all)
@@ -213,16 +237,21 @@ class Attributes(Renaming):
     def on_dir_attr(self, src: int, req: DirAttr) -> Gen:
         _, holders = yield from self._holders(req.path, ask_all=False)
         err: OSError | None = None
+        fallback = None  # the lowest implicit copy's, if no holder has one of its own
         for h in holders:
             try:
-                attr = yield from self.call(h, GetAttr(req.path))
+                implicit, attr = yield from self.call(h, HolderAttr(req.path))
             except (PeerUnavailable, FileNotFoundError) as exc:
                 err = exc  # gone since the merge: the next holder answers
                 continue
             if not attr[0]:  # a file now, made outside the federation since the merge
                 err = fs_error(errno.ENOTDIR, req.path)
-                continue
-            return attr
+            elif not implicit:
+                return attr
+            elif fallback is None:
+                fallback = attr
+        if fallback is not None:
+            return fallback
         assert err is not None
         raise err
 
