@@ -487,3 +487,24 @@ def test_a_copy_made_only_to_hold_a_file_does_not_change_a_directorys_attributes
     assert stat.S_IMODE(fss[0].getattr("/e")[1]) == 0o750 == stat.S_IMODE(c.op(0, "getattr", "/e")[1])
     c.op(1, "unlink", name)
     assert "/e" not in fss[0].meta and stat.S_IMODE(c.op(0, "getattr", "/e")[1]) == 0o750
+
+
+def test_a_dead_lowest_holder_costs_one_timeout_then_the_next_answers():
+    """Node 0 (the root's lowest holder) is down: the first getattr of / waits
+    for it and is answered by node 1; later ones ask node 1 first (node 0 is a
+    suspect), until node 0 is heard from again or SUSPECT_S has passed."""
+    from fedsim.protocol.fedfs.directory import SUSPECT_S
+
+    c = DirectCluster(3)
+    c.fs[1].setattr("/", 0o711, KEEP, KEEP, UTIME_OMIT, UTIME_OMIT)
+    assert stat.S_IMODE(c.op(2, "getattr", "/")[1]) == 0o755  # node 0's
+    c.down.add(0)
+    mark = len(c.trace)
+    assert stat.S_IMODE(c.op(2, "getattr", "/")[1]) == 0o711
+    assert [d for _, d, _ in c.messages_since(mark)] == [0, 1]
+    mark = len(c.trace)
+    assert stat.S_IMODE(c.op(2, "getattr", "/")[1]) == 0o711
+    assert [d for _, d, _ in c.messages_since(mark)] == [1]  # the suspect is not asked first
+    c.down.clear()
+    c.advance(SUSPECT_S + 1)
+    assert stat.S_IMODE(c.op(2, "getattr", "/")[1]) == 0o755  # back: the rule's answer again

@@ -2,9 +2,14 @@
 federation needs beyond FedFS's file API (issue 15): ``getattr``,
 ``setattr`` (chmod, chown, utimens), ``statfs`` and ``fsync``.
 
-A regular file's attributes are its home's: the requester looks the name up
-(the four lookup paths) and asks the home (``GetAttr``/``SetAttr``), which
-answers from its local file system.  A directory exists on every node that
+A regular file's attributes are its home's, answered from its local file
+system (``GetAttr``/``SetAttr``).  ``getattr`` is the operation a mount calls
+most (every path component the kernel looks up), so it takes one round trip
+less than a lookup followed by a request: a requester that knows the file's
+home (its DT, lookup path 1) asks the home; any other asks the name's
+manager (``PathAttr``), which resolves the name (its DT or the parent's
+manager, paths 2-4) and answers a directory's attributes itself or asks the
+file's home, and the requester caches the home it is told.  A directory exists on every node that
 holds it, each copy with its own mode, owner and times, so one rule picks
 the answer and keeps giving it:
 
@@ -63,11 +68,13 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from fedsim.protocol.attrs import ATTR_WIRE, STATFS_WIRE, check_setattr, federated
-from fedsim.protocol.effects import Compute, Local, Multicast
+from fedsim.protocol.effects import NOW, Compute, Local, Multicast
+from fedsim.protocol.fedfs.directory import SUSPECT_S
 from fedsim.protocol.fedfs.rename import Renaming
 from fedsim.protocol.messages import PeerUnavailable, Request, fs_error, register_request
 from fedsim.protocol.names import ROOT, normalize
 from fedsim.protocol.node import Gen, api, handles
+from fedsim.protocol.tables import DTEntry
 
 _U64 = (1 << 64) - 1  # statfs figures are unsigned 64-bit counts
 
@@ -126,15 +133,16 @@ class HolderAttr(Request):
     path: str
 
 
-# --- at the manager of a directory ----------------------------------------------------------
+# --- at the manager of a name ---------------------------------------------------------------
 # (the same fields as GetAttr and SetAttr; their own types, because the
-# manager's handler differs: it picks or reaches the holders)
+# manager's handlers differ: they resolve the name and pick or reach the holders)
 @register_request
 @dataclass(slots=True, frozen=True)
-class DirAttr(GetAttr):
-    """The attributes of directory ``path``: its lowest holder's (module docstring)."""
+class PathAttr(GetAttr):
+    """getattr at ``path``'s manager (module docstring).  Reply: (the
+    attributes, the file's home or None for a directory, the lookup path)."""
 
-    reply: ClassVar[Any] = ATTR_WIRE
+    reply: ClassVar[Any] = tuple[ATTR_WIRE, int | None, int]
 
 
 @register_request
@@ -152,11 +160,28 @@ class Attributes(Renaming):
         """``attrs.Attr`` of ``path`` (as a tuple): a file's from its home, a directory's by the rule above."""
         path = normalize(path)
         yield Compute("fedfs_op")
-        r = yield from self._at_home(path, GetAttr, None)
-        if r is not None:
-            return r[0]
+        if path == ROOT:  # every member holds it (its local tree's top): the lowest answers, no manager needed
+            return (yield from self._lowest_holder(ROOT, sorted(self.members)))
+        e = self.dt.peek(path)
+        if e is not None and not e.is_dir:  # a home known here: ask it (a stale entry is dropped there)
+            r = yield from self._at_home(path, GetAttr, None)
+            if r is not None:
+                return r[0]
         m = self.manager_of(path)
-        return (yield from self._busy(lambda: self.call(m, DirAttr(path))))
+        for attempt in (0, 1):
+            try:
+                attr, home, how = yield from self._busy(lambda: self.call(m, PathAttr(path)))
+                break
+            except OSError as exc:
+                if exc.errno != errno.ESTALE:
+                    raise
+                if attempt:  # renamed away twice while we looked (as in ``_at_home``)
+                    raise fs_error(errno.ENOENT, path) from None
+        if how:
+            self.stats.lookup_paths[how] += 1
+        if home is not None and m != self.id:
+            self.dt.put(path, DTEntry(False, home))
+        return attr
 
     @api(str, int, int, int, int, int)
     def setattr(self, path: str, mode: int, uid: int, gid: int, atime_ns: int, mtime_ns: int) -> Gen:
@@ -233,19 +258,50 @@ class Attributes(Renaming):
         vd, _ = yield from self.ensure_vd(path, ask_all=ask_all)
         return vd, sorted(vd.holders) or [self.id]  # (the root, before any merge found a holder)
 
-    @handles(DirAttr)
-    def on_dir_attr(self, src: int, req: DirAttr) -> Gen:
-        _, holders = yield from self._holders(req.path, ask_all=False)
+    @handles(PathAttr)
+    def on_path_attr(self, src: int, req: PathAttr) -> Gen:
+        path = req.path
+        if path == ROOT:
+            return (yield from self._dir_attr(path)), None, 0
+        is_dir, home, how = yield from self.resolve(path, check_dt=True)
+        if is_dir:
+            return (yield from self._dir_attr(path)), None, how
+        return (yield from self.call(home, GetAttr(path))), home, how
+
+    def _dir_attr(self, path: str) -> Gen:
+        """A directory's attributes: its lowest holder's that is not a copy made for a file."""
+        _, holders = yield from self._holders(path, ask_all=False)
+        return (yield from self._lowest_holder(path, holders))
+
+    def _lowest_holder(self, path: str, holders: list[int]) -> Gen:
+        """The attributes at the lowest of ``holders`` that answers with a copy
+        of its own (else the lowest implicit copy).  A holder that does not
+        answer becomes a suspect (``Node.suspects``, as a dirmerge's silent
+        peer does) and is asked again only after the others, so a dead member
+        costs one timeout, not one per getattr of every directory it holds."""
         err: OSError | None = None
         fallback = None  # the lowest implicit copy's, if no holder has one of its own
-        for h in holders:
+        suspects = self.suspects
+        order = holders
+        if suspects:
+            now = yield NOW
+            for n in [n for n, until in suspects.items() if until <= now]:
+                del suspects[n]
+            order = [h for h in holders if h not in suspects] + [h for h in holders if h in suspects]
+        for h in order:
             try:
-                implicit, attr = yield from self.call(h, HolderAttr(req.path))
-            except (PeerUnavailable, FileNotFoundError) as exc:
+                implicit, attr = yield from self.call(h, HolderAttr(path))
+            except PeerUnavailable as exc:
+                if exc.node == h:
+                    suspects[h] = (yield NOW) + SUSPECT_S
+                err = exc
+                continue
+            except FileNotFoundError as exc:
                 err = exc  # gone since the merge: the next holder answers
                 continue
+            suspects.pop(h, None)  # it answered
             if not attr[0]:  # a file now, made outside the federation since the merge
-                err = fs_error(errno.ENOTDIR, req.path)
+                err = fs_error(errno.ENOTDIR, path)
             elif not implicit:
                 return attr
             elif fallback is None:
