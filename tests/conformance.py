@@ -250,7 +250,7 @@ SCENARIOS.append(
         dirs={1: ["/p"], 3: ["/p/s"]},
         ops=[
             (2, "setattr", ("/", 0o755, KEEP, KEEP, *_OMIT2)),  # 0: the root, at every node
-            (0, "getattr", ("/",)),  # 1: ino 1
+            (0, "getattr", ("/",)),  # 1: ino 1, node 0's own root (the lowest member)
             (1, "getattr", ("/p/a",)),  # 2: at its home, node 0
             (3, "getattr", ("/p/a",)),  # 3: the same ino from another node
             (2, "getattr", ("/p",)),  # 4: the lowest holder's (node 0), nlink 1
@@ -277,8 +277,9 @@ SCENARIOS.append(
             (0, "getattr", ("/p/s",)),  # 25: a directory on node 3 only
             (3, "getattr", ("/p/s",)),  # 26
             (2, "getattr", ("/p/b/",)),  # 27: not canonical, but normalised by the requester
+            (3, "getattr", ("/",)),  # 28: the root's lowest holder, node 0, asked directly
         ],
-        same_ino=[(2, 3, 6, 24), (4, 8), (25, 26), (20, 27)],
+        same_ino=[(2, 3, 6, 24), (4, 8), (25, 26), (20, 27), (1, 28)],
     )
 )
 
