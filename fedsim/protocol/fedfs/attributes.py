@@ -9,9 +9,10 @@ less than a lookup followed by a request: a requester that knows the file's
 home (its DT, lookup path 1) asks the home; any other asks the name's
 manager (``PathAttr``), which resolves the name (its DT or the parent's
 manager, paths 2-4) and answers a directory's attributes itself or asks the
-file's home, and the requester caches the home it is told.  A directory exists on every node that
-holds it, each copy with its own mode, owner and times, so one rule picks
-the answer and keeps giving it:
+file's home, and the requester caches the home it is told.
+
+A directory exists on every node that holds it, each copy with its own
+mode, owner and times, so one rule picks the answer and keeps giving it:
 
 * ``getattr`` of a directory is its attributes at the *lowest-numbered
   holder* its manager knows (the holders of its virtual directory, known
@@ -21,9 +22,13 @@ the answer and keeps giving it:
   appears, with its node's default mode, whenever a file is placed on a node
   that did not hold the directory, and must not change the answer.  Only if
   every copy is such a one does the lowest of them answer.  If a holder does
-  not answer or lost the directory, the next one answers.  (Which copies are
-  implicit is a node's memory: after a restart its implicit copies count as
-  its own.)  ``nlink`` is 1, "unknown", as btrfs reports for directories,
+  not answer or lost the directory, the next one answers, and the silent one
+  is a suspect (``Node.suspects``, as for a dirmerge) asked after the others
+  for ``SUSPECT_S``: a dead member costs one timeout, not one per getattr.
+  (Which copies are implicit is a node's memory: after a restart its
+  implicit copies count as its own.)  The root is held by every member (the
+  top of its local tree), so a requester asks the lowest member directly.
+  ``nlink`` is 1, "unknown", as btrfs reports for directories,
   so that ``find`` does not use the leaf optimisation (the link count at one
   holder says nothing about the union's subdirectories); ``size`` is 0 (a
   union has no size of its own); ``ino`` comes from the path
@@ -57,8 +62,9 @@ simulator's storage model charges a disk flush).
 ``stat`` stays as it was, the cheap ``(is_dir, size)`` of FedFS's file API:
 it is what the Table 2 study and the workloads time, and its two-value reply
 is what their simulated message sizes were calibrated with; a ``getattr``
-reply carries ten values.  Both go the same way to the same node (a file's
-home), so ``stat`` is ``getattr`` minus the attributes, not a second path.
+reply carries ten values.  Both end at a file's home, so for a file ``stat``
+is ``getattr`` minus the attributes; for a directory ``stat`` needs only the
+lookup (``fednode.tools.attr_bench`` prints the two side by side).
 """
 
 from __future__ import annotations
