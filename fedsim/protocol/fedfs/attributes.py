@@ -4,12 +4,13 @@ federation needs beyond FedFS's file API (issue 15): ``getattr``,
 
 A regular file's attributes are its home's, answered from its local file
 system (``GetAttr``/``SetAttr``).  ``getattr`` is the operation a mount calls
-most (every path component the kernel looks up), so it takes one round trip
-less than a lookup followed by a request: a requester that knows the file's
-home (its DT, lookup path 1) asks the home; any other asks the name's
-manager (``PathAttr``), which resolves the name (its DT or the parent's
-manager, paths 2-4) and answers a directory's attributes itself or asks the
-file's home, and the requester caches the home it is told.
+most (every path component the kernel looks up), so it, and ``setattr``
+with it, take one round trip less than a lookup followed by a request
+(``_by_name``): a requester that knows the file's home (its DT, lookup path
+1) asks the home; any other asks the name's manager (``PathAttr``,
+``PathSetAttr``), which resolves the name (its DT or the parent's manager,
+paths 2-4) and serves a directory itself or forwards to the file's home,
+and the requester caches the home it is told.
 
 A directory exists on every node that holds it, each copy with its own
 mode, owner and times, so one rule picks the answer and keeps giving it:
@@ -70,6 +71,7 @@ lookup (``fednode.tools.attr_bench`` prints the two side by side).
 from __future__ import annotations
 
 import errno
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -153,10 +155,11 @@ class PathAttr(GetAttr):
 
 @register_request
 @dataclass(slots=True, frozen=True)
-class DirSetAttr(SetAttr):
-    """Set directory ``path``'s attributes at every holder, lowest first."""
+class PathSetAttr(SetAttr):
+    """setattr at ``path``'s manager: a directory's at every holder, lowest
+    first, a file's at its home.  Reply: (None, the file's home or None, the lookup path)."""
 
-    reply: ClassVar[Any] = None
+    reply: ClassVar[Any] = tuple[None, int | None, int]
 
 
 class Attributes(Renaming):
@@ -168,26 +171,7 @@ class Attributes(Renaming):
         yield Compute("fedfs_op")
         if path == ROOT:  # every member holds it (its local tree's top): the lowest answers, no manager needed
             return (yield from self._lowest_holder(ROOT, sorted(self.members)))
-        e = self.dt.peek(path)
-        if e is not None and not e.is_dir:  # a home known here: ask it (a stale entry is dropped there)
-            r = yield from self._at_home(path, GetAttr, None)
-            if r is not None:
-                return r[0]
-        m = self.manager_of(path)
-        for attempt in (0, 1):
-            try:
-                attr, home, how = yield from self._busy(lambda: self.call(m, PathAttr(path)))
-                break
-            except OSError as exc:
-                if exc.errno != errno.ESTALE:
-                    raise
-                if attempt:  # renamed away twice while we looked (as in ``_at_home``)
-                    raise fs_error(errno.ENOENT, path) from None
-        if how:
-            self.stats.lookup_paths[how] += 1
-        if home is not None and m != self.id:
-            self.dt.put(path, DTEntry(False, home))
-        return attr
+        return (yield from self._by_name(path, GetAttr, PathAttr))
 
     @api(str, int, int, int, int, int)
     def setattr(self, path: str, mode: int, uid: int, gid: int, atime_ns: int, mtime_ns: int) -> Gen:
@@ -198,10 +182,34 @@ class Attributes(Renaming):
         check_setattr(path, mode, uid, gid, atime_ns, mtime_ns)
         yield Compute("fedfs_op")
         args = (mode, uid, gid, atime_ns, mtime_ns)
-        r = yield from self._at_home(path, lambda p: SetAttr(p, *args), None)
-        if r is None:
-            m = self.manager_of(path)
-            yield from self._busy(lambda: self.call(m, DirSetAttr(path, *args)))
+        yield from self._by_name(path, lambda p: SetAttr(p, *args), lambda p: PathSetAttr(p, *args))
+
+    def _by_name(self, path: str, at_home: Callable[[str], Request], at_manager: Callable[[str], Request]) -> Gen:
+        """The value of a request about canonical ``path``: ``at_home`` at the
+        home this node's DT knows for a file (a stale entry is dropped there),
+        else ``at_manager`` at the name's manager, which resolves the name and
+        serves a directory itself or forwards to a file's home; the home it
+        names is cached.  One round trip either way, not a lookup and then one."""
+        e = self.dt.peek(path)
+        if e is not None and not e.is_dir:
+            r = yield from self._at_home(path, at_home, None)
+            if r is not None:
+                return r[0]
+        m = self.manager_of(path)
+        for attempt in (0, 1):
+            try:
+                value, home, how = yield from self._busy(lambda: self.call(m, at_manager(path)))
+                break
+            except OSError as exc:
+                if exc.errno != errno.ESTALE:
+                    raise
+                if attempt:  # renamed away twice while we looked (as in ``_at_home``)
+                    raise fs_error(errno.ENOENT, path) from None
+        if how:
+            self.stats.lookup_paths[how] += 1
+        if home is not None and m != self.id:
+            self.dt.put(path, DTEntry(False, home))
+        return value
 
     @api()
     def statfs(self) -> Gen:
@@ -264,12 +272,16 @@ class Attributes(Renaming):
         vd, _ = yield from self.ensure_vd(path, ask_all=ask_all)
         return vd, sorted(vd.holders) or [self.id]  # (the root, before any merge found a holder)
 
+    def _resolve_here(self, path: str) -> Gen:
+        """(is_dir, home, lookup path) of a name managed here (the root is a directory)."""
+        if path == ROOT:
+            return True, None, 0
+        return (yield from self.resolve(path, check_dt=True))
+
     @handles(PathAttr)
     def on_path_attr(self, src: int, req: PathAttr) -> Gen:
         path = req.path
-        if path == ROOT:
-            return (yield from self._dir_attr(path)), None, 0
-        is_dir, home, how = yield from self.resolve(path, check_dt=True)
+        is_dir, home, how = yield from self._resolve_here(path)
         if is_dir:
             return (yield from self._dir_attr(path)), None, how
         return (yield from self.call(home, GetAttr(path))), home, how
@@ -317,15 +329,21 @@ class Attributes(Renaming):
         assert err is not None
         raise err
 
-    @handles(DirSetAttr)
-    def on_dir_set_attr(self, src: int, req: DirSetAttr) -> Gen:
+    @handles(PathSetAttr)
+    def on_path_set_attr(self, src: int, req: PathSetAttr) -> Gen:
+        path = req.path
         args = (req.mode, req.uid, req.gid, req.atime_ns, req.mtime_ns)
-        check_setattr(req.path, *args)
-        vd, holders = yield from self._holders(req.path, ask_all=True)
+        check_setattr(path, *args)
+        is_dir, home, how = yield from self._resolve_here(path)
+        if not is_dir:
+            yield from self.call(home, SetAttr(path, *args))
+            return None, home, how
+        vd, holders = yield from self._holders(path, ask_all=True)
         if vd.unreachable >= 0:  # its copy would keep the old attributes
-            raise PeerUnavailable(vd.unreachable, f"may hold {req.path} and did not answer its dirmerge")
+            raise PeerUnavailable(vd.unreachable, f"may hold {path} and did not answer its dirmerge")
         for h in holders:
-            yield from self.call(h, SetAttr(req.path, *args))
+            yield from self.call(h, SetAttr(path, *args))
+        return None, None, how
 
 
 def _sum_statfs(figures: list[tuple[int, ...]]) -> tuple[int, ...]:
