@@ -13,6 +13,8 @@ parent directory D:
 * the *home* H, whose local file system holds P: ``home.py``;
 * rename within a directory, coordinated by the directory's manager with the
   two names' managers and homes: ``rename.py``;
+* attributes (getattr, chmod/chown/utimens), statfs and fsync, at a file's
+  home or a directory's holders through its manager: ``attributes.py``;
 * the remote data-block cache, at the requester for files homed elsewhere,
   kept coherent by their homes: ``blockcache.py``.
 
@@ -32,7 +34,7 @@ from fedsim.protocol.fedfs.blockcache import BlockCaching
 class FedNode(BlockCaching):
     """One member of a FedFS federation: every role, one object.  The roles
     are a chain of classes (summaries <- directory <- manager <- home <-
-    requester <- renaming <- block caching), each adding its own state in ``__init__`` and its
+    requester <- renaming <- attributes <- block caching), each adding its own state in ``__init__`` and its
     handlers."""
 
 

@@ -55,7 +55,8 @@ from typing import Any, ClassVar
 
 from fedsim.protocol.config import MAX_BLOCK_FETCH
 from fedsim.protocol.effects import Compute, Local
-from fedsim.protocol.fedfs.rename import RenameDrop, RenameFinish, Renaming
+from fedsim.protocol.fedfs.attributes import Attributes
+from fedsim.protocol.fedfs.rename import RenameDrop, RenameFinish
 from fedsim.protocol.messages import (
     PeerUnavailable,
     Request,
@@ -147,7 +148,7 @@ class BlockCache:
             del self._blocks[(path, b)]
 
 
-class BlockCaching(Renaming):
+class BlockCaching(Attributes):
     def __init__(self, node_id: int, spec: Any, **kw: Any) -> None:
         super().__init__(node_id, spec, **kw)
         cfg = self.config
