@@ -91,22 +91,37 @@ print(f"figure -> {OUT / 'dafs_fig6.png'}")
 # %% [markdown]
 # ## Where the simulation agrees with the paper, where it differs, and why
 #
+# The full run (`fedsim run configs/fedfs/dafs_fig6.yaml`, 300 transactions per client,
+# 1-16 clients per server until the gain drops below 5 %):
+#
+# | file size | 2 servers | 4 servers | 8 servers |
+# | --- | --- | --- | --- |
+# | 2 KB | 1.62 | 2.81 | 5.08 |
+# | 4 KB | 1.59 | 2.90 | 4.99 |
+# | 8 KB | 1.60 | 2.89 | 5.15 |
+# | 16 KB | 1.78 | 3.24 | 6.17 |
+# | paper | - | 2.6 | 4.5 |
+#
+# Mean over the sizes: **2.96 on 4 (+14 %) and 5.35 on 8 (+19 %)**, inside the 20 % target,
+# 2-8 KB files each within it; 16 KB files scale better than the paper (+25 %, +37 %).
+#
 # **Why the speedup is not linear although no file access is remote.**  Routing by the
 # hash makes every *file* access local, but PostMark's creates and deletes also change
 # their parent directory, whose virtual directory lives at the parent's manager: with one
 # server that is the same node, with N servers it is another node with probability
 # (N-1)/N, so each create and delete costs an `AddEntry`/`DelEntry` round trip and the
 # handler's CPU at a second server.  The one-server baseline pays none of that, so the
-# speedup falls short of N, more so as N grows (the full run, 8 KB files: about 2.9 on 4
-# and 5.1 on 8 servers, within 20 % of the paper's 2.6 and 4.5).
+# speedup falls short of N, more so as N grows.
 #
 # **File size.**  Larger files lower throughput, as in the paper ("the latency from
 # client-server data transfers dominates"): with `client_link` a reply carrying file data
-# occupies the server's link for its bytes (105 MB/s: 156 us for 16 KB), which is a
-# resource every client of that server shares.  Without it (clients on the servers) the
-# size effect would nearly vanish.  The link also makes the speedup grow with the file
-# size: a one-server federation is limited by its one link, N servers have N.  The paper
-# reports a single pair of speedups; we print them per size and compare their mean.
+# occupies the server's link for its bytes (105 MB/s: 156 us for 16 KB), a resource every
+# client of that server shares; 16 KB files run at half the rate of 2 KB ones on one
+# server.  The same link makes the speedup grow with the file size: one server is
+# limited by its one link, N servers have N, and the namespace overhead weighs less
+# against a longer data transfer.  That is where we exceed the paper: its servers'
+# speedup, it says, was limited by CPU saturation, which for large files the simulator
+# does not reach before the link does.
 #
 # **What is not modelled.**  The paper's server CPUs saturate on DAFS request processing
 # and VIA interrupts; here a server's cost is the calibrated per-operation CPU and disk
@@ -114,6 +129,11 @@ print(f"figure -> {OUT / 'dafs_fig6.png'}")
 # constants were not tuned to these speedups: where they match, it is the namespace
 # traffic and the link, not a fitted constant.
 #
-# **Beyond the paper.**  At a fixed load per server, throughput keeps growing to 256
-# servers: a create's directory update reaches one other server whatever N, and nothing
-# in the protocol's fast path is global.
+# **Beyond the paper (16-256 servers, 4 clients per server, 100 transactions each).**
+# Throughput keeps growing (speedups 7.7, 20.8 and 49.1 on 16, 64 and 256 servers), but
+# per-server throughput falls (7,440 on one server, 3,567 on 16, 1,426 on 256).  Part of
+# that is how PostMark's throughput is measured: from the first client's first
+# transaction to the last client's last, so with 1,024 short clients the start skew of
+# the pool phase and the most loaded server (the hash's max/mean grows with N at a fixed
+# number of files per server, Table I) set the span.  Whether longer runs close the gap
+# is not settled here: the full-length run at 256 servers takes hours on this machine.
