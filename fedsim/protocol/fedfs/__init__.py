@@ -16,21 +16,24 @@ parent directory D:
 
 Everything here is a generator that yields effects (``fedsim.protocol.effects``)
 and never does I/O, so the simulator and the real agent run this exact code.
-Where would migration go?  A new role module beside these, mixed into
-``FedNode`` below, with its messages registered in its own module.
+* file migration (FedFS 3.2) and the periodic work of a migration policy:
+  ``migration.py``.
+
+A new role is a module beside these, its class inserted into the chain
+below, with its messages registered in its own module.
 """
 
 from __future__ import annotations
 
 from fedsim.protocol.designs import DESIGNS
-from fedsim.protocol.fedfs.rename import Renaming
+from fedsim.protocol.fedfs.migration import Migration
 
 
 @DESIGNS.register("fedfs")
-class FedNode(Renaming):
+class FedNode(Migration):
     """One member of a FedFS federation: every role, one object.  The roles
     are a chain of classes (summaries <- directory <- manager <- home <-
-    requester <- renaming), each adding its own state in ``__init__`` and its
+    requester <- renaming <- migration), each adding its own state in ``__init__`` and its
     handlers."""
 
 
