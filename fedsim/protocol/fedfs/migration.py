@@ -237,7 +237,7 @@ class Migration(Renaming):
         # the policy and what it sees
         c = self.config
         self.policy = make_migration_policy(c.migration, node_id, c, spec.seed)
-        self.tracking = c.migration != "none"
+        self.timer = c.migration != "none"  # the policy's periodic work (none: moves only on request)
         self.round = 0
         self.file_load: LRU[str, FileLoad] = LRU(TRACKED_FILES)
         self.served = 0.0  # file requests served this period
@@ -259,7 +259,7 @@ class Migration(Renaming):
 
     # ------------------------------------------------------------------ counting load
     def handle(self, src: int, request: Request) -> Gen:
-        if self.tracking and type(request) in FILE_REQUESTS:
+        if type(request) in FILE_REQUESTS:  # counted under every policy: status shows the load
             self._count(request.path, src)  # type: ignore[attr-defined]
         return super().handle(src, request)
 
@@ -555,7 +555,7 @@ class Migration(Renaming):
     # ------------------------------------------------------------------ the policy's timer
     def start(self) -> Gen:
         result = yield from super().start()
-        if self.tracking:
+        if self.timer:
             yield Spawn(self.migration_timer())
         return result
 
