@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fedsim.direct import DirectCluster
 from fedsim.network import preset
@@ -23,6 +25,7 @@ from fedsim.protocol.messages import PeerUnavailable
 from fedsim.protocol.names import split
 from fedsim.protocol.tables import DTEntry
 from fedsim.runtime import OpTrace, SimCluster
+from tests.test_faults import AGING, fault_plans
 
 CHUNK = 4096
 DATA = bytes(range(256)) * 64  # 16 KiB: four chunks
@@ -416,9 +419,9 @@ def test_a_node_knows_only_the_loads_gossiped_to_it():
 
 
 def test_a_malformed_load_gossip_is_refused():
-    from fedsim.protocol.fedfs.migration import LoadGossip
-
     import struct
+
+    from fedsim.protocol.fedfs.migration import LoadGossip
 
     c = DirectCluster(2)
     for bad in (b"\x00" * 13, b"\x00" * 12 * 65):  # not whole entries; more than a gossip carries
@@ -457,3 +460,173 @@ def test_a_policy_a_researcher_writes_runs_unchanged():
         assert all(_holders(c, p) == [0] for p in paths)
     finally:
         MIGRATIONS.remove("to_zero")
+
+
+# ---------------------------------------------------------------------------- properties
+FILES = ["/d/a", "/d/b", "/e/c"]
+nodes4 = st.integers(0, 3)
+data = st.binary(min_size=1, max_size=6)
+migration_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("create"), nodes4, st.sampled_from(FILES)),
+        st.tuples(st.just("write"), nodes4, st.sampled_from(FILES), st.integers(0, 8), data),
+        st.tuples(st.just("unlink"), nodes4, st.sampled_from(FILES)),
+        st.tuples(st.just("rename"), nodes4, st.sampled_from(["/d/a", "/d/b"]), st.sampled_from(["/d/a", "/d/b"])),
+        st.tuples(st.just("migrate"), nodes4, st.sampled_from([*FILES, "/d", "/"]), nodes4),
+        st.tuples(st.just("open"), nodes4, st.sampled_from(FILES)),
+        st.tuples(st.just("fdwrite"), nodes4, st.integers(0, 8), data),
+        st.tuples(st.just("close"), nodes4),
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+def _put(buf: bytearray, off: int, chunk: bytes) -> None:
+    if len(buf) < off:
+        buf.extend(bytes(off - len(buf)))
+    buf[off : off + len(chunk)] = chunk
+
+
+def _residue(c: DirectCluster) -> list[Any]:
+    """Move state left anywhere (none once every move and repair is done)."""
+    return [
+        (n.id, n.incoming, n.outgoing, n.gates, n.renames, n.switches, n.repairs_pending)
+        for n in c.nodes
+        if n.incoming or n.outgoing or n.gates or n.renames or n.switches or n.repairs_pending
+    ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(2, 4), st.sampled_from(["with_manager", "round_robin"]), migration_ops)
+def test_random_operations_interleaved_with_migrations_match_the_reference(n, placement, ops):
+    """Every operation gives what a plain file system would (migrations
+    change nothing a client can see), descriptors included; afterwards the
+    namespace equals the reference, seen from every node, and every file is
+    in exactly one local tree."""
+    c = DirectCluster(n, placement=placement, config=ProtocolConfig(migration_chunk=4, dt_entries=4))
+    c.op(0, "mkdir", "/d")
+    c.op(0, "mkdir", "/e")
+    ref: dict[str, bytearray] = {}
+    fds: dict[int, tuple[int, str]] = {}  # node -> (fd, path)
+    for op, who, *args in ops:
+        node = who % n
+        opened = {p for _, p in fds.values()}
+        want: Any = None  # the errno expected, None: success
+        if op == "create":
+            (p,) = args
+            want = errno.EEXIST if p in ref else None
+            got = _try(c, node, "create", p)[1]
+            if want is None:
+                ref[p] = bytearray()
+        elif op == "write":
+            p, off, chunk = args
+            want = None if p in ref else errno.ENOENT
+            fd, got = _try(c, node, "open", p)
+            if got is None:
+                got = _try(c, node, "write", fd, off, chunk)[1] or _try(c, node, "close", fd)[1]
+            if want is None:
+                _put(ref[p], off, chunk)
+        elif op == "unlink":
+            (p,) = args
+            if p in opened:
+                continue  # (an unlinked open file is another story)
+            want = None if p in ref else errno.ENOENT
+            got = _try(c, node, "unlink", p)[1]
+            ref.pop(p, None)
+        elif op == "rename":
+            p, q = args
+            if p == q:
+                continue
+            want = errno.ENOENT if p not in ref else errno.EBUSY if {p, q} & opened else None
+            got = _try(c, node, "rename", p, q)[1]
+            if want is None:
+                ref[q] = ref.pop(p)
+        elif op == "migrate":
+            p, to = args
+            to %= n
+            want = None if p in ("/d", "/") or p in ref else errno.ENOENT
+            got = _try(c, node, "migrate", p, to)[1]
+        elif op == "open":
+            (p,) = args
+            if node in fds:
+                continue
+            want = None if p in ref else errno.ENOENT
+            fd, got = _try(c, node, "open", p)
+            if got is None:
+                fds[node] = (fd, p)
+        elif op == "fdwrite":
+            if node not in fds:
+                continue
+            off, chunk = args
+            fd, p = fds[node]
+            got = _try(c, node, "write", fd, off, chunk)[1]
+            _put(ref[p], off, chunk)
+        else:  # close
+            if node not in fds:
+                continue
+            got = _try(c, node, "close", fds.pop(node)[0])[1]
+        assert got == want, f"{op}{tuple(args)} at node {node}: {got} != {want}"
+        c.advance(0.001)
+    for node, (fd, _) in sorted(fds.items()):
+        c.op(node, "close", fd)
+    expect = {"/": None, "/d": None, "/e": None, **{p: bytes(v) for p, v in ref.items()}}
+    assert c.namespace() == expect
+    for viewer in range(n):
+        assert c.walk(viewer) == expect
+    for p in ref:
+        assert len(_holders(c, p)) == 1, p
+    assert not _residue(c) and not any(nd.opens for nd in c.nodes)
+
+
+def _try(c: DirectCluster, node: int, op: str, *args: Any) -> tuple[Any, int | None]:
+    """(value, None) or (None, the errno it failed with)."""
+    try:
+        return c.op(node, op, *args), None
+    except OSError as e:
+        return None, e.errno
+
+
+fault_migrations = st.lists(
+    st.tuples(st.sampled_from(["migrate", "migrate", "stat", "readdir"]), nodes4, st.sampled_from([*FILES, "/d"]),
+              nodes4),
+    min_size=1,
+    max_size=10,
+)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(2, 4), fault_migrations, fault_plans(80, 4, [0.001, 5.0]))
+def test_migrations_under_message_loss_lose_and_duplicate_no_file(n, script, plan):
+    """Lost, late and partitioned messages during migrations: each one
+    completes or fails, and once the faults stop and the repairs have run,
+    the namespace is what it was (migrations never change it), every file in
+    exactly one local tree, seen alike from every node, no move state left."""
+    c = DirectCluster(n, config=ProtocolConfig(migration_chunk=4, dt_entries=4, **AGING))
+    c.op(0, "mkdir", "/d")
+    c.op(0, "mkdir", "/e")
+    contents = {p: p.encode() * 3 for p in FILES}
+    for p, v in contents.items():
+        c.op(1 % n, "create", p)
+        fd = c.op(1 % n, "open", p)
+        c.op(1 % n, "write", fd, 0, v)
+        c.op(1 % n, "close", fd)
+    expect = c.namespace()
+    injector = c.inject(plan)
+    for op, who, p, to in script:
+        try:
+            if op == "migrate":
+                c.op(who % n, "migrate", p, to % n)
+            else:
+                c.op(who % n, op, p)
+        except OSError:
+            pass
+    c.heal()
+    c.advance(30.0)  # late messages arrive, repairs get through, cached VDs age out
+    why = injector.describe()
+    assert c.namespace() == expect, why
+    for p in FILES:
+        assert len(_holders(c, p)) == 1, f"{p} in {_holders(c, p)}; {why}"
+    assert not _residue(c), f"{_residue(c)}; {why}"
+    for viewer in range(n):
+        assert c.walk(viewer) == expect, why

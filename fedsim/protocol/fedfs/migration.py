@@ -8,7 +8,7 @@ information about the new location."  For a file P in directory D, moved
 from its home S (the source) to T (the target), with M = manager_of(P) and
 PM = manager_of(D), T runs the move; its calls, in order::
 
-    T -> S   MigrateBegin(P, T)            S notes the move: writes now mark a dirty range
+    T -> S   MigrateBegin(P, T, token)     S notes the move: writes now mark a dirty range
     T        (local) create P, hidden      T's ReadDir does not list it; requests for it: EAGAIN
     T -> S   MigrateRead(P, off, n) ...    the copy, one chunk (``migration_chunk``) per message
     T -> S   MigrateFreeze(P)              S gates P (EAGAIN) once no write to it is in flight;
@@ -17,8 +17,12 @@ PM = manager_of(D), T runs the move; its calls, in order::
     T -> M   MigrateDT(P, S, T)            M's DT names T
     T -> PM  MigrateSwitch(D, name, T, S)  --- the commit point: PM's VD names T ---
     T        P is T's: visible, ungated, the pins added to ``opens``
-    T -> S   MigrateDone(P, True)          S deletes its copy, leaves a tombstone (ESTALE)
-    T -> PM  MigrateRelease(D, name)
+    T -> S   MigrateDone(P, token, True)   S deletes its copy, leaves a tombstone (ESTALE)
+    T -> PM  MigrateRelease(D, name, T)    the flight ends
+
+Each move is named by a token (the target's, as a create attempt's), so an
+undo or a repeated step that arrives late (``repair``) touches only its own
+move's state, never a newer move of the same file.
 
 Service is not disrupted: until the freeze, S serves P as before (reads,
 writes, opens); a write during the copy marks its range dirty at S and T
@@ -118,11 +122,13 @@ class MigrateIn(Request):
 @register_request
 @dataclass(slots=True, frozen=True)
 class MigrateBegin(Request):
-    """``target`` starts copying ``path``: note it, track writes.  Reply: the size."""
+    """``target`` starts copying ``path`` (its move ``token``): note it, track
+    writes.  Reply: the size."""
 
     reply: ClassVar[Any] = int
     path: str
     target: int
+    token: int
 
 
 @register_request
@@ -150,11 +156,13 @@ class MigrateFreeze(Request):
 @register_request
 @dataclass(slots=True, frozen=True)
 class MigrateDone(Request):
-    """Committed (delete the local copy, leave a tombstone) or aborted (forget
-    the move, open the gate)."""
+    """Move ``token`` committed (delete the local copy, leave a tombstone) or
+    aborted (forget the move, open the gate).  Idempotent: a repair may
+    repeat it, and one for another move is ignored."""
 
     reply: ClassVar[Any] = None
     path: str
+    token: int
     commit: bool
 
 
@@ -162,12 +170,16 @@ class MigrateDone(Request):
 @register_request
 @dataclass(slots=True, frozen=True)
 class MigrateDT(Request):
-    """The manager's DT: ``path`` lives at ``home`` now, not ``source``."""
+    """The manager's DT: ``path`` lives at ``home`` now, not ``source`` (move
+    ``token``).  With ``undo``: back to ``source``, if the entry is still
+    that move's (a late undo does not overwrite a newer move)."""
 
     reply: ClassVar[Any] = None
     path: str
     source: int
     home: int
+    token: int
+    undo: bool = False
 
 
 @register_request
@@ -182,14 +194,20 @@ class MigrateSwitch(Request):
     name: str
     home: int
     source: int
+    token: int
 
 
 @register_request
 @dataclass(slots=True, frozen=True)
 class MigrateRelease(Request):
+    """End move ``token``'s switch in ``directory``; the VD names ``home``
+    for ``name`` (the target: committed; the source: undone).  Idempotent."""
+
     reply: ClassVar[Any] = None
     directory: str
     name: str
+    home: int
+    token: int
 
 
 # --- between any two members ----------------------------------------------------------------
@@ -209,6 +227,7 @@ class Outgoing:
     """A move of a local file in flight, at the source."""
 
     target: int
+    token: int
     lo: int = CLEAN  # the range written since MigrateBegin: [lo, hi)
     hi: int = CLEAN
     frozen: bool = False
@@ -234,6 +253,13 @@ class Migration(Renaming):
         self.migrated_out = 0
         self.migration_bytes = 0  # bytes this node copied in
         self.moves: Counter[str] = Counter()  # moves per path this node received (ping-pong check)
+        # At a manager: path -> the move whose MigrateDT set its entry; at a
+        # parent's manager: directory -> (name, move) of the switch it holds.
+        self.dt_moves: LRU[str, int] = LRU(TRACKED_FILES)
+        self.switches: dict[str, tuple[str, int]] = {}
+        # (target, token) of moves undone here: a step of one that arrives
+        # after its undo (late, or repeated) is refused, as a fenced create.
+        self.undone: LRU[tuple[int, int], bool] = LRU(TRACKED_FILES)
         # the policy and what it sees
         c = self.config
         self.policy = make_migration_policy(c.migration, node_id, c, spec.seed)
@@ -336,11 +362,17 @@ class Migration(Renaming):
             raise fs_error(errno.EAGAIN, path, "a rename or migration of this name is in flight; try again")
         d, name = split(path)
         m, pm = self.manager_of(path), self.manager_of(d)
-        size = yield from self.call(source, MigrateBegin(path, self.id))  # nothing to undo if it fails
+        self._next_token += 1
+        token = self._next_token
+        try:
+            size = yield from self.call(source, MigrateBegin(path, self.id, token))
+        except PeerUnavailable:
+            yield from self.repair(source, MigrateDone(path, token, False))  # it may have noted the move
+            raise
         self.incoming[path] = source
         self.gates.add(path)
         created: list[str] | None = None
-        dt_moved = False
+        asked_m = asked_pm = False
         try:
             try:
                 created = yield Local("create", path)
@@ -352,13 +384,19 @@ class Migration(Renaming):
             yield Local("truncate", path, (size,))
             if lo != CLEAN and lo < size:
                 copied += yield from self._copy(source, path, lo, min(hi, size))
-            yield from self._busy(lambda: self.call(m, MigrateDT(path, source, self.id)))
-            dt_moved = True
-            yield from self._busy(lambda: self.call(pm, MigrateSwitch(d, name, self.id, source)))
+            asked_m = True
+            yield from self._busy(lambda: self.call(m, MigrateDT(path, source, self.id, token)))
+            asked_pm = True
+            yield from self._busy(lambda: self.call(pm, MigrateSwitch(d, name, self.id, source, token)))
         except Exception:  # not GeneratorExit: an abandoned generator must not yield its rollback
-            if dt_moved:
-                yield from _best_effort(self.call(m, MigrateDT(path, self.id, source)))
-            yield from self._to_source(source, MigrateDone(path, False))
+            # In reverse; a step whose outcome is unknown (no answer) is undone
+            # too, by repair until its peer answers (each undo is idempotent
+            # and ignored by a peer that did not take the step).
+            if asked_pm:
+                yield from self._surely(pm, MigrateRelease(d, name, source, token))
+            if asked_m:
+                yield from self._surely(m, MigrateDT(path, source, self.id, token, undo=True))
+            yield from self._surely(source, MigrateDone(path, token, False))
             self.incoming.pop(path, None)
             self.gates.discard(path)
             if created is not None:
@@ -373,26 +411,24 @@ class Migration(Renaming):
             self.opens[path] += pins
         for c in created:
             yield from self.summary_add(c, new_dir=False)
-        yield from self._to_source(source, MigrateDone(path, True))
-        try:
-            yield from self.call(pm, MigrateRelease(d, name))
-        except PeerUnavailable:
-            yield from self.repair(pm, MigrateRelease(d, name))
+        yield from self._surely(source, MigrateDone(path, token, True))
+        yield from self._surely(pm, MigrateRelease(d, name, self.id, token))
         self.migrated_in += 1
         self.migration_bytes += copied
         self.moves[path] += 1
         self.arrived.put(path, self.round)
         return copied
 
-    def _to_source(self, source: int, req: MigrateDone) -> Gen:
-        """Tell the source the outcome; one that does not answer gets it by
-        repair (its note and gate, or its copy, must not stay)."""
+    def _surely(self, node: int, req: Request) -> Gen:
+        """An idempotent step that must reach ``node``: now, or by repair in
+        the background until it answers (a gate, a note of the move, a copy
+        or a switch must not stay behind)."""
         try:
-            yield from self.call(source, req)
-        except PeerUnavailable:
-            yield from self.repair(source, req)
+            yield from self.call(node, req)
+        except (PeerUnavailable, BlockingIOError):
+            yield from self.repair(node, req)
         except OSError:
-            pass
+            pass  # answered: nothing of this move there
 
     def _copy(self, source: int, path: str, lo: int, hi: int) -> Gen:
         """Copy bytes [lo, hi) of the source's file into the local copy."""
@@ -432,9 +468,10 @@ class Migration(Renaming):
         is_dir, size = yield from self._local("stat", path)
         if is_dir:
             raise fs_error(errno.EISDIR, path)
+        self._not_undone(src, req.token, path)
         if path in self.gates or path in self.outgoing:  # (one began while we looked)
             raise fs_error(errno.EAGAIN, path, "a rename or migration of this name is in flight; try again")
-        self.outgoing[path] = Outgoing(src)
+        self.outgoing[path] = Outgoing(src, req.token)
         return size
 
     def _outgoing(self, src: int, path: str) -> Outgoing:
@@ -469,8 +506,10 @@ class Migration(Renaming):
     def on_migrate_done(self, src: int, req: MigrateDone) -> Gen:
         path = req.path
         out = self.outgoing.get(path)
-        if out is None or out.target != src:
-            return None  # a repeated outcome (repair): already applied
+        if out is None or out.token != req.token:
+            if not req.commit:
+                self.undone.put((src, req.token), True)  # its MigrateBegin, if late, is refused
+            return None  # a repeated outcome (repair), or another move's: nothing to do
         del self.outgoing[path]
         if out.frozen:
             self.gates.discard(path)
@@ -519,22 +558,36 @@ class Migration(Renaming):
     def on_unlink(self, src: int, req: Unlink) -> Gen:
         return (yield from self._mutation(req.path, 0, INF, super().on_unlink(src, req)))
 
+    def _not_undone(self, src: int, token: int, path: str) -> None:
+        if (src, token) in self.undone:
+            raise fs_error(errno.ECANCELED, path, "this migration was given up by its target")
+
     # ------------------------------------------------------------------ M and PM
     @handles(MigrateDT)
     def on_migrate_dt(self, src: int, req: MigrateDT) -> None:
         path = req.path
         if self.manager_of(path) != self.id:
             raise fs_error(errno.EINVAL, path, "not managed here")
+        if req.undo:
+            self.undone.put((src, req.token), True)
+            if self.dt_moves.peek(path) == req.token:
+                self.dt_moves.pop(path)
+                self.dt.put(path, DTEntry(False, req.source))
+                self.dt_epoch += 1
+            return
+        self._not_undone(src, req.token, path)
         self._unmarked(path)
         e = self.dt.peek(path)
         if e is not None and (e.is_dir or e.home not in (req.source, req.home)):
             raise fs_error(errno.EAGAIN, path, "a create or removal of this name is in flight; try again")
         self.dt.put(path, DTEntry(False, req.home))
+        self.dt_moves.put(path, req.token)
         self.dt_epoch += 1
 
     @handles(MigrateSwitch)
     def on_migrate_switch(self, src: int, req: MigrateSwitch) -> Gen:
         d, name = req.directory, req.name
+        self._not_undone(src, req.token, d)
         if d in self.renames:
             raise fs_error(errno.EAGAIN, d, "a rename or migration in this directory is in flight; try again")
         vd, _ = yield from self.ensure_vd(d)
@@ -543,14 +596,21 @@ class Migration(Renaming):
             raise fs_error(errno.ENOENT, join(d, name), f"no file of that name at node {req.source}")
         if d in self.renames:  # (one began while the VD was merged)
             raise fs_error(errno.EAGAIN, d, "a rename or migration in this directory is in flight; try again")
+        self._not_undone(src, req.token, d)
         self.renames[d] = RenameFlight(name, name, req.home)
+        self.switches[d] = (name, req.token)
         self._vd_update(d, ("add", name, DTEntry(False, req.home)))
 
     @handles(MigrateRelease)
     def on_migrate_release(self, src: int, req: MigrateRelease) -> None:
-        flight = self.renames.get(req.directory)
-        if flight is not None and flight.old == flight.new == req.name:
-            del self.renames[req.directory]
+        d = req.directory
+        if req.home != src:
+            self.undone.put((src, req.token), True)  # an undo: a late MigrateSwitch is refused
+        if self.switches.get(d) != (req.name, req.token):
+            return  # not switched here (an undo of a step never taken), or released already
+        del self.switches[d]
+        del self.renames[d]
+        self._vd_update(d, ("add", req.name, DTEntry(False, req.home)))
 
     # ------------------------------------------------------------------ the policy's timer
     def start(self) -> Gen:
