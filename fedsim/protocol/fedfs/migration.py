@@ -280,8 +280,13 @@ class Migration(Renaming):
             "migrations_out": sorted([p, o.target] for p, o in self.outgoing.items()),
             "migrated_in": self.migrated_in,
             "migrated_out": self.migrated_out,
-            "loads": {str(n): round(v, 3) for n, (_, v) in sorted(self.loads.items())},
+            # Every load this node knows: gossiped ones, and its own (decayed per
+            # period; with no policy running, the file requests served so far).
+            "loads": {str(n): round(v, 3) for n, v in sorted(self._known_loads().items())},
         }
+
+    def _known_loads(self) -> dict[int, float]:
+        return {**{n: v for n, (_, v) in self.loads.items()}, self.id: self.load if self.round else self.served}
 
     # ------------------------------------------------------------------ counting load
     def handle(self, src: int, request: Request) -> Gen:
@@ -661,7 +666,7 @@ class Migration(Renaming):
             return (r is None or self.round - r >= hyst) and path not in self.outgoing and path not in self.gates
 
         files = {p: f for p in self.file_load.keys() if p not in self.outgoing and (f := self.file_load.peek(p))}
-        return LoadView(self.id, self.members, self.load, {n: v for n, (_, v) in self.loads.items()}, files, movable)
+        return LoadView(self.id, self.members, self.load, self._known_loads(), files, movable)
 
     def _gossip(self) -> Gen:
         peers = [n for n in self.members if n != self.id]
