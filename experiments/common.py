@@ -14,7 +14,7 @@ from fedsim.config import Config
 from fedsim.network import LogGP, preset
 from fedsim.runtime import CpuCosts, SimCluster, long_run_gc
 from fedsim.storage import EXT2_PAPER, StorageParams
-from fedsim.workloads.sfs97 import Recorder, Sfs97, make_fileset, place
+from fedsim.workloads.sfs97 import FileSet, Recorder, Sfs97, make_fileset, place
 
 
 def network_of(cfg: Config) -> LogGP:
@@ -166,8 +166,7 @@ def run_workload(cfg: Config, **overrides: Any) -> RunOutcome:
             c.spawn(node.id, node.summary_timer())
     else:
         c.env.run(until=c.exchange_summaries())
-    drv = Sfs97(c, fs, mix=dict(w.mix), rng=rng, io_size=w.io_size, locality=w.locality, hot_files=w.hot_files,
-                 frontend_us=w.frontend_us)
+    drv = driver(c, fs, cfg, rng)
 
     def phase(n_ops: int) -> None:
         if w.arrivals == "open":
@@ -192,6 +191,13 @@ def run_workload(cfg: Config, **overrides: Any) -> RunOutcome:
     out = RunOutcome(metrics_between(before, after, drv.rec, c.env.now - t0), drv.rec, c)
     out.events, out.wall_s, out.peak_rss_mb = events, wall_s, peak_rss_mb()
     return out
+
+
+def driver(c: SimCluster, fs: FileSet, cfg: Config, rng: np.random.Generator) -> Sfs97:
+    """The SFS97 driver the config's workload section describes."""
+    w = cfg.workload
+    return Sfs97(c, fs, mix=dict(w.mix), rng=rng, io_size=w.io_size, locality=w.locality, hot_files=w.hot_files,
+                 frontend_us=w.frontend_us, zipf=w.zipf)  # fmt: skip
 
 
 def simulator_events(c: SimCluster) -> int:

@@ -85,6 +85,7 @@ class NodeStats:
     merges_by_dir: Counter[str] = field(default_factory=Counter)
     incomplete_merges: int = 0
     requests_served: int = 0
+    file_requests: int = 0  # requests served as a file's home (what migration can move elsewhere)
 
 
 class Node:

@@ -111,11 +111,14 @@ _GOSSIP = struct.Struct("<IIf")  # node, round, load
 @dataclass(slots=True, frozen=True)
 class MigrateIn(Request):
     """Put ``path`` (a file whose home is ``source``) on this node's list and
-    move it here.  Reply: the bytes copied."""
+    move it here.  ``load`` > 0: a policy asks, for a file with that much
+    recent load, and this node's policy may refuse (EBUSY); 0: asked by hand.
+    Reply: the bytes copied."""
 
     reply: ClassVar[Any] = int
     path: str
     source: int
+    load: float = 0.0
 
 
 # --- at the source (S) ----------------------------------------------------------------------
@@ -267,6 +270,7 @@ class Migration(Renaming):
         self.round = 0
         self.file_load: LRU[str, FileLoad] = LRU(TRACKED_FILES)
         self.served = 0.0  # file requests served this period
+        self.accepted = 0.0  # load of the moves this node accepted since its last period
         self.load = 0.0  # decayed
         self.loads: dict[int, tuple[int, float]] = {}  # node -> (its round, its load), gossiped
         self.arrived: LRU[str, int] = LRU(TRACKED_FILES)  # path -> round it arrived by migration
@@ -296,6 +300,7 @@ class Migration(Renaming):
 
     def _count(self, path: str, src: int) -> None:
         self.served += 1
+        self.stats.file_requests += 1
         f = self.file_load.peek(path)
         if f is None:
             f = FileLoad()
@@ -365,6 +370,11 @@ class Migration(Renaming):
             raise fs_error(errno.EINVAL, path, f"cannot move from node {source} to node {self.id}")
         if path in self.incoming or path in self.outgoing or path in self.gates:
             raise fs_error(errno.EAGAIN, path, "a rename or migration of this name is in flight; try again")
+        if req.load > 0:
+            accept = getattr(self.policy, "accept", None)  # optional: a policy without one takes every move
+            if not req.load < INF or (accept is not None and not accept(self.load_view(), self.accepted + req.load)):
+                raise fs_error(errno.EBUSY, path, f"node {self.id} takes on no more load now")
+            self.accepted += req.load
         d, name = split(path)
         m, pm = self.manager_of(path), self.manager_of(d)
         self._next_token += 1
@@ -636,10 +646,11 @@ class Migration(Renaming):
         self._decay()
         yield from self._gossip()
         for path, to in self.policy.decide(self.load_view()):
-            if to == self.id or to not in self.members or path in self.outgoing:
+            f = self.file_load.peek(path)
+            if to == self.id or to not in self.members or path in self.outgoing or f is None:
                 continue
             try:
-                yield from self.call(to, MigrateIn(path, self.id))
+                yield from self.call(to, MigrateIn(path, self.id, max(f.hits, 1e-3)))
             except OSError:
                 continue  # no trace left; asked again if the policy still wants it
 
@@ -648,6 +659,7 @@ class Migration(Renaming):
         self.round += 1
         self.load = self.load * (1 - k) + self.served * k
         self.served = 0.0
+        self.accepted = 0.0
         self.loads[self.id] = (self.round, self.load)
         for p in list(self.file_load.keys()):
             f = self.file_load.peek(p)

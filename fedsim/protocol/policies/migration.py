@@ -12,7 +12,10 @@ global oracle.  It returns the moves it wants; the mechanism performs them
 (or not: a move that fails leaves no trace and the policy sees the same file
 again next period).
 
-Writing a policy: a class with ``name`` and ``decide(view) -> [(path, to)]``,
+Writing a policy: a class with ``name``, ``decide(view) -> [(path, to)]``
+(at the node holding the files) and ``accept(view, load) -> bool`` (at a
+target, for the moves other nodes' policies ask of it; optional: without
+it every move is taken),
 registered with ``@MIGRATIONS.register("my_policy")``; its constructor takes
 ``(node_id, config, seed)``.  The same class then runs on 1,024 simulated
 nodes and on real agents.
@@ -20,6 +23,7 @@ nodes and on real agents.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -61,6 +65,13 @@ class MigrationPolicy(Protocol):
         """The moves this node asks for now: (path of a local file, target node)."""
         ...
 
+    def accept(self, view: LoadView, load: float) -> bool:
+        """At the target of a move another node's policy asked for: take on
+        ``load`` more (the file's recent requests, plus what this node took
+        on since its last period)?  A refusal leaves no trace; moves asked
+        by hand (``fednode migrate``) are always taken."""
+        ...
+
 
 #: Migration policies by the name a config uses: ``factory(node_id, config, seed)``.
 MIGRATIONS: Registry[Callable[[int, ProtocolConfig, int], MigrationPolicy]] = Registry("migration policy")
@@ -79,6 +90,9 @@ class NoMigration:
     def decide(self, view: LoadView) -> list[Move]:
         return []
 
+    def accept(self, view: LoadView, load: float) -> bool:
+        return True
+
 
 def _hottest(view: LoadView) -> list[tuple[float, str]]:
     """Movable local files, hottest first (ties by name: deterministic)."""
@@ -89,43 +103,56 @@ def _hottest(view: LoadView) -> list[tuple[float, str]]:
 class LoadBased:
     """Move hot files off a node whose load exceeds the mean of the loads it
     knows by more than ``migration_threshold`` (a fraction of the mean), to
-    the least loaded node it knows, if that one is below the mean.  It moves
-    at most half the gap between the two (so the target does not become the
-    hottest) and at most ``migration_batch`` files per period.  Hysteresis:
-    a file that arrived by migration stays ``migration_hysteresis`` periods
+    one of the least loaded nodes it knows below the mean.
+
+    Every overloaded node decides alone, from similar gossip: sent to the
+    single least loaded node, their files would make it the new hot spot (a
+    herd).  So a node picks its target at random among the ``CANDIDATES``
+    least loaded, and moves at most its share of that target's deficit (the
+    deficit of the candidates, split among the overloaded nodes it knows),
+    and never more than its own excess; a file hotter than that stays.  At
+    most ``migration_batch`` files per period.  Hysteresis: a file that
+    arrived by migration stays ``migration_hysteresis`` periods
     (``LoadView.movable``), so two nodes do not pass a hot file back and
     forth; and a node moves nothing while it is within the threshold."""
 
     name = "load_based"
+    CANDIDATES = 4
 
     def __init__(self, node_id: int, config: ProtocolConfig, seed: int) -> None:
         self.threshold = config.migration_threshold
         self.batch = config.migration_batch
+        self._rng = random.Random(seed * 7919 + node_id)
 
     def decide(self, view: LoadView) -> list[Move]:
         others = {n: v for n, v in view.loads.items() if n != view.node}
-        if not others:
-            return []
         mean = view.mean()
-        if mean <= 0 or view.load <= mean * (1 + self.threshold):
+        high = mean * (1 + self.threshold)
+        if not others or mean <= 0 or view.load <= high:
             return []
-        target = min(others, key=lambda n: (others[n], n))
-        gap = (view.load - others[target]) / 2
-        if others[target] >= mean or gap <= 0:
+        cands = sorted((v, n) for n, v in others.items() if v < mean)[: self.CANDIDATES]
+        if not cands:
             return []
+        over = sum(1 for v in view.loads.values() if v > high)
+        target_load, target = cands[self._rng.randrange(len(cands))]
+        budget = min(view.load - mean, (mean - target_load) * len(cands) / max(1, over))
         moves: list[Move] = []
         moved = 0.0
         for neg, path in _hottest(view):
             hits = -neg
-            if len(moves) >= self.batch or moved >= gap:
+            if len(moves) >= self.batch or moved >= budget:
                 break
-            if moved + hits > gap and moves:
-                continue  # too hot to fit in the rest of the gap; a cooler one may
-            if hits > gap:
-                continue  # moving it would just make the target the hot node
+            if moved + hits > budget:
+                continue  # too hot for what is left: moving it would just shift the hot spot
             moves.append((path, target))
             moved += hits
         return moves
+
+    def accept(self, view: LoadView, load: float) -> bool:
+        """The target's own check, with its own fresh load: several
+        overloaded nodes may pick the same target from similar gossip; it
+        takes on no more than brings it to the mean."""
+        return view.load + load <= view.mean()
 
 
 @MIGRATIONS.register("co_locate")
@@ -153,6 +180,9 @@ class CoLocate:
             if top != view.node and top in view.members and f.by[top] >= self.share * f.hits:
                 moves.append((path, top))
         return moves
+
+    def accept(self, view: LoadView, load: float) -> bool:
+        return True
 
 
 def make_migration_policy(name: str, node_id: int, config: ProtocolConfig, seed: int = 0) -> MigrationPolicy:
