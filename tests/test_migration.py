@@ -630,3 +630,20 @@ def test_migrations_under_message_loss_lose_and_duplicate_no_file(n, script, pla
     assert not _residue(c), f"{_residue(c)}; {why}"
     for viewer in range(n):
         assert c.walk(viewer) == expect, why
+
+
+def test_status_shows_a_move_in_flight_at_both_ends():
+    c = _cluster()
+    home = _make(c, "/a/f", DATA)
+    to = _other(home)
+    seen: list[tuple[Any, Any]] = []
+
+    def look(r: MigrateRead) -> None:
+        if r.offset == 0:
+            seen.append((c.nodes[to].describe()["migrations_in"], c.nodes[home].describe()["migrations_out"]))
+
+    with _wrap(c, home, MigrateRead, look):
+        c.op(2, "migrate", "/a/f", to)
+    assert seen == [([["/a/f", home]], [["/a/f", to]])]
+    st = c.nodes[to].describe()
+    assert st["migrations_in"] == [] and st["migrated_in"] == 1 and st["migration_policy"] == "none"
