@@ -431,6 +431,8 @@ class Migration(Renaming):
         self.migrated_in += 1
         self.migration_bytes += copied
         self.moves[path] += 1
+        if len(self.moves) > TRACKED_FILES:  # bounded: the oldest path's count goes
+            del self.moves[next(iter(self.moves))]
         self.arrived.put(path, self.round)
         return copied
 
