@@ -160,10 +160,13 @@ def run_workload(cfg: Config, **overrides: Any) -> RunOutcome:
     if cfg.cluster.bootstrap == "preload":
         c.preload_summaries()
         # What start() would go on with after its push: the node's periodic
-        # work (summary refresh, VD ageing).  The timer returns at once when
-        # protocol.summary_refresh_s is 0, so closed-world runs are unchanged.
+        # work (summary refresh, VD ageing, a migration policy).  The summary
+        # timer returns at once when protocol.summary_refresh_s is 0, and no
+        # migration timer runs under the policy none, so closed-world runs
+        # are unchanged.
         for node in c.nodes:
-            c.spawn(node.id, node.summary_timer())
+            for timer in node.background():
+                c.spawn(node.id, timer)
     else:
         c.env.run(until=c.exchange_summaries())
     drv = driver(c, fs, cfg, rng)

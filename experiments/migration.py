@@ -56,10 +56,9 @@ def run_one(cfg: Config, nodes: int, policy: str, windows: int) -> list[dict[str
     fs = make_fileset(w.files, w.dirs, rng)
     place(c, fs, cfg.protocol.placement, rng)
     c.preload_summaries()
-    for node in c.nodes:  # the periodic work start() would go on with
-        c.spawn(node.id, node.summary_timer())
-        if policy != "none":
-            c.spawn(node.id, node.migration_timer())  # type: ignore[attr-defined]
+    for node in c.nodes:  # the periodic work start() would go on with: summaries, the policy
+        for timer in node.background():
+            c.spawn(node.id, timer)
     drv = driver(c, fs, cfg, rng)
     per = max(1, w.ops // windows)
     out = []

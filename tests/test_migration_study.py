@@ -51,3 +51,16 @@ def test_an_unknown_policy_is_refused_before_anything_runs():
         _run([*TINY, "params.policies=[none,greedy]"])
     with pytest.raises(ConfigError, match=re.escape("protocol.migration: unknown migration policy 'greedy'")):
         load(CONFIG, [*TINY, "protocol.migration=greedy"])
+
+
+def test_any_workload_study_runs_the_configured_policy():
+    """``protocol.migration`` works in every study that runs the SFS97 workload
+    (the simulator spawns each node's periodic work, ``Node.background``)."""
+    from experiments.common import run_workload
+
+    sets = ["cluster.nodes=8", "workload.files=300", "workload.dirs=10", "workload.ops=3000", "workload.rate=20000",
+            "workload.zipf=1.2", "workload.locality=0.6", "workload.hot_files=4", "protocol.migration=co_locate",
+            "protocol.migration_period_s=0.02", "workload.mix={lookup: 1, read: 1}"]  # fmt: skip
+    out = run_workload(load(ROOT / "configs" / "fedfs" / "simulate.yaml", sets))
+    assert sum(n.migrated_in for n in out.cluster.nodes) > 0
+    assert out.metrics["errors"] == 0

@@ -180,6 +180,12 @@ class Node:
         return
         yield
 
+    def background(self) -> list[Gen]:
+        """The periodic work ``start`` would go on with (timers), for a
+        simulator that warms the federation up without running ``start``
+        (``prepare``/``adopt``) and spawns these instead.  None by default."""
+        return []
+
     def describe(self) -> dict[str, Any]:
         """The design's own state, for ``fednode status`` (plain values)."""
         return {}

@@ -636,6 +636,9 @@ class Migration(Renaming):
             yield Spawn(self.migration_timer())
         return result
 
+    def background(self) -> list[Gen]:
+        return [*super().background(), *([self.migration_timer()] if self.timer else [])]
+
     def migration_timer(self) -> Gen:
         """Every ``migration_period_s``: decay the counters, gossip the load,
         run the policy and make the moves it asks for (one after the other:
