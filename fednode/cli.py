@@ -3,7 +3,9 @@
     fednode serve  --cluster FILE --node ID       run one agent in the foreground
     fednode local  --nodes N --base DIR           N agents on this machine (writes DIR/cluster.yaml)
     fednode fs     --cluster FILE CMD ARGS...     ls, stat, mkdir, put, get, cat, rm, rmdir, mv
-    fednode status --cluster FILE                 each node: reachable?, transport/device, files, names, tables
+    fednode migrate --cluster FILE PATH --to NODE move a file, or every file under a directory, to NODE
+    fednode status --cluster FILE                 each node: reachable?, transport/device, files, names, tables,
+                                                  migrations in flight, the loads it knows
     fednode init   --hosts H1,H2,... [--device D] a cluster file for a real testbed (new secret, mode 0600)
     fednode hosts  --cluster FILE                 'ID HOST' per node, for launcher loops (see deploy/)
     fednode client-file --cluster FILE --out F    a file for client programs: the client key, not the secret
@@ -211,6 +213,23 @@ def fs(cluster_file: str, node: int | None, cmd: str, args: list[str]) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------- migrate
+def migrate(cluster_file: str, node: int | None, path: str, to: int) -> int:
+    """Move a file or a directory tree by hand (FedFS 3.2's mechanism, no policy)."""
+    from fednode.client import Client
+
+    try:
+        with Client(load_cluster(cluster_file), node=node) as c:
+            moved = c.migrate(path, to)
+    except OSError as exc:
+        what = exc.strerror or str(exc)
+        name = f" {exc.filename}" if getattr(exc, "filename", None) else ""
+        print(f"fednode migrate{name}: {what}", file=sys.stderr)
+        return 1
+    print(f"{path}: {moved} file{'' if moved == 1 else 's'} moved to node {to}" + ("" if moved else " (already there)"))
+    return 0
+
+
 # ---------------------------------------------------------------------------- status
 def status(cluster_file: str, as_json: bool) -> int:
     from fednode.client import Client
@@ -238,7 +257,7 @@ def format_status(rows: list[dict[str, Any]]) -> str:
     notes = []
     for r in rows:
         if not r["reachable"]:
-            body.append([r["node"], "UNREACHABLE", "-", "-", "-", "-", "-", "-"])
+            body.append([r["node"], "UNREACHABLE", "-", "-", "-", "-", "-", "-", "-"])
             notes.append(f"node {r['node']}: {r['error']}")
             continue
         if r.get("root_lost"):
@@ -253,12 +272,20 @@ def format_status(rows: list[dict[str, Any]]) -> str:
                 r["dt_entries"],
                 r["vd_entries"],
                 len(r["collisions"]),
+                len(r.get("migrations_in", [])) + len(r.get("migrations_out", [])),
             ]
         )
+        for path, source in r.get("migrations_in", []):
+            notes.append(f"node {r['node']}: migrating {path} in from node {source}")
+        for path, target in r.get("migrations_out", []):
+            notes.append(f"node {r['node']}: migrating {path} out to node {target}")
+        if r.get("loads"):
+            loads = ", ".join(f"{n}: {v:g}" for n, v in r["loads"].items())
+            notes.append(f"node {r['node']}: migration policy {r.get('migration_policy')}; loads it knows {{{loads}}}")
         for path, winner, homes in r["collisions"]:
             who = "the directory" if winner is None else f"node {winner}"
             notes.append(f"node {r['node']}: name collision {path} on nodes {list(homes)}: resolves to {who}")
-    out = table(["node", "state", "transport", "files", "managed names", "DT", "VD", "collisions"], body)
+    out = table(["node", "state", "transport", "files", "managed names", "DT", "VD", "collisions", "migrating"], body)
     return out + ("\n" + "\n".join(notes) if notes else "")
 
 
@@ -341,6 +368,11 @@ def main(argv: list[str] | None = None) -> int:
     from fednode.tools import testbed
 
     testbed.add_parser(sub)
+    mg = sub.add_parser("migrate", help="move a file or a directory tree to another node")
+    mg.add_argument("--cluster", required=True)
+    mg.add_argument("--node", type=int, default=None, help="the agent to talk to (default: the first that answers)")
+    mg.add_argument("--to", type=int, required=True, help="the node that becomes the files' home")
+    mg.add_argument("path")
     st = sub.add_parser("status", help="per-node state")
     st.add_argument("--cluster", required=True)
     st.add_argument("--json", action="store_true")
@@ -375,6 +407,8 @@ def main(argv: list[str] | None = None) -> int:
             return fs(args.cluster, args.node, args.command, args.args)
         if args.cmd == "status":
             return status(args.cluster, args.json)
+        if args.cmd == "migrate":
+            return migrate(args.cluster, args.node, args.path, args.to)
         if args.cmd == "init":
             hs = [h for h in args.hosts.split(",") if h]
             return init(args.out, hs, args.root, args.port, args.transport, args.device, args.gid_index)

@@ -98,6 +98,18 @@ def check_dafs_table1(d: dict) -> None:
     assert d["created_ring_max_over_mean"]["8"] > d["created_random_p95"]["8"]
 
 
+def check_migration(d: dict) -> None:
+    last = d["last_window"]
+    for n in d["nodes"]:
+        none, based, colo = last[f"{n} none"], last[f"{n} load_based"], last[f"{n} co_locate"]
+        assert none["bytes_moved"] == 0 == none["files_moved"]
+        # load_based evens the load out; co_locate makes the requesters' files local
+        assert based["load_max_over_mean"] < none["load_max_over_mean"], n
+        assert colo["remote_share"] < none["remote_share"] and colo["latency_mean_us"] < none["latency_mean_us"], n
+        # and neither passes files back and forth
+        assert based["max_moves_per_file"] <= 2 and colo["max_moves_per_file"] <= 2, n
+
+
 CHECKS: dict[str, tuple[str, Callable[[dict], None]]] = {
     "dafs_table1": ("dafs_table1", check_dafs_table1),
     "fedfs_fig5": ("fedfs_fig5", check_fig5),
@@ -106,6 +118,7 @@ CHECKS: dict[str, tuple[str, Callable[[dict], None]]] = {
     "bloom_summary": ("bloom_summary", check_bloom),
     "lookup_paths": ("lookup_paths", check_lookup_paths),
     "scale": ("scale", check_scale),
+    "migration": ("migration", check_migration),
 }
 
 

@@ -85,6 +85,7 @@ class NodeStats:
     merges_by_dir: Counter[str] = field(default_factory=Counter)
     incomplete_merges: int = 0
     requests_served: int = 0
+    file_requests: int = 0  # requests served as a file's home (what migration can move elsewhere)
 
 
 class Node:
@@ -178,6 +179,12 @@ class Node:
         client operations; it may ``Spawn`` periodic work).  Nothing by default."""
         return
         yield
+
+    def background(self) -> list[Gen]:
+        """The periodic work ``start`` would go on with (timers), for a
+        simulator that warms the federation up without running ``start``
+        (``prepare``/``adopt``) and spawns these instead.  None by default."""
+        return []
 
     def describe(self) -> dict[str, Any]:
         """The design's own state, for ``fednode status`` (plain values)."""
