@@ -49,11 +49,12 @@ from typing import Any, NamedTuple
 from fednode import wire
 from fednode.config import Cluster, load_cluster
 from fednode.transport.tcp import tls_contexts
+from fedsim.protocol.attrs import KEEP, UTIME_NOW, UTIME_OMIT, Attr, StatFS
 from fedsim.protocol.messages import PeerUnavailable, ProtocolError, decode_error, pack
 from fedsim.protocol.names import join, normalize
 
 CHUNK = 1 << 20  # bytes per read/write message: large enough for bandwidth, far below the frame limit
-_FD_OPS = ("read", "write", "close")  # calls whose first argument is a descriptor
+_FD_OPS = ("read", "write", "close", "fsync")  # calls whose first argument is a descriptor
 _GEN_SHIFT = 48  # a descriptor this client hands out: (connection number << 48) | the agent's number
 
 
@@ -191,9 +192,7 @@ class Client:
         if op == "bench" and len(args) >= 3 and args[0] == "fedfs" and args[1] in _FD_OPS:
             calls = args[2]
             if isinstance(calls, (list, tuple)):
-                calls = [
-                    [self._to_agent_fd(c[0]), *c[1:]] if isinstance(c, (list, tuple)) and c else c for c in calls
-                ]
+                calls = [[self._to_agent_fd(c[0]), *c[1:]] if isinstance(c, (list, tuple)) and c else c for c in calls]
             return (args[0], args[1], calls, *args[3:])
         return args
 
@@ -292,6 +291,35 @@ class Client:
     def stat(self, path: str) -> Stat:
         return Stat(*self.call("stat", path))
 
+    def getattr(self, path: str) -> Attr:
+        """Every attribute of ``path`` (``fedsim.protocol.attrs.Attr``): a file's
+        at its home; a directory's at the lowest-numbered node holding it, with
+        nlink 1 ("unknown"); ``ino`` is the same from every node and stays."""
+        return Attr(*self.call("getattr", path))
+
+    def chmod(self, path: str, mode: int) -> None:
+        """Set the permission bits (0..0o7777) of a file, or of a directory at every node holding it."""
+        self.call("setattr", path, mode, KEEP, KEEP, UTIME_OMIT, UTIME_OMIT)
+
+    def chown(self, path: str, uid: int, gid: int) -> None:
+        """Set the owner and group (-1 leaves one unchanged); EPERM where the
+        holding agent may not (an agent that is not root can give nothing away)."""
+        self.call("setattr", path, KEEP, uid, gid, UTIME_OMIT, UTIME_OMIT)
+
+    def utimens(self, path: str, atime_ns: int = UTIME_NOW, mtime_ns: int = UTIME_NOW) -> None:
+        """Set the access and modification times in ns since the epoch;
+        ``UTIME_NOW`` is the holding node's clock, ``UTIME_OMIT`` leaves one."""
+        self.call("setattr", path, KEEP, KEEP, KEEP, atime_ns, mtime_ns)
+
+    def statfs(self) -> StatFS:
+        """The federation's size and free space: every member's local file
+        system summed (members that do not answer are left out)."""
+        return StatFS(*self.call("statfs"))
+
+    def fsync(self, fd: int) -> None:
+        """Flush an open file's data and metadata to stable storage at its home."""
+        self.call("fsync", fd)
+
     def exists(self, path: str) -> bool:
         try:
             self.stat(path)
@@ -381,6 +409,9 @@ class Client:
 
     def status(self) -> dict[str, Any]:
         return self.call("status")
+
+
+__all__ = ["KEEP", "UTIME_NOW", "UTIME_OMIT", "Attr", "Client", "Stat", "StatFS"]
 
 
 class _Failed(Exception):

@@ -129,9 +129,10 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from fedsim.protocol.attrs import KEEP, UTIME_NOW, UTIME_OMIT, check_setattr
 from fedsim.protocol.effects import LOCAL_OPS
 from fedsim.protocol.messages import fs_error
-from fedsim.protocol.names import ROOT, InvalidPath, join, normalize
+from fedsim.protocol.names import MAX_NAME, ROOT, InvalidPath, join, normalize
 
 __all__ = ["FOREIGN_ERRNO", "ROOT_LOST_ERRNO", "LocalFS", "RootUnusable"]
 
@@ -143,7 +144,7 @@ log = logging.getLogger("fednode")
 ROOT_LOST_ERRNO = errno.EIO
 # Operations that change the namespace (or read the whole of it, as a summary refresh does): the root
 # is checked before they run, so none of them acts on a root that was moved away.
-_CHECKED_FIRST = frozenset({"create", "mkdir", "unlink", "rmdir", "rename", "list_dirs"})
+_CHECKED_FIRST = frozenset({"create", "mkdir", "unlink", "rmdir", "rename", "setattr", "list_dirs"})
 
 
 class RootUnusable(ValueError):
@@ -316,6 +317,45 @@ def _entries(dir_fd: int) -> list[tuple[str, bool]]:
             elif e.is_file(follow_symlinks=False):
                 out.append((e.name, False))
     return out
+
+
+# -- utimensat(2) with UTIME_NOW / UTIME_OMIT, which os.utime cannot express --------------------
+_UTIME_NOW_NSEC = (1 << 30) - 1  # the kernel's tv_nsec sentinels
+_UTIME_OMIT_NSEC = (1 << 30) - 2
+_AT_FDCWD = -100
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_int64), ("tv_nsec", ctypes.c_long)]
+
+
+def _timespec(t: int) -> _Timespec:
+    if t == UTIME_NOW:
+        return _Timespec(0, _UTIME_NOW_NSEC)
+    if t == UTIME_OMIT:
+        return _Timespec(0, _UTIME_OMIT_NSEC)
+    return _Timespec(t // 1_000_000_000, t % 1_000_000_000)  # floor: a time before 1970 keeps nsec >= 0
+
+
+_libc: Any = None
+
+
+def _utimens(link: str, atime_ns: int, mtime_ns: int) -> None:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    times = (_Timespec * 2)(_timespec(atime_ns), _timespec(mtime_ns))
+    if _libc.utimensat(_AT_FDCWD, os.fsencode(link), times, 0) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+
+
+def _proc_fd(fd: int, path: str) -> str:
+    """``/proc/self/fd/N``: the link naming the inode ``fd`` holds (ENOTSUP without /proc)."""
+    link = f"/proc/self/fd/{fd}"
+    if not os.path.lexists(link):
+        raise fs_error(errno.ENOTSUP, path, "changing attributes needs /proc (Linux) to name the entry held")
+    return link
 
 
 class _Open:
@@ -696,15 +736,14 @@ class LocalFS:
         out.sort()
         return out
 
-    def stat(self, path: str) -> tuple[bool, int]:
-        """(is_dir, size); size 0 for directories."""
+    def _lstat(self, path: str) -> os.stat_result:
+        """The stat of the regular file or directory at ``path``, not following
+        it (ELOOP for a foreign entry): what stat and getattr report."""
         _check(path)
         root = self._root
         i = path.rfind("/")
         if i == 0:  # in the root: no walk (the common case of a flat export, kept lean)
-            if path == ROOT:
-                return (True, 0)
-            dfd, name = root, path[1:]
+            dfd, name = (root, ".") if path == ROOT else (root, path[1:])
         else:
             dfd, name = self._walk(path)
         try:
@@ -714,12 +753,107 @@ class LocalFS:
         finally:
             if dfd != root:
                 os.close(dfd)
-        mode = st.st_mode
-        if _S_ISREG(mode):
-            return (False, st.st_size)
-        if _S_ISDIR(mode):
+        if not (_S_ISREG(st.st_mode) or _S_ISDIR(st.st_mode)):
+            raise _foreign(path)
+        return st
+
+    def stat(self, path: str) -> tuple[bool, int]:
+        """(is_dir, size); size 0 for directories."""
+        if path == ROOT:
             return (True, 0)
-        raise _foreign(path)
+        st = self._lstat(path)
+        return (False, st.st_size) if _S_ISREG(st.st_mode) else (True, 0)
+
+    def getattr(self, path: str) -> tuple[bool, int, int, int, int, int, int, int, int, int]:
+        """(is_dir, mode, nlink, uid, gid, size, atime_ns, mtime_ns, ctime_ns, st_ino); size 0 for directories."""
+        st = self._lstat(path)
+        is_dir = _S_ISDIR(st.st_mode)
+        size = 0 if is_dir else st.st_size
+        return (is_dir, st.st_mode, st.st_nlink, st.st_uid, st.st_gid, size,
+                st.st_atime_ns, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)  # fmt: skip
+
+    def _entry(self, path: str) -> int:
+        """An ``O_PATH`` descriptor of the regular file or directory at ``path``
+        itself (never a symlink's target: ELOOP for a foreign entry), for the
+        operations that act on the entry, not its data (setattr, statfs)."""
+        _check(path)
+        if path == ROOT:
+            dfd, name = self._root, "."
+        else:
+            dfd, name = self._walk(path)
+        try:
+            fd = os.open(name, _O_PATH | os.O_NOFOLLOW | _CLOEXEC, dir_fd=dfd)
+        except OSError as e:
+            raise self._final_error(e, dfd, name, path) from None
+        finally:
+            if dfd != self._root:
+                os.close(dfd)
+        try:
+            mode = os.fstat(fd).st_mode
+        except OSError as e:
+            os.close(fd)
+            raise fs_error(e.errno or errno.EIO, path) from None
+        if not (_S_ISREG(mode) or _S_ISDIR(mode)):
+            os.close(fd)
+            raise _foreign(path)
+        return fd
+
+    def setattr(self, path: str, mode: int, uid: int, gid: int, atime_ns: int, mtime_ns: int) -> None:
+        """chown, then chmod, then utimensat, on the entry itself (``attrs.KEEP``
+        / ``UTIME_OMIT`` skip a part; ``UTIME_NOW`` is this host's clock).
+
+        The entry is held by an ``O_PATH`` descriptor opened with O_NOFOLLOW
+        and changed through its ``/proc/self/fd`` link, which names exactly
+        that inode: Linux has no fchmodat without following, and fchmod or
+        futimens refuse an O_PATH descriptor, which (unlike a read/write
+        open) needs no permission on the file.  chown goes first: it is the
+        part most likely refused (EPERM for an agent that is not root), and
+        a refusal then leaves nothing changed; it also clears set-id bits,
+        which a chmod after it may set again (as ``install`` orders them)."""
+        check_setattr(path, mode, uid, gid, atime_ns, mtime_ns)
+        fd = self._entry(path)
+        try:
+            link = _proc_fd(fd, path)
+            if uid != KEEP or gid != KEEP:
+                os.chown(link, uid, gid)
+            if mode != KEEP:
+                os.chmod(link, mode)
+            if atime_ns != UTIME_OMIT or mtime_ns != UTIME_OMIT:
+                _utimens(link, atime_ns, mtime_ns)
+        except OSError as e:
+            raise fs_error(e.errno or errno.EIO, path) from None
+        finally:
+            os.close(fd)
+
+    def statfs(self, path: str) -> tuple[int, int, int, int, int, int, int, int]:
+        """(bsize, frsize, blocks, bfree, bavail, files, ffree, namemax) of the
+        host file system holding ``path`` (namemax at most the federation's MAX_NAME)."""
+        fd = self._entry(path)
+        try:
+            v = os.fstatvfs(fd)
+        except OSError as e:
+            raise fs_error(e.errno or errno.EIO, path) from None
+        finally:
+            os.close(fd)
+        return (v.f_bsize, v.f_frsize, v.f_blocks, v.f_bfree, v.f_bavail, v.f_files, v.f_ffree,
+                min(v.f_namemax, MAX_NAME))  # fmt: skip
+
+    def fsync(self, path: str) -> None:
+        """``os.fsync`` of the regular file (its open descriptor, or one opened for it)."""
+        of = self._open.get(path) if type(path) is str else None  # see read
+        if of is not None:
+            fd, own = of.fd, False
+        else:
+            _check(path)
+            fd, _ = self._open_file(path, os.O_RDONLY)
+            own = True
+        try:
+            os.fsync(fd)
+        except OSError as e:
+            raise fs_error(e.errno or errno.EIO, path) from None
+        finally:
+            if own:
+                os.close(fd)
 
     def open(self, path: str) -> None:
         """Check ``path`` is a regular file and keep a descriptor for it (one per path, reference counted)."""

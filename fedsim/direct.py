@@ -55,6 +55,8 @@ class DirectCluster:
         self.fs = list(local) if local is not None else [MemFS() for _ in members]
         self.down: set[int] = set()
         self.clock = 0.0  # seconds, what ``Now`` returns; tests advance it by hand or with ``advance``
+        for fs in self.fs:  # file times are this clock's (integer ns), never the wall clock's
+            fs.clock = self._clock_ns
         self.trace: list[tuple[int, int, str]] = []  # (src, dst, request kind)
         self._timers: list[tuple[float, int, int, Gen]] = []  # (wake-up time, seq, node, parked generator)
         self._seq = 0
@@ -64,6 +66,9 @@ class DirectCluster:
         self.rpc_timeout = rpc_timeout
         for node in self.nodes:
             self.run(node.id, node.start())
+
+    def _clock_ns(self) -> int:
+        return round(self.clock * 1e9)
 
     # -- driving ------------------------------------------------------------------------
     def run(self, node_id: int, gen: Gen) -> Any:

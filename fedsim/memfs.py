@@ -7,29 +7,87 @@ here (see ``fedsim.storage``); this is only the state.
 
 With ``keep_data=False`` only file sizes are kept and reads return zeros:
 the simulated SPEC SFS file set (~500 MB) then costs a few MB of memory.
+
+Attributes: every entry has a mode, owner, three times and an inode number
+(``meta``).  Times come from ``clock`` (integer nanoseconds), which the
+runtime sets to its own clock (simulated time in the simulator, the settable
+clock of the in-memory runtime), never the wall clock, so a simulation stays
+a function of its seed; the default clock stands still at 0.  New entries
+get the modes a process with umask 022 gets (0o644 files, 0o755
+directories) and the owner ``uid``/``gid``.  There are no permission checks
+(a simulated node may chown anything).  create/write/truncate set mtime and
+ctime, a change of a directory's entries its mtime and ctime, setattr the
+ctime; a read does not touch atime (as ``noatime``: no real file system's
+relatime heuristic is modelled).
 """
 
 from __future__ import annotations
 
 import errno
-from collections.abc import Iterable
+import stat as _stat
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from fedsim.protocol.attrs import KEEP, UTIME_NOW, UTIME_OMIT, check_setattr
 from fedsim.protocol.effects import LOCAL_OPS
 from fedsim.protocol.messages import fs_error
 from fedsim.protocol.names import ROOT, ancestors, split
 
+FILE_MODE = _stat.S_IFREG | 0o644
+DIR_MODE = _stat.S_IFDIR | 0o755
+BLOCK = 4096  # statfs's block size
+# meta fields
+_MODE, _UID, _GID, _ATIME, _MTIME, _CTIME, _INO = range(7)
+
 
 class MemFS:
-    """Directories as name -> is_dir maps, files as bytearrays (or sizes)."""
+    """Directories as name -> is_dir maps, files as bytearrays (or sizes);
+    every entry's attributes in ``meta`` (path -> [mode, uid, gid, atime,
+    mtime, ctime, ino])."""
 
-    def __init__(self, keep_data: bool = True) -> None:
+    def __init__(
+        self,
+        keep_data: bool = True,
+        clock: Callable[[], int] | None = None,
+        uid: int = 0,
+        gid: int = 0,
+        capacity_bytes: int = 1 << 40,
+        capacity_inodes: int = 1 << 26,
+    ) -> None:
         self.keep_data = keep_data
+        #: now, in integer nanoseconds (see the module docstring)
+        self.clock: Callable[[], int] = clock or (lambda: 0)
+        self.uid, self.gid = uid, gid
+        self.capacity_bytes, self.capacity_inodes = capacity_bytes, capacity_inodes
         self.dirs: dict[str, dict[str, bool]] = {ROOT: {}}
         self.files: dict[str, Any] = {}
+        self._next_ino = 1  # the root gets 2, as on ext4
+        self.meta: dict[str, list[int]] = {ROOT: self._new_meta(DIR_MODE)}
         self._ops: dict[str, Any] = {op: getattr(self, op) for op in LOCAL_OPS}  # bound once for apply
 
     # -- helpers --------------------------------------------------------------------
+    def _new_meta(self, mode: int) -> list[int]:
+        now = self.clock()
+        self._next_ino += 1
+        return [mode, self.uid, self.gid, now, now, now, self._next_ino]
+
+    def _changed(self, path: str) -> None:
+        """``path``'s content (a file's data, a directory's entries) changed now."""
+        m = self.meta[path]
+        m[_MTIME] = m[_CTIME] = self.clock()
+
+    def _add(self, path: str, is_dir: bool) -> None:
+        p, name = split(path)
+        self.dirs[p][name] = is_dir
+        self.meta[path] = self._new_meta(DIR_MODE if is_dir else FILE_MODE)
+        self._changed(p)
+
+    def _remove(self, path: str) -> None:
+        p, name = split(path)
+        del self.dirs[p][name]
+        del self.meta[path]
+        self._changed(p)
+
     def _make_parents(self, path: str) -> list[str]:
         created = []
         for a in ancestors(path):
@@ -37,8 +95,7 @@ class MemFS:
                 continue
             if a in self.files:
                 raise fs_error(errno.ENOTDIR, a)
-            p, name = split(a)
-            self.dirs[p][name] = True
+            self._add(a, True)
             self.dirs[a] = {}
             created.append(a)
         return created
@@ -63,8 +120,7 @@ class MemFS:
         if path in self.files or path in self.dirs:
             raise fs_error(errno.EEXIST, path)
         created = self._make_parents(path)
-        p, name = split(path)
-        self.dirs[p][name] = False
+        self._add(path, False)
         self.files[path] = bytearray() if self.keep_data else 0
         return created
 
@@ -74,8 +130,7 @@ class MemFS:
         if path in self.files:
             raise fs_error(errno.EEXIST, path)
         created = self._make_parents(path)
-        p, name = split(path)
-        self.dirs[p][name] = True
+        self._add(path, True)
         self.dirs[path] = {}
         created.append(path)
         return created
@@ -83,8 +138,7 @@ class MemFS:
     def unlink(self, path: str) -> None:
         self._file(path)
         del self.files[path]
-        p, name = split(path)
-        del self.dirs[p][name]
+        self._remove(path)
 
     def rmdir(self, path: str) -> None:
         if path not in self.dirs:
@@ -94,8 +148,7 @@ class MemFS:
         if path == ROOT:
             raise fs_error(errno.EBUSY, path)
         del self.dirs[path]
-        p, name = split(path)
-        del self.dirs[p][name]
+        self._remove(path)
 
     def listdir(self, path: str) -> list[tuple[str, bool]]:
         d = self.dirs.get(path)
@@ -134,6 +187,7 @@ class MemFS:
             if offset > len(f):
                 f.extend(bytes(offset - len(f)))
             f[offset:end] = data
+        self._changed(path)
         return len(data)
 
     def truncate(self, path: str, size: int) -> None:
@@ -146,6 +200,7 @@ class MemFS:
             del f[size:]
         else:
             f.extend(bytes(size - len(f)))
+        self._changed(path)
 
     def rename(self, path: str, new: str) -> None:
         """The source is checked first (ENOENT, EISDIR), then the target (EISDIR
@@ -158,9 +213,62 @@ class MemFS:
             raise fs_error(errno.ENOENT, new)
         if new == path:
             return
+        meta = self.meta[path]
         self.unlink(path)
+        if new in self.files:
+            self.unlink(new)
         self.dirs[p][name] = False
         self.files[new] = data
+        self.meta[new] = meta  # the same file: its inode number and times go with it
+        meta[_CTIME] = self.clock()
+        self._changed(p)
+
+    def getattr(self, path: str) -> tuple[bool, int, int, int, int, int, int, int, int, int]:
+        """(is_dir, mode, nlink, uid, gid, size, atime_ns, mtime_ns, ctime_ns, local inode number)."""
+        m = self.meta.get(path)
+        if m is None:
+            raise fs_error(errno.ENOENT, path)
+        d = self.dirs.get(path)
+        if d is not None:
+            nlink = 2 + sum(d.values())  # "." and its parent's entry, and each subdirectory's ".."
+            return (True, m[_MODE], nlink, m[_UID], m[_GID], 0, m[_ATIME], m[_MTIME], m[_CTIME], m[_INO])
+        f = self.files[path]
+        size = f if isinstance(f, int) else len(f)
+        return (False, m[_MODE], 1, m[_UID], m[_GID], size, m[_ATIME], m[_MTIME], m[_CTIME], m[_INO])
+
+    def setattr(self, path: str, mode: int, uid: int, gid: int, atime_ns: int, mtime_ns: int) -> None:
+        """Change what is not KEEP / UTIME_OMIT (UTIME_NOW: this file system's clock); ctime is now."""
+        check_setattr(path, mode, uid, gid, atime_ns, mtime_ns)
+        m = self.meta.get(path)
+        if m is None:
+            raise fs_error(errno.ENOENT, path)
+        now = self.clock()
+        if mode != KEEP:
+            m[_MODE] = _stat.S_IFMT(m[_MODE]) | mode
+        if uid != KEEP:
+            m[_UID] = uid
+        if gid != KEEP:
+            m[_GID] = gid
+        for i, t in ((_ATIME, atime_ns), (_MTIME, mtime_ns)):
+            if t != UTIME_OMIT:
+                m[i] = now if t == UTIME_NOW else t
+        m[_CTIME] = now
+
+    def statfs(self, path: str) -> tuple[int, int, int, int, int, int, int, int]:
+        """(bsize, frsize, blocks, bfree, bavail, files, ffree, namemax) of this
+        file system: ``capacity_bytes`` in 4 KiB blocks, less the blocks the
+        files use; ``capacity_inodes`` less the entries."""
+        if path not in self.meta:
+            raise fs_error(errno.ENOENT, path)
+        used = sum(-(-(f if isinstance(f, int) else len(f)) // BLOCK) for f in self.files.values())
+        blocks = self.capacity_bytes // BLOCK
+        free = max(0, blocks - used)
+        inodes = self.capacity_inodes
+        return (BLOCK, BLOCK, blocks, free, free, inodes, max(0, inodes - len(self.meta)), 255)
+
+    def fsync(self, path: str) -> None:
+        """Nothing to flush in memory; the file must exist (its cost is the storage model's)."""
+        self._file(path)
 
     def list_dirs(self, path: str) -> list[str]:
         if path == ROOT:

@@ -187,7 +187,8 @@ class SimCluster:
             protocol=self.protocol,
         )
         self.nodes = build_nodes(self.spec, placements=placement if isinstance(placement, list) else None)
-        self.fs = [MemFS(keep_data=keep_data) for _ in members]
+        # file times are simulated time (integer ns; the environment counts microseconds)
+        self.fs = [MemFS(keep_data=keep_data, clock=self._clock_ns) for _ in members]
         storage = storage or StorageParams()
         self.storage = [StorageModel(storage) for _ in members]
         self.disk_free = [0.0] * n_nodes  # when each node's disk finishes its queued work
@@ -207,6 +208,9 @@ class SimCluster:
         self.client_ops = [0] * n_nodes
         #: network faults being injected (``inject``); None: a perfect network, and no cost for checking
         self.faults: FaultInjector | None = FaultInjector(faults) if faults is not None else None
+
+    def _clock_ns(self) -> int:
+        return round(self.env.now * 1000)
 
     # ------------------------------------------------------------------ setup
     def populate(self, node: int, files: Iterable[tuple[str, int]], dirs: Iterable[str] = ()) -> None:

@@ -34,8 +34,17 @@ EXT2_PAPER: dict[str, float] = {
     "list_dirs": 0.0,  # start-up summary generation is not timed
     "rename": 25.0,  # a metadata update of one directory, like unlink
     "truncate": 19.0,  # an inode update, like a write of no data
+    "getattr": 8.0,  # a stat
+    "setattr": 19.0,  # an inode update, like truncate
+    "statfs": 8.0,  # the superblock's counters, in memory, like a stat
+    # a flush of the file's dirty data and inode to the disk: one rotational
+    # latency plus a seek of a 1999 7200 rpm disk, as ext2's fsync waits for
+    "fsync": 8000.0,
 }
-ASSUMED = ("rmdir", "listdir", "listdir_entry", "stat", "open", "close", "list_dirs", "rename", "truncate")
+ASSUMED = (
+    "rmdir", "listdir", "listdir_entry", "stat", "open", "close", "list_dirs", "rename", "truncate", "getattr",
+    "setattr", "statfs", "fsync",
+)  # fmt: skip
 
 
 @dataclass(slots=True)

@@ -179,6 +179,13 @@ LOCAL_OPS: dict[str, str] = {
     "open": "() -> None: check the file exists and is a regular file",
     "close": "() -> None",
     "list_dirs": "() -> list[str]: every directory under the path (inclusive), for summaries",
+    "getattr": "() -> tuple: (is_dir, mode, nlink, uid, gid, size, atime_ns, mtime_ns, ctime_ns, local ino) "
+    "of a regular file or directory (fedsim.protocol.attrs.ATTR_WIRE)",
+    "setattr": "(mode, uid, gid, atime_ns, mtime_ns) -> None: chmod/chown/utimens in one; attrs.KEEP (-1) "
+    "leaves mode/uid/gid, UTIME_OMIT a time, UTIME_NOW is this node's clock; ctime becomes now",
+    "statfs": "() -> tuple: (bsize, frsize, blocks, bfree, bavail, files, ffree, namemax) of the local "
+    "file system holding the path",
+    "fsync": "() -> None: flush a regular file's data and metadata to stable storage",
 }
 
 
