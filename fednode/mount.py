@@ -60,6 +60,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import functools
 import itertools
 import logging
 import os
@@ -76,6 +77,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from fedsim.protocol.attrs import dir_ino
 from fedsim.protocol.names import MAX_NAME, MAX_PATH
 
 # mfusepy picks libfuse2 ("fuse") before libfuse3 when both are installed, unless told:
@@ -203,6 +205,7 @@ def _errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     anything else is a bug here or in the client: logged, and ``EIO`` rather
     than mfusepy's ``EINVAL``, which would blame the caller."""
 
+    @functools.wraps(fn)  # keeps the signature mfusepy inspects (create's flags)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
@@ -215,8 +218,6 @@ def _errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             log.exception("%s failed", fn.__name__)
             raise OSError(errno.EIO, f"{fn.__name__}: internal error (see the mount's log)") from None
 
-    wrapper.__name__ = fn.__name__
-    wrapper.__doc__ = fn.__doc__
     return wrapper
 
 
@@ -264,6 +265,7 @@ class FedOps(mfusepy.Operations):
         h = self.handles.get(fh) if fh is not None else None
         if h is not None:
             path = h.path
+        check_name(path)  # the kernel's lookup of every new name comes here first
         with self.pool.client() as c:
             a = c.getattr(path)
         return _stat_dict(a)
@@ -301,17 +303,20 @@ class FedOps(mfusepy.Operations):
 
     # ------------------------------------------------------------------ names
     def readdir(self, path: str, fh: int) -> list[tuple[str, dict[str, int], int]]:
+        """The names with their inode numbers (``use_ino``): a directory's is
+        a hash of its path (``attrs.dir_ino``, no message), a file's needs its
+        home, so one ``getattr`` per file."""
+        out = [(".", {"st_mode": stat.S_IFDIR, "st_ino": dir_ino(path)}, 0), ("..", {"st_mode": stat.S_IFDIR}, 0)]
+        prefix = path.rstrip("/") + "/"
         with self.pool.client() as c:
-            entries = c.readdir(path)
-            out = [
-                (".", {"st_mode": stat.S_IFDIR, "st_ino": c.getattr(path).ino}, 0),
-                ("..", {"st_mode": stat.S_IFDIR}, 0),
-            ]
-            for name, is_dir in entries:
-                try:
-                    ino = c.getattr(path.rstrip("/") + "/" + name).ino
-                except FileNotFoundError:
-                    continue  # removed since the listing: not listed, as a local readdir would not
+            for name, is_dir in c.readdir(path):
+                if is_dir:
+                    ino = dir_ino(prefix + name)
+                else:
+                    try:
+                        ino = c.getattr(prefix + name).ino
+                    except FileNotFoundError:
+                        continue  # removed since the listing: not listed, as a local readdir would not
                 out.append((name, {"st_mode": stat.S_IFDIR if is_dir else stat.S_IFREG, "st_ino": ino}, 0))
         return out
 
