@@ -169,7 +169,9 @@ def _postmark(where: Path, conf_dir: Path, number: int = 200, transactions: int 
         f"set location {where}\nset number {number}\nset transactions {transactions}\nset size 500 20000\n"
         "set subdirectories 4\nrun\nquit\n"
     )
-    return subprocess.run(["postmark", str(conf)], capture_output=True, text=True, timeout=HANG)
+    return subprocess.run(
+        ["postmark", str(conf)], capture_output=True, encoding="utf-8", errors="replace", timeout=HANG
+    )
 
 
 @pytest.mark.skipif(shutil.which("postmark") is None, reason="needs postmark (./dev.sh setup installs it)")

@@ -162,7 +162,7 @@ class Figure:
 def _run(cmd: list[str], cwd: str | None = None, timeout: float = 1800) -> tuple[str, float]:
     """Run a benchmark binary; its stdout and the wall time it took."""
     t0 = time.perf_counter()
-    r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    r = subprocess.run(cmd, cwd=cwd, capture_output=True, encoding="utf-8", errors="replace", timeout=timeout)
     wall = time.perf_counter() - t0
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}): {r.stdout[-2000:]} {r.stderr[-2000:]}")
@@ -221,7 +221,8 @@ def dbench(d: Path, quick: bool) -> list[Figure]:
 def fs_mark(d: Path, quick: bool) -> list[Figure]:
     d.mkdir()
     n = 100 if quick else 1000
-    out, _ = _run(["fs_mark", "-d", str(d), "-n", str(n), "-s", "4096", "-t", "1", "-S", "1", "-L", "1", "-k"])
+    # fs_mark takes directory names under 40 bytes only: it runs in the directory
+    out, _ = _run(["fs_mark", "-d", ".", "-n", str(n), "-s", "4096", "-t", "1", "-S", "1", "-L", "1", "-k"], cwd=str(d))
     rows = [ln.split() for ln in out.splitlines() if re.match(r"\s*\d+\s+\d+\s+\d+\s+[\d.]+", ln)]
     if not rows:
         raise RuntimeError(f"fs_mark printed no result row: {out[-1000:]}")
