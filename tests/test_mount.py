@@ -34,6 +34,9 @@ from pathlib import Path
 
 import pytest
 
+from fednode.config import load_cluster
+from fedsim.protocol.hashing import names_managed_by
+
 pytestmark = pytest.mark.skipif(
     not os.path.exists("/dev/fuse") or shutil.which("fusermount3") is None,
     reason="needs /dev/fuse and fusermount3 (FUSE 3; ./dev.sh setup installs fuse3)",
@@ -384,24 +387,51 @@ def _home(st_ino: int) -> int:
     return (st_ino >> 48) - 1
 
 
+@pytest.mark.skipif(shutil.which("postmark") is None, reason="needs postmark (./dev.sh setup installs it)")
 def test_agent_sigkilled_under_the_mount(tmp_path: Path) -> None:
-    """Replication off: the dead agent's files fail with EHOSTDOWN or EIO within the
-    client timeout (no hang), the others still work, unmount works."""
+    """Replication off: a PostMark run ends with I/O errors, the dead agent's files fail
+    with EHOSTDOWN or EIO within the client timeout (no hang), the others still work,
+    unmount works."""
     fed = Federation(tmp_path, rpc_timeout_ms=500.0, protocol={"placement": "round_robin"})
     try:
+        # A directory is looked up at its manager (getattr), so a dead manager hides the whole
+        # subtree: the dead agent is one that manages neither the root nor the directories used
+        # here (the kernel looks each up again once its entry cache expires).
+        h = load_cluster(fed.path).spec.hashing_fn()
+        dead = next(n for n in (3, 2, 1) if h.manager_of("/") != n)
+        live = next(n for n in (1, 2, 3) if n != dead)
+        d, pmdir = names_managed_by(h, live, "/d", 2)
         mnt = fed.mount(0, "mnt")
-        (mnt / "d").mkdir()
+        (mnt / d[1:]).mkdir()
         homes: dict[str, int] = {}
         for i in range(16):
-            p = mnt / "d" / f"f{i}"
+            p = mnt / d[1:] / f"f{i}"
             p.write_bytes(b"data %d" % i)
             homes[p.name] = _home(os.stat(p).st_ino)
-        dead = 3
         assert dead in homes.values() and len(set(homes.values())) == 4, homes
-        fed.pc.kill(dead)
+        # a PostMark run under way when the agent dies: it ends (with I/O errors), it does not hang
+        (mnt / pmdir[1:]).mkdir()
+        conf = tmp_path / "pm.conf"
+        conf.write_text(
+            f"set location {mnt / pmdir[1:]}\nset number 200\nset transactions 400\nset size 500 5000\nrun\nquit\n"
+        )
+        pm = subprocess.Popen(
+            ["stdbuf", "-oL", "postmark", str(conf)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+        try:
+            assert pm.stdout is not None
+            for line in pm.stdout:  # its own progress line (line-buffered by stdbuf): the files are being made
+                if b"Creating files" in line:
+                    break
+            fed.pc.kill(dead)
+            out = pm.communicate(timeout=HANG)[0].decode(errors="replace")
+        finally:
+            if pm.poll() is None:
+                pm.kill()
+        assert pm.returncode != 0 or "rror" in out, out[-2000:]
         failed, worked = [], []
         for name, home in homes.items():
-            r = subprocess.run(["cat", str(mnt / "d" / name)], capture_output=True, text=True, timeout=HANG)
+            r = subprocess.run(["cat", str(mnt / d[1:] / name)], capture_output=True, text=True, timeout=HANG)
             if r.returncode == 0:
                 assert r.stdout == f"data {name[1:]}"
                 worked.append(home)
@@ -409,10 +439,10 @@ def test_agent_sigkilled_under_the_mount(tmp_path: Path) -> None:
                 assert "Host is down" in r.stderr or "Input/output error" in r.stderr, r.stderr
                 failed.append(home)
         assert dead in failed and dead not in worked
-        assert set(worked) >= {0, 1, 2} - {dead}, (worked, failed)  # the others' files still work
-        alive = next(n for n, h in homes.items() if h != dead)
-        (mnt / "d" / alive).write_bytes(b"rewritten")  # the mount stays usable for the others' files
-        assert (mnt / "d" / alive).read_bytes() == b"rewritten"
+        assert set(worked) == {0, 1, 2, 3} - {dead}, (worked, failed)  # the others' files still work
+        alive = next(name for name, home in homes.items() if home != dead)
+        (mnt / d[1:] / alive).write_bytes(b"rewritten")  # the mount stays usable for the others' files
+        assert (mnt / d[1:] / alive).read_bytes() == b"rewritten"
     finally:
         fed.close()
 
