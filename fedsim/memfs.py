@@ -28,7 +28,7 @@ import stat as _stat
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from fedsim.protocol.attrs import KEEP, UTIME_NOW, UTIME_OMIT, check_setattr
+from fedsim.protocol.attrs import KEEP, OFF_MAX, UTIME_NOW, UTIME_OMIT, check_setattr
 from fedsim.protocol.effects import LOCAL_OPS
 from fedsim.protocol.messages import fs_error
 from fedsim.protocol.names import ROOT, ancestors, split
@@ -53,8 +53,12 @@ class MemFS:
         gid: int = 0,
         capacity_bytes: int = 1 << 40,
         capacity_inodes: int = 1 << 26,
+        max_file_bytes: int | None = None,
     ) -> None:
         self.keep_data = keep_data
+        #: a write or truncate past this is EFBIG: 4 GiB when the data is kept
+        #: (memory), else off_t's limit (only a size is kept)
+        self.max_file_bytes = max_file_bytes if max_file_bytes is not None else (1 << 32 if keep_data else OFF_MAX)
         #: now, in integer nanoseconds (see the module docstring)
         self.clock: Callable[[], int] = clock or (lambda: 0)
         self.uid, self.gid = uid, gid
@@ -181,6 +185,8 @@ class MemFS:
         if offset < 0:
             raise fs_error(errno.EINVAL, path, "negative offset")
         end = offset + len(data)
+        if end > self.max_file_bytes:
+            raise fs_error(errno.EFBIG, path)
         if isinstance(f, int):
             self.files[path] = max(f, end)
         else:
@@ -194,6 +200,8 @@ class MemFS:
         f = self._file(path)
         if size < 0:
             raise fs_error(errno.EINVAL, path, "negative size")
+        if size > self.max_file_bytes:
+            raise fs_error(errno.EFBIG, path)
         if isinstance(f, int):
             self.files[path] = size
         elif size < len(f):

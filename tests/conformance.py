@@ -15,7 +15,11 @@ whatever order the peers answer, so their order is not part of the protocol.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import stat
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +29,7 @@ from fednode.config import Cluster, write_cluster
 from fedsim.direct import DirectCluster
 from fedsim.memfs import MemFS
 from fedsim.network import preset
+from fedsim.protocol.attrs import KEEP, ROOT_INO, UTIME_NOW, UTIME_OMIT
 from fedsim.protocol.config import ProtocolConfig
 from fedsim.runtime import OpTrace, SimCluster
 
@@ -42,6 +47,8 @@ class Scenario:
     ops: list[Op] = field(default_factory=list)
     placement: str = "with_manager"
     protocol: dict[str, Any] = field(default_factory=dict)  # overrides of PROTOCOL
+    #: groups of op indices (getattr calls) whose inode numbers must be equal in every world
+    same_ino: list[tuple[int, ...]] = field(default_factory=list)
 
 
 # A pseudo-operation: (node, OUTSIDE, (path, data)) writes a file straight
@@ -201,6 +208,7 @@ SCENARIOS.append(
     )
 )
 
+
 def _manager_of(path: str, nodes: int) -> int:
     from fedsim.protocol.hashing import make_hashing
 
@@ -229,6 +237,81 @@ SCENARIOS.append(
     )
 )
 
+_KEEP3 = (KEEP, KEEP, KEEP)
+_OMIT2 = (UTIME_OMIT, UTIME_OMIT)
+SCENARIOS.append(
+    Scenario(
+        # issue 15: the attribute operations a FUSE mount needs.  /p is held by
+        # nodes 0, 1, 2 (its manager is node 0), /p/a lives on node 0 (its
+        # manager is node 3), /p/b on node 2, /p/s only on node 3.
+        "attributes: getattr, chmod/chown/utimens, statfs, fsync",
+        4,
+        files={0: [("/p/a", b"aaaa")], 2: [("/p/b", b"bb")]},
+        dirs={1: ["/p"], 3: ["/p/s"]},
+        ops=[
+            (2, "setattr", ("/", 0o755, KEEP, KEEP, *_OMIT2)),  # 0: the root, at every node
+            (0, "getattr", ("/",)),  # 1: ino 1, node 0's own root (the lowest member)
+            (1, "getattr", ("/p/a",)),  # 2: at its home, node 0
+            (3, "getattr", ("/p/a",)),  # 3: the same ino from another node
+            (2, "getattr", ("/p",)),  # 4: the lowest holder's (node 0), nlink 1
+            (2, "setattr", ("/p/a", 0o600, KEEP, KEEP, *_OMIT2)),  # 5: chmod a file
+            (1, "getattr", ("/p/a",)),  # 6
+            (3, "setattr", ("/p", 0o750, KEEP, KEEP, *_OMIT2)),  # 7: chmod a directory: holders 0, 1, 2
+            (1, "getattr", ("/p",)),  # 8
+            (1, "setattr", ("/p", *_KEEP3, 10**18, 2 * 10**18)),  # 9: utimens of a directory
+            (2, "setattr", ("/p/b", *_KEEP3, UTIME_NOW, UTIME_OMIT)),  # 10: utimens, now and omit
+            (0, "setattr", ("/p/a", KEEP, KEEP, KEEP, *_OMIT2)),  # 11: chown -1 -1: nothing changes
+            (3, "setattr", ("/p/a", 0o17777, KEEP, KEEP, *_OMIT2)),  # 12: EINVAL, no message
+            (3, "setattr", ("/p/a", KEEP, KEEP, KEEP, UTIME_OMIT + 1, UTIME_OMIT)),  # 13: EINVAL: no such time
+            (3, "setattr", ("/p/a/x", 0o644, KEEP, KEEP, *_OMIT2)),  # 14: through a file
+            (0, "getattr", ("/p/none",)),  # 15: ENOENT
+            (1, "open", ("/p/b",)),  # 16
+            (1, "write", (FD, 0, b"more data")),  # 17
+            (1, "fsync", (FD,)),  # 18
+            (1, "close", (FD,)),  # 19
+            (3, "getattr", ("/p/b",)),  # 20: size 9
+            (0, "fsync", (99,)),  # 21: EBADF
+            (2, "statfs", ()),  # 22: every member asked
+            (0, "rename", ("/p/a", "/p/c")),  # 23
+            (1, "getattr", ("/p/c",)),  # 24: a renamed file keeps its ino
+            (0, "getattr", ("/p/s",)),  # 25: a directory on node 3 only
+            (3, "getattr", ("/p/s",)),  # 26
+            (2, "getattr", ("/p/b/",)),  # 27: not canonical, but normalised by the requester
+            (3, "getattr", ("/",)),  # 28: the root's lowest holder, node 0, asked directly
+        ],
+        same_ino=[(2, 3, 6, 24), (4, 8), (25, 26), (20, 27), (1, 28)],
+    )
+)
+
+
+def view(op: str, value: Any) -> Any:
+    """What of an attribute result every world must agree on.  Times, owners
+    and a file's local inode number are the host's (wall clock, the agent's
+    uid, the local file system's numbering): they are checked by the agent
+    tests (tests/test_attributes.py); here a file's inode number shows only
+    its home (``attrs.file_ino``), a directory's is compared whole (a hash of
+    its path), and statfs shows only namemax (the sizes are the hosts')."""
+    if isinstance(value, BaseException):
+        return value
+    if op == "getattr":
+        is_dir, mode, nlink, _uid, _gid, size, _a, _m, _c, ino = value
+        where = ino if is_dir else ("home", (ino >> 48) - 1)
+        return (is_dir, stat.S_IFMT(mode), stat.S_IMODE(mode), nlink, size, where)
+    if op == "statfs":
+        return ("statfs", value[7])
+    return value
+
+
+def check_inos(sc: Scenario, raw: list[Any], world: str) -> None:
+    """The inode numbers of ``sc.same_ino``'s groups are equal, never 0, 1 only for the root."""
+    for group in sc.same_ino:
+        inos = {raw[i][9] for i in group}
+        assert len(inos) == 1, f"{world}: ops {group} gave inode numbers {inos}"
+    for (_, op, args), r in zip(sc.ops, raw, strict=True):
+        if op == "getattr" and not isinstance(r, BaseException):
+            assert r[9] != 0 and (r[9] == ROOT_INO) == (args[0] == "/"), f"{world}: {args[0]} has ino {r[9]}"
+
+
 # Protocol settings every world shares unless a scenario says otherwise: the
 # papers' closed world (no VD ageing: real time and simulated time differ, so
 # age-triggered merges could differ too), and no periodic re-summarising.
@@ -244,6 +327,7 @@ class Outcome:
     results: list[Any]
     messages: list[list[tuple[int, int, str]]]
     trees: list[dict[str, bytes | None]]
+    raw: list[Any] = field(default_factory=list)  # results before ``view`` and ``canonical``
 
     def requests(self, i: int) -> list[tuple[int, int, str]]:
         return [m for m in self.messages[i] if m[2] != "reply"]
@@ -275,10 +359,10 @@ def _populate(fs: Any, sc: Scenario, node: int) -> None:
         fs.write(path, 0, data)
 
 
-def _play(sc: Scenario, run_one: Any, local_fs: Any) -> tuple[list[Any], list[list[tuple[int, int, str]]]]:
+def _play(sc: Scenario, run_one: Any, local_fs: Any) -> tuple[list[Any], list[list[tuple[int, int, str]]], list[Any]]:
     """Play the script; ``local_fs(node)`` is that node's local file system
     (MemFS or LocalFS), for the OUTSIDE pseudo-operation."""
-    results, messages = [], []
+    results, messages, raw = [], [], []
     fds: dict[int, int] = {}
     for node, op, args in sc.ops:
         if op == OUTSIDE:
@@ -288,19 +372,24 @@ def _play(sc: Scenario, run_one: Any, local_fs: Any) -> tuple[list[Any], list[li
             fs.write(path, 0, data)
             results.append(None)
             messages.append([])
+            raw.append(None)
             continue
         value, log = run_one(node, op, _args(args, fds.get(node)))
         if op == "open" and isinstance(value, int):
             fds[node] = value
-        results.append(canonical(value))
+        raw.append(value)
+        results.append(canonical(view(op, value)))
         messages.append([tuple(m) for m in log])
-    return results, messages
+    return results, messages, raw
 
 
 # ---------------------------------------------------------------------------- the worlds
 def run_sim(sc: Scenario) -> Outcome:
     c = SimCluster(
-        sc.nodes, network=preset("tcp_loopback"), keep_data=True, placement=sc.placement,
+        sc.nodes,
+        network=preset("tcp_loopback"),
+        keep_data=True,
+        placement=sc.placement,
         protocol=ProtocolConfig(**protocol_of(sc)),
     )
     for n in range(sc.nodes):
@@ -316,8 +405,8 @@ def run_sim(sc: Scenario) -> Outcome:
         c.env.run()
         return value, list(trace.log or [])
 
-    results, messages = _play(sc, one, lambda n: c.fs[n])
-    return Outcome(results, messages, [fs.tree() for fs in c.fs])
+    results, messages, raw = _play(sc, one, lambda n: c.fs[n])
+    return Outcome(results, messages, [fs.tree() for fs in c.fs], raw)
 
 
 def run_direct(sc: Scenario) -> Outcome:
@@ -336,8 +425,8 @@ def run_direct(sc: Scenario) -> Outcome:
         # the in-memory runtime records requests only; replies are implied by calls
         return value, c.messages_since(mark)
 
-    results, messages = _play(sc, one, lambda n: fss[n])
-    return Outcome(results, messages, [fs.tree() for fs in fss])
+    results, messages, raw = _play(sc, one, lambda n: fss[n])
+    return Outcome(results, messages, [fs.tree() for fs in fss], raw)
 
 
 def _real_cluster(sc: Scenario, base: Path, **options: Any) -> Cluster:
@@ -362,13 +451,24 @@ def _trees(base: Path, n: int) -> list[dict[str, bytes | None]]:
     return [LocalFS(base / f"n{i}").tree() for i in range(n)]
 
 
+@contextlib.contextmanager
+def _umask() -> Iterator[None]:
+    """The umask MemFS models (022: files 0o644, directories 0o755) while a
+    real world is built and runs, so that modes agree with the in-memory worlds."""
+    old = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
 def run_inproc(sc: Scenario) -> Outcome:
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, _umask():
         base = Path(tmp)
         cluster = _real_cluster(sc, base)
         with AgentGroup(cluster, transport="inproc") as g:
-            results, messages = _play(sc, lambda node, op, args: g.traced(node, op, *args), _local(base))
-        return Outcome(results, messages, _trees(base, sc.nodes))
+            results, messages, raw = _play(sc, lambda node, op, args: g.traced(node, op, *args), _local(base))
+        return Outcome(results, messages, _trees(base, sc.nodes), raw)
 
 
 def run_tcp(sc: Scenario, **options: Any) -> Outcome:
@@ -376,18 +476,18 @@ def run_tcp(sc: Scenario, **options: Any) -> Outcome:
     ``transport="verbs"``); operations through the client API."""
     from fednode.client import Client
 
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, _umask():
         base = Path(tmp)
         cluster = _real_cluster(sc, base, **options)
         with ProcessCluster(base / "cluster.yaml", log_dir=base / "logs") as pc:
             pc.wait_ready()
             clients = {n: Client(cluster, node=n) for n in range(sc.nodes)}
             try:
-                results, messages = _play(sc, lambda node, op, args: clients[node].traced(op, *args), _local(base))
+                results, messages, raw = _play(sc, lambda node, op, args: clients[node].traced(op, *args), _local(base))
             finally:
                 for c in clients.values():
                     c.disconnect()
-        return Outcome(results, messages, _trees(base, sc.nodes))
+        return Outcome(results, messages, _trees(base, sc.nodes), raw)
 
 
 def run_verbs(sc: Scenario) -> Outcome:
@@ -414,6 +514,6 @@ def verbs_missing() -> str | None:
 
 
 __all__ = [
-    "RDMA_DEVICES", "SCENARIOS", "Outcome", "Scenario", "run_direct", "run_inproc", "run_sim", "run_tcp", "run_verbs",
-    "verbs_missing",
+    "RDMA_DEVICES", "SCENARIOS", "Outcome", "Scenario", "check_inos", "run_direct", "run_inproc", "run_sim", "run_tcp",
+    "run_verbs", "verbs_missing",
 ]  # fmt: skip

@@ -7,7 +7,17 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conformance import SCENARIOS, Outcome, run_direct, run_inproc, run_sim, run_tcp, run_verbs, verbs_missing
+from tests.conformance import (
+    SCENARIOS,
+    Outcome,
+    check_inos,
+    run_direct,
+    run_inproc,
+    run_sim,
+    run_tcp,
+    run_verbs,
+    verbs_missing,
+)
 
 IDS = [sc.name for sc in SCENARIOS]
 
@@ -20,6 +30,8 @@ def assert_same(ref: Outcome, got: Outcome, sc, world: str, replies: bool = True
         if replies:
             assert got.replies(i) == ref.replies(i), where
     assert got.trees == ref.trees, f"{world}: local trees differ"
+    check_inos(sc, ref.raw, "sim")
+    check_inos(sc, got.raw, world)
 
 
 @pytest.fixture(scope="module")

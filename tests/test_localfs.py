@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 from fednode import localfs
 from fednode.localfs import FOREIGN_ERRNO, LocalFS
 from fedsim.memfs import MemFS
+from fedsim.protocol.attrs import KEEP, UTIME_OMIT
 from fedsim.protocol.effects import LOCAL_OPS
 from fedsim.protocol.names import InvalidPath
 
@@ -118,6 +119,10 @@ def outcome(fs: Any, op: str, path: Any, args: tuple[Any, ...]) -> tuple[Any, ..
         value = fs.apply(op, path, args)
     except OSError as e:
         return ("error", type(e), e.errno, e.filename)
+    if op == "getattr":  # times, owners and inode numbers are the host's (tests/test_attributes.py)
+        return ("ok", value[0], stat.S_IFMT(value[1]), stat.S_IMODE(value[1]), value[5])
+    if op == "statfs":  # sizes are the host's
+        return ("ok", value[7])
     return ("ok", sorted(value) if op == "list_dirs" else value)
 
 
@@ -131,7 +136,13 @@ def raises_errno(code: int, filename: str | None = None) -> Iterator[None]:
         assert info.value.filename == filename
 
 
-ARGS: dict[str, tuple[Any, ...]] = {"read": (0, 16), "write": (0, b"pwned"), "truncate": (0,), "rename": ("/renamed",)}
+ARGS: dict[str, tuple[Any, ...]] = {
+    "read": (0, 16),
+    "write": (0, b"pwned"),
+    "truncate": (0,),
+    "rename": ("/renamed",),
+    "setattr": (0o777, KEEP, KEEP, 1, 1),
+}
 
 
 @pytest.fixture
@@ -168,13 +179,33 @@ WEIGHTED_OPS = (
     + ["open"] * 2
     + ["rename"] * 3
     + ["unlink", "rmdir", "listdir", "stat", "close", "list_dirs", "truncate"]
+    + ["getattr", "setattr", "statfs", "fsync"]
 )
 ARG_STRATEGIES: dict[str, st.SearchStrategy[tuple[Any, ...]]] = {
     "read": st.tuples(st.integers(-1, 12), st.integers(-1, 12)),
     "write": st.tuples(st.integers(-1, 12), st.binary(max_size=6)),
     "truncate": st.tuples(st.integers(-1, 12)),
     "rename": st.tuples(paths),  # onto files, directories, missing names and missing parents
+    # modes that keep the owner's rwx (an agent that is not root must still reach what it made),
+    # and one out of range; times exact or omitted (UTIME_NOW is each clock's own)
+    "setattr": st.tuples(
+        st.sampled_from([KEEP, 0o700, 0o755, 0o751, 0o10000]),
+        st.just(KEEP),
+        st.just(KEEP),
+        st.sampled_from([UTIME_OMIT, 0, 10**18]),
+        st.sampled_from([UTIME_OMIT, -(10**9), 1]),
+    ),
 }
+
+
+@contextlib.contextmanager
+def _umask_022() -> Iterator[None]:
+    """The umask whose modes MemFS gives new entries (0o644 files, 0o755 directories)."""
+    old = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(old)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -183,8 +214,9 @@ def test_random_op_sequences_match_memfs_step_by_step(data: st.DataObject) -> No
     """Each step's path is from the alphabet or, half the time, a path that exists now, so that
     reads, writes, unlinks and rmdirs of real files and directories are common, not flukes."""
     mem = MemFS()
-    with tempfile.TemporaryDirectory() as root:
+    with tempfile.TemporaryDirectory() as root, _umask_022():
         root = os.path.realpath(root)
+        os.chmod(root, 0o755)  # MemFS's root
         with LocalFS(root) as fs:
             for i in range(data.draw(st.integers(0, 40), label="steps")):
                 op = data.draw(st.sampled_from(WEIGHTED_OPS))

@@ -53,6 +53,8 @@ TIME_LIMIT = 1 << 62
 #: the largest uid/gid (2**32 - 1 is chown's own "unchanged" in C)
 ID_MAX = (1 << 32) - 2
 PERM_BITS = 0o7777
+#: the largest file size or offset (off_t)
+OFF_MAX = (1 << 63) - 1
 
 _FILE_SHIFT = 48
 _FILE_HOMES = (1 << 14) - 1  # home + 1 must fit bits 48..61
@@ -118,6 +120,12 @@ def federated(local: tuple, path: str, home: int) -> tuple:
     return (*local[:9], file_ino(home, local[9]))
 
 
+def check_size(path: str, size: int) -> None:
+    """EINVAL unless ``size`` is a file size (0..OFF_MAX), before any message is sent."""
+    if not 0 <= size <= OFF_MAX:
+        raise fs_error(errno.EINVAL, path, f"size {size} outside 0..2**63-1")
+
+
 def check_setattr(path: str, mode: int, uid: int, gid: int, atime_ns: int, mtime_ns: int) -> None:
     """EINVAL unless every value of a ``setattr`` is KEEP/a sentinel or in range.
 
@@ -134,6 +142,6 @@ def check_setattr(path: str, mode: int, uid: int, gid: int, atime_ns: int, mtime
 
 
 __all__ = [
-    "ATTR_WIRE", "KEEP", "ROOT_INO", "STATFS_WIRE", "UTIME_NOW", "UTIME_OMIT", "Attr", "StatFS", "check_setattr",
-    "dir_ino", "federated", "file_ino",
+    "ATTR_WIRE", "KEEP", "OFF_MAX", "ROOT_INO", "STATFS_WIRE", "UTIME_NOW", "UTIME_OMIT", "Attr", "StatFS",
+    "check_setattr", "check_size", "dir_ino", "federated", "file_ino",
 ]  # fmt: skip

@@ -2,17 +2,34 @@
 federation needs beyond FedFS's file API (issue 15): ``getattr``,
 ``setattr`` (chmod, chown, utimens), ``statfs`` and ``fsync``.
 
-A regular file's attributes are its home's: the requester looks the name up
-(the four lookup paths) and asks the home (``GetAttr``/``SetAttr``), which
-answers from its local file system.  A directory exists on every node that
-holds it, each copy with its own mode, owner and times, so one rule picks
-the answer and keeps giving it:
+A regular file's attributes are its home's, answered from its local file
+system (``GetAttr``/``SetAttr``).  ``getattr`` is the operation a mount calls
+most (every path component the kernel looks up), so it, and ``setattr``
+with it, take one round trip less than a lookup followed by a request
+(``_by_name``): a requester that knows the file's home (its DT, lookup path
+1) asks the home; any other asks the name's manager (``PathAttr``,
+``PathSetAttr``), which resolves the name (its DT or the parent's manager,
+paths 2-4) and serves a directory itself or forwards to the file's home,
+and the requester caches the home it is told.
+
+A directory exists on every node that holds it, each copy with its own
+mode, owner and times, so one rule picks the answer and keeps giving it:
 
 * ``getattr`` of a directory is its attributes at the *lowest-numbered
   holder* its manager knows (the holders of its virtual directory, known
   from the last dirmerge; the manager of a directory is the node that holds
-  its VD).  If that holder does not answer or lost the directory, the next
-  one answers.  ``nlink`` is 1, "unknown", as btrfs reports for directories,
+  its VD), skipping the holders whose copy the federation made only to hold
+  a file (a create's missing parents, ``Home.implicit_dirs``): such a copy
+  appears, with its node's default mode, whenever a file is placed on a node
+  that did not hold the directory, and must not change the answer.  Only if
+  every copy is such a one does the lowest of them answer.  If a holder does
+  not answer or lost the directory, the next one answers, and the silent one
+  is a suspect (``Node.suspects``, as for a dirmerge) asked after the others
+  for ``SUSPECT_S``: a dead member costs one timeout, not one per getattr.
+  (Which copies are implicit is a node's memory: after a restart its
+  implicit copies count as its own.)  The root is held by every member (the
+  top of its local tree), so a requester asks the lowest member directly.
+  ``nlink`` is 1, "unknown", as btrfs reports for directories,
   so that ``find`` does not use the leaf optimisation (the link count at one
   holder says nothing about the union's subdirectories); ``size`` is 0 (a
   union has no size of its own); ``ino`` comes from the path
@@ -25,6 +42,8 @@ the answer and keeps giving it:
   later holder refusing (its copy belongs to another user) leaves the copies
   before it changed and reports its error: the answer getattr gives already
   shows the change, and a repeat of the call finishes it.
+* a directory's mtime is therefore its answering holder's: an entry added at
+  another holder does not move it (the union has no mtime of its own).
 
 ``UTIME_NOW`` is the clock of the node whose local file system holds the
 entry (each holder's, for a directory), as for any file system served over
@@ -40,20 +59,30 @@ working while one member is down (its own files fail with EHOSTDOWN).
 
 ``fsync`` flushes a file at its home (``os.fsync`` of the real file; the
 simulator's storage model charges a disk flush).
+
+``stat`` stays as it was, the cheap ``(is_dir, size)`` of FedFS's file API:
+it is what the Table 2 study and the workloads time, and its two-value reply
+is what their simulated message sizes were calibrated with; a ``getattr``
+reply carries ten values.  Both end at a file's home, so for a file ``stat``
+is ``getattr`` minus the attributes; for a directory ``stat`` needs only the
+lookup (``fednode.tools.attr_bench`` prints the two side by side).
 """
 
 from __future__ import annotations
 
 import errno
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from fedsim.protocol.attrs import ATTR_WIRE, STATFS_WIRE, check_setattr, federated
-from fedsim.protocol.effects import Compute, Local, Multicast
+from fedsim.protocol.effects import NOW, Compute, Local, Multicast
+from fedsim.protocol.fedfs.directory import SUSPECT_S
 from fedsim.protocol.fedfs.rename import Renaming
 from fedsim.protocol.messages import PeerUnavailable, Request, fs_error, register_request
 from fedsim.protocol.names import ROOT, normalize
 from fedsim.protocol.node import Gen, api, handles
+from fedsim.protocol.tables import DTEntry
 
 _U64 = (1 << 64) - 1  # statfs figures are unsigned 64-bit counts
 
@@ -101,28 +130,36 @@ class FsStat(Request):
     reply: ClassVar[Any] = STATFS_WIRE
 
 
-# --- at the manager of a directory ----------------------------------------------------------
+# --- at a holder of a directory, from its manager --------------------------------------------
 @register_request
 @dataclass(slots=True, frozen=True)
-class DirAttr(Request):
-    """The attributes of directory ``path``: its lowest holder's (module docstring)."""
+class HolderAttr(Request):
+    """This holder's attributes of directory ``path`` and whether its copy was
+    made only to hold a file (module docstring).  Reply: (implicit, attr)."""
 
-    reply: ClassVar[Any] = ATTR_WIRE
+    reply: ClassVar[Any] = tuple[bool, ATTR_WIRE]
     path: str
 
 
+# --- at the manager of a name ---------------------------------------------------------------
+# (the same fields as GetAttr and SetAttr; their own types, because the
+# manager's handlers differ: they resolve the name and pick or reach the holders)
 @register_request
 @dataclass(slots=True, frozen=True)
-class DirSetAttr(Request):
-    """Set directory ``path``'s attributes at every holder, lowest first."""
+class PathAttr(GetAttr):
+    """getattr at ``path``'s manager (module docstring).  Reply: (the
+    attributes, the file's home or None for a directory, the lookup path)."""
 
-    reply: ClassVar[Any] = None
-    path: str
-    mode: int
-    uid: int
-    gid: int
-    atime_ns: int
-    mtime_ns: int
+    reply: ClassVar[Any] = tuple[ATTR_WIRE, int | None, int]
+
+
+@register_request
+@dataclass(slots=True, frozen=True)
+class PathSetAttr(SetAttr):
+    """setattr at ``path``'s manager: a directory's at every holder, lowest
+    first, a file's at its home.  Reply: (None, the file's home or None, the lookup path)."""
+
+    reply: ClassVar[Any] = tuple[None, int | None, int]
 
 
 class Attributes(Renaming):
@@ -132,11 +169,9 @@ class Attributes(Renaming):
         """``attrs.Attr`` of ``path`` (as a tuple): a file's from its home, a directory's by the rule above."""
         path = normalize(path)
         yield Compute("fedfs_op")
-        r = yield from self._at_home(path, GetAttr, None)
-        if r is not None:
-            return r[0]
-        m = self.manager_of(path)
-        return (yield from self._busy(lambda: self.call(m, DirAttr(path))))
+        if path == ROOT:  # every member holds it (its local tree's top): the lowest answers, no manager needed
+            return (yield from self._lowest_holder(ROOT, sorted(self.members)))
+        return (yield from self._by_name(path, GetAttr, PathAttr))
 
     @api(str, int, int, int, int, int)
     def setattr(self, path: str, mode: int, uid: int, gid: int, atime_ns: int, mtime_ns: int) -> Gen:
@@ -147,10 +182,34 @@ class Attributes(Renaming):
         check_setattr(path, mode, uid, gid, atime_ns, mtime_ns)
         yield Compute("fedfs_op")
         args = (mode, uid, gid, atime_ns, mtime_ns)
-        r = yield from self._at_home(path, lambda p: SetAttr(p, *args), None)
-        if r is None:
-            m = self.manager_of(path)
-            yield from self._busy(lambda: self.call(m, DirSetAttr(path, *args)))
+        yield from self._by_name(path, lambda p: SetAttr(p, *args), lambda p: PathSetAttr(p, *args))
+
+    def _by_name(self, path: str, at_home: Callable[[str], Request], at_manager: Callable[[str], Request]) -> Gen:
+        """The value of a request about canonical ``path``: ``at_home`` at the
+        home this node's DT knows for a file (a stale entry is dropped there),
+        else ``at_manager`` at the name's manager, which resolves the name and
+        serves a directory itself or forwards to a file's home; the home it
+        names is cached.  One round trip either way, not a lookup and then one."""
+        e = self.dt.peek(path)
+        if e is not None and not e.is_dir:
+            r = yield from self._at_home(path, at_home, None)
+            if r is not None:
+                return r[0]
+        m = self.manager_of(path)
+        for attempt in (0, 1):
+            try:
+                value, home, how = yield from self._busy(lambda: self.call(m, at_manager(path)))
+                break
+            except OSError as exc:
+                if exc.errno != errno.ESTALE:
+                    raise
+                if attempt:  # renamed away twice while we looked (as in ``_at_home``)
+                    raise fs_error(errno.ENOENT, path) from None
+        if how:
+            self.stats.lookup_paths[how] += 1
+        if home is not None and m != self.id:
+            self.dt.put(path, DTEntry(False, home))
+        return value
 
     @api()
     def statfs(self) -> Gen:
@@ -203,37 +262,88 @@ class Attributes(Renaming):
     def on_fs_stat(self, src: int, req: FsStat) -> Gen:
         return (yield Local("statfs", ROOT))
 
+    @handles(HolderAttr)
+    def on_holder_attr(self, src: int, req: HolderAttr) -> Gen:
+        local = yield Local("getattr", req.path)
+        return req.path in self.implicit_dirs, federated(local, req.path, self.id)
+
     # ------------------------------------------------------------------ at a directory's manager
     def _holders(self, path: str, ask_all: bool) -> Gen:
         vd, _ = yield from self.ensure_vd(path, ask_all=ask_all)
         return vd, sorted(vd.holders) or [self.id]  # (the root, before any merge found a holder)
 
-    @handles(DirAttr)
-    def on_dir_attr(self, src: int, req: DirAttr) -> Gen:
-        _, holders = yield from self._holders(req.path, ask_all=False)
+    def _resolve_here(self, path: str) -> Gen:
+        """(is_dir, home, lookup path) of a name managed here (the root is a directory)."""
+        if path == ROOT:
+            return True, None, 0
+        return (yield from self.resolve(path, check_dt=True))
+
+    @handles(PathAttr)
+    def on_path_attr(self, src: int, req: PathAttr) -> Gen:
+        path = req.path
+        is_dir, home, how = yield from self._resolve_here(path)
+        if is_dir:
+            return (yield from self._dir_attr(path)), None, how
+        return (yield from self.call(home, GetAttr(path))), home, how
+
+    def _dir_attr(self, path: str) -> Gen:
+        """A directory's attributes: its lowest holder's that is not a copy made for a file."""
+        _, holders = yield from self._holders(path, ask_all=False)
+        return (yield from self._lowest_holder(path, holders))
+
+    def _lowest_holder(self, path: str, holders: list[int]) -> Gen:
+        """The attributes at the lowest of ``holders`` that answers with a copy
+        of its own (else the lowest implicit copy).  A holder that does not
+        answer becomes a suspect (``Node.suspects``, as a dirmerge's silent
+        peer does) and is asked again only after the others, so a dead member
+        costs one timeout, not one per getattr of every directory it holds."""
         err: OSError | None = None
-        for h in holders:
+        fallback = None  # the lowest implicit copy's, if no holder has one of its own
+        suspects = self.suspects
+        order = holders
+        if suspects:
+            now = yield NOW
+            for n in [n for n, until in suspects.items() if until <= now]:
+                del suspects[n]
+            order = [h for h in holders if h not in suspects] + [h for h in holders if h in suspects]
+        for h in order:
             try:
-                attr = yield from self.call(h, GetAttr(req.path))
-            except (PeerUnavailable, FileNotFoundError) as exc:
+                implicit, attr = yield from self.call(h, HolderAttr(path))
+            except PeerUnavailable as exc:
+                if exc.node == h:
+                    suspects[h] = (yield NOW) + SUSPECT_S
+                err = exc
+                continue
+            except FileNotFoundError as exc:
                 err = exc  # gone since the merge: the next holder answers
                 continue
+            suspects.pop(h, None)  # it answered
             if not attr[0]:  # a file now, made outside the federation since the merge
-                err = fs_error(errno.ENOTDIR, req.path)
-                continue
-            return attr
+                err = fs_error(errno.ENOTDIR, path)
+            elif not implicit:
+                return attr
+            elif fallback is None:
+                fallback = attr
+        if fallback is not None:
+            return fallback
         assert err is not None
         raise err
 
-    @handles(DirSetAttr)
-    def on_dir_set_attr(self, src: int, req: DirSetAttr) -> Gen:
+    @handles(PathSetAttr)
+    def on_path_set_attr(self, src: int, req: PathSetAttr) -> Gen:
+        path = req.path
         args = (req.mode, req.uid, req.gid, req.atime_ns, req.mtime_ns)
-        check_setattr(req.path, *args)
-        vd, holders = yield from self._holders(req.path, ask_all=True)
+        check_setattr(path, *args)
+        is_dir, home, how = yield from self._resolve_here(path)
+        if not is_dir:
+            yield from self.call(home, SetAttr(path, *args))
+            return None, home, how
+        vd, holders = yield from self._holders(path, ask_all=True)
         if vd.unreachable >= 0:  # its copy would keep the old attributes
-            raise PeerUnavailable(vd.unreachable, f"may hold {req.path} and did not answer its dirmerge")
+            raise PeerUnavailable(vd.unreachable, f"may hold {path} and did not answer its dirmerge")
         for h in holders:
-            yield from self.call(h, SetAttr(req.path, *args))
+            yield from self.call(h, SetAttr(path, *args))
+        return None, None, how
 
 
 def _sum_statfs(figures: list[tuple[int, ...]]) -> tuple[int, ...]:

@@ -27,6 +27,7 @@ import errno
 from collections.abc import Callable
 from typing import Any
 
+from fedsim.protocol.attrs import check_size
 from fedsim.protocol.effects import NOW, Compute, Sleep
 from fedsim.protocol.fedfs.home import Home
 from fedsim.protocol.messages import (
@@ -243,6 +244,7 @@ class Requester(Home):
         its home (as ``create`` does).  With open + write it overwrites a file
         in place: the name never goes missing, as between an unlink and a create."""
         path = normalize(path)
+        check_size(path, size)
         yield Compute("fedfs_op")
         _, home = yield from self._at_home(path, lambda p: Truncate(p, size), errno.EISDIR)
         return home
