@@ -325,7 +325,8 @@ class FedOps(mfusepy.Operations):
         with self.pool.client() as c:
             c.mkdir(path)
             if stat.S_IMODE(mode) != _DEFAULT_DIR_MODE:
-                c.chmod(path, stat.S_IMODE(mode))
+                with _undo_on_error(lambda: c.rmdir(path)):
+                    c.chmod(path, stat.S_IMODE(mode))
 
     def rmdir(self, path: str) -> None:
         with self.pool.client() as c:
@@ -362,9 +363,10 @@ class FedOps(mfusepy.Operations):
         c = self.pool.take()
         try:
             c.create(path)
-            if stat.S_IMODE(mode) != _DEFAULT_FILE_MODE:
-                c.chmod(path, stat.S_IMODE(mode))
-            return self._handle(c, c.open(path), path)
+            with _undo_on_error(lambda: c.unlink(path)):  # a failed create leaves no file behind
+                if stat.S_IMODE(mode) != _DEFAULT_FILE_MODE:
+                    c.chmod(path, stat.S_IMODE(mode))
+                return self._handle(c, c.open(path), path)
         finally:
             self.pool.give(c)
 
@@ -427,6 +429,18 @@ class FedOps(mfusepy.Operations):
         if h is not None and h.fd is not None:
             with contextlib.suppress(OSError):  # the connection may be gone: its files closed with it
                 h.client.close(h.fd)
+
+
+@contextlib.contextmanager
+def _undo_on_error(undo: Callable[[], None]) -> Iterator[None]:
+    """If the block fails, ``undo`` what the call made before it (best effort:
+    what fails it, a dead agent, fails the undo too) and raise the block's error."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(OSError):
+            undo()
+        raise
 
 
 def _stat_dict(a: Any) -> dict[str, int]:
