@@ -390,8 +390,8 @@ def _home(st_ino: int) -> int:
 @pytest.mark.skipif(shutil.which("postmark") is None, reason="needs postmark (./dev.sh setup installs it)")
 def test_agent_sigkilled_under_the_mount(tmp_path: Path) -> None:
     """Replication off: a PostMark run ends with I/O errors, the dead agent's files fail
-    with EHOSTDOWN or EIO within the client timeout (no hang), the others still work,
-    unmount works."""
+    with EHOSTDOWN or EIO within the client timeout (no hang), the others still work;
+    with the entry agent dead too every call is EHOSTDOWN; unmount works."""
     fed = Federation(tmp_path, rpc_timeout_ms=500.0, protocol={"placement": "round_robin"})
     try:
         # A directory is looked up at its manager (getattr), so a dead manager hides the whole
@@ -443,6 +443,12 @@ def test_agent_sigkilled_under_the_mount(tmp_path: Path) -> None:
         alive = next(name for name, home in homes.items() if home != dead)
         (mnt / d[1:] / alive).write_bytes(b"rewritten")  # the mount stays usable for the others' files
         assert (mnt / d[1:] / alive).read_bytes() == b"rewritten"
+        # the entry agent itself dies: every call that reaches the mount is EHOSTDOWN at once
+        fed.pc.kill(0)
+        for call in (lambda: os.stat(mnt / "never-looked-up"), lambda: os.listdir(mnt)):
+            with pytest.raises(OSError) as e:
+                call()
+            assert e.value.errno == errno.EHOSTDOWN
     finally:
         fed.close()
 
