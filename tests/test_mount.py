@@ -169,11 +169,11 @@ def test_git(mnt: Path, tmp_path: Path) -> None:
 def _postmark(where: Path, conf_dir: Path, number: int = 200, transactions: int = 400) -> subprocess.CompletedProcess:
     conf = conf_dir / "pm.conf"
     conf.write_text(
-        f"set location {where}\nset number {number}\nset transactions {transactions}\nset size 500 20000\n"
+        f"set location .\nset number {number}\nset transactions {transactions}\nset size 500 20000\n"
         "set subdirectories 4\nrun\nquit\n"
     )
     return subprocess.run(
-        ["postmark", str(conf)], capture_output=True, encoding="utf-8", errors="replace", timeout=HANG
+        ["postmark", str(conf)], capture_output=True, encoding="utf-8", errors="replace", timeout=HANG, cwd=where
     )
 
 
@@ -412,11 +412,12 @@ def test_agent_sigkilled_under_the_mount(tmp_path: Path) -> None:
         # a PostMark run under way when the agent dies: it ends (with I/O errors), it does not hang
         (mnt / pmdir[1:]).mkdir()
         conf = tmp_path / "pm.conf"
-        conf.write_text(
-            f"set location {mnt / pmdir[1:]}\nset number 200\nset transactions 400\nset size 500 5000\nrun\nquit\n"
-        )
+        conf.write_text("set location .\nset number 200\nset transactions 400\nset size 500 5000\nrun\nquit\n")
         pm = subprocess.Popen(
-            ["stdbuf", "-oL", "postmark", str(conf)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            ["stdbuf", "-oL", "postmark", str(conf)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=mnt / pmdir[1:],
         )
         try:
             assert pm.stdout is not None
