@@ -14,6 +14,8 @@ from fedsim.config import Config
 from fedsim.network import LogGP, preset
 from fedsim.runtime import CpuCosts, SimCluster, long_run_gc
 from fedsim.storage import EXT2_PAPER, StorageParams
+from fedsim.workloads.postmark import Clients, PostMarkParams
+from fedsim.workloads.postmark_sim import PostMarkDriver
 from fedsim.workloads.sfs97 import Recorder, Sfs97, make_fileset, place
 
 
@@ -151,21 +153,16 @@ def metrics_between(before: dict[str, Any], after: dict[str, Any], rec: Recorder
 
 def run_workload(cfg: Config, **overrides: Any) -> RunOutcome:
     """Build the cluster, lay out the SFS97 file set, run warm-up then the
-    measured operations; return the measured metrics."""
+    measured operations; return the measured metrics.  With ``workload.kind:
+    postmark``: the PostMark clients on an empty federation instead."""
+    if cfg.workload.kind == "postmark":
+        return run_postmark(cfg, **overrides)
     rng = np.random.default_rng(cfg.seed)
     c = build_cluster(cfg, **overrides)
     w = cfg.workload
     fs = make_fileset(w.files, w.dirs, rng)
     place(c, fs, cfg.protocol.placement, rng)
-    if cfg.cluster.bootstrap == "preload":
-        c.preload_summaries()
-        # What start() would go on with after its push: the node's periodic
-        # work (summary refresh, VD ageing).  The timer returns at once when
-        # protocol.summary_refresh_s is 0, so closed-world runs are unchanged.
-        for node in c.nodes:
-            c.spawn(node.id, node.summary_timer())
-    else:
-        c.env.run(until=c.exchange_summaries())
+    start_federation(cfg, c)
     drv = Sfs97(c, fs, mix=dict(w.mix), rng=rng, io_size=w.io_size, locality=w.locality, hot_files=w.hot_files,
                  frontend_us=w.frontend_us)
 
@@ -190,6 +187,54 @@ def run_workload(cfg: Config, **overrides: Any) -> RunOutcome:
         wall_s = time.perf_counter() - t_wall
     events = simulator_events(c) - e0 - 1
     out = RunOutcome(metrics_between(before, after, drv.rec, c.env.now - t0), drv.rec, c)
+    out.events, out.wall_s, out.peak_rss_mb = events, wall_s, peak_rss_mb()
+    return out
+
+
+def start_federation(cfg: Config, c: SimCluster) -> None:
+    """Bring the federation to where measurement starts: the summaries the
+    nodes would have exchanged (preloaded, or exchanged in simulated time)."""
+    if cfg.cluster.bootstrap == "preload":
+        c.preload_summaries()
+        # What start() would go on with after its push: the node's periodic
+        # work (summary refresh, VD ageing).  The timer returns at once when
+        # protocol.summary_refresh_s is 0, so closed-world runs are unchanged.
+        for node in c.nodes:
+            c.spawn(node.id, node.summary_timer())
+    else:
+        c.env.run(until=c.exchange_summaries())
+
+
+def postmark_clients(cfg: Config, clients: int | None = None) -> Clients:
+    """The PostMark clients ``cfg.workload`` describes (client i in /pm<i>);
+    ``clients`` overrides how many."""
+    pm = cfg.workload.postmark
+    params = PostMarkParams(**pm.model_dump(exclude={"seed_step", "route"}))  # the generator's own fields
+    return Clients(params, clients=clients or cfg.workload.clients, seed_step=pm.seed_step)
+
+
+def run_postmark(cfg: Config, **overrides: Any) -> RunOutcome:
+    """PostMark clients (``workload.clients`` of them, ``workload.postmark``'s
+    parameters) on a federation that starts empty; every operation of every
+    client is measured (PostMark has no warm-up).  ``metrics`` adds PostMark's
+    own numbers: transactions per second and the counts it reports."""
+    c = build_cluster(cfg, **overrides)
+    start_federation(cfg, c)
+    drv = PostMarkDriver(c, postmark_clients(cfg), route=cfg.workload.postmark.route)
+    with long_run_gc():
+        e0 = simulator_events(c)
+        t_wall = time.perf_counter()
+        before = counters(c)
+        t0 = c.env.now
+        c.env.run(until=c.env.process(drv.run()))
+        after = counters(c)
+        wall_s = time.perf_counter() - t_wall
+    events = simulator_events(c) - e0 - 1
+    m = metrics_between(before, after, drv.rec, c.env.now - t0)
+    m["postmark_tps"] = drv.transactions_per_s()
+    for key in drv.counts[0]:
+        m[f"postmark.{key}"] = sum(cnt[key] for cnt in drv.counts)
+    out = RunOutcome(m, drv.rec, c)
     out.events, out.wall_s, out.peak_rss_mb = events, wall_s, peak_rss_mb()
     return out
 

@@ -27,12 +27,23 @@ def run(cfg: Config, params: Params) -> StudyResult:
          f"{m[f'messages_per_op.{op}']:.2f}"]
         for op in ops
     ]
+    w = cfg.workload
+    if w.kind == "postmark":
+        pm = w.postmark
+        offered = (f"{w.clients} PostMark clients ({pm.number} files of {pm.size_low}-{pm.size_high} B, "
+                   f"{pm.transactions} transactions each, route {pm.route})")
+        result = (f"PostMark: {m['postmark_tps']:.0f} transactions/s; created {int(m['postmark.created'])}, "
+                  f"read {int(m['postmark.read'])}, appended {int(m['postmark.appended'])}, "
+                  f"deleted {int(m['postmark.deleted'])}")
+    else:
+        offered, result = f"{w.arrivals}-loop {w.rate:g} ops/s offered", ""
     shares = ", ".join(f"{i}: {m[f'lookup_path_share_{i}']:.1%}" for i in range(1, 5))
     res.report = "\n".join(
         [
             f"{cfg.cluster.nodes} nodes, {cfg.network.preset} network, {cfg.protocol.placement} placement, "
-            f"{cfg.workload.arrivals}-loop {cfg.workload.rate:g} ops/s offered",
+            + offered,
             table(["op", "count", "mean us", "p95 us", "msgs/op"], rows),
+            *([result] if result else []),
             f"throughput {m['throughput_ops_s']:.0f} ops/s, mean latency {m['latency_mean_us']:.0f} us, "
             f"errors {int(m['errors'])}",
             f"lookup paths (1 local DT, 2 manager DT, 3 parent VD, 4 dirmerge): {shares}",

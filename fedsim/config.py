@@ -46,6 +46,7 @@ from fedsim.schema import (
     word_errors,
 )
 from fedsim.storage import EXT2_PAPER
+from fedsim.workloads.postmark import PostMarkParams
 
 
 class ClusterConfig(Strict):
@@ -92,8 +93,22 @@ MixOp = Literal["lookup", "read", "write", "create", "remove"]
 SFS97_MIX: dict[str, float] = {"lookup": 46, "read": 34, "write": 17, "create": 2, "remove": 1}
 
 
+class PostMarkConfig(PostMarkParams):
+    """``workload.postmark``: PostMark's parameters (its own names and defaults),
+    and how its clients are seeded and routed.  ``workload.clients`` clients
+    each run one PostMark in its own directory ``/pm<i>``."""
+
+    seed_step: NonNegativeInt = 1  # client i uses seed + i * seed_step
+    # where a client sends each request: its own server (client i -> node i mod N),
+    # or the manager of the request's path (the federation's hash, applied by the client)
+    route: Literal["fixed", "hash"] = "fixed"
+
+
 class WorkloadConfig(Strict):
-    kind: Literal["sfs97"] = "sfs97"
+    # sfs97: the SFS97 mix over a preexisting file set (the keys below up to
+    # hot_files); postmark: PostMark clients (``clients`` and ``postmark``)
+    kind: Literal["sfs97", "postmark"] = "sfs97"
+    postmark: PostMarkConfig = PostMarkConfig()
     files: PositiveInt = 19500
     dirs: PositiveInt = 650
     mix: dict[MixOp, NonNegativeFloat] = Field(default_factory=lambda: dict(SFS97_MIX))

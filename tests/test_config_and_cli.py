@@ -23,6 +23,7 @@ SMALL = {
                      "params.dt_entries=[16,1024]", "params.locality=[0.0,0.9]"],
     "scale": ["cluster.nodes=64", "workload.files=1000", "workload.dirs=40", "workload.ops=600"],
     "simulate": ["workload.files=500", "workload.dirs=20", "workload.ops=300"],
+    "table1": ["workload.postmark.transactions=500", "params.trials=200"],
     "table2": [],
     "table3": ["workload.files=500", "workload.dirs=20", "workload.ops=300", "workload.warmup_ops=50"],
 }

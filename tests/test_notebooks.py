@@ -86,7 +86,20 @@ def check_scale(d: dict) -> None:
         assert 0 < asked < n - 1
 
 
+def check_dafs_table1(d: dict) -> None:
+    paper_totals = {n: sum(files) for n, files in d["paper_files"].items()}
+    assert paper_totals == {"2": 900, "4": 1499, "8": 2400}
+    for n, clients in (("2", 6), ("4", 10), ("8", 16)):
+        assert sum(d["pool_mod_n_files"][n]) == 150 * clients
+        # the papers' hash spreads the pool within a random hash's spread, as the paper's did
+        assert 1 <= d["pool_mod_n_max_over_mean"][n] < d["pool_random_p95"][n]
+        assert d["paper_max_over_mean"][n] < d["pool_random_p95"][n]
+    # consistent hashing's unequal arcs: worse than a random hash on many files and 8 servers
+    assert d["created_ring_max_over_mean"]["8"] > d["created_random_p95"]["8"]
+
+
 CHECKS: dict[str, tuple[str, Callable[[dict], None]]] = {
+    "dafs_table1": ("dafs_table1", check_dafs_table1),
     "fedfs_fig5": ("fedfs_fig5", check_fig5),
     "fedfs_table3": ("fedfs_table3", check_table3),
     "fedfs_table2": ("fedfs_table2", check_table2),
