@@ -493,3 +493,19 @@ def test_mount_bench_quick(tmp_path: Path) -> None:
     assert any("passthrough" in ln and "fed1" in ln for ln in lines), r.stdout
     assert any(ln.startswith("postmark") or " postmark " in ln for ln in lines), r.stdout
     assert "x pt)" in r.stdout  # each federation figure with its ratio to the passthrough
+
+
+@pytest.mark.skipif(shutil.which("postmark") is None, reason="no postmark binary (./dev.sh installs it)")
+def test_the_demo_runs_postmark_on_a_mount_beside_the_simulator(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """The main job's last step: the real binary on a mounted federation and the
+    same PostMark simulated do the same operations (the generator follows the
+    binary's decisions), so every count PostMark reports is equal on both sides."""
+    from experiments.demo import mounted_postmark
+
+    png = mounted_postmark(tmp_path, quick=True)
+    assert png is not None and png.stat().st_size > 0
+    rows = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines() if line.strip()}
+    for key in ("created", "read", "appended", "deleted_alone", "deleted_mixed"):
+        measured, simulated = rows[key]
+        assert int(measured) == int(simulated) > 0, key
+    assert float(rows["seconds"][0]) > 0 and float(rows["seconds"][1]) > 0
