@@ -16,6 +16,10 @@ for tool in qemu-system-x86_64:qemu-system-x86 debootstrap:debootstrap cpio:cpio
 done
 # PostMark 1.5x, the benchmark the Federated DAFS paper measures with (tests/test_postmark.py runs it)
 command -v postmark >/dev/null || need_apt+=(postmark)
+# `fednode mount` (FUSE 3: fusermount3 and libfuse3) and the other benchmarks run on it (fednode.tools.mount_bench)
+for tool in fusermount3:fuse3 fio:fio dbench:dbench fs_mark:fsmark; do
+  command -v "${tool%%:*}" >/dev/null || need_apt+=("${tool#*:}")
+done
 if ((${#need_apt[@]})); then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update -qq

@@ -16,7 +16,7 @@ from fedsim.runtime import CpuCosts, SimCluster, long_run_gc
 from fedsim.storage import EXT2_PAPER, StorageParams
 from fedsim.workloads.postmark import Clients, PostMarkParams
 from fedsim.workloads.postmark_sim import PostMarkDriver
-from fedsim.workloads.sfs97 import Recorder, Sfs97, make_fileset, place
+from fedsim.workloads.sfs97 import FileSet, Recorder, Sfs97, make_fileset, place
 
 
 def network_of(cfg: Config) -> LogGP:
@@ -163,8 +163,7 @@ def run_workload(cfg: Config, **overrides: Any) -> RunOutcome:
     fs = make_fileset(w.files, w.dirs, rng)
     place(c, fs, cfg.protocol.placement, rng)
     start_federation(cfg, c)
-    drv = Sfs97(c, fs, mix=dict(w.mix), rng=rng, io_size=w.io_size, locality=w.locality, hot_files=w.hot_files,
-                 frontend_us=w.frontend_us)
+    drv = driver(c, fs, cfg, rng)
 
     def phase(n_ops: int) -> None:
         if w.arrivals == "open":
@@ -197,10 +196,13 @@ def start_federation(cfg: Config, c: SimCluster) -> None:
     if cfg.cluster.bootstrap == "preload":
         c.preload_summaries()
         # What start() would go on with after its push: the node's periodic
-        # work (summary refresh, VD ageing).  The timer returns at once when
-        # protocol.summary_refresh_s is 0, so closed-world runs are unchanged.
+        # work (summary refresh, VD ageing, a migration policy).  The summary
+        # timer returns at once when protocol.summary_refresh_s is 0, and no
+        # migration timer runs under the policy none, so closed-world runs
+        # are unchanged.
         for node in c.nodes:
-            c.spawn(node.id, node.summary_timer())
+            for timer in node.background():
+                c.spawn(node.id, timer)
     else:
         c.env.run(until=c.exchange_summaries())
 
@@ -238,6 +240,13 @@ def run_postmark(cfg: Config, **overrides: Any) -> RunOutcome:
     out = RunOutcome(m, drv.rec, c)
     out.events, out.wall_s, out.peak_rss_mb = events, wall_s, peak_rss_mb()
     return out
+
+
+def driver(c: SimCluster, fs: FileSet, cfg: Config, rng: np.random.Generator) -> Sfs97:
+    """The SFS97 driver the config's workload section describes."""
+    w = cfg.workload
+    return Sfs97(c, fs, mix=dict(w.mix), rng=rng, io_size=w.io_size, locality=w.locality, hot_files=w.hot_files,
+                 frontend_us=w.frontend_us, zipf=w.zipf)  # fmt: skip
 
 
 def simulator_events(c: SimCluster) -> int:

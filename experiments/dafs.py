@@ -50,7 +50,7 @@ def postmark_run(cfg: Config, servers: int, clients: int, **dotted: Any) -> Post
         servers=servers,
         clients=clients,
         tps=out.metrics["postmark_tps"],
-        file_requests=[n.stats.file_requests for n in nodes],
+        file_requests=[n.stats.client_file_requests for n in nodes],
         remote_file_requests=[n.stats.remote_file_requests for n in nodes],
         cache_hits=sum(n.stats.block_cache_hits for n in nodes),
         cache_misses=sum(n.stats.block_cache_misses for n in nodes),

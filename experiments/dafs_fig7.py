@@ -8,7 +8,7 @@ the number of requests at any server node that translate into local file
 access is approximately 1/N of the total" (section VI-D); with placement at
 the manager and clients routing by the same hash, none does.  Each case is a
 (placement, route) pair; the study counts, per server, the client file
-requests (open, read, write, close: ``NodeStats.file_requests``) and those
+requests (open, read, write, close: ``NodeStats.client_file_requests``) and those
 for files homed elsewhere (``remote_file_requests``), and prints the remote
 share beside (N-1)/N.  A third case spreads clients round-robin over the
 servers with placement at the manager: the request distribution, not the

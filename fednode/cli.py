@@ -1,9 +1,16 @@
 """``fednode``: the real agent's command line.
 
     fednode serve  --cluster FILE --node ID       run one agent in the foreground
-    fednode local  --nodes N --base DIR           N agents on this machine (writes DIR/cluster.yaml)
+    fednode local  --nodes N --base DIR [--mount MOUNTPOINT]
+                                                  N agents on this machine (writes DIR/cluster.yaml),
+                                                  with --mount: the federation mounted there too
+    fednode mount  --cluster FILE --node ID MOUNTPOINT [--foreground]
+                                                  the federation as a directory (FUSE), entered at node ID
+    fednode umount MOUNTPOINT                     unmount (also after the mount process crashed)
     fednode fs     --cluster FILE CMD ARGS...     ls, stat, mkdir, put, get, cat, rm, rmdir, mv
-    fednode status --cluster FILE                 each node: reachable?, transport/device, files, names, tables
+    fednode migrate --cluster FILE PATH --to NODE move a file, or every file under a directory, to NODE
+    fednode status --cluster FILE                 each node: reachable?, transport/device, files, names, tables,
+                                                  migrations in flight, the loads it knows
     fednode init   --hosts H1,H2,... [--device D] a cluster file for a real testbed (new secret, mode 0600)
     fednode hosts  --cluster FILE                 'ID HOST' per node, for launcher loops (see deploy/)
     fednode client-file --cluster FILE --out F    a file for client programs: the client key, not the secret
@@ -24,6 +31,7 @@ import json
 import logging
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -110,7 +118,7 @@ async def _announce_ready(agent: Any) -> None:
 
 
 # ---------------------------------------------------------------------------- local
-def local(nodes: int, base: str, placement: str | None) -> int:
+def local(nodes: int, base: str, placement: str | None, mountpoint: str | None = None) -> int:
     from pydantic import ValidationError
 
     from fednode.cluster import AgentExited, ProcessCluster, write_local
@@ -122,7 +130,10 @@ def local(nodes: int, base: str, placement: str | None) -> int:
         path = write_local(base, nodes, **opts)
     except ValidationError as exc:  # --placement names no registered policy
         raise ConfigError(word_errors("fednode local", exc, ClusterSpec)) from None
-    pc = ProcessCluster(path, log_dir=Path(base) / "logs")
+    # own sessions (agents and mount): a Ctrl-C at the terminal reaches this process only, which
+    # unmounts first and stops the agents after, so no call of the mount finds its agent gone
+    pc = ProcessCluster(path, log_dir=Path(base) / "logs", new_session=mountpoint is not None)
+    mp = None
     stopping = False
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -139,18 +150,68 @@ def local(nodes: int, base: str, placement: str | None) -> int:
             return 1
         print(f"{nodes} agents serving {Path(base).resolve()}/n0 ... n{nodes - 1}", flush=True)
         print(f"cluster file: {path}", flush=True)
-        print(f"try: fednode fs --cluster {path} ls /      (Ctrl-C stops the agents)", flush=True)
+        if mountpoint is not None:
+            from fednode.mount import MountProcess
+
+            with open(Path(base) / "logs" / "mount.log", "ab") as mlog:
+                mp = MountProcess.federation(path, pc.cluster.spec.members[0], mountpoint, stderr=mlog)
+            try:
+                print(mp.wait_ready(), flush=True)
+            except RuntimeError as exc:
+                print(f"fednode local: {exc} (see {Path(base) / 'logs' / 'mount.log'})", file=sys.stderr)
+                return 1
+            print(f"mounted at {Path(mountpoint).resolve()}      (Ctrl-C unmounts and stops the agents)", flush=True)
+        else:
+            print(f"try: fednode fs --cluster {path} ls /      (Ctrl-C stops the agents)", flush=True)
         reported: set[int] = set()
         while not stopping:
             for n, p in pc.procs.items():
                 if p.poll() is not None and n not in reported:
                     reported.add(n)
                     print(f"fednode local: agent {n} exited with status {p.returncode}", file=sys.stderr)
+            if mp is not None and mp.proc.poll() is not None and "mount" not in reported:
+                reported.add("mount")  # type: ignore[arg-type]
+                print(f"fednode local: the mount process exited with status {mp.proc.returncode}", file=sys.stderr)
             time.sleep(0.2)
     finally:
+        mount_rc = mp.stop() if mp is not None else 0
         codes = pc.stop()
     bad = {n: c for n, c in codes.items() if c not in (0, -signal.SIGTERM)}
-    return 1 if bad else 0
+    return 1 if bad or mount_rc else 0
+
+
+# ---------------------------------------------------------------------------- mount
+def mount(cluster_file: str, node: int, mountpoint: str, foreground: bool, log_file: str | None) -> int:
+    """``fednode mount``: in the foreground, serve until unmounted or signalled;
+    else start that as a process in its own session, wait until the mount is
+    live, print its readiness line, and leave it running."""
+    load_cluster(cluster_file).spec.node(node)  # a clear usage error here, not in the background
+    if not Path(mountpoint).is_dir():
+        raise ConfigError(f"mount point {mountpoint} is not a directory (mkdir -p {mountpoint})")
+    from fednode.mount import MountProcess
+    from fednode.mount import mount as run_mount
+
+    if foreground:
+        return run_mount(cluster_file, node, mountpoint)
+    err = open(log_file, "ab") if log_file else subprocess.DEVNULL
+    try:
+        mp = MountProcess.federation(Path(cluster_file).resolve(), node, Path(mountpoint).resolve(), stderr=err)
+    finally:
+        if log_file:
+            err.close()  # type: ignore[union-attr]
+    try:
+        print(mp.wait_ready(), flush=True)
+    except RuntimeError as exc:
+        print(f"fednode mount: {exc}" + (f" (see {log_file})" if log_file else " (--log FILE keeps its errors)"),
+              file=sys.stderr)  # fmt: skip
+        return 1
+    return 0
+
+
+def umount(mountpoint: str) -> int:
+    from fednode.mount import unmount
+
+    return unmount(mountpoint)
 
 
 # ---------------------------------------------------------------------------- fs
@@ -211,6 +272,23 @@ def fs(cluster_file: str, node: int | None, cmd: str, args: list[str]) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------- migrate
+def migrate(cluster_file: str, node: int | None, path: str, to: int) -> int:
+    """Move a file or a directory tree by hand (FedFS 3.2's mechanism, no policy)."""
+    from fednode.client import Client
+
+    try:
+        with Client(load_cluster(cluster_file), node=node) as c:
+            moved = c.migrate(path, to)
+    except OSError as exc:
+        what = exc.strerror or str(exc)
+        name = f" {exc.filename}" if getattr(exc, "filename", None) else ""
+        print(f"fednode migrate{name}: {what}", file=sys.stderr)
+        return 1
+    print(f"{path}: {moved} file{'' if moved == 1 else 's'} moved to node {to}" + ("" if moved else " (already there)"))
+    return 0
+
+
 # ---------------------------------------------------------------------------- status
 def status(cluster_file: str, as_json: bool) -> int:
     from fednode.client import Client
@@ -238,7 +316,7 @@ def format_status(rows: list[dict[str, Any]]) -> str:
     notes = []
     for r in rows:
         if not r["reachable"]:
-            body.append([r["node"], "UNREACHABLE", "-", "-", "-", "-", "-", "-"])
+            body.append([r["node"], "UNREACHABLE", "-", "-", "-", "-", "-", "-", "-"])
             notes.append(f"node {r['node']}: {r['error']}")
             continue
         if r.get("root_lost"):
@@ -253,16 +331,24 @@ def format_status(rows: list[dict[str, Any]]) -> str:
                 r["dt_entries"],
                 r["vd_entries"],
                 len(r["collisions"]),
+                len(r.get("migrations_in", [])) + len(r.get("migrations_out", [])),
             ]
         )
         bc = r.get("block_cache")
         if bc:
             notes.append(f"node {r['node']}: block cache {bc['hits']} hits, {bc['misses']} misses, "
                          f"{bc['blocks']}/{bc['capacity']} blocks, {bc['invalidations']} invalidations")
+        for path, source in r.get("migrations_in", []):
+            notes.append(f"node {r['node']}: migrating {path} in from node {source}")
+        for path, target in r.get("migrations_out", []):
+            notes.append(f"node {r['node']}: migrating {path} out to node {target}")
+        if r.get("loads"):
+            loads = ", ".join(f"{n}: {v:g}" for n, v in r["loads"].items())
+            notes.append(f"node {r['node']}: migration policy {r.get('migration_policy')}; loads it knows {{{loads}}}")
         for path, winner, homes in r["collisions"]:
             who = "the directory" if winner is None else f"node {winner}"
             notes.append(f"node {r['node']}: name collision {path} on nodes {list(homes)}: resolves to {who}")
-    out = table(["node", "state", "transport", "files", "managed names", "DT", "VD", "collisions"], body)
+    out = table(["node", "state", "transport", "files", "managed names", "DT", "VD", "collisions", "migrating"], body)
     return out + ("\n" + "\n".join(notes) if notes else "")
 
 
@@ -324,6 +410,15 @@ def main(argv: list[str] | None = None) -> int:
     lo.add_argument("--nodes", type=int, default=2)
     lo.add_argument("--base", required=True)
     lo.add_argument("--placement", default=None, help="protocol.placement of the cluster file (default with_manager)")
+    lo.add_argument("--mount", default=None, metavar="MOUNTPOINT", help="also mount the federation there (FUSE)")
+    mo = sub.add_parser("mount", help="mount a federation as a directory (FUSE)")
+    mo.add_argument("--cluster", required=True)
+    mo.add_argument("--node", type=int, required=True, help="the agent the mount enters the federation through")
+    mo.add_argument("--foreground", action="store_true", help="serve in this process (default: in the background)")
+    mo.add_argument("--log", default=None, help="in the background: append the mount's messages to this file")
+    mo.add_argument("mountpoint")
+    um = sub.add_parser("umount", help="unmount a federation mount (also after its process crashed)")
+    um.add_argument("mountpoint")
     f = sub.add_parser("fs", help="file commands over the client API")
     f.add_argument("--cluster", required=True)
     f.add_argument("--node", type=int, default=None, help="the agent to talk to (default: the first that answers)")
@@ -345,6 +440,11 @@ def main(argv: list[str] | None = None) -> int:
     from fednode.tools import testbed
 
     testbed.add_parser(sub)
+    mg = sub.add_parser("migrate", help="move a file or a directory tree to another node")
+    mg.add_argument("--cluster", required=True)
+    mg.add_argument("--node", type=int, default=None, help="the agent to talk to (default: the first that answers)")
+    mg.add_argument("--to", type=int, required=True, help="the node that becomes the files' home")
+    mg.add_argument("path")
     st = sub.add_parser("status", help="per-node state")
     st.add_argument("--cluster", required=True)
     st.add_argument("--json", action="store_true")
@@ -374,11 +474,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "local":
             if args.nodes <= 0:
                 raise ConfigError(f"--nodes must be at least 1, not {args.nodes}")
-            return local(args.nodes, args.base, args.placement)
+            return local(args.nodes, args.base, args.placement, args.mount)
+        if args.cmd == "mount":
+            return mount(args.cluster, args.node, args.mountpoint, args.foreground, args.log)
+        if args.cmd == "umount":
+            return umount(args.mountpoint)
         if args.cmd == "fs":
             return fs(args.cluster, args.node, args.command, args.args)
         if args.cmd == "status":
             return status(args.cluster, args.json)
+        if args.cmd == "migrate":
+            return migrate(args.cluster, args.node, args.path, args.to)
         if args.cmd == "init":
             hs = [h for h in args.hosts.split(",") if h]
             return init(args.out, hs, args.root, args.port, args.transport, args.device, args.gid_index)

@@ -391,6 +391,13 @@ class Client:
         ``EBUSY`` while either file is open anywhere."""
         self.call("rename", old, new)
 
+    def migrate(self, path: str, to: int) -> int:
+        """Move a file, or every file under a directory, to node ``to`` (FedFS
+        3.2); returns how many files moved (0: already there).  The names and
+        contents stay; open descriptors follow.  ``OSError(EINVAL)`` if ``to``
+        is not a member, ``PeerUnavailable`` if it is down."""
+        return self.call("migrate", path, to)
+
     def walk(self, top: str = "/") -> dict[str, bytes | None]:
         """The whole namespace under ``top``: path -> content (None for directories)."""
         top = normalize(top)

@@ -185,8 +185,10 @@ class ProcessCluster:
         nodes: Iterable[int] | None = None,
         log_dir: str | Path | None = None,
         loop: str | None = None,
+        new_session: bool = False,
     ) -> None:
         self.file = Path(cluster_file).resolve()
+        self.new_session = new_session  # agents in their own sessions: a terminal's Ctrl-C reaches the launcher only
         self.cluster = load_cluster(self.file)
         self.log_dir = Path(log_dir) if log_dir else None
         self.loop = loop
@@ -214,8 +216,9 @@ class ProcessCluster:
         self._stderr[node] = err
         # stdout: the readiness lines, unbuffered so select() sees every byte
         self.procs[node] = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, env=env, bufsize=0
-        )
+            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, env=env, bufsize=0,
+            start_new_session=self.new_session,
+        )  # fmt: skip
         self.state[node] = "started"
         self._partial[node] = b""
 

@@ -130,6 +130,10 @@ class WorkloadConfig(Strict):
     # server's RPC/XDR processing in the papers' DNFS); 0 = FedFS alone.
     frontend_us: NonNegativeFloat = 0.0
     hot_files: PositiveInt = 64
+    # Skew: 0 picks files uniformly; s > 0 picks the initial files by a Zipf
+    # law of exponent s over a random ranking (the k-th hottest with weight
+    # 1/k^s), for the picks the hot sets (``locality``) leave.
+    zipf: NonNegativeFloat = 0.0
 
     @field_validator("mix")
     @classmethod

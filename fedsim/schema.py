@@ -38,6 +38,7 @@ from fedsim.protocol.config import MAX_BLOCK_SIZE, FederationSpec, ProtocolConfi
 from fedsim.protocol.designs import design_class
 from fedsim.protocol.hashing import HASHINGS
 from fedsim.protocol.policies.homes import HOMES
+from fedsim.protocol.policies.migration import MIGRATIONS
 from fedsim.protocol.summary import LAYOUTS, MAX_HASHES
 
 
@@ -73,6 +74,7 @@ NAME_CHECKS: dict[str, Callable[[str], object]] = {
     "hashing": HASHINGS.get,
     "placement": HOMES.get,
     "summary_layout": _known_layout,
+    "migration": MIGRATIONS.get,
 }
 
 
@@ -103,6 +105,16 @@ class ProtocolSpec(Strict):
     summary_retry_max_s: PositiveFloat = _P.summary_retry_max_s
     block_cache_blocks: NonNegativeInt = _P.block_cache_blocks
     block_size: int = Field(_P.block_size, ge=1, le=MAX_BLOCK_SIZE)
+    migration: str = _P.migration
+    migration_period_s: PositiveFloat = _P.migration_period_s
+    migration_decay: float = Field(_P.migration_decay, gt=0, le=1)
+    migration_fanout: PositiveInt = _P.migration_fanout
+    migration_threshold: NonNegativeFloat = _P.migration_threshold
+    migration_hysteresis: NonNegativeInt = _P.migration_hysteresis
+    migration_share: float = Field(_P.migration_share, gt=0, le=1)
+    migration_min_hits: NonNegativeFloat = _P.migration_min_hits
+    migration_batch: PositiveInt = _P.migration_batch
+    migration_chunk: PositiveInt = _P.migration_chunk
 
     @field_validator(*NAME_CHECKS)
     @classmethod

@@ -275,6 +275,42 @@ SCENARIOS.append(
     )
 )
 
+SCENARIOS.append(
+    Scenario(
+        # FedFS 3.2: a file moves in chunks (4 bytes here: several messages), keeps its name and
+        # content; a stale DT entry and an open descriptor find it at its new home; a tree moves
+        # file by file; bad targets are clear errors.  /m's manager is node 1 (mod_n over 4 nodes).
+        "migration of a file and of a tree",
+        4,
+        files={2: [("/m/f", b"twelve bytes"), ("/m/t/a", b"a on n2")], 3: [("/m/t/u/b", b"b on n3")]},
+        dirs={0: ["/m"]},
+        protocol={"migration_chunk": 4},
+        ops=[
+            (0, "stat", ("/m/f",)),  # node 0 manages /m/f: its DT says 2
+            (1, "open", ("/m/f",)),  # pinned at node 2; node 1 caches /m/f -> 2
+            (2, "migrate", ("/m/f", 3)),
+            (0, "stat", ("/m/f",)),  # the manager's DT was switched: straight to node 3
+            (1, "read", (FD, 0, 100)),  # stale: ESTALE from node 2, resolved again, the descriptor follows
+            (1, "write", (FD, 0, b"TW")),
+            (1, "close", (FD,)),
+            (2, "readdir", ("/m",)),
+            (0, "migrate", ("/m/f", 3)),  # already there: 0 moved
+            (3, "migrate", ("/m/f", 9)),  # EINVAL: not a member
+            (0, "migrate", ("/m/none", 1)),  # ENOENT
+            (2, "migrate", ("/m/t", 1)),  # the tree: two files
+            (0, "readdir", ("/m/t/u",)),
+            (3, "open", ("/m/t/u/b",)),
+            (3, "read", (FD, 0, 100)),
+            (3, "close", (FD,)),
+            (1, "rename", ("/m/f", "/m/g")),
+            (2, "migrate", ("/m/g", 0)),
+            (0, "unlink", ("/m/g",)),
+            (1, "readdir", ("/m",)),
+        ],
+    )
+)
+
+
 _KEEP3 = (KEEP, KEEP, KEEP)
 _OMIT2 = (UTIME_OMIT, UTIME_OMIT)
 SCENARIOS.append(

@@ -23,6 +23,8 @@ SMALL = {
                      "params.dt_entries=[16,1024]", "params.locality=[0.0,0.9]"],
     "scale": ["cluster.nodes=64", "workload.files=1000", "workload.dirs=40", "workload.ops=600"],
     "simulate": ["workload.files=500", "workload.dirs=20", "workload.ops=300"],
+    "migration": ["params.nodes=[8]", "params.windows=2", "workload.files=300", "workload.dirs=10",
+                  "workload.ops=1500", "protocol.migration_period_s=0.02"],
     "table1": ["workload.postmark.transactions=500", "params.trials=200"],
     "dafs_fig6": ["workload.postmark.transactions=60", "workload.postmark.number=40", "params.servers=[1,2]",
                   "params.sizes=[2048]", "params.clients_per_server=[1,2]", "params.scale_servers=[4]",

@@ -39,7 +39,7 @@ def test_packed_size_equals_the_length_of_the_msgpack_encoding(v):
 
 
 def test_every_request_type_round_trips_through_bytes():
-    samples = {"str": "/a/b", "int": 7, "bool": True, "bytes": b"xy", "str | None": None}
+    samples = {"str": "/a/b", "int": 7, "bool": True, "bytes": b"xy", "str | None": None, "float": 1.5}
     from dataclasses import fields
 
     for cls in REQUEST_TYPES.values():
@@ -60,6 +60,8 @@ def test_every_request_type_round_trips_through_bytes():
         ["AddEntry", "/a", "..", False, 0],
         ["Rename", "/a/b", "/a/../etc/passwd"],
         ["RenameFinish", "../x", "/a/y", True],
+        ["MigrateIn", "/a/../../x", 1, 0.5],
+        ["MigrateSwitch", "/a", "../b", 1, 2, 3],
     ],
 )
 def test_requests_naming_non_canonical_paths_are_refused_before_any_handler(obj):

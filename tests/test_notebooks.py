@@ -124,6 +124,16 @@ def check_dafs_fig8(d: dict) -> None:
     assert d["gain"][0] == 0.0 and d["hit_rate"][0] == 0.0
     assert _increasing(d["hit_rate"])  # more room, more hits
     assert d["tps"][-1] > 1.1 * d["tps"][0]  # the cache pays (the paper: about +35 %)
+def check_migration(d: dict) -> None:
+    last = d["last_window"]
+    for n in d["nodes"]:
+        none, based, colo = last[f"{n} none"], last[f"{n} load_based"], last[f"{n} co_locate"]
+        assert none["bytes_moved"] == 0 == none["files_moved"]
+        # load_based evens the load out; co_locate makes the requesters' files local
+        assert based["load_max_over_mean"] < none["load_max_over_mean"], n
+        assert colo["remote_share"] < none["remote_share"] and colo["latency_mean_us"] < none["latency_mean_us"], n
+        # and neither passes files back and forth
+        assert based["max_moves_per_file"] <= 2 and colo["max_moves_per_file"] <= 2, n
 
 
 CHECKS: dict[str, tuple[str, Callable[[dict], None]]] = {
@@ -137,6 +147,7 @@ CHECKS: dict[str, tuple[str, Callable[[dict], None]]] = {
     "bloom_summary": ("bloom_summary", check_bloom),
     "lookup_paths": ("lookup_paths", check_lookup_paths),
     "scale": ("scale", check_scale),
+    "migration": ("migration", check_migration),
 }
 
 

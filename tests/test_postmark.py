@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +28,17 @@ import pytest
 from experiments.common import postmark_clients, run_postmark
 from fedsim.cli import main
 from fedsim.config import Config, ConfigError, validate
-from fedsim.workloads.postmark import Clients, Counts, Op, PostMark, PostMarkParams, io_sizes, run
+from fedsim.workloads.postmark import (
+    Clients,
+    Counts,
+    Op,
+    PostMark,
+    PostMarkParams,
+    io_sizes,
+    parse_report,
+    run,
+    run_binary,
+)
 
 POSTMARK = shutil.which("postmark")
 needs_binary = pytest.mark.skipif(
@@ -70,32 +79,6 @@ def short_dir() -> Iterator[Path]:
         yield d
     finally:
         shutil.rmtree(d, ignore_errors=True)
-
-
-def run_binary(params: PostMarkParams, where: Path) -> str:
-    """Run PostMark with ``params`` on ``where``; its whole output.  Run in
-    ``where`` so no stray ``.pmrc`` in the caller's directory is read."""
-    script = "\n".join([*params.commands(str(where)), "run", "quit"]) + "\n"
-    assert POSTMARK is not None
-    done = subprocess.run([POSTMARK], input=script, capture_output=True, text=True, cwd=where, check=True)
-    assert "Error" not in done.stderr, done.stderr
-    return done.stdout
-
-
-_REPORT = re.compile(
-    r"(?P<created>\d+) created .*?Creation alone: (?P<created_alone>\d+) files.*?"
-    r"Mixed with transactions: (?P<created_mixed>\d+) files.*?"
-    r"(?P<read>\d+) read .*?(?P<appended>\d+) appended .*?\d+ deleted .*?"
-    r"Deletion alone: (?P<deleted_alone>\d+) files.*?Mixed with transactions: (?P<deleted_mixed>\d+) files.*?"
-    r"Data:\s+(?P<data_read>[\d.]+ \w+) read .*?\n\s+(?P<data_written>[\d.]+ \w+) written",
-    re.S,
-)
-
-
-def parse_report(out: str) -> dict[str, int | str]:
-    m = _REPORT.search(out)
-    assert m, f"no PostMark report in:\n{out}"
-    return {k: v if k.startswith("data_") else int(v) for k, v in m.groupdict().items()}
 
 
 def _megabytes(text: str) -> float:

@@ -30,7 +30,10 @@ FULL = {
     "architecture": "fedfs", "hashing": "ring", "vnodes": 16, "placement": "round_robin", "dt_entries": 64,
     "vd_entries": 32, "summary_bits": 2048, "summary_hashes": 3, "summary_layout": "per_hash",
     "async_dir_updates": True, "vd_max_age_s": 3.0, "vd_miss_age_s": 0.5, "summary_refresh_s": 2.0,
-    "summary_retry_s": 0.1, "summary_retry_max_s": 1.0, "block_cache_blocks": 128, "block_size": 8192,
+    "summary_retry_s": 0.1, "summary_retry_max_s": 1.0, "migration": "load_based", "migration_period_s": 2.0,
+    "migration_decay": 0.25, "migration_fanout": 3, "migration_threshold": 0.5, "migration_hysteresis": 2,
+    "migration_share": 0.75, "migration_min_hits": 2.0, "migration_batch": 2, "migration_chunk": 4096,
+    "block_cache_blocks": 128, "block_size": 8192,
 }  # fmt: skip
 
 
@@ -70,6 +73,7 @@ def test_the_schema_has_every_protocol_knob_and_the_agent_changes_only_defaults(
         ("hashing", "md5", "unknown hashing 'md5'; allowed: mod_n, ring"),
         ("architecture", "nfs", "unknown architecture 'nfs'; allowed: fedfs"),
         ("summary_layout", "sharded", "unknown summary layout 'sharded'; allowed: shared, per_hash, partitioned"),
+        ("migration", "greedy", "unknown migration policy 'greedy'; allowed: none, load_based, co_locate"),
     ],
 )
 def test_both_files_reject_an_unknown_name_with_the_registrys_allowed_list(tmp_path, key, value, allowed):

@@ -47,6 +47,22 @@ class ProtocolConfig:
     # block size.  0 = no cache (the default: the studies before it unchanged).
     block_cache_blocks: int = 0
     block_size: int = 4096
+    # Migration (FedFS 3.2; ``fedfs/migration.py``): the policy that decides
+    # which files a node moves (``policies/migration.py``: none, load_based,
+    # co_locate), how often it runs and gossips its load to
+    # ``migration_fanout`` random members, how fast counters decay per period,
+    # and the policies' knobs.  A file moves in chunks of ``migration_chunk``
+    # bytes (each one message).
+    migration: str = "none"
+    migration_period_s: float = 1.0
+    migration_decay: float = 0.5
+    migration_fanout: int = 2
+    migration_threshold: float = 0.25
+    migration_hysteresis: int = 4
+    migration_share: float = 0.6
+    migration_min_hits: float = 4.0
+    migration_batch: int = 4
+    migration_chunk: int = 1 << 16
 
     def __post_init__(self) -> None:
         for name in ("dt_entries", "vd_entries", "summary_bits", "summary_hashes"):
@@ -59,6 +75,15 @@ class ProtocolConfig:
         for name in ("vd_max_age_s", "vd_miss_age_s", "summary_refresh_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
+        for name in ("migration_period_s", "migration_chunk", "migration_batch", "migration_fanout"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("migration_threshold", "migration_hysteresis", "migration_min_hits"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
+        for name in ("migration_decay", "migration_share"):
+            if not 0 < getattr(self, name) <= 1:
+                raise ValueError(f"{name} must be in (0, 1], got {getattr(self, name)}")
         for name in ("summary_retry_s", "summary_retry_max_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")

@@ -87,10 +87,12 @@ class NodeStats:
     requests_served: int = 0
     block_cache_hits: int = 0  # reads of remote files answered from this node's block cache
     block_cache_misses: int = 0  # ... that fetched their blocks from the home
-    # client file requests (open, read, write, close) served here, and those for
-    # files homed on another node (remote file accesses, Federated DAFS Fig. 7)
-    file_requests: int = 0
+    # client file requests (open, read, write, close) this node took from its
+    # clients, and those for files homed on another node (remote file accesses,
+    # Federated DAFS Fig. 7)
+    client_file_requests: int = 0
     remote_file_requests: int = 0
+    file_requests: int = 0  # requests served as a file's home (what migration can move elsewhere)
 
 
 class Node:
@@ -184,6 +186,12 @@ class Node:
         client operations; it may ``Spawn`` periodic work).  Nothing by default."""
         return
         yield
+
+    def background(self) -> list[Gen]:
+        """The periodic work ``start`` would go on with (timers), for a
+        simulator that warms the federation up without running ``start``
+        (``prepare``/``adopt``) and spawns these instead.  None by default."""
+        return []
 
     def describe(self) -> dict[str, Any]:
         """The design's own state, for ``fednode status`` (plain values)."""

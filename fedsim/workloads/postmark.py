@@ -46,9 +46,13 @@ reads with buffering, 512-byte ones and the remainder without);
 from __future__ import annotations
 
 import random
+import re
+import shutil
 import struct
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
@@ -365,3 +369,42 @@ def io_sizes(size: int, block: int, buffering: bool) -> list[int]:
     if size % step:
         out.append(size % step)
     return out
+
+
+# ---------------------------------------------------------------------------- the real binary
+def run_binary(params: PostMarkParams, where: str | Path) -> str:
+    """Run the Debian ``postmark`` with ``params`` on the directory ``where``;
+    its whole output.  It runs in ``where`` (so no stray ``.pmrc`` in the
+    caller's directory is read); ``where`` should be short, since PostMark
+    keeps a file's path in 81 bytes.  What the validation test and the demo's
+    run on a FUSE mount both use."""
+    binary = shutil.which("postmark")
+    if binary is None:
+        raise FileNotFoundError(
+            "the postmark binary is not installed (Debian package 'postmark'; ./dev.sh installs it)"
+        )
+    script = "\n".join([*params.commands(str(where)), "run", "quit"]) + "\n"
+    done = subprocess.run([binary], input=script, capture_output=True, text=True, errors="replace", cwd=where)
+    if done.returncode != 0 or "Error" in done.stderr:
+        said = done.stderr[-2000:] or done.stdout[-2000:]
+        raise RuntimeError(f"postmark failed ({done.returncode}) on {where}: {said}")
+    return done.stdout
+
+
+_REPORT = re.compile(
+    r"(?P<created>\d+) created .*?Creation alone: (?P<created_alone>\d+) files.*?"
+    r"Mixed with transactions: (?P<created_mixed>\d+) files.*?"
+    r"(?P<read>\d+) read .*?(?P<appended>\d+) appended .*?\d+ deleted .*?"
+    r"Deletion alone: (?P<deleted_alone>\d+) files.*?Mixed with transactions: (?P<deleted_mixed>\d+) files.*?"
+    r"Data:\s+(?P<data_read>[\d.]+ \w+) read .*?\n\s+(?P<data_written>[\d.]+ \w+) written",
+    re.S,
+)
+
+
+def parse_report(out: str) -> dict[str, int | str]:
+    """The counts of a PostMark report (the "N deleted" total line is not
+    used: the Debian binary, v1.51, prints the number created there)."""
+    m = _REPORT.search(out)
+    if m is None:
+        raise ValueError(f"no PostMark report in:\n{out[-2000:]}")
+    return {k: v if k.startswith("data_") else int(v) for k, v in m.groupdict().items()}

@@ -105,6 +105,7 @@ class Sfs97:
         locality: float = 0.0,
         hot_files: int = 64,
         frontend_us: float = 0.0,
+        zipf: float = 0.0,
     ) -> None:
         self.frontend_us = frontend_us
         self.c = cluster
@@ -127,6 +128,18 @@ class Sfs97:
         n = len(cluster.nodes)
         k = min(hot_files, len(self.files))
         self.hot = [list(rng.choice(len(self.files), size=k, replace=False)) for _ in range(n)]
+        # Zipf-skewed picks (``zipf`` > 0): the initial files in a random order,
+        # the k-th with weight 1/k^zipf; drawn by bisecting the CDF (one
+        # rng.random() per pick).  Nothing is drawn when zipf is 0, so the
+        # uniform workload's random stream is unchanged.
+        self._zipf_files: list[str] = []
+        self._zipf_cdf: list[float] = []
+        if zipf > 0:
+            order = rng.permutation(len(self.files))
+            w = 1.0 / np.arange(1, len(self.files) + 1, dtype=float) ** zipf
+            cdf = w.cumsum()
+            self._zipf_cdf = (cdf / cdf[-1]).tolist()
+            self._zipf_files = [self.files[int(i)] for i in order]
         self.fds: list[dict[str, int]] = [{} for _ in range(n)]
         self.created = 0
         self.rec = Recorder()
@@ -137,6 +150,8 @@ class Sfs97:
             i = self.hot[node][int(self.rng.integers(0, len(self.hot[node])))]
             if i < len(self.files):
                 return self.files[i]
+        if self._zipf_files:
+            return self._zipf_files[min(bisect_right(self._zipf_cdf, self.rng.random()), len(self._zipf_files) - 1)]
         return self.files[int(self.rng.integers(0, len(self.files)))]
 
     def _fd(self, node: int, path: str, trace: OpTrace) -> Generator[Any, Any, int]:

@@ -15,27 +15,36 @@ parent directory D:
   two names' managers and homes: ``rename.py``;
 * attributes (getattr, chmod/chown/utimens), statfs and fsync, at a file's
   home or a directory's holders through its manager: ``attributes.py``;
+* file migration (FedFS 3.2) and the periodic work of a migration policy:
+  ``migration.py``;
 * the remote data-block cache, at the requester for files homed elsewhere,
   kept coherent by their homes: ``blockcache.py``.
 
 Everything here is a generator that yields effects (``fedsim.protocol.effects``)
 and never does I/O, so the simulator and the real agent run this exact code.
-Where would migration go?  A new role module beside these, mixed into
-``FedNode`` below, with its messages registered in its own module.
+
+A new role is a module beside these, its class inserted into the chain
+below, with its messages registered in its own module.
 """
 
 from __future__ import annotations
 
 from fedsim.protocol.designs import DESIGNS
 from fedsim.protocol.fedfs.blockcache import BlockCaching
+from fedsim.protocol.fedfs.migration import Migration
 
 
 @DESIGNS.register("fedfs")
-class FedNode(BlockCaching):
+class FedNode(Migration, BlockCaching):
     """One member of a FedFS federation: every role, one object.  The roles
     are a chain of classes (summaries <- directory <- manager <- home <-
-    requester <- renaming <- attributes <- block caching), each adding its own state in ``__init__`` and its
-    handlers."""
+    requester <- renaming), each adding its own state in ``__init__`` and its
+    handlers; attributes (then block caching, over attributes) and migration
+    both extend renaming and are joined here (migration first, so that its
+    bookkeeping of a file's writes wraps every other role's handler).  Each
+    calls ``super()``, so the order of the chain is Python's method resolution
+    order: migration, block caching, attributes, renaming, requester, home,
+    manager, directory, summaries."""
 
 
 __all__ = ["FedNode"]

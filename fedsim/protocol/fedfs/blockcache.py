@@ -19,8 +19,8 @@ blocks of the file.
 
 Home side: a ``BlockRead`` registers its sender as a *cacher* of the file
 (before the home reads its data).  Every change of a local file (a write,
-a truncate, an unlink, either end of a rename, or a migration calling
-``invalidate_cachers``) is followed, before the change's reply leaves the
+a truncate, an unlink, either end of a rename, a migration's freeze and its
+commit at the source) is followed, before the change's reply leaves the
 home, by an acknowledged ``BlockInvalidate`` to each cacher other than the
 one that asked for the change (which drops its own blocks itself); the file's
 cachers are then forgotten (they register again on their next miss).
@@ -37,7 +37,12 @@ Why that is coherent ("a read returns the latest acknowledged write"):
   in flight.  Conservative (any invalidation cancels every fetch in flight),
   cheap and bounded (one counter, no per-file history);
 * the writer drops its blocks after its write returned, and bumps ``epoch``
-  too, so its own concurrent fetch cannot re-cache the old data either.
+  too, so its own concurrent fetch cannot re-cache the old data either;
+* migration (``migration.py``): the source invalidates its cachers when it
+  freezes the file; from then on a ``BlockRead`` there is EAGAIN (the gate),
+  and after the move ESTALE, so no node caches blocks the new home does not
+  know about; the new home collects its own cachers.  A requester's fetch
+  goes through ``_at_fd``, so its descriptor follows the file as a read's does.
 
 With the cache off (``block_cache_blocks: 0``, the default) nothing here sends
 a message: reads are plain ``Read``s, and no node is ever a cacher.
@@ -54,8 +59,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from fedsim.protocol.config import MAX_BLOCK_FETCH
-from fedsim.protocol.effects import Compute, Local
+from fedsim.protocol.effects import Compute
 from fedsim.protocol.fedfs.attributes import Attributes
+from fedsim.protocol.fedfs.migration import MigrateDone, MigrateFreeze
 from fedsim.protocol.fedfs.rename import RenameDrop, RenameFinish
 from fedsim.protocol.messages import (
     PeerUnavailable,
@@ -174,29 +180,29 @@ class BlockCaching(Attributes):
         return d
 
     # ------------------------------------------------------------------ requester side
-    def _count(self, home: int) -> None:
+    def _count_access(self, home: int) -> None:
         """Access locality (Fig. 7): a client file request served here, remote
         when the file's home is another node (cache or not)."""
         st = self.stats
-        st.file_requests += 1
+        st.client_file_requests += 1
         if home != self.id:
             st.remote_file_requests += 1
 
     @api(str, fd="opens")
     def open(self, path: str) -> Gen:
         fd = yield from super().open(path)
-        self._count(self.fds[fd][1])
+        self._count_access(self.fds[fd][1])
         return fd
 
     @api(int, fd="closes")
     def close(self, fd: int) -> Gen:
-        self._count(self._fd(fd)[1])
+        self._count_access(self._fd(fd)[1])
         return (yield from super().close(fd))
 
     @api(int, int, int, fd="uses", size_arg=2)
     def read(self, fd: int, offset: int, size: int) -> Gen:
         path, home = self._fd(fd)
-        self._count(home)
+        self._count_access(home)
         c = self.bcache
         if c is None or home == self.id or size <= 0 or offset < 0:
             return (yield from super().read(fd, offset, size))
@@ -214,7 +220,8 @@ class BlockCaching(Attributes):
             c.misses += 1
             self.stats.block_cache_misses += 1
             epoch = self.epoch
-            data = yield from self.call(home, BlockRead(path, start, (last + 1 - first) * bs))
+            span = (last + 1 - first) * bs
+            data = yield from self._at_fd(fd, lambda p: BlockRead(p, start, span))
             blocks = [data[i : i + bs] for i in range(0, len(data), bs)]
             if len(data) % bs == 0 and len(blocks) <= last - first:
                 blocks.append(b"")  # the file ends at a block boundary inside the read
@@ -234,12 +241,11 @@ class BlockCaching(Attributes):
     @api(int, int, bytes, fd="uses")
     def write(self, fd: int, offset: int, data: bytes) -> Gen:
         path, home = self._fd(fd)
-        self._count(home)
+        self._count_access(home)  # (the file may have moved here or away meanwhile: drop either way)
         try:
             return (yield from super().write(fd, offset, data))
         finally:
-            if home != self.id:
-                self._changed_here(path)
+            self._changed_here(path)
 
     @api(str, int)
     def truncate(self, path: str, size: int) -> Gen:
@@ -267,7 +273,9 @@ class BlockCaching(Attributes):
     def on_block_read(self, src: int, req: BlockRead) -> Gen:
         if src != self.id:
             self.cachers.setdefault(req.path, set()).add(src)  # before the data is read: see the module doc
-        return (yield Local("read", req.path, (req.offset, req.size)))
+        # through the gates: EAGAIN while a rename or a migration's freeze holds
+        # the file, ESTALE once it moved away (the requester's descriptor follows)
+        return (yield from self._local("read", req.path, (req.offset, req.size)))
 
     def invalidate_cachers(self, paths: tuple[str, ...], asker: int | None = None) -> Gen:
         """Make every node that may cache blocks of ``paths`` drop them (all but
@@ -308,6 +316,10 @@ def _changed_paths(req: Request) -> tuple[str, ...]:
     if t is RenameFinish and req.commit:  # type: ignore[attr-defined]
         return (req.old, req.new)  # type: ignore[attr-defined]
     if t is RenameDrop and req.commit:  # type: ignore[attr-defined]
+        return (req.path,)  # type: ignore[attr-defined]
+    if t is MigrateFreeze:  # the file is gated from here on (no new cacher), then moved or released
+        return (req.path,)  # type: ignore[attr-defined]
+    if t is MigrateDone and req.commit:  # type: ignore[attr-defined]
         return (req.path,)  # type: ignore[attr-defined]
     return ()
 

@@ -70,12 +70,12 @@ class Home(Manager):
         """A local operation on a name a client asked for, through its rename
         gate: EAGAIN while a rename holds it, ESTALE for a name renamed away."""
         if path in self.gates:
-            raise fs_error(errno.EAGAIN, path, "a rename of this name is in flight; try again")
+            raise fs_error(errno.EAGAIN, path, "a rename or migration of this name is in flight; try again")
         try:
             return (yield Local(op, path, args))
         except FileNotFoundError:
             if path in self.moved:
-                raise fs_error(errno.ESTALE, path, "renamed away from this node; resolve the name again") from None
+                raise fs_error(errno.ESTALE, path, "moved away from this node; resolve the name again") from None
             raise
 
     def _unfenced(self, src: int, token: int, path: str) -> None:
@@ -152,8 +152,17 @@ class Home(Manager):
 
     @handles(Close)
     def on_close(self, src: int, req: Close) -> Gen:
-        yield Local("close", req.path)
-        self._unpin(req.path)
+        path = req.path
+        if self.gates or self.moved:
+            # A migration moves the pins of an open file with it: while it
+            # switches, the count here is being handed over (EAGAIN); after
+            # it, the descriptor's pin is at the new home (ESTALE: resolve).
+            if path in self.gates:
+                raise fs_error(errno.EAGAIN, path, "a rename or migration of this name is in flight; try again")
+            if path in self.moved and not self.opens.get(path):
+                raise fs_error(errno.ESTALE, path, "migrated away from this node; resolve the name again")
+        yield Local("close", path)
+        self._unpin(path)
 
     @handles(Stat)
     def on_stat(self, src: int, req: Stat) -> Gen:
@@ -166,13 +175,20 @@ class Home(Manager):
     def on_truncate(self, src: int, req: Truncate) -> Gen:
         return (yield from self._local("truncate", req.path, (req.size,)))
 
+    # Reads and writes through a descriptor pass the gates too: an open file
+    # may be migrated (``migration.py``), which gates it for the switch and
+    # leaves a tombstone here, so the requester re-resolves the descriptor.
     @handles(Read)
     def on_read(self, src: int, req: Read) -> Gen:
-        return (yield Local("read", req.path, (req.offset, req.size)))
+        if not self.gates and not self.moved:  # the hot path, as in on_stat
+            return (yield Local("read", req.path, (req.offset, req.size)))
+        return (yield from self._local("read", req.path, (req.offset, req.size)))
 
     @handles(Write)
     def on_write(self, src: int, req: Write) -> Gen:
-        return (yield Local("write", req.path, (req.offset, req.data)))
+        if not self.gates and not self.moved:
+            return (yield Local("write", req.path, (req.offset, req.data)))
+        return (yield from self._local("write", req.path, (req.offset, req.data)))
 
     # ------------------------------------------------------------------ as a directory's holder
     @handles(ReadDir)

@@ -62,6 +62,9 @@ from fedsim.protocol.tables import DIR_ENTRY, DTEntry
 BUSY_FIRST_S = 100e-6
 BUSY_MAX_S = 50e-3
 BUSY_TRIES = 100
+# A descriptor follows its file through this many moves within one request
+# (each a migration that completed while the request travelled).
+FD_MOVES = 4
 
 
 class Requester(Home):
@@ -266,20 +269,45 @@ class Requester(Home):
         except KeyError:
             raise OSError(errno.EBADF, f"bad file descriptor {fd}") from None
 
+    def _at_fd(self, fd: int, make: Callable[[str], Request]) -> Gen:
+        """Run a request for descriptor ``fd`` at its file's home.  A migration
+        moves an open file's pins with it and leaves the old home answering
+        ESTALE: the descriptor then follows the file to its new home (resolved
+        again at the manager, no new Open: the pin is already there) and the
+        request is sent again.  EAGAIN (the switch itself) is waited out."""
+        path, home = self._fd(fd)
+        for _ in range(FD_MOVES):
+            try:
+                return (yield from self._busy(lambda home=home: self.call(home, make(path))))
+            except OSError as exc:
+                if exc.errno != errno.ESTALE:
+                    raise
+            self.stats.stale_retries += 1
+            self.dt.pop(path)
+            entry = yield from self._lookup_at_manager(path)
+            if entry.is_dir or entry.home is None:
+                break
+            home = entry.home
+            if fd in self.fds:
+                self.fds[fd] = (path, home)
+        raise fs_error(errno.ESTALE, path, "the open file moved again and again; try again")
+
     @api(int, fd="closes")
     def close(self, fd: int) -> Gen:
-        path, home = self._fd(fd)
-        del self.fds[fd]
-        yield from self.call(home, Close(path))
+        self._fd(fd)
+        try:
+            yield from self._at_fd(fd, Close)
+        finally:
+            self.fds.pop(fd, None)
 
     @api(int, int, int, fd="uses", size_arg=2)
     def read(self, fd: int, offset: int, size: int) -> Gen:
-        path, home = self._fd(fd)
+        self._fd(fd)
         yield Compute("fedfs_op")
-        return (yield from self.call(home, Read(path, offset, size)))
+        return (yield from self._at_fd(fd, lambda p: Read(p, offset, size)))
 
     @api(int, int, bytes, fd="uses")
     def write(self, fd: int, offset: int, data: bytes) -> Gen:
-        path, home = self._fd(fd)
+        self._fd(fd)
         yield Compute("fedfs_op")
-        return (yield from self.call(home, Write(path, offset, data)))
+        return (yield from self._at_fd(fd, lambda p: Write(p, offset, data)))

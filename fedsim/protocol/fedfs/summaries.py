@@ -44,6 +44,9 @@ class Summaries(Node):
         if self.summary_unacked or self.config.summary_refresh_s:
             yield Spawn(self.summary_timer())
 
+    def background(self) -> list[Gen]:
+        return [*super().background(), self.summary_timer()]
+
     @property
     def ready(self) -> bool:
         """Every member's summary is here (dirmerge may need any of them)."""

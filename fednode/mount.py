@@ -1,0 +1,651 @@
+"""A federation as an ordinary directory: FUSE (libfuse3 through mfusepy) over ``fednode.client``.
+
+    fednode mount --cluster FILE --node ID MOUNTPOINT [--foreground]
+    fednode umount MOUNTPOINT
+
+``FedOps`` only translates: each FUSE callback becomes the ``Client`` call of
+the same meaning at the node the mount enters the federation through (as a
+DNFS server is entered at one server), and the client's ``OSError`` goes back
+to the kernel with its errno unchanged.  Every decision about names, homes,
+renames and failures is the protocol's.
+
+Threads.  libfuse runs callbacks on several threads so that calls waiting on
+other nodes overlap.  A ``Client`` serialises its calls (one request at a time
+per connection), so the mount keeps a pool of clients (``POOL_SIZE``
+connections to its agent): a path operation borrows one for the call; an open
+file keeps the client its descriptor was opened on (descriptors belong to
+their connection), whose lock orders that file's reads and writes.
+Thread-local clients would not work: libfuse's threads enter Python through
+ctypes callbacks, whose thread state (and so ``threading.local``) lasts one
+callback.
+
+Caching and coherence across mounts.  The kernel caches names (entries) and
+attributes for ``ENTRY_TIMEOUT`` = ``ATTR_TIMEOUT`` = 1 s, the libfuse
+defaults, used by the passthrough baseline of ``fednode.tools.mount_bench``
+too: shorter multiplies the lookups of ``stat``-heavy programs (git, tar, a
+compiler), longer delays what other mounts see.  Failed lookups are not cached
+(``NEGATIVE_TIMEOUT`` = 0), so a name created elsewhere is found at once.
+File data is not kept across opens (no ``keep_cache``: the kernel drops a
+file's pages at each open) and writes go through to the file's home before
+``write`` returns (no write-back cache).  The property, tested in
+``tests/test_mount.py``: once a write, close or metadata change has returned
+at one mount, every open and read that *starts* ``COHERENCE_BOUND_S`` (1 s)
+later at any mount of the federation sees it.  Two mounts that both have a
+file open see each other's writes at the latest on their next open.
+
+Open files and renames.  A descriptor pins its file at the home (a rename of
+an open file is ``EBUSY``: the protocol's rule).  FUSE's ``release`` reaches
+the file system after ``close(2)`` has returned, so a program that closes a
+file and renames it at once (git's lock files) would race it; the mount
+therefore closes the federation descriptor at ``flush``, which ``close(2)``
+waits for, and reopens it by name should the kernel use the handle again (a
+``dup``'ed descriptor, a shared mapping written back later).
+
+What it does not do (clear errors, not silent surprises): symbolic and hard
+links and special files (``EPERM``); rename across directories and of
+directories (``EXDEV``: ``mv`` copies); ``rename`` flags such as
+``RENAME_NOREPLACE`` (``EINVAL``: callers fall back to a plain rename);
+extended attributes (``EOPNOTSUPP``); a file unlinked while open is gone for
+its remaining descriptors too (``ENOENT``).  Byte-range locks are the
+kernel's, local to one mount.  Permission checks are the kernel's
+(``default_permissions``) on the modes and owners the federation stores.
+Names longer than 255 bytes and paths of 4096 bytes or more are
+``ENAMETOOLONG``, as the kernel expects (``statfs`` reports the same
+``namemax``).  An agent that dies makes its files ``EHOSTDOWN`` within the
+client timeout; a dead entry agent makes every call ``EHOSTDOWN``, never a hang.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import functools
+import itertools
+import logging
+import os
+import queue
+import select
+import selectors
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from fedsim.protocol.attrs import dir_ino
+from fedsim.protocol.names import MAX_NAME, MAX_PATH
+
+# mfusepy picks libfuse2 ("fuse") before libfuse3 when both are installed, unless told:
+# FUSE_LIBRARY_NAME / FUSE_LIBRARY_PATH are read once, at its import.
+if not os.environ.get("FUSE_LIBRARY_PATH"):
+    os.environ["FUSE_LIBRARY_NAME"] = "fuse3"
+import mfusepy
+
+from fednode import client as fclient
+from fednode.config import Cluster, load_cluster
+
+log = logging.getLogger("fednode.mount")
+
+if mfusepy.fuse_version_major != 3:  # pragma: no cover - a machine with FUSE_LIBRARY_PATH set to libfuse2
+    raise ImportError(f"fednode mount needs libfuse3; mfusepy loaded {mfusepy._libfuse_path} (FUSE_LIBRARY_PATH?)")
+
+ENTRY_TIMEOUT = 1.0  # seconds the kernel trusts a name it looked up
+ATTR_TIMEOUT = 1.0  # seconds the kernel trusts a file's attributes
+NEGATIVE_TIMEOUT = 0.0  # a failed lookup is not remembered
+COHERENCE_BOUND_S = max(ENTRY_TIMEOUT, ATTR_TIMEOUT, NEGATIVE_TIMEOUT)
+POOL_SIZE = 16  # connections to the entry agent: more than libfuse's threads, far below limits.max_connections
+READY_MOUNTED = "fednode-mounted"  # the line `fednode mount` prints once the kernel talks to the mount
+_DEFAULT_FILE_MODE = 0o644  # what an agent with umask 022 creates: no chmod needed after create
+_DEFAULT_DIR_MODE = 0o755
+
+
+def check_name(path: str) -> None:
+    """``ENAMETOOLONG`` for what the kernel would refuse on a local file
+    system: a component over ``MAX_NAME`` bytes or a path of ``MAX_PATH`` bytes
+    or more (the protocol counts characters; the kernel counts bytes)."""
+    raw = path.encode("utf-8", "surrogateescape")
+    if len(raw) >= MAX_PATH or any(len(part) > MAX_NAME for part in raw.split(b"/")):
+        raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG), path)
+
+
+class FuseConfig:
+    """The libfuse options both the federation mount and the passthrough baseline use (one place)."""
+
+    @staticmethod
+    def apply(config: Any) -> None:
+        config.entry_timeout = ENTRY_TIMEOUT
+        config.attr_timeout = ATTR_TIMEOUT
+        config.negative_timeout = NEGATIVE_TIMEOUT
+        config.use_ino = 1  # st_ino from getattr and readdir, not libfuse's own numbers
+        config.hard_remove = 1  # unlink really unlinks (no .fuse_hidden rename, which an open file's pin refuses)
+        config.kernel_cache = 0
+        config.auto_cache = 0
+
+
+class _FUSE(mfusepy.FUSE):
+    """mfusepy's FUSE, with ``rename``'s flags passed on (mfusepy drops them,
+    which would turn ``RENAME_NOREPLACE`` into a silent overwrite)."""
+
+    def rename_fuse_3(self, old: bytes, new: bytes, flags: int) -> int:
+        return self.operations.rename(
+            old.decode(self.encoding, self.errors), new.decode(self.encoding, self.errors), flags
+        )
+
+
+class ClientPool:
+    """Up to ``size`` clients of one agent, made when first needed."""
+
+    def __init__(self, factory: Callable[[], fclient.Client], size: int = POOL_SIZE) -> None:
+        self._factory = factory
+        self._free: queue.LifoQueue[fclient.Client] = queue.LifoQueue()
+        self._size = size
+        self._made = 0
+        self._lock = threading.Lock()
+        self.all: list[fclient.Client] = []
+
+    @contextlib.contextmanager
+    def client(self) -> Iterator[fclient.Client]:
+        c = self.take()
+        try:
+            yield c
+        finally:
+            self._free.put(c)
+
+    def take(self) -> fclient.Client:
+        """A client no other thread has borrowed (``give`` it back)."""
+        try:
+            return self._free.get_nowait()
+        except queue.Empty:
+            pass
+        with self._lock:
+            make = self._made < self._size
+            if make:
+                self._made += 1
+        if not make:
+            return self._free.get()
+        try:
+            c = self._factory()
+        except BaseException:
+            with self._lock:
+                self._made -= 1
+            raise
+        with self._lock:
+            self.all.append(c)
+        return c
+
+    def give(self, c: fclient.Client) -> None:
+        self._free.put(c)
+
+    def close(self) -> None:
+        with self._lock:
+            for c in self.all:
+                with contextlib.suppress(OSError):
+                    c.disconnect()
+
+
+class _Handle:
+    """An open file of the mount: the client its descriptor belongs to, and the descriptor (None once flushed)."""
+
+    __slots__ = ("client", "fd", "lock", "path")
+
+    def __init__(self, client: fclient.Client, fd: int, path: str) -> None:
+        self.client = client
+        self.fd: int | None = fd
+        self.path = path
+        self.lock = threading.Lock()
+
+
+def _errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """An ``OSError`` goes to the kernel with its errno (mfusepy does that);
+    anything else is a bug here or in the client: logged, and ``EIO`` rather
+    than mfusepy's ``EINVAL``, which would blame the caller."""
+
+    @functools.wraps(fn)  # keeps the signature mfusepy inspects (create's flags)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except OSError as exc:
+            if not isinstance(exc.errno, int) or exc.errno <= 0:
+                log.exception("%s: an OSError without an errno", fn.__name__)
+                raise OSError(errno.EIO, str(exc)) from None
+            raise
+        except Exception:
+            log.exception("%s failed", fn.__name__)
+            raise OSError(errno.EIO, f"{fn.__name__}: internal error (see the mount's log)") from None
+
+    return wrapper
+
+
+def _fuse_ops(cls: type) -> type:
+    """Wrap every FUSE callback ``cls`` defines in ``_errors``."""
+    for name, value in list(vars(cls).items()):
+        if callable(value) and not name.startswith("_") and hasattr(mfusepy.Operations, name):
+            setattr(cls, name, _errors(value))
+    return cls
+
+
+@_fuse_ops
+class FedOps(mfusepy.Operations):
+    """FUSE callbacks as ``Client`` calls at one node (see the module docstring)."""
+
+    use_ns = True  # times in nanoseconds, as the client carries them
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        node: int,
+        pool_size: int = POOL_SIZE,
+        on_ready: Callable[[], None] | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.node = node
+        self.pool = ClientPool(lambda: fclient.Client(cluster, node=node, timeout=timeout), pool_size)
+        self.handles: dict[int, _Handle] = {}
+        self._fh = itertools.count(1)
+        self._on_ready = on_ready
+
+    # ------------------------------------------------------------------ set-up
+    def init_with_config(self, conn_info: Any, config: Any) -> None:
+        if config is not None:
+            FuseConfig.apply(config)
+        if self._on_ready is not None:
+            self._on_ready()
+
+    def destroy(self, path: str) -> None:
+        self.pool.close()
+
+    # ------------------------------------------------------------------ attributes
+    def getattr(self, path: str, fh: int | None = None) -> dict[str, int]:
+        h = self.handles.get(fh) if fh is not None else None
+        if h is not None:
+            path = h.path
+        check_name(path)  # the kernel's lookup of every new name comes here first
+        with self.pool.client() as c:
+            a = c.getattr(path)
+        return _stat_dict(a)
+
+    def chmod(self, path: str, mode: int) -> None:
+        with self.pool.client() as c:
+            c.chmod(path, stat.S_IMODE(mode))
+
+    def chown(self, path: str, uid: int, gid: int) -> None:
+        with self.pool.client() as c:
+            c.chown(path, uid, gid)
+
+    def utimens(self, path: str, times: tuple[int, int] | None = None) -> None:
+        if times is None:
+            atime, mtime = fclient.UTIME_NOW, fclient.UTIME_NOW
+        else:
+            atime, mtime = (_utime(t) for t in times)
+        with self.pool.client() as c:
+            c.utimens(path, atime, mtime)
+
+    def statfs(self, path: str) -> dict[str, int]:
+        with self.pool.client() as c:
+            s = c.statfs()
+        return {
+            "f_bsize": s.bsize,
+            "f_frsize": s.frsize,
+            "f_blocks": s.blocks,
+            "f_bfree": s.bfree,
+            "f_bavail": s.bavail,
+            "f_files": s.files,
+            "f_ffree": s.ffree,
+            "f_favail": s.ffree,
+            "f_namemax": min(s.namemax, MAX_NAME),
+        }
+
+    # ------------------------------------------------------------------ names
+    def readdir(self, path: str, fh: int) -> list[tuple[str, dict[str, int], int]]:
+        """The names with their inode numbers (``use_ino``): a directory's is
+        a hash of its path (``attrs.dir_ino``, no message), a file's needs its
+        home, so one ``getattr`` per file."""
+        out = [(".", {"st_mode": stat.S_IFDIR, "st_ino": dir_ino(path)}, 0), ("..", {"st_mode": stat.S_IFDIR}, 0)]
+        prefix = path.rstrip("/") + "/"
+        with self.pool.client() as c:
+            for name, is_dir in c.readdir(path):
+                if is_dir:
+                    ino = dir_ino(prefix + name)
+                else:
+                    try:
+                        ino = c.getattr(prefix + name).ino
+                    except FileNotFoundError:
+                        continue  # removed since the listing: not listed, as a local readdir would not
+                out.append((name, {"st_mode": stat.S_IFDIR if is_dir else stat.S_IFREG, "st_ino": ino}, 0))
+        return out
+
+    def mkdir(self, path: str, mode: int) -> None:
+        check_name(path)
+        with self.pool.client() as c:
+            c.mkdir(path)
+            if stat.S_IMODE(mode) != _DEFAULT_DIR_MODE:
+                with _undo_on_error(lambda: c.rmdir(path)):
+                    c.chmod(path, stat.S_IMODE(mode))
+
+    def rmdir(self, path: str) -> None:
+        with self.pool.client() as c:
+            c.rmdir(path)
+
+    def unlink(self, path: str) -> None:
+        with self.pool.client() as c:
+            c.unlink(path)
+
+    def rename(self, old: str, new: str, flags: int = 0) -> None:
+        if flags:
+            raise OSError(errno.EINVAL, "rename flags (RENAME_NOREPLACE, RENAME_EXCHANGE) are not supported")
+        check_name(new)
+        with self.pool.client() as c:
+            c.rename(old, new)
+
+    def symlink(self, target: str, source: str) -> None:
+        raise OSError(errno.EPERM, "a federation holds no symbolic links")
+
+    def link(self, target: str, source: str) -> None:
+        raise OSError(errno.EPERM, "a federation holds no hard links")
+
+    def mknod(self, path: str, mode: int, dev: int) -> None:
+        raise OSError(errno.EPERM, "a federation holds only regular files and directories")
+
+    # ------------------------------------------------------------------ files
+    def _handle(self, c: fclient.Client, fd: int, path: str) -> int:
+        fh = next(self._fh)
+        self.handles[fh] = _Handle(c, fd, path)
+        return fh
+
+    def create(self, path: str, mode: int, flags: int = 0) -> int:
+        check_name(path)
+        c = self.pool.take()
+        try:
+            c.create(path)
+            with _undo_on_error(lambda: c.unlink(path)):  # a failed create leaves no file behind
+                if stat.S_IMODE(mode) != _DEFAULT_FILE_MODE:
+                    c.chmod(path, stat.S_IMODE(mode))
+                return self._handle(c, c.open(path), path)
+        finally:
+            self.pool.give(c)
+
+    def open(self, path: str, flags: int) -> int:
+        c = self.pool.take()
+        try:
+            fd = c.open(path)
+            if flags & os.O_TRUNC:  # libfuse3 asks the kernel for atomic O_TRUNC: it arrives here
+                try:
+                    c.truncate(path, 0)
+                except OSError:
+                    c.close(fd)
+                    raise
+            return self._handle(c, fd, path)
+        finally:
+            self.pool.give(c)
+
+    def _fd(self, fh: int) -> tuple[_Handle, int]:
+        """The handle and its federation descriptor, reopened by name if ``flush`` closed it."""
+        h = self.handles.get(fh)
+        if h is None:
+            raise OSError(errno.EBADF, f"no open file {fh}")
+        with h.lock:
+            if h.fd is None:
+                h.fd = h.client.open(h.path)
+            return h, h.fd
+
+    def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
+        h, fd = self._fd(fh)
+        return h.client.read(fd, size, offset)
+
+    def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
+        h, fd = self._fd(fh)
+        return h.client.write(fd, data, offset)
+
+    def truncate(self, path: str, length: int, fh: int | None = None) -> None:
+        h = self.handles.get(fh) if fh is not None else None
+        if h is not None:
+            path = h.path
+        with self.pool.client() as c:
+            c.truncate(path, length)
+
+    def fsync(self, path: str, datasync: int, fh: int) -> None:
+        h, fd = self._fd(fh)
+        h.client.fsync(fd)
+
+    def flush(self, path: str, fh: int) -> None:
+        """``close(2)`` of one of the file's descriptors: give up the federation
+        descriptor now, so the file is not pinned once ``close`` returned."""
+        h = self.handles.get(fh)
+        if h is None:
+            return
+        with h.lock:
+            fd, h.fd = h.fd, None
+        if fd is not None:
+            h.client.close(fd)
+
+    def release(self, path: str, fh: int) -> None:
+        h = self.handles.pop(fh, None)
+        if h is not None and h.fd is not None:
+            with contextlib.suppress(OSError):  # the connection may be gone: its files closed with it
+                h.client.close(h.fd)
+
+
+@contextlib.contextmanager
+def _undo_on_error(undo: Callable[[], None]) -> Iterator[None]:
+    """If the block fails, ``undo`` what the call made before it (best effort:
+    what fails it, a dead agent, fails the undo too) and raise the block's error."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(OSError):
+            undo()
+        raise
+
+
+def _stat_dict(a: Any) -> dict[str, int]:
+    kind = stat.S_IFDIR if a.is_dir else stat.S_IFREG
+    return {
+        "st_mode": kind | stat.S_IMODE(a.mode),
+        "st_nlink": a.nlink,
+        "st_uid": a.uid,
+        "st_gid": a.gid,
+        "st_size": a.size,
+        "st_blocks": (a.size + 511) // 512,
+        "st_blksize": 4096,
+        "st_atime": a.atime_ns,
+        "st_mtime": a.mtime_ns,
+        "st_ctime": a.ctime_ns,
+        "st_ino": a.ino,
+    }
+
+
+# libfuse3 hands a time to leave alone or to set to now as these tv_nsec values (with tv_sec 0)
+_UTIME_NOW_NS = (1 << 30) - 1
+_UTIME_OMIT_NS = (1 << 30) - 2
+
+
+def _utime(ns: int) -> int:
+    if ns == _UTIME_NOW_NS:
+        return fclient.UTIME_NOW
+    if ns == _UTIME_OMIT_NS:
+        return fclient.UTIME_OMIT
+    return ns
+
+
+# ---------------------------------------------------------------------------- running a mount
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def serve_fuse(
+    make_ops: Callable[[Callable[[], None]], mfusepy.Operations], mountpoint: str | Path, fsname: str
+) -> int:
+    """Run a FUSE file system from this process until it is unmounted or the
+    process gets SIGINT/SIGTERM/SIGHUP; 0 when it ended either way.
+    ``make_ops(ready)`` builds the operations, whose ``init`` must call
+    ``ready()``: it prints the readiness line (``READY_MOUNTED``).
+    Multithreaded; the libfuse options every mount of this project shares.
+
+    Signals.  libfuse's own handlers would end the loop, but make
+    ``fuse_main`` report a failure (the loop returns the signal's number), and
+    they wake the waiting main loop only when the kernel happens to deliver the
+    signal to that thread, not to one of the threads a library started at
+    import (numpy's BLAS): then nothing ends.  So libfuse runs in a thread of
+    its own, the signals get Python handlers (libfuse leaves a handled signal
+    alone; mfusepy's reset of SIGINT works only in the main thread), and their
+    wake-up byte, whichever thread took the signal, reaches the main thread
+    through a pipe.  It asks libfuse to exit (``fuse_exit``, what libfuse's
+    handlers do) and sends one request (``statvfs``, never answered from a
+    cache) for a worker to notice that; ``fuse_main`` then unmounts and returns."""
+    mp = str(Path(mountpoint).resolve())
+    session: list[Any] = []
+
+    def ready() -> None:  # in init, a FUSE callback: the one place libfuse's context names the session
+        session.append(ctypes.c_void_p(mfusepy._libfuse.fuse_get_context().contents.fuse))
+        print(f"{READY_MOUNTED} {mp}", flush=True)
+
+    rfd, wfd = os.pipe()
+    os.set_blocking(wfd, False)
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            _FUSE(make_ops(ready), mp, foreground=True, fsname=fsname, subtype="fedfs", default_permissions=True)
+            outcome.append(None)
+        except BaseException as exc:  # reported by the main thread
+            outcome.append(exc)
+        finally:
+            os.write(wfd, b"\0")
+
+    old = {sig: signal.signal(sig, lambda *_: None) for sig in _STOP_SIGNALS}
+    old_wakeup = signal.set_wakeup_fd(wfd)
+    signalled = None
+    try:
+        fuse = threading.Thread(target=run, name="fednode-fuse", daemon=True)
+        fuse.start()
+        while not outcome:
+            select.select([rfd], [], [])
+            got = os.read(rfd, 64)
+            if signalled is None and (sigs := [b for b in got if b in _STOP_SIGNALS]):
+                signalled = sigs[0]
+                log.info("signal %d: unmounting %s", signalled, mp)
+                if session:
+                    mfusepy._libfuse.fuse_exit(session[0])
+                    threading.Thread(target=_poke, args=(mp,), daemon=True).start()
+                else:  # not mounted yet: detach whatever exists, and the loop ends
+                    unmount(mp)
+        fuse.join()
+    finally:
+        signal.set_wakeup_fd(old_wakeup)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        os.close(rfd)
+        os.close(wfd)
+    exc = outcome[0]
+    if exc is not None and not (signalled is not None and isinstance(exc, RuntimeError)):
+        print(f"fednode mount: {mp}: {exc!r}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _poke(mountpoint: str) -> None:
+    with contextlib.suppress(OSError):
+        os.statvfs(mountpoint)
+
+
+def mount(cluster_file: str | Path, node: int, mountpoint: str | Path) -> int:
+    """``fednode mount --foreground``: serve until unmounted or signalled; 0 when it ended cleanly."""
+    cluster = load_cluster(cluster_file)
+    cluster.spec.node(node)
+    return serve_fuse(lambda ready: FedOps(cluster, node, on_ready=ready), mountpoint,
+                      fsname=f"fedfs:{Path(cluster_file).resolve()}#{node}")  # fmt: skip
+
+
+def is_mounted(mountpoint: str | Path) -> bool:
+    """Whether the kernel has a mount at ``mountpoint`` (from /proc/self/mountinfo:
+    ``os.path.ismount`` says False for a FUSE mount whose process died, as its
+    ``stat`` fails with ENOTCONN)."""
+    mp = os.path.realpath(mountpoint)
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            field = line.split()[4]
+            if field.encode().decode("unicode_escape") == mp:
+                return True
+    return False
+
+
+def unmount(mountpoint: str | Path) -> int:
+    """``fusermount3 -u``, and a lazy unmount when that fails (a busy mount or a
+    dead server: the kernel detaches it once it is no longer in use); 0 if the
+    mount point is no longer a mount."""
+    mp = str(mountpoint)
+    tool = shutil.which("fusermount3") or "fusermount3"
+    r = subprocess.run([tool, "-u", mp], capture_output=True, text=True)
+    if r.returncode != 0 and is_mounted(mp):
+        r = subprocess.run([tool, "-uz", mp], capture_output=True, text=True)
+    if is_mounted(mp):
+        print(f"fednode umount: {mp} is still mounted: {r.stderr.strip()}", file=sys.stderr)
+        return 1
+    return 0
+
+
+class MountProcess:
+    """``fednode mount --foreground`` as a child process in its own session,
+    waited for by its readiness line (``READY_MOUNTED``): what ``fednode mount``
+    (daemon mode), ``fednode local --mount``, the tests and the benchmark use.
+    ``stop`` sends SIGTERM (the mount unmounts and exits 0) and, if the process
+    is gone without unmounting, cleans up with ``unmount``."""
+
+    def __init__(self, cmd: list[str], mountpoint: str | Path, stderr: Any = None) -> None:
+        self.mountpoint = Path(mountpoint)
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, env=env, bufsize=0,
+            start_new_session=True,
+        )  # fmt: skip
+
+    @classmethod
+    def federation(
+        cls, cluster_file: str | Path, node: int, mountpoint: str | Path, stderr: Any = None
+    ) -> MountProcess:
+        cmd = [sys.executable, "-m", "fednode.cli", "mount", "--cluster", str(cluster_file), "--node", str(node),
+               "--foreground", str(mountpoint)]  # fmt: skip
+        return cls(cmd, mountpoint, stderr)
+
+    def wait_ready(self, timeout: float | None = None) -> str:
+        """Until the readiness line (returned); ``RuntimeError`` if the process exits first."""
+        assert self.proc.stdout is not None
+        buf = b""
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.proc.stdout, selectors.EVENT_READ)
+            while True:
+                if not sel.select(timeout):
+                    raise TimeoutError(f"mount of {self.mountpoint} not ready within {timeout} s")
+                data = os.read(self.proc.stdout.fileno(), 4096)
+                if not data:
+                    rc = self.proc.wait()
+                    raise RuntimeError(
+                        f"the mount process exited with status {rc} before {self.mountpoint} was mounted"
+                    )
+                buf += data
+                for line in buf.decode(errors="replace").splitlines():
+                    if line.startswith(READY_MOUNTED):
+                        return line
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        """SIGTERM, wait, unmount whatever is left; the process's exit status."""
+        rc = None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                rc = self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        else:
+            rc = self.proc.returncode
+        if is_mounted(self.mountpoint):
+            unmount(self.mountpoint)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        return rc

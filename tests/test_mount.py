@@ -1,0 +1,511 @@
+"""``fednode mount`` (issue 15): a federation as a real directory, with real programs on it.
+
+A module fixture runs a 4-agent federation (``ProcessCluster``, agents in
+their own sessions) and mounts it at node 0 (``MountProcess``: ``fednode
+mount --foreground`` in its own session, waited for by its readiness line,
+always stopped and unmounted in teardown).  On it: ``ls -R``, ``cp -r`` and
+``diff -r``, ``tar``, ``git``, the ``postmark`` binary; the POSIX the kernel
+expects (rename within and across directories, chmod/utimens/statfs as
+``os.stat``/``os.statvfs`` see them, inode numbers, links refused, name
+lengths); two mounts at different nodes and the documented coherence bound;
+an agent SIGKILLed under the mount; SIGTERM of the mount process; ``fednode
+umount`` after a crashed mount; ``fednode mount`` as a daemon and ``fednode
+local --mount``; ``fednode.tools.mount_bench --quick``.
+
+Waiting is on readiness lines and on conditions, never on sleeps; the one
+bound is the mount's documented coherence bound, which the coherence test
+checks as a property (a read that starts after it must see the write).
+Subprocess timeouts only turn a hang, which is the failure, into a failed
+test rather than a stuck suite.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fednode.config import load_cluster
+from fedsim.protocol.hashing import names_managed_by
+
+pytestmark = pytest.mark.skipif(
+    not os.path.exists("/dev/fuse") or shutil.which("fusermount3") is None,
+    reason="needs /dev/fuse and fusermount3 (FUSE 3; ./dev.sh setup installs fuse3)",
+)
+
+REPO = Path(__file__).resolve().parent.parent
+HANG = 120  # seconds after which a command counts as hung (a failure, never a pass condition)
+
+
+def _mount_modules() -> tuple:
+    from fednode import mount
+    from fednode.cluster import ProcessCluster, write_local
+
+    return mount, ProcessCluster, write_local
+
+
+class Federation:
+    """A local federation of ``n`` agents and the mounts made on it (all stopped in ``close``)."""
+
+    def __init__(self, base: Path, n: int = 4, **options: object) -> None:
+        _, ProcessCluster, write_local = _mount_modules()
+        self.base = base
+        self.path = write_local(base / "fed", n, **options)
+        self.pc = ProcessCluster(self.path, log_dir=base / "logs", new_session=True)
+        self.mounts: list = []
+        try:
+            self.pc.wait_ready()
+        except BaseException:
+            self.pc.stop()
+            raise
+
+    def mount(self, node: int, name: str) -> Path:
+        mount, _, _ = _mount_modules()
+        mnt = self.base / name
+        mnt.mkdir()
+        with open(self.base / f"{name}.log", "ab") as log:
+            mp = mount.MountProcess.federation(self.path, node, mnt, stderr=log)
+        self.mounts.append(mp)
+        line = mp.wait_ready()
+        assert line == f"{mount.READY_MOUNTED} {mnt.resolve()}"
+        assert mount.is_mounted(mnt)
+        return mnt
+
+    def close(self) -> None:
+        mount, _, _ = _mount_modules()
+        try:
+            for mp in self.mounts:
+                mp.stop()
+                assert not mount.is_mounted(mp.mountpoint), f"{mp.mountpoint} still mounted after stop"
+        finally:
+            self.pc.stop()
+
+
+@pytest.fixture(scope="module")
+def fed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Federation]:
+    f = Federation(tmp_path_factory.mktemp("mount"))
+    try:
+        f.mount(0, "mnt")
+        yield f
+    finally:
+        f.close()
+
+
+@pytest.fixture
+def mnt(fed: Federation, request: pytest.FixtureRequest) -> Path:
+    """A fresh directory of its own in the module's mount, per test."""
+    d = fed.base / "mnt" / request.node.name.replace("[", "_").replace("]", "")
+    d.mkdir()
+    return d
+
+
+def sh(cmd: str | list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
+    r = subprocess.run(
+        cmd, shell=isinstance(cmd, str), cwd=cwd, capture_output=True, text=True, timeout=HANG,
+        env=None if env is None else {**os.environ, **env},
+    )  # fmt: skip
+    assert r.returncode == 0, f"{cmd} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    return r.stdout
+
+
+# ---------------------------------------------------------------------------- set-up
+def test_libfuse3_is_the_library_loaded() -> None:
+    """mfusepy prefers libfuse2 when both are installed; the mount makes it load libfuse3."""
+    import mfusepy
+
+    from fednode import mount  # noqa: F401  (sets FUSE_LIBRARY_NAME before mfusepy's import)
+
+    assert mfusepy.fuse_version_major == 3, mfusepy._libfuse_path
+    assert "libfuse3" in os.path.basename(mfusepy._libfuse_path)
+
+
+# ---------------------------------------------------------------------------- real programs
+def test_cp_diff_ls_tar(fed: Federation, mnt: Path, tmp_path: Path) -> None:
+    src = REPO / "fedsim"
+    sh(["cp", "-r", str(src), str(mnt / "fedsim")])
+    sh(["diff", "-r", str(src), str(mnt / "fedsim")])
+    # ls -R lists what the source tree holds
+    want = sorted(os.path.relpath(os.path.join(d, n), src) for d, dirs, files in os.walk(src) for n in dirs + files)
+    got = sorted(os.path.relpath(os.path.join(d, n), mnt / "fedsim") for d, dirs, files in os.walk(mnt / "fedsim")
+                 for n in dirs + files)  # fmt: skip
+    assert got == want
+    listing = sh(["ls", "-R", str(mnt / "fedsim")])
+    assert "memfs.py" in listing and "protocol:" in listing.replace(str(mnt / "fedsim") + "/", "")
+    # tar of the mount, extracted elsewhere, equals the source
+    sh(["tar", "cf", str(tmp_path / "t.tar"), "-C", str(mnt), "fedsim"])
+    (tmp_path / "x").mkdir()
+    sh(["tar", "xf", str(tmp_path / "t.tar"), "-C", str(tmp_path / "x")])
+    sh(["diff", "-r", str(src), str(tmp_path / "x" / "fedsim")])
+
+
+def test_git(mnt: Path, tmp_path: Path) -> None:
+    env = {"HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x"}  # fmt: skip
+    repo = mnt / "repo"
+    repo.mkdir()
+    shutil.copytree(REPO / "fednode" / "transport", repo / "transport")
+    (repo / "README").write_text("hello\n")
+    sh(["git", "init", "-q"], cwd=repo, env=env)
+    sh(["git", "add", "-A"], cwd=repo, env=env)
+    sh(["git", "commit", "-q", "-m", "first"], cwd=repo, env=env)
+    assert sh(["git", "status", "--porcelain"], cwd=repo, env=env) == ""
+    (repo / "README").write_text("hello again\n")
+    assert sh(["git", "status", "--porcelain"], cwd=repo, env=env).strip() == "M README"
+    sh(["git", "commit", "-q", "-am", "second"], cwd=repo, env=env)
+    assert sh(["git", "log", "--oneline"], cwd=repo, env=env).count("\n") == 2
+    sh(["git", "fsck", "--strict"], cwd=repo, env=env)
+    assert sh(["git", "status", "--porcelain"], cwd=repo, env=env) == ""
+
+
+def _postmark(where: Path, conf_dir: Path, number: int = 200, transactions: int = 400) -> subprocess.CompletedProcess:
+    conf = conf_dir / "pm.conf"
+    conf.write_text(
+        f"set location .\nset number {number}\nset transactions {transactions}\nset size 500 20000\n"
+        "set subdirectories 4\nrun\nquit\n"
+    )
+    return subprocess.run(
+        ["postmark", str(conf)], capture_output=True, encoding="utf-8", errors="replace", timeout=HANG, cwd=where
+    )
+
+
+@pytest.mark.skipif(shutil.which("postmark") is None, reason="needs postmark (./dev.sh setup installs it)")
+def test_postmark(mnt: Path, tmp_path: Path) -> None:
+    r = _postmark(mnt, tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Time:" in r.stdout and "transactions" in r.stdout
+    assert "Error" not in r.stdout + r.stderr
+    assert os.listdir(mnt) == []  # postmark deletes its files and subdirectories
+
+
+# ---------------------------------------------------------------------------- POSIX as the kernel expects it
+def test_rename(mnt: Path) -> None:
+    (mnt / "a").write_bytes(b"A" * 5000)
+    (mnt / "b").write_bytes(b"B")
+    ino = os.stat(mnt / "a").st_ino
+    os.rename(mnt / "a", mnt / "b")  # within a directory: atomic, replaces the target
+    assert (mnt / "b").read_bytes() == b"A" * 5000
+    assert not (mnt / "a").exists()
+    assert os.stat(mnt / "b").st_ino == ino  # rename keeps the file's number
+    (mnt / "d1").mkdir()
+    (mnt / "d2").mkdir()
+    with pytest.raises(OSError) as e:
+        os.rename(mnt / "b", mnt / "d1" / "b")
+    assert e.value.errno == errno.EXDEV
+    sh(["mv", str(mnt / "b"), str(mnt / "d2" / "moved")])  # mv copies on EXDEV
+    assert (mnt / "d2" / "moved").read_bytes() == b"A" * 5000
+    assert not (mnt / "b").exists()
+    sh(["mv", str(mnt / "d2"), str(mnt / "d1" / "d2")])  # a directory too
+    assert (mnt / "d1" / "d2" / "moved").read_bytes() == b"A" * 5000
+    assert not (mnt / "d2").exists()
+
+
+def test_close_then_rename_at_once(mnt: Path) -> None:
+    """git's lock files: write, close, rename at once; close must leave the file unpinned
+    (FUSE's release comes after close returns; the mount gives up its descriptor at flush)."""
+    for i in range(20):
+        with open(mnt / "index.lock", "wb") as f:
+            f.write(b"v%d" % i)
+        os.rename(mnt / "index.lock", mnt / "index")
+        assert (mnt / "index").read_bytes() == b"v%d" % i
+
+
+def test_attributes(mnt: Path) -> None:
+    f = mnt / "f"
+    f.write_bytes(b"x" * 1234)
+    st = os.stat(f)
+    assert stat.S_ISREG(st.st_mode) and st.st_size == 1234 and st.st_nlink == 1
+    assert stat.S_ISDIR(os.stat(mnt).st_mode)
+    os.chmod(f, 0o600)
+    assert stat.S_IMODE(os.stat(f).st_mode) == 0o600
+    os.chmod(f, 0o751)
+    assert stat.S_IMODE(os.stat(f).st_mode) == 0o751
+    os.utime(f, ns=(1_000_000_123, 2_000_000_456))
+    st = os.stat(f)
+    assert (st.st_atime_ns, st.st_mtime_ns) == (1_000_000_123, 2_000_000_456)
+    sh(["touch", "-m", "-d", "@3000000", str(f)])  # mtime only: atime is UTIME_OMIT
+    st = os.stat(f)
+    assert (st.st_atime_ns, st.st_mtime_ns) == (1_000_000_123, 3_000_000 * 10**9)
+    before = time.time_ns()
+    os.utime(f)  # both UTIME_NOW
+    st = os.stat(f)
+    assert st.st_mtime_ns >= before - 10**9 and st.st_atime_ns >= before - 10**9
+    os.chown(f, 1234, 4321)
+    st = os.stat(f)
+    assert (st.st_uid, st.st_gid) == (1234, 4321)
+    os.chown(f, -1, 99)
+    assert (os.stat(f).st_uid, os.stat(f).st_gid) == (1234, 99)
+    # a mode given at creation is kept
+    fd = os.open(mnt / "g", os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o640)
+    os.close(fd)
+    assert stat.S_IMODE(os.stat(mnt / "g").st_mode) == 0o640 & ~_umask()
+    os.mkdir(mnt / "sub", 0o700)
+    assert stat.S_IMODE(os.stat(mnt / "sub").st_mode) == 0o700
+    # truncate, ftruncate, O_TRUNC
+    os.truncate(f, 10)
+    assert f.read_bytes() == b"x" * 10
+    with open(f, "r+b") as h:
+        h.truncate(3)
+        h.seek(5)
+        h.write(b"y")
+    assert f.read_bytes() == b"xxx\0\0y"
+    with open(f, "wb") as h:
+        h.write(b"new")
+    assert f.read_bytes() == b"new"
+    # fsync goes through
+    with open(f, "r+b") as h:
+        h.write(b"N")
+        os.fsync(h.fileno())
+    assert f.read_bytes() == b"New"
+
+
+def _umask() -> int:
+    m = os.umask(0)
+    os.umask(m)
+    return m
+
+
+def test_statfs(fed: Federation, mnt: Path) -> None:
+    vfs = os.statvfs(mnt)
+    assert vfs.f_namemax == 255
+    assert vfs.f_bsize > 0 and vfs.f_frsize > 0 and vfs.f_blocks > 0
+    local = os.statvfs(fed.base)  # the 4 roots share this file system: the aggregate is 4 times its size
+    assert vfs.f_blocks * vfs.f_frsize == pytest.approx(4 * local.f_blocks * local.f_frsize, rel=0.01)
+
+
+def test_inodes_and_refusals(mnt: Path) -> None:
+    (mnt / "f").write_bytes(b"1")
+    (mnt / "d").mkdir()
+    by_name = {e.name: e.inode() for e in os.scandir(mnt)}
+    assert by_name == {"f": os.stat(mnt / "f").st_ino, "d": os.stat(mnt / "d").st_ino}
+    assert os.stat(mnt / "f").st_ino != os.stat(mnt / "d").st_ino
+    for make in (lambda: os.symlink("f", mnt / "s"), lambda: os.link(mnt / "f", mnt / "h"),
+                 lambda: os.mkfifo(mnt / "p")):  # fmt: skip
+        with pytest.raises(OSError) as e:
+            make()
+        assert e.value.errno == errno.EPERM
+    with pytest.raises(OSError) as e:
+        (mnt / ("n" * 256)).write_bytes(b"")
+    assert e.value.errno == errno.ENAMETOOLONG
+    (mnt / ("n" * 255)).write_bytes(b"ok")  # the longest name the kernel allows
+    assert (mnt / ("n" * 255)).read_bytes() == b"ok"
+    with pytest.raises(FileNotFoundError):
+        os.stat(mnt / "nothing")
+    with pytest.raises(OSError) as e:
+        os.rmdir(mnt)
+    assert e.value.errno == errno.ENOTEMPTY
+
+
+# ---------------------------------------------------------------------------- two mounts
+def test_two_mounts_coherence(fed: Federation, mnt: Path) -> None:
+    """The documented property: once a write/close has returned at one mount, an
+    open+read that starts COHERENCE_BOUND_S later at another mount sees it."""
+    mount, _, _ = _mount_modules()
+    other = fed.mount(1, "mnt1") / mnt.name
+    (mnt / "shared").write_bytes(b"first version")
+    assert (other / "shared").read_bytes() == b"first version"  # nothing cached at the other mount yet
+    os.stat(other / "shared")  # the other mount now caches its name and attributes
+    old, new = b"first version", b"the second, longer version"
+    (mnt / "shared").write_bytes(new)
+    done = time.monotonic()
+    while True:
+        start = time.monotonic()
+        data = (other / "shared").read_bytes()
+        if data == new:
+            break
+        # before the bound: the old size (cached attributes) over fresh pages, or the old pages
+        assert data in (old, new[: len(old)]), data
+        assert start - done < mount.COHERENCE_BOUND_S, "a read started after the bound saw old data"
+    # a name made at one mount is found at the other at once (no negative caching)
+    assert not (other / "late").exists()
+    (mnt / "late").write_bytes(b"z")
+    assert (other / "late").read_bytes() == b"z"
+
+
+# ---------------------------------------------------------------------------- failures
+def test_sigterm_unmounts_and_exits_0(fed: Federation) -> None:
+    mount, _, _ = _mount_modules()
+    mnt = fed.mount(2, "mnt2")
+    mp = fed.mounts.pop()
+    assert os.listdir(mnt) is not None
+    mp.proc.send_signal(signal.SIGTERM)
+    assert mp.proc.wait(HANG) == 0
+    assert not mount.is_mounted(mnt)
+    assert os.listdir(mnt) == []  # the bare mount point again
+    mp.stop()
+
+
+def test_umount_after_a_crashed_mount(fed: Federation) -> None:
+    mount, _, _ = _mount_modules()
+    mnt = fed.mount(3, "mnt3")
+    mp = fed.mounts.pop()
+    mp.proc.kill()
+    mp.proc.wait(HANG)
+    assert mount.is_mounted(mnt)  # the kernel keeps a dead mount ...
+    with pytest.raises(OSError) as e:
+        os.listdir(mnt)
+    assert e.value.errno == errno.ENOTCONN  # ... that answers ENOTCONN
+    r = subprocess.run([sys.executable, "-m", "fednode.cli", "umount", str(mnt)], capture_output=True, text=True,
+                       timeout=HANG)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert not mount.is_mounted(mnt)
+    mp.stop()
+
+
+def test_daemon_mount_and_umount(fed: Federation) -> None:
+    """``fednode mount`` without --foreground returns once the mount is live; ``fednode umount`` ends it."""
+    mount, _, _ = _mount_modules()
+    mnt = fed.base / "mntd"
+    mnt.mkdir()
+    r = subprocess.run(
+        [sys.executable, "-m", "fednode.cli", "mount", "--cluster", str(fed.path), "--node", "1", str(mnt),
+         "--log", str(fed.base / "mntd.log")],
+        capture_output=True, text=True, timeout=HANG,
+    )  # fmt: skip
+    try:
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == f"{mount.READY_MOUNTED} {mnt.resolve()}"
+        (mnt / "daemon-file").write_bytes(b"d")
+        assert (fed.base / "mnt" / "daemon-file").read_bytes() == b"d"
+    finally:
+        u = subprocess.run([sys.executable, "-m", "fednode.cli", "umount", str(mnt)], capture_output=True, text=True,
+                           timeout=HANG)  # fmt: skip
+    assert u.returncode == 0, u.stderr
+    assert not mount.is_mounted(mnt)
+
+
+def _home(st_ino: int) -> int:
+    """A file's home from its federated inode number (fedsim.protocol.attrs.file_ino: (home + 1) << 48 | local)."""
+    return (st_ino >> 48) - 1
+
+
+@pytest.mark.skipif(shutil.which("postmark") is None, reason="needs postmark (./dev.sh setup installs it)")
+def test_agent_sigkilled_under_the_mount(tmp_path: Path) -> None:
+    """Replication off: a PostMark run ends with I/O errors, the dead agent's files fail
+    with EHOSTDOWN or EIO within the client timeout (no hang), the others still work;
+    with the entry agent dead too every call is EHOSTDOWN; unmount works."""
+    fed = Federation(tmp_path, rpc_timeout_ms=500.0, protocol={"placement": "round_robin"})
+    try:
+        # A directory is looked up at its manager (getattr), so a dead manager hides the whole
+        # subtree: the dead agent is one that manages neither the root nor the directories used
+        # here (the kernel looks each up again once its entry cache expires).
+        h = load_cluster(fed.path).spec.hashing_fn()
+        dead = next(n for n in (3, 2, 1) if h.manager_of("/") != n)
+        live = next(n for n in (1, 2, 3) if n != dead)
+        d, pmdir = names_managed_by(h, live, "/d", 2)
+        mnt = fed.mount(0, "mnt")
+        (mnt / d[1:]).mkdir()
+        homes: dict[str, int] = {}
+        for i in range(16):
+            p = mnt / d[1:] / f"f{i}"
+            p.write_bytes(b"data %d" % i)
+            homes[p.name] = _home(os.stat(p).st_ino)
+        assert dead in homes.values() and len(set(homes.values())) == 4, homes
+        # a PostMark run under way when the agent dies: it ends (with I/O errors), it does not hang
+        (mnt / pmdir[1:]).mkdir()
+        conf = tmp_path / "pm.conf"
+        conf.write_text("set location .\nset number 200\nset transactions 400\nset size 500 5000\nrun\nquit\n")
+        pm = subprocess.Popen(
+            ["stdbuf", "-oL", "postmark", str(conf)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=mnt / pmdir[1:],
+        )
+        try:
+            assert pm.stdout is not None
+            for line in pm.stdout:  # its own progress line (line-buffered by stdbuf): the files are being made
+                if b"Creating files" in line:
+                    break
+            fed.pc.kill(dead)
+            out = pm.communicate(timeout=HANG)[0].decode(errors="replace")
+        finally:
+            if pm.poll() is None:
+                pm.kill()
+        assert pm.returncode != 0 or "rror" in out, out[-2000:]
+        failed, worked = [], []
+        for name, home in homes.items():
+            r = subprocess.run(["cat", str(mnt / d[1:] / name)], capture_output=True, text=True, timeout=HANG)
+            if r.returncode == 0:
+                assert r.stdout == f"data {name[1:]}"
+                worked.append(home)
+            else:
+                assert "Host is down" in r.stderr or "Input/output error" in r.stderr, r.stderr
+                failed.append(home)
+        assert dead in failed and dead not in worked
+        assert set(worked) == {0, 1, 2, 3} - {dead}, (worked, failed)  # the others' files still work
+        alive = next(name for name, home in homes.items() if home != dead)
+        (mnt / d[1:] / alive).write_bytes(b"rewritten")  # the mount stays usable for the others' files
+        assert (mnt / d[1:] / alive).read_bytes() == b"rewritten"
+        # the entry agent itself dies: every call that reaches the mount is EHOSTDOWN at once
+        fed.pc.kill(0)
+        for call in (lambda: os.stat(mnt / "never-looked-up"), lambda: os.listdir(mnt)):
+            with pytest.raises(OSError) as e:
+                call()
+            assert e.value.errno == errno.EHOSTDOWN
+    finally:
+        fed.close()
+
+
+def test_fednode_local_with_mount(tmp_path: Path) -> None:
+    mount, _, _ = _mount_modules()
+    mnt = tmp_path / "m"
+    mnt.mkdir()
+    p = subprocess.Popen(
+        [sys.executable, "-m", "fednode.cli", "local", "--nodes", "2", "--base", str(tmp_path / "b"), "--mount",
+         str(mnt)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert p.stdout is not None
+        for line in p.stdout:
+            if line.startswith(mount.READY_MOUNTED):
+                break
+        else:
+            pytest.fail(f"fednode local ended before mounting: {p.wait()} {p.stderr.read() if p.stderr else ''}")
+        (mnt / "x").write_bytes(b"through fednode local")
+        assert (mnt / "x").read_bytes() == b"through fednode local"
+    finally:
+        p.send_signal(signal.SIGTERM)
+        rc = p.wait(HANG)
+    assert rc == 0, p.stderr.read() if p.stderr else ""
+    assert not mount.is_mounted(mnt)
+
+
+# ---------------------------------------------------------------------------- the benchmark script
+@pytest.mark.skipif(any(shutil.which(t) is None for t in ("postmark", "fio", "dbench", "fs_mark")),
+                    reason="needs postmark, fio, dbench, fs_mark (./dev.sh setup installs them)")  # fmt: skip
+def test_mount_bench_quick(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "fednode.tools.mount_bench", "--quick", "--only", "passthrough,fed1",
+         "--workloads", "postmark,fs_mark", "--work", str(tmp_path / "w")],
+        capture_output=True, text=True, timeout=600, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert any("passthrough" in ln and "fed1" in ln for ln in lines), r.stdout
+    assert any(ln.startswith("postmark") or " postmark " in ln for ln in lines), r.stdout
+    assert "x pt)" in r.stdout  # each federation figure with its ratio to the passthrough
+
+
+@pytest.mark.skipif(shutil.which("postmark") is None, reason="no postmark binary (./dev.sh installs it)")
+def test_the_demo_runs_postmark_on_a_mount_beside_the_simulator(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """The main job's last step: the real binary on a mounted federation and the
+    same PostMark simulated do the same operations (the generator follows the
+    binary's decisions), so every count PostMark reports is equal on both sides."""
+    from experiments.demo import mounted_postmark
+
+    png = mounted_postmark(tmp_path, quick=True)
+    assert png is not None and png.stat().st_size > 0
+    rows = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines() if line.strip()}
+    for key in ("created", "read", "appended", "deleted_alone", "deleted_mixed"):
+        measured, simulated = rows[key]
+        assert int(measured) == int(simulated) > 0, key
+    assert float(rows["seconds"][0]) > 0 and float(rows["seconds"][1]) > 0
