@@ -647,3 +647,28 @@ def test_status_shows_a_move_in_flight_at_both_ends():
     assert seen == [([["/a/f", home]], [["/a/f", to]])]
     st = c.nodes[to].describe()
     assert st["migrations_in"] == [] and st["migrated_in"] == 1 and st["migration_policy"] == "none"
+
+
+def test_a_migrated_file_keeps_its_permissions_and_times_even_when_changed_during_the_copy():
+    """The target sets the attributes the source had once gated: a chmod or
+    utimens made while the copy ran moves with the file, and the copy's own
+    writes do not stamp a new mtime on it."""
+    from fedsim.protocol.attrs import KEEP, UTIME_OMIT, Attr
+
+    c = _cluster()
+    home = _make(c, "/a/f", b"x" * (5 * CHUNK))
+    c.op(1, "setattr", "/a/f", 0o640, KEEP, KEEP, 10**18, 2 * 10**18)
+    to = _other(home)
+    changed = []
+
+    def chmod_once(r: Any) -> None:
+        if not changed:  # between two chunks of the copy
+            changed.append(True)
+            c.op(2, "setattr", "/a/f", 0o600, KEEP, KEEP, UTIME_OMIT, 3 * 10**18)
+
+    with _wrap(c, home, MigrateRead, chmod_once):
+        c.op(0, "migrate", "/a/f", to)
+    assert changed and _holders(c, "/a/f") == [to]
+    a = Attr(*c.op(3, "getattr", "/a/f"))
+    assert (a.mode & 0o7777, a.atime_ns, a.mtime_ns) == (0o600, 10**18, 3 * 10**18)
+    assert _read(c, 1, "/a/f") == b"x" * (5 * CHUNK)

@@ -71,11 +71,13 @@ from __future__ import annotations
 
 import errno
 import random
+import stat
 import struct
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from fedsim.protocol.attrs import KEEP, Attr
 from fedsim.protocol.effects import Compute, Local, Send, Sleep, Spawn
 from fedsim.protocol.fedfs.directory import RenameFlight
 from fedsim.protocol.fedfs.rename import Renaming, _best_effort
@@ -150,9 +152,11 @@ class MigrateRead(Request):
 @dataclass(slots=True, frozen=True)
 class MigrateFreeze(Request):
     """Gate ``path`` for the switch.  Reply: (size, dirty_lo, dirty_hi, open
-    pins); dirty_lo = -1 if nothing was written since MigrateBegin."""
+    pins, permission bits, atime_ns, mtime_ns); dirty_lo = -1 if nothing was
+    written since MigrateBegin.  The attributes are read once the file is
+    gated, so a chmod or utimens made during the copy moves with it."""
 
-    reply: ClassVar[Any] = tuple[int, int, int, int]
+    reply: ClassVar[Any] = tuple[int, int, int, int, int, int, int]
     path: str
 
 
@@ -395,10 +399,13 @@ class Migration(Renaming):
                 raise fs_error(errno.EEXIST, path, f"node {self.id} holds a local file of that name") from None
             self.implicit_dirs.update(created)
             copied = yield from self._copy(source, path, 0, size)
-            size, lo, hi, pins = yield from self._busy(lambda: self.call(source, MigrateFreeze(path)))
+            frozen = yield from self._busy(lambda: self.call(source, MigrateFreeze(path)))
+            size, lo, hi, pins, mode, atime_ns, mtime_ns = frozen
             yield Local("truncate", path, (size,))
             if lo != CLEAN and lo < size:
                 copied += yield from self._copy(source, path, lo, min(hi, size))
+            # last, so that the copy's own writes do not stamp the times
+            yield Local("setattr", path, (mode, KEEP, KEEP, atime_ns, mtime_ns))
             asked_m = True
             yield from self._busy(lambda: self.call(m, MigrateDT(path, source, self.id, token)))
             asked_pm = True
@@ -512,12 +519,13 @@ class Migration(Renaming):
             self.gates.add(path)
             out.frozen = True
         try:
-            _, size = yield Local("stat", path)
+            a = Attr(*(yield Local("getattr", path)))
         except OSError:
             self.gates.discard(path)
             out.frozen = False
             raise
-        return size, out.lo, min(out.hi, INF), self.opens.get(path, 0)
+        pins = self.opens.get(path, 0)
+        return a.size, out.lo, min(out.hi, INF), pins, stat.S_IMODE(a.mode), a.atime_ns, a.mtime_ns
 
     @handles(MigrateDone)
     def on_migrate_done(self, src: int, req: MigrateDone) -> Gen:
