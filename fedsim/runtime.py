@@ -417,14 +417,10 @@ class SimCluster:
         node's NIC like any message (file data to clients is what saturates a
         server's link for large files) but is no federation message, so it is
         not counted in ``messages``.  The delay until the client has it."""
-        now = self.env._now
-        start = self.tx_free[node]
-        if start < now:
-            start = now
-        net = self.net
-        wire = (size - 1) * net.G
-        self.tx_free[node] = start + (wire if wire > net.g else net.g)
-        return start - now + 2 * net.o + wire + net.L
+        delay = self._transmit(node, node, size)
+        self.messages -= 1  # (``_transmit`` stays the one model of the NIC; only its count is undone)
+        self.message_bytes -= size
+        return delay
 
     def _send(self, src: int, dst: int, req: Request, trace: OpTrace | None) -> float:
         """Put ``req`` on the wire (its size, the sender's NIC) and in the

@@ -65,6 +65,7 @@ from fedsim.protocol.fedfs.migration import MigrateDone, MigrateFreeze
 from fedsim.protocol.fedfs.rename import RenameDrop, RenameFinish
 from fedsim.protocol.messages import (
     PeerUnavailable,
+    Read,
     Request,
     Truncate,
     Unlink,
@@ -81,17 +82,12 @@ MAX_FETCH = MAX_BLOCK_FETCH
 
 @register_request
 @dataclass(slots=True, frozen=True)
-class BlockRead(Request):
-    """Read ``size`` bytes at ``offset`` (block-aligned) and register the sender
-    as a cacher of ``path`` (its blocks are invalidated when the file changes)."""
+class BlockRead(Read):
+    """A ``Read`` (``size`` bytes at a block-aligned ``offset``) that also
+    registers the sender as a cacher of ``path``: its blocks are invalidated
+    when the file changes.  Its own type, so the home knows which reads to track."""
 
-    size_field: ClassVar[str | None] = "size"
     reply: ClassVar[Any] = bytes
-    bulk_reply: ClassVar[bool] = True
-
-    path: str
-    offset: int
-    size: int
 
 
 @register_request
