@@ -79,9 +79,9 @@ print(f"figure -> {OUT / 'dafs_fig8.png'}")
 #
 # **Agrees: the cache pays once it holds the working set.**  The full run
 # (`fedsim run configs/fedfs/dafs_fig8.yaml`: 4 servers, 16 clients, 2,000 reads each,
-# 75 % of them remote) gives +2 % with 64 blocks (256 KiB) per server, +10 % with 256
-# (1 MiB), **+44 % with 1,024 (4 MiB)** and +55 % with 4,096 (16 MiB, every remote block
-# fits; 92 % hits).  A cache smaller than a server's share of the remote files (about
+# 75 % of them remote) gives +3 % with 64 blocks (256 KiB) per server, +9 % with 256
+# (1 MiB), **+43 % with 1,024 (4 MiB; 80 % hits)** and +56 % with 4,096 (16 MiB, every
+# remote block fits; 92 % hits).  A cache smaller than a server's share of the remote files (about
 # 4 MiB here) gains little: PostMark reads its files uniformly at random, so LRU evicts
 # blocks before their reuse.  The paper's "about 35 %" lies between our 1 MiB and 4 MiB
 # points; it does not give its cache size, so the comparable claim is the shape: a few
