@@ -71,13 +71,12 @@ from __future__ import annotations
 
 import errno
 import random
-import stat
 import struct
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from fedsim.protocol.attrs import KEEP, Attr
+from fedsim.protocol.attrs import KEEP, PERM_BITS, Attr
 from fedsim.protocol.effects import Compute, Local, Send, Sleep, Spawn
 from fedsim.protocol.fedfs.directory import RenameFlight
 from fedsim.protocol.fedfs.rename import Renaming, _best_effort
@@ -525,7 +524,7 @@ class Migration(Renaming):
             out.frozen = False
             raise
         pins = self.opens.get(path, 0)
-        return a.size, out.lo, min(out.hi, INF), pins, stat.S_IMODE(a.mode), a.atime_ns, a.mtime_ns
+        return a.size, out.lo, min(out.hi, INF), pins, a.mode & PERM_BITS, a.atime_ns, a.mtime_ns
 
     @handles(MigrateDone)
     def on_migrate_done(self, src: int, req: MigrateDone) -> Gen:
