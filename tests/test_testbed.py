@@ -31,7 +31,7 @@ from fednode.tools.testbed import rxe
 
 pytestmark: list[pytest.MarkDecorator] = []
 if importlib.util.find_spec("pytest_timeout") is not None:
-    pytestmark.append(pytest.mark.timeout(1800))
+    pytestmark.append(pytest.mark.timeout(3600))
 if importlib.util.find_spec("xdist") is not None:
     # Only one guest at a time (rxe.run also serializes on a lock in the cache directory).
     pytestmark.append(pytest.mark.xdist_group("qemu-testbed"))
@@ -182,7 +182,7 @@ def test_the_rdma_suite_passes_in_the_guest(tmp_path: Path) -> None:
     _require_testbed()
     log = tmp_path / "guest.log"
     out = tmp_path / "out"
-    rc = rxe.run(["python3", "-m", "fednode.tools.testbed.suite", "--quick"], log=log, out=out, timeout=1500)
+    rc = rxe.run(["python3", "-m", "fednode.tools.testbed.suite", "--quick"], log=log, out=out, timeout=3000)
     text = log.read_text()
     assert rc == 0, f"the guest suite failed (exit status {rc}); see {log}:\n" + text[-4000:]
     for step in ("tests", "federation", "bench", "choices"):
