@@ -18,7 +18,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, get_args, get_origin
+from typing import Any, Literal, get_args, get_origin
 
 import yaml
 from pydantic import (
@@ -100,6 +100,7 @@ class ProtocolSpec(Strict):
     summary_refresh_s: NonNegativeFloat = _P.summary_refresh_s
     summary_retry_s: PositiveFloat = _P.summary_retry_s
     summary_retry_max_s: PositiveFloat = _P.summary_retry_max_s
+    leave_files: Literal["unavailable", "migrate"] = _P.leave_files  # config.LEAVE_FILES
 
     @field_validator(*NAME_CHECKS)
     @classmethod

@@ -30,7 +30,7 @@ FULL = {
     "architecture": "fedfs", "hashing": "ring", "vnodes": 16, "placement": "round_robin", "dt_entries": 64,
     "vd_entries": 32, "summary_bits": 2048, "summary_hashes": 3, "summary_layout": "per_hash",
     "async_dir_updates": True, "vd_max_age_s": 3.0, "vd_miss_age_s": 0.5, "summary_refresh_s": 2.0,
-    "summary_retry_s": 0.1, "summary_retry_max_s": 1.0,
+    "summary_retry_s": 0.1, "summary_retry_max_s": 1.0, "leave_files": "migrate",
 }  # fmt: skip
 
 

@@ -8,6 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+#: What a leaving node may do with its own files (``ProtocolConfig.leave_files``).
+LEAVE_FILES = ("unavailable", "migrate")
+
 
 @dataclass(slots=True)
 class ProtocolConfig:
@@ -35,6 +38,10 @@ class ProtocolConfig:
     # acknowledge (peers start in any order).
     summary_retry_s: float = 0.05
     summary_retry_max_s: float = 2.0
+    # What a node that leaves gracefully does with its own files (FedFS 3.3):
+    # "unavailable" (they leave the namespace with it) or "migrate" (moved to
+    # the remaining members first; needs the migration mechanism).
+    leave_files: str = "unavailable"
 
     def __post_init__(self) -> None:
         for name in ("dt_entries", "vd_entries", "summary_bits", "summary_hashes"):
@@ -46,6 +53,9 @@ class ProtocolConfig:
         for name in ("summary_retry_s", "summary_retry_max_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+
+        if self.leave_files not in LEAVE_FILES:
+            raise ValueError(f"leave_files must be one of {', '.join(LEAVE_FILES)}, got {self.leave_files!r}")
 
     @property
     def aging(self) -> bool:

@@ -12,7 +12,9 @@ parent directory D:
   the Bloom summaries of ``summaries.py`` (and their periodic refresh);
 * the *home* H, whose local file system holds P: ``home.py``;
 * rename within a directory, coordinated by the directory's manager with the
-  two names' managers and homes: ``rename.py``.
+  two names' managers and homes: ``rename.py``;
+* membership changes (FedFS 3.3): join and graceful leave as view changes,
+  with the hand-off of the names whose manager changes: ``membership.py``.
 
 Everything here is a generator that yields effects (``fedsim.protocol.effects``)
 and never does I/O, so the simulator and the real agent run this exact code.
@@ -23,14 +25,14 @@ Where would migration go?  A new role module beside these, mixed into
 from __future__ import annotations
 
 from fedsim.protocol.designs import DESIGNS
-from fedsim.protocol.fedfs.rename import Renaming
+from fedsim.protocol.fedfs.membership import Membership
 
 
 @DESIGNS.register("fedfs")
-class FedNode(Renaming):
+class FedNode(Membership):
     """One member of a FedFS federation: every role, one object.  The roles
     are a chain of classes (summaries <- directory <- manager <- home <-
-    requester <- renaming), each adding its own state in ``__init__`` and its
+    requester <- renaming <- membership), each adding its own state in ``__init__`` and its
     handlers."""
 
 

@@ -56,6 +56,10 @@ REPAIR_MAX_S = 5.0
 # are not cached, and are trusted by no create check, settle or rmdir
 # (``VirtualDirectory.unreachable``): those fail naming it.
 SUSPECT_S = 10.0
+# A dirmerge overtaken by this many view changes in a row is served as it is
+# (uncached): only a federation changing membership faster than one merge
+# could do that.
+VIEW_RETRIES = 3
 
 
 @dataclass(slots=True)
@@ -139,9 +143,48 @@ class Directory(Summaries):
         if vd is not None:
             age = self.config.vd_max_age_s
             if not age or (yield NOW) - vd.built <= age:
+                if vd.missing:
+                    return (yield from self._merge_newcomers(directory, vd)), 4
                 return vd, 3
             self.vds.pop(directory)  # too old: the local trees may have changed
         return (yield from self.dirmerge(directory, check_parent, ask_all)), 4
+
+    def _merge_newcomers(self, directory: str, vd: VirtualDirectory) -> Gen:
+        """FedFS 3.3's incremental dirmerge: a cached VD that predates a join
+        merges with the members that joined since (``vd.missing``) only.  A
+        newcomer that does not answer, or a name it holds that the VD has
+        too (a collision, decided by a full merge in id order), falls back
+        to a full dirmerge."""
+        if directory in self._merging:
+            self.stats.merge_waits += 1
+            raise fs_error(errno.EAGAIN, directory, "a dirmerge of this directory is in flight; try again")
+        nodes = tuple(sorted(n for n in vd.missing if n in self.members and n != self.id))
+        self._merging[directory] = []
+        try:
+            replies = (yield Multicast(nodes, ReadDir(directory))) if nodes else []
+        finally:
+            del self._merging[directory]
+        if self.vds.peek(directory) is not vd:  # dropped meanwhile (a view change, an rmdir)
+            return (yield from self.dirmerge(directory))
+        add: list[tuple[int, str, bool]] = []
+        for node, ans in zip(nodes, replies, strict=True):
+            if isinstance(ans, FileNotFoundError):
+                continue  # a Bloom false positive
+            if isinstance(ans, BaseException) or any(name in vd.entries for name, _ in ans):
+                self.vds.pop(directory)
+                return (yield from self.dirmerge(directory))
+            add.extend((node, name, is_dir) for name, is_dir in ans)
+            vd.holders.add(node)
+        for node, name, is_dir in add:
+            self._merge_entry(vd, name, is_dir, node)
+        vd.missing.clear()
+        st = self.stats
+        st.dirmerges += 1
+        st.incremental_merges += 1
+        st.dirmerge_contacted.append(len(nodes))
+        st.dirmerge_holders.append(sum(1 for r in replies if not isinstance(r, BaseException)))
+        st.merges_by_dir[directory] += 1
+        return vd
 
     def dirmerge(self, directory: str, check_parent: bool = True, ask_all: bool = False) -> Gen:
         """Build a VD from the local directories of the nodes whose summary says
@@ -159,12 +202,22 @@ class Directory(Summaries):
         if directory in self._merging:
             self.stats.merge_waits += 1
             raise fs_error(errno.EAGAIN, directory, "a dirmerge of this directory is in flight; try again")
-        pending: list[Any] = []
-        self._merging[directory] = pending
-        try:
-            vd = yield from self._merge(directory, pending, check_parent, ask_all)
-        finally:
-            del self._merging[directory]
+        for _ in range(VIEW_RETRIES):
+            epoch = self.epoch
+            pending: list[Any] = []
+            self._merging[directory] = pending
+            try:
+                vd = yield from self._merge(directory, pending, check_parent, ask_all)
+            finally:
+                del self._merging[directory]
+            if self.epoch == epoch:
+                return vd
+            # The view changed while the merge was in flight: a member may
+            # have joined (its entries were not asked for) or left, and this
+            # node may no longer manage the directory.  Merge again under
+            # the new view (the local trees hold every update made since).
+            self.vds.pop(directory)
+            self.stats.view_retries += 1
         return vd
 
     def _merge(self, directory: str, pending: list[Any], check_parent: bool = True, ask_all: bool = False) -> Gen:
@@ -242,7 +295,7 @@ class Directory(Summaries):
         if unavailable:
             st.incomplete_merges += 1  # serve it, but do not cache a partial VD
             vd.unreachable = unavailable.node
-        else:
+        elif self.manager_of(directory) == self.id:  # (a view change may have moved it away)
             self.vds.put(directory, vd)
         return vd
 

@@ -143,9 +143,11 @@ class Summaries(Node):
         known = node in self.summaries
         self.summaries[node] = summary
         if not known and len(self.vds):
+            # FedFS 3.3: a VD that predates the newcomer merges with it only,
+            # on its next use (``Directory.ensure_vd``).
             for d in self.vds.keys():
                 if summary.may_contain(d):
-                    self.vds.pop(d)
+                    self.vds.peek(d).missing.add(node)
 
     @handles(SummaryPush)
     def on_summary_push(self, src: int, req: SummaryPush) -> bytes | None:
