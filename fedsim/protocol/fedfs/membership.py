@@ -13,7 +13,10 @@ moves the state the hashing moves:
 * a DT entry it now manages but did not manage is a requester's cached hint,
   not an exact entry: dropped (a miss asks the parent's VD, the truth);
 * cached VDs of directories it no longer manages are dropped (soft state:
-  the new manager rebuilds them by dirmerge on first use).
+  the new manager rebuilds them by dirmerge on first use);
+* its summary is pushed to all again if it changed since its last full
+  push: a directory made since then was added only to its manager's copy,
+  and a new manager of it must not miss it (a Bloom false negative).
 
 Then N sends its summary to all (a fresh push: each member answers with its
 own), and a member's VD that predates the join and that N's summary may
@@ -168,8 +171,11 @@ class Membership(Renaming):
             e = dt.peek(p)
             was = old.manager_of(p) == me
             now = view.manager_of(p)
-            if not e.is_dir and e.home in gone:
-                dt.pop(p)  # its home left: the file is unavailable
+            if gone and (e.is_dir or e.home in gone):
+                # A file whose home left is unavailable; a directory may have
+                # been held by the leaver alone: the parent's VD (rebuilt
+                # without the leaver) tells, on the next lookup.
+                dt.pop(p)
             elif was and now != me:
                 moving.setdefault(now, []).append((p, e))
                 dt.pop(p)
@@ -194,6 +200,14 @@ class Membership(Renaming):
                     yield from self.call(node, HandOff(view.epoch, pack_entries(entries[i : i + HANDOFF_BATCH])))
                 except PeerUnavailable:
                     pass  # soft state: the new manager asks the parent's VD on its first miss
+        if self.member and self.summaries.get(self.id) is not None:
+            # Directories made since this node's last full push reached only
+            # their manager's copy of its summary (``summary_add``); a
+            # directory whose manager changed would be a Bloom false
+            # negative at the new one.  Re-summarise, and push to all if
+            # that differs from what they hold (nothing is sent otherwise).
+            yield from self.regenerate_summary(push=True)
+            yield from self.keep_summary_current()  # pushed again to the members that missed it
 
     @handles(ViewChange)
     def on_view_change(self, src: int, req: ViewChange) -> Gen:
@@ -269,7 +283,7 @@ class Membership(Renaming):
         yield Call(seed, Join(self.id, epoch))
         if not self.member:  # its ViewChange did not reach us: ask for the view
             yield from self.fetch_view(seed)
-        yield from self.regenerate_summary(push=True, fresh=True)
+        yield from self.start()  # FedFS 3.3: the summary to all (a fresh push), and the node's timers
         return self.epoch
 
     def leave(self) -> Gen:

@@ -31,6 +31,7 @@ class Summaries(Node):
         self._shared: set[int] = set()  # summaries shared with other nodes (copy on write)
         self._pushed: bytes | None = None  # the summary last sent to the members
         self.summary_unacked: set[int] = set()  # members that have not acknowledged it
+        self._timer_running = False  # a summary_timer is running (one per node)
 
     def new_summary(self) -> BloomSummary:
         c = self.config
@@ -41,7 +42,12 @@ class Summaries(Node):
         (FedFS 2.2: "when the cluster is first established or when the node
         joins"); then keep it current in the background (``summary_timer``)."""
         yield from self.regenerate_summary(push=True, fresh=True)
-        if self.summary_unacked or self.config.summary_refresh_s:
+        yield from self.keep_summary_current()
+
+    def keep_summary_current(self) -> Gen:
+        """Run ``summary_timer`` unless it runs already or has nothing to do."""
+        if not self._timer_running and (self.summary_unacked or self.config.summary_refresh_s):
+            self._timer_running = True
             yield Spawn(self.summary_timer())
 
     @property
@@ -94,6 +100,12 @@ class Summaries(Node):
         ``summary_retry_max_s``), and every ``summary_refresh_s`` re-summarise
         the local tree and drop VDs older than ``vd_max_age_s``.  Returns when
         there is nothing left to do (no refresh configured, everyone acked)."""
+        try:
+            yield from self._summary_timer()
+        finally:
+            self._timer_running = False
+
+    def _summary_timer(self) -> Gen:
         c = self.config
         backoff = c.summary_retry_s
         now = yield NOW
