@@ -86,7 +86,20 @@ def check_scale(d: dict) -> None:
         assert 0 < asked < n - 1
 
 
+def check_membership(d: dict) -> None:
+    # the measured share of names whose manager moved follows the theory: N/(N+1) for
+    # mod-N, 1/(N+1) for the ring; a join hands off exactly what moved
+    for key, moved in d["dt_moved_share"].items():
+        theory = d["theory_share"][key]
+        for m, t in zip(moved, theory, strict=True):
+            assert abs(m - t) < 0.1, (key, m, t)
+        if key.endswith("join"):
+            assert moved == d["dt_handed_off_share"][key]
+    assert min(d["dt_moved_share"]["mod_n join"]) > 0.8 > 0.2 > max(d["dt_moved_share"]["ring join"])
+
+
 CHECKS: dict[str, tuple[str, Callable[[dict], None]]] = {
+    "membership": ("membership", check_membership),
     "fedfs_fig5": ("fedfs_fig5", check_fig5),
     "fedfs_table3": ("fedfs_table3", check_table3),
     "fedfs_table2": ("fedfs_table2", check_table2),

@@ -89,7 +89,8 @@ class NodeStats:
     incremental_merges: int = 0  # dirmerges with the members that joined since a VD was built (FedFS 3.3)
     view_retries: int = 0  # dirmerges merged again because the view changed while they ran
     handed_off: int = 0  # managed DT entries handed to their new manager at view changes
-    vds_dropped: int = 0  # cached VDs dropped at view changes (their manager changed, or a holder left)
+    vds_dropped: int = 0  # cached VDs dropped at view changes because their manager changed
+    vds_invalidated: int = 0  # cached VDs dropped at view changes because a holder of the directory left
     redirects: int = 0  # requests this node sent again after a redirect (a view change it had missed)
 
 

@@ -184,9 +184,12 @@ class Membership(Renaming):
         if moving or gone:
             self.dt_epoch += 1  # lookup answers in flight must not re-cache what moved
         for d in list(self.vds.keys()):
-            if view.manager_of(d) != me or self.vds.peek(d).holders & gone:
+            if view.manager_of(d) != me:
                 self.vds.pop(d)
                 self.stats.vds_dropped += 1
+            elif self.vds.peek(d).holders & gone:
+                self.vds.pop(d)  # it lists what the leaver held
+                self.stats.vds_invalidated += 1
         for g in gone:
             self.summaries.pop(g, None)
             self._shared.discard(g)
@@ -200,13 +203,18 @@ class Membership(Renaming):
                     yield from self.call(node, HandOff(view.epoch, pack_entries(entries[i : i + HANDOFF_BATCH])))
                 except PeerUnavailable:
                     pass  # soft state: the new manager asks the parent's VD on its first miss
-        if self.member and self.summaries.get(self.id) is not None:
+        if self.member and me in old.members and self.summaries.get(me) is not None:
             # Directories made since this node's last full push reached only
-            # their manager's copy of its summary (``summary_add``); a
-            # directory whose manager changed would be a Bloom false
-            # negative at the new one.  Re-summarise, and push to all if
-            # that differs from what they hold (nothing is sent otherwise).
-            yield from self.regenerate_summary(push=True)
+            # their manager's copy of its summary (``summary_add``); one whose
+            # manager changed would be a Bloom false negative at the new one.
+            # Re-summarise and, if that differs from the last full push, send
+            # it to the new managers of this node's directories (a joiner
+            # gets it in the answer to its fresh push).
+            def new_managers(dirs: list[str]) -> set[int]:
+                out = {view.manager_of(d) for d in dirs if old.manager_of(d) != view.manager_of(d)}
+                return out - set(view.members).difference(old.members)
+
+            yield from self.regenerate_summary(push=True, to=new_managers)
             yield from self.keep_summary_current()  # pushed again to the members that missed it
 
     @handles(ViewChange)

@@ -12,6 +12,7 @@ learns every summary in one round without waiting for anyone's refresh.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fedsim.protocol.effects import NOW, Compute, Local, Multicast, Sleep, Spawn
@@ -64,10 +65,14 @@ class Summaries(Node):
     def prepared(self) -> None:
         self.summary_unacked.clear()  # every member holds it now
 
-    def regenerate_summary(self, push: bool = True, fresh: bool = False) -> Gen:
+    def regenerate_summary(
+        self, push: bool = True, fresh: bool = False, to: Callable[[list[str]], set[int]] | None = None
+    ) -> Gen:
         """Rebuild this node's summary from its local tree (drops the false
         positives that deleted directories left behind) and, with ``push``,
-        send it to every member that has not acknowledged this version."""
+        send it to every member that has not acknowledged this version.
+        ``to(local directories)``: the members that need a changed summary
+        (default: every member)."""
         dirs = yield Local("list_dirs", ROOT)
         summary = self.new_summary()
         summary.add_many(dirs)
@@ -77,7 +82,8 @@ class Summaries(Node):
         data = summary.to_bytes()
         if data != self._pushed or fresh:
             self._pushed = data
-            self.summary_unacked = {m for m in self.members if m != self.id}
+            need = set(self.members) if to is None else to(dirs) | self.summary_unacked
+            self.summary_unacked = {m for m in need if m != self.id}
         if push:
             yield from self._push_summary(fresh)
         return data
@@ -169,7 +175,11 @@ class Summaries(Node):
         if not req.fresh or self._pushed is None:
             return None
         self.summary_unacked.discard(req.node)
-        return self._pushed
+        # The current summary, not the last full push: directories made
+        # since reached only their managers' copies (``summary_add``), and
+        # the node starting or joining may manage some of them now.
+        own = self.summaries.get(self.id)
+        return self._pushed if own is None else own.to_bytes()
 
     def summary_add(self, path: str, new_dir: bool) -> Gen:
         """This node now holds local directory ``path``: tell its manager."""
