@@ -112,7 +112,7 @@ def measure(cfg: Config, hashing: str, n: int, params: Params) -> dict[str, dict
     c.env.run()
     leaver = rng.randrange(n)
     out["leave"] = _change(c, lambda: c.leave(leaver))
-    for name, m in out.items():
+    for m in out.values():
         m["theory_share"] = theory(hashing, n)
     out["leave"]["leaver"] = leaver
     return out
@@ -146,7 +146,7 @@ def run(cfg: Config, params: Params) -> StudyResult:
                 ["hashing", "N", "event", "DT entries", "moved", "handed off", "theory", "VDs cached",
                  "VDs moved", "messages", "sim us"],
                 printed,
-            ),  # fmt: skip
+            ),
             "moved = share of the managers' exact DT entries whose manager changed; handed off = share sent "
             "to the new manager (on a leave, names homed on the leaver become unavailable instead); "
             "VDs moved = share of cached virtual directories dropped because their manager changed; "
