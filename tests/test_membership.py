@@ -18,10 +18,10 @@ from fedsim.memfs import MemFS
 from fedsim.network import preset
 from fedsim.protocol.config import ProtocolConfig
 from fedsim.protocol.fedfs.membership import HandOff, Join, Leave, pack_entries, unpack_entries
-from fedsim.protocol.messages import ProtocolError, ReadDir
+from fedsim.protocol.messages import ProtocolError, ReadDir, pack
 from fedsim.protocol.names import parent
 from fedsim.protocol.tables import DTEntry
-from fedsim.protocol.view import View, pack_members, unpack_members
+from fedsim.protocol.view import View, unpack_view
 from fedsim.runtime import SimCluster
 
 
@@ -196,12 +196,12 @@ def test_a_view_change_during_a_dirmerge_loses_no_entry():
 
 
 def test_wire_forms_of_views_and_hand_offs_are_checked():
-    assert unpack_members(pack_members((3, 1, 2))) == (1, 2, 3)
-    for bad in ((), (1, 1), (-1,), ("x",)):
-        from fedsim.protocol.messages import pack
-
+    view = View(3, (3, 1, 2), contacts=((2, "10.0.0.2:7400"), (9, "gone:1")))
+    assert view.contacts == ((2, "10.0.0.2:7400"),) and view.contact(2) == "10.0.0.2:7400"
+    assert unpack_view(view.to_bytes()) == ((1, 2, 3), ((2, "10.0.0.2:7400"),))
+    for bad in ([[], []], [[1, 1], []], [[-1], []], [["x"], []], [[1], [[2, "a:1"]]], [[1], [[1, ""]]], [[1]]):
         with pytest.raises(ProtocolError):
-            unpack_members(pack(list(bad)))
+            unpack_view(pack(bad))
     entries = [("/a/b", DTEntry(False, 1)), ("/a", DTEntry(True, None))]
     assert unpack_entries(pack_entries(entries), (0, 1)) == entries
     with pytest.raises(ProtocolError, match="not a member"):

@@ -23,7 +23,7 @@ from fedsim.protocol.effects import Call, Send
 from fedsim.protocol.hashing import ModN, Ring
 from fedsim.protocol.messages import ProtocolError, Request
 from fedsim.protocol.policies.homes import PlacementPolicy, make_placement
-from fedsim.protocol.view import REDIRECT, REDIRECTS, GetView, View, redirect
+from fedsim.protocol.view import REDIRECT, REDIRECTS, GetView, View, check_contacts, check_members, redirect
 
 Gen = Generator[Any, Any, Any]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -182,13 +182,14 @@ class Node:
 
     def fetch_view(self, node: int) -> Gen:
         """Ask ``node`` for its view and install it if it is newer."""
-        epoch, members = yield Call(node, GetView())
+        epoch, members, contacts = yield Call(node, GetView())
         if epoch > self.view.epoch:
-            yield from self.install_view(self.view.adopt(epoch, members))
+            members = check_members(members)
+            yield from self.install_view(self.view.adopt(epoch, members, check_contacts(contacts, members)))
 
     @handles(GetView)
-    def on_get_view(self, src: int, req: GetView) -> tuple[int, list[int]]:
-        return self.view.epoch, list(self.view.members)
+    def on_get_view(self, src: int, req: GetView) -> tuple[int, list[int], list[tuple[int, str]]]:
+        return self.view.epoch, list(self.view.members), list(self.view.contacts)
 
     # ------------------------------------------------------------------ plumbing
     def call(self, node: int, request: Request) -> Gen:

@@ -61,6 +61,10 @@ class View:
     members: tuple[int, ...]
     scheme: str = "mod_n"
     vnodes: int = 64
+    #: (member, contact) for members that joined with one: an address the
+    #: protocol never reads (the agent's "host:port"), for the runtimes that
+    #: must reach a member their own configuration does not list
+    contacts: tuple[tuple[int, str], ...] = ()
     hashing: ModN | Ring = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -72,6 +76,7 @@ class View:
         if self.epoch < 0:
             raise ValueError(f"epoch must not be negative, got {self.epoch}")
         object.__setattr__(self, "members", members)
+        object.__setattr__(self, "contacts", tuple(sorted((m, c) for m, c in self.contacts if m in members)))
         object.__setattr__(self, "hashing", shared_hashing(self.scheme, members, self.vnodes))
 
     @property
@@ -82,30 +87,61 @@ class View:
     def manager_of(self, path: str) -> int:
         return self.hashing.manager_of(path)
 
-    def changed(self, members: tuple[int, ...] | list[int]) -> View:
-        """The next view: epoch + 1 with ``members``, the same hashing scheme."""
-        return View(self.epoch + 1, tuple(members), self.scheme, self.vnodes)
+    def contact(self, node: int) -> str | None:
+        """The contact ``node`` joined with, if any."""
+        return next((c for m, c in self.contacts if m == node), None)
 
-    def adopt(self, epoch: int, members: tuple[int, ...] | list[int]) -> View:
-        """The view ``epoch``/``members`` that a peer sent, with this one's scheme."""
-        return View(epoch, tuple(members), self.scheme, self.vnodes)
+    def changed(self, members: tuple[int, ...] | list[int], contact: tuple[int, str] | None = None) -> View:
+        """The next view: epoch + 1 with ``members`` (and one more contact),
+        the same hashing scheme; the contacts of members that left are dropped."""
+        contacts = self.contacts + ((contact,) if contact and contact[1] else ())
+        return View(self.epoch + 1, tuple(members), self.scheme, self.vnodes, contacts)
+
+    def adopt(self, epoch: int, members: tuple[int, ...] | list[int], contacts: Any = ()) -> View:
+        """The view a peer sent (``GetView``'s reply, a ``ViewChange``), with this one's scheme."""
+        return View(epoch, tuple(members), self.scheme, self.vnodes, tuple((m, c) for m, c in contacts))
+
+    def to_bytes(self) -> bytes:
+        """Members and contacts, as a ``ViewChange`` carries them."""
+        return pack([list(self.members), [list(mc) for mc in self.contacts]])
 
 
-def pack_members(members: tuple[int, ...]) -> bytes:
-    return pack(list(members))
+#: the longest contact a view carries (an address: "host:port")
+MAX_CONTACT = 255
 
 
-def unpack_members(data: bytes) -> tuple[int, ...]:
-    """Members from the wire: a msgpack array of distinct non-negative ints, bounded."""
+def unpack_view(data: bytes) -> tuple[tuple[int, ...], tuple[tuple[int, str], ...]]:
+    """(members, contacts) from the wire (``View.to_bytes``): distinct
+    non-negative ids, bounded; contacts of members only, short strings."""
     try:
-        obj = unpack(data, max_size=16 * MAX_MEMBERS, use_list=False)
+        obj = unpack(data, max_size=(32 + MAX_CONTACT) * MAX_MEMBERS, use_list=False)
     except ProtocolError as exc:
-        raise ProtocolError(f"view members: {exc}") from None
-    if type(obj) is not tuple or not 0 < len(obj) <= MAX_MEMBERS:
+        raise ProtocolError(f"view: {exc}") from None
+    if type(obj) is not tuple or len(obj) != 2 or type(obj[0]) is not tuple or type(obj[1]) is not tuple:
+        raise ProtocolError("view: [members, contacts]")
+    members = check_members(obj[0])
+    return members, check_contacts(obj[1], members)
+
+
+def check_members(obj: Any) -> tuple[int, ...]:
+    """Members from the wire: 1..MAX_MEMBERS distinct ints in 0..2^31-1 (ProtocolError otherwise)."""
+    if type(obj) not in (tuple, list) or not 0 < len(obj) <= MAX_MEMBERS:
         raise ProtocolError(f"view members: an array of 1..{MAX_MEMBERS} node ids")
     if any(type(m) is not int or not 0 <= m < 1 << 31 for m in obj) or len(set(obj)) != len(obj):
         raise ProtocolError("view members: distinct node ids (ints 0..2^31-1)")
     return tuple(sorted(obj))
+
+
+def check_contacts(obj: Any, members: tuple[int, ...]) -> tuple[tuple[int, str], ...]:
+    """Contacts from the wire: [member, str of at most MAX_CONTACT characters] pairs."""
+    out = []
+    for mc in obj:
+        if type(mc) not in (tuple, list) or len(mc) != 2 or mc[0] not in members or type(mc[1]) is not str:
+            raise ProtocolError("view contacts: [member id, address] pairs of members")
+        if not 0 < len(mc[1]) <= MAX_CONTACT or "\x00" in mc[1]:
+            raise ProtocolError(f"view contacts: an address of 1..{MAX_CONTACT} characters")
+        out.append((mc[0], mc[1]))
+    return tuple(out)
 
 
 def redirect(node: int, view: View, name: str) -> OSError:
@@ -119,9 +155,9 @@ def redirect(node: int, view: View, name: str) -> OSError:
 @register_request
 @dataclass(slots=True, frozen=True)
 class GetView(Request):
-    """The receiver's view. Reply: (epoch, members)."""
+    """The receiver's view. Reply: (epoch, members, contacts)."""
 
-    reply: ClassVar[Any] = tuple[int, list[int]]
+    reply: ClassVar[Any] = tuple[int, list[int], list[tuple[int, str]]]
 
 
 def check_epoch(req: Any, view: View) -> None:

@@ -64,7 +64,7 @@ from fedsim.protocol.messages import (
 from fedsim.protocol.names import InvalidPath, normalize
 from fedsim.protocol.node import Gen, handles
 from fedsim.protocol.tables import DIR_ENTRY, DTEntry
-from fedsim.protocol.view import GetView, View, check_epoch, pack_members, unpack_members
+from fedsim.protocol.view import GetView, View, check_contacts, check_epoch, check_members, unpack_view
 
 #: DT entries per HandOff message (a view change of a large DT travels in several)
 HANDOFF_BATCH = 1024
@@ -74,11 +74,14 @@ HANDOFF_BATCH = 1024
 @dataclass(slots=True, frozen=True)
 class Join(Request):
     """Let ``node`` in, under view ``epoch`` (any member forwards it to the
-    coordinator). Reply: the new view (epoch, members)."""
+    coordinator); ``contact``: how the runtimes reach it, if their own
+    configuration does not say (``View.contacts``). Reply: the new view's
+    (epoch, members)."""
 
     reply: ClassVar[Any] = tuple[int, list[int]]
     node: int
     epoch: int
+    contact: str = ""
 
 
 @register_request
@@ -95,11 +98,11 @@ class Leave(Request):
 @register_request
 @dataclass(slots=True, frozen=True)
 class ViewChange(Request):
-    """The coordinator's new view: ``members`` packed (``view.pack_members``)."""
+    """The coordinator's new view: its members and contacts packed (``View.to_bytes``)."""
 
     reply: ClassVar[Any] = None
     epoch: int
-    members: bytes
+    view: bytes
 
 
 @register_request
@@ -219,9 +222,9 @@ class Membership(Renaming):
 
     @handles(ViewChange)
     def on_view_change(self, src: int, req: ViewChange) -> Gen:
-        members = unpack_members(req.members)
+        members, contacts = unpack_view(req.view)
         if req.epoch > self.epoch:
-            yield from self.install_view(self.view.adopt(req.epoch, members))
+            yield from self.install_view(self.view.adopt(req.epoch, members, contacts))
 
     @handles(HandOff)
     def on_hand_off(self, src: int, req: HandOff) -> Gen:
@@ -244,7 +247,7 @@ class Membership(Renaming):
             if targets:
                 # A member that misses it learns the view from its next
                 # request's redirect, or from a peer's newer epoch.
-                yield Multicast(targets, ViewChange(view.epoch, pack_members(view.members)))
+                yield Multicast(targets, ViewChange(view.epoch, view.to_bytes()))
         finally:
             self._changing = False
         return view.epoch, list(view.members)
@@ -260,7 +263,8 @@ class Membership(Renaming):
         if not 0 <= req.node < 1 << 31:
             raise fs_error(errno.EINVAL, "/", f"node id {req.node} is outside 0..2^31-1")
         check_epoch(req, self.view)
-        return (yield from self._change_view(self.view.changed((*self.members, req.node))))
+        check_contacts([(req.node, req.contact)] if req.contact else [], (req.node,))
+        return (yield from self._change_view(self.view.changed((*self.members, req.node), (req.node, req.contact))))
 
     @handles(Leave)
     def on_leave(self, src: int, req: Leave) -> Gen:
@@ -277,18 +281,20 @@ class Membership(Renaming):
         return (yield from self._change_view(self.view.changed(rest)))
 
     # ------------------------------------------------------------------ at the joining or leaving node
-    def join(self, seed: int) -> Gen:
+    def join(self, seed: int, contact: str = "") -> Gen:
         """Join the federation through member ``seed`` (this node was built
-        with a view that does not name it).  Returns the new view's epoch
-        once this node is a member and has sent its summary to all."""
+        with a view that does not name it); ``contact``: how peers reach this
+        node if their configuration does not list it.  Returns the new view's
+        epoch once this node is a member and has sent its summary to all."""
         if self.member:
             raise fs_error(errno.EEXIST, "/", f"node {self.id} is already a member (view {self.epoch})")
-        epoch, members = yield Call(seed, GetView())
+        epoch, members, contacts = yield Call(seed, GetView())
+        members = check_members(members)
         if self.id in members:
             raise fs_error(errno.EEXIST, "/", f"node {self.id} is already a member of view {epoch}")
-        if epoch > self.epoch:
-            self.view = self.view.adopt(epoch, members)  # not a member yet: nothing of it is ours
-        yield Call(seed, Join(self.id, epoch))
+        # not a member yet: nothing of this view is ours to move
+        self.view = self.view.adopt(epoch, members, check_contacts(contacts, members))
+        yield Call(seed, Join(self.id, epoch, contact))
         if not self.member:  # its ViewChange did not reach us: ask for the view
             yield from self.fetch_view(seed)
         yield from self.start()  # FedFS 3.3: the summary to all (a fresh push), and the node's timers
