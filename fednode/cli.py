@@ -103,7 +103,7 @@ def leave(cluster_file: str, node: int) -> int:
     cluster = load_cluster(cluster_file)
     cluster.spec.node(node)  # a clear error for an id the cluster file does not name
     with Client(cluster, node=node) as c:
-        epoch = c.call("leave")
+        epoch = c.call("leave", cluster.leave_proof(node))
     print(f"node {node} left the federation: view {epoch}")
     return 0
 

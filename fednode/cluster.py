@@ -161,7 +161,7 @@ class AgentGroup:
 
     def leave(self, node: int) -> int:
         """Agent ``node`` leaves the federation gracefully and stops; the new epoch."""
-        epoch = self.op(node, "leave")
+        epoch = self.op(node, "leave", self.agents[node].cluster.leave_proof(node))
         self.stop_agent(node)
         del self.agents[node]
         return epoch

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import hmac
 import itertools
 import logging
 import time
@@ -699,11 +700,16 @@ class Agent:
             raise over_limit("forced placements", len(homes) + 1, limit, "limits.max_pins")
         homes[path] = home
 
-    async def admin_leave(self, conn: Conn | None) -> int:
+    async def admin_leave(self, conn: Conn | None, proof: bytes) -> int:
         """Leave the federation gracefully (``Membership.leave``): this
         node's managed names are handed off, its files follow the cluster
-        file's ``protocol.leave_files``.  Returns the new view's epoch; the
-        agent goes on answering (as no member) until it is stopped."""
+        file's ``protocol.leave_files``.  ``proof``: ``Cluster.leave_proof``
+        of this node (EACCES otherwise: a client key alone cannot make a node
+        leave).  Returns the new view's epoch; the agent goes on answering
+        (as no member) until it is stopped."""
+        if self.cluster.secret is None or not hmac.compare_digest(proof, self.cluster.leave_proof(self.id)):
+            raise OSError(errno.EACCES, f"leave: the proof is not node {self.id}'s (fednode leave computes it "
+                          "from the cluster file's secret)")  # fmt: skip
         leave = getattr(self.node, "leave", None)
         if leave is None:
             raise OSError(errno.ENOTSUP, f"the {self.cluster.spec.protocol.architecture} design cannot leave")
@@ -836,7 +842,7 @@ ADMIN: dict[str, tuple[Callable[..., Any], tuple[type, ...], int]] = {
     "ping": (Agent.admin_ping, (int, int, int), 0),
     "bench": (Agent.admin_bench, (str, str, tuple, int), 1),
     "refresh": (Agent.admin_refresh, (), 0),
-    "leave": (Agent.admin_leave, (), 0),
+    "leave": (Agent.admin_leave, (bytes,), 0),
 }
 ADMIN_OPS = tuple(ADMIN)
 

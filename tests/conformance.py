@@ -516,7 +516,7 @@ def run_tcp(sc: Scenario, **options: Any) -> Outcome:
 
             def membership(op: str, node: int, new: int, args: tuple[Any, ...]) -> int:
                 if op == LEAVE:
-                    return clients.pop(node).call("leave")
+                    return clients.pop(node).call("leave", cluster.leave_proof(node))
                 _prepare_joiner(base, new, args)
                 joiners.append(ProcessCluster(base / "joined.yaml", nodes=[new], log_dir=base / "logs", join=True))
                 joiners[-1].wait_ready()

@@ -105,3 +105,25 @@ def test_leaving_a_node_the_cluster_file_does_not_name_is_a_usage_error(tmp_path
     first, _, _ = _files(tmp_path, 2)
     r = _fednode("leave", "--cluster", str(first), "--node", "7")
     assert r.returncode == 2 and "node 7 is not in the cluster file" in r.stderr
+
+
+def test_only_the_secret_makes_a_node_leave(tmp_path):
+    """``leave`` needs a proof derived from the federation's secret: a client
+    (client key only) is refused, and a client file cannot compute the proof."""
+    from fednode.cluster import AgentGroup
+    from fednode.config import client_file_spec
+    from fedsim.schema import ConfigError
+
+    first, _, _ = _files(tmp_path, 2)
+    from fednode.config import load_cluster
+
+    cluster = load_cluster(first)
+    with AgentGroup(cluster, transport="inproc") as g:
+        with pytest.raises(PermissionError, match="the proof is not node 1's"):
+            g.op(1, "leave", bytes(32))
+        with pytest.raises(PermissionError):
+            g.op(1, "leave", cluster.leave_proof(0))  # another node's proof
+        assert [a.node.epoch for a in g.agents.values()] == [0, 0]
+        with pytest.raises(ConfigError, match="client file"):
+            Cluster(client_file_spec(cluster)).leave_proof(1)
+        assert g.leave(1) == 1 and g.agents[0].node.members == (0,)
