@@ -153,7 +153,7 @@ class Membership(Renaming):
         self._changing = False  # this node (the coordinator) is installing a view
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "epoch": self.epoch, "view_members": list(self.members)}
+        return {**super().describe(), "epoch": self.epoch, "member": self.member}
 
     @property
     def ready(self) -> bool:
