@@ -221,6 +221,7 @@ class Directory(Summaries):
         return vd
 
     def _merge(self, directory: str, pending: list[Any], check_parent: bool = True, ask_all: bool = False) -> Gen:
+        cacheable = self.may_cache(directory)  # (as the merge starts: updates before it may have gone elsewhere)
         yield Compute("bloom_probe", len(self.members))
         candidates = [
             n for n in self.members if (s := self.summaries.get(n)) is None or s.may_contain(directory)
@@ -295,9 +296,15 @@ class Directory(Summaries):
         if unavailable:
             st.incomplete_merges += 1  # serve it, but do not cache a partial VD
             vd.unreachable = unavailable.node
-        elif self.manager_of(directory) == self.id:  # (a view change may have moved it away)
+        elif cacheable and self.may_cache(directory):
             self.vds.put(directory, vd)
         return vd
+
+    def may_cache(self, directory: str) -> bool:
+        """Whether a VD of ``directory`` built now may be cached here: only at
+        its manager (a view change may have moved it away while the merge ran;
+        the membership role adds its own condition)."""
+        return self.manager_of(directory) == self.id
 
     def _under_a_file(self, directory: str) -> Gen:
         """Whether ``directory``, which no local tree holds, is a file or lies
@@ -399,18 +406,19 @@ class Directory(Summaries):
         """``req.node`` now holds local directory ``req.path``: update that
         node's summary here and the directory's VD holders."""
         summary = self.summaries.get(req.node)
-        if summary is None:
-            summary = self.summaries[req.node] = self.new_summary()
-        elif req.node in self._shared:
-            summary = self.summaries[req.node] = summary.copy()
-            self._shared.discard(req.node)
-        summary.add(req.path)
+        if summary is not None:  # (none yet: the node is asked by every merge until its summary arrives;
+            # a summary made of this one directory would hide the others it holds: a joiner's
+            # new managers get SummaryAdds before the summary its fresh push brings)
+            if req.node in self._shared:
+                summary = self.summaries[req.node] = summary.copy()
+                self._shared.discard(req.node)
+            summary.add(req.path)
         vd = self.vds.peek(req.path)
         if vd is not None:
             vd.holders.add(req.node)
         elif req.path in self._merging:
             self._merging[req.path].append(("holder", req.node))
-        elif req.new_dir:
+        elif req.new_dir and self.may_cache(req.path):
             # The mkdir's manager found no such name anywhere: its VD is empty.
             vd = VirtualDirectory(holders={req.node})
             if self.config.aging:

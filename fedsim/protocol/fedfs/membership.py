@@ -13,7 +13,10 @@ moves the state the hashing moves:
 * a DT entry it now manages but did not manage is a requester's cached hint,
   not an exact entry: dropped (a miss asks the parent's VD, the truth);
 * cached VDs of directories it no longer manages are dropped (soft state:
-  the new manager rebuilds them by dirmerge on first use);
+  the new manager rebuilds them by dirmerge on first use, and caches them
+  once the coordinator says every member has the new view, ``ViewSettled``:
+  until then a member still under the old view sends updates to the old
+  manager, which a VD cached at the new one would miss);
 * its summary is pushed to all again if it changed since its last full
   push: a directory made since then was added only to its manager's copy,
   and a new manager of it must not miss it (a Bloom false negative).
@@ -107,6 +110,16 @@ class ViewChange(Request):
 
 @register_request
 @dataclass(slots=True, frozen=True)
+class ViewSettled(Request):
+    """Every member has installed view ``epoch`` (the coordinator's ViewChange
+    was answered by all): updates of a name now reach its new manager only."""
+
+    reply: ClassVar[Any] = None
+    epoch: int
+
+
+@register_request
+@dataclass(slots=True, frozen=True)
 class HandOff(Request):
     """DT entries whose manager is now the receiver (in view ``epoch``):
     ``entries`` packed as [[path, is_dir, home or -1], ...]."""
@@ -151,6 +164,9 @@ class Membership(Renaming):
     def __init__(self, node_id: int, spec: Any, **kw: Any) -> None:
         super().__init__(node_id, spec, **kw)
         self._changing = False  # this node (the coordinator) is installing a view
+        # The view before the current one until the coordinator says every
+        # member has installed the current one (``ViewSettled``); None: settled.
+        self._prev_view: View | None = None
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "epoch": self.epoch, "member": self.member}
@@ -160,12 +176,31 @@ class Membership(Renaming):
         return self.member and super().ready
 
     # ------------------------------------------------------------------ installing a view
+    def may_cache(self, directory: str) -> bool:
+        """Until every member has installed the view, a directory this node
+        has just come to manage gets no cached VD: a member still under the
+        old view sends the directory's updates (AddEntry, DelEntry) to the old
+        manager, which a VD built here would miss.  Served uncached, each
+        read merges the local trees again (which hold those updates)."""
+        if not super().may_cache(directory):
+            return False
+        prev = self._prev_view
+        return prev is None or prev.manager_of(directory) == self.id
+
+    @handles(ViewSettled)
+    def on_view_settled(self, src: int, req: ViewSettled) -> None:
+        if req.epoch == self.epoch:
+            self._prev_view = None
+
     def install_view(self, view: View) -> Gen:
         """Adopt a newer view and move the state it moves (module docstring)."""
         old = self.view
         if view.epoch <= old.epoch:
             return
         self.view = view  # before any yield: a concurrent install sees it
+        if self._prev_view is None:
+            self._prev_view = old
+        # (else an older unsettled view stays: it names managers that may still get updates)
         me = self.id
         gone = set(old.members) - set(view.members)
         moving: dict[int, list[tuple[str, DTEntry]]] = {}
@@ -247,7 +282,16 @@ class Membership(Renaming):
             if targets:
                 # A member that misses it learns the view from its next
                 # request's redirect, or from a peer's newer epoch.
-                yield Multicast(targets, ViewChange(view.epoch, view.to_bytes()))
+                replies = yield Multicast(targets, ViewChange(view.epoch, view.to_bytes()))
+                members = tuple(m for m in view.members if m != self.id)
+                if all(not isinstance(r, BaseException) for r in replies) and self.epoch == view.epoch:
+                    # every member routes by the new view now (one that missed
+                    # it would still send updates to old managers: no settle)
+                    self._prev_view = None
+                    if members:
+                        yield Multicast(members, ViewSettled(view.epoch))
+            elif self.epoch == view.epoch:
+                self._prev_view = None
         finally:
             self._changing = False
         return view.epoch, list(view.members)
