@@ -308,8 +308,8 @@ class Agent:
         conn = self.peers.get(node)
         if conn is not None and not conn.closed:
             return conn
-        if node not in self.node.members:
-            raise PeerUnavailable(node, "not a member of this federation")
+        # Not only members: a view change also reaches the node leaving it; a
+        # node the transport cannot place (no address) is refused there.
         waiting = self._connecting.get(node)
         if waiting is not None:
             return await asyncio.shield(waiting)

@@ -311,6 +311,7 @@ class TcpTransport:
         # of which still in the handshake, oldest first (a dict as an ordered set)
         self.handshaking: dict[str, dict[TcpConn, None]] = {}
         self._quiet: dict[tuple[str, str], float] = {}  # (source, kind) -> logged until
+        self.contacts: dict[int, tuple[str, int]] = {}  # addresses learned from views (``address``)
         self.refused = 0  # failed handshakes
         self.capped = 0  # connects refused by the per-source cap
         self.evicted = 0  # unauthenticated connections closed to make room for new ones from the same address
@@ -434,9 +435,15 @@ class TcpTransport:
             if n.id == node:
                 return n.host, n.port
         contact = self.agent.node.view.contact(node)
-        host, _, port = (contact or "").rpartition(":")
+        if contact is None:
+            known = self.contacts.get(node)
+            if known is None:
+                raise PeerUnavailable(node, "no address: not in the cluster file, and the view names none")
+            return known
+        host, _, port = contact.rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise PeerUnavailable(node, "no address: not in the cluster file, and the view names none")
+            raise PeerUnavailable(node, f"the view's address of node {node} is not HOST:PORT: {contact!r}")
+        self.contacts[node] = host, int(port)  # still reachable once a later view drops it (a leaver)
         return host, int(port)
 
     async def connect(self, node: int) -> TcpConn:
