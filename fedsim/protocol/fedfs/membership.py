@@ -169,7 +169,8 @@ class Membership(Renaming):
         self._prev_view: View | None = None
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "epoch": self.epoch, "member": self.member, "view_settled": self._prev_view is None}
+        settled = self._prev_view is None
+        return {**super().describe(), "epoch": self.epoch, "member": self.member, "view_settled": settled}
 
     @property
     def ready(self) -> bool:
