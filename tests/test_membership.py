@@ -399,7 +399,8 @@ def test_simulated_operations_in_flight_across_a_view_change_lose_nothing(seed, 
     c.preload_summaries()
     ops = [_guarded(c, (i * 7 + seed) % 4, "create", f"/d{i % 8}/f{i}") for i in range(40)]
     n = c.add_node(files=[("/d1/new", 3)], dirs=["/d2"])
-    c.env.run(until=c.env.now + delay_us)
+    if delay_us:
+        c.env.run(until=c.env.now + delay_us)
     c.join(n)
     ops += [_guarded(c, i % 4, "create", f"/d{i % 8}/g{i}") for i in range(20)]
     stats = [_guarded(c, i % 4, "stat", f"/d{i % 8}/f{i}") for i in range(0, 40, 3)]
@@ -407,7 +408,8 @@ def test_simulated_operations_in_flight_across_a_view_change_lose_nothing(seed, 
     assert all(p.value[0] for p in ops), [p.value for p in ops if not p.value[0]]
     assert all(p.value[0] or p.value[1].errno == errno.ENOENT for p in stats)
     if leave:
-        c.env.run(until=c.env.now + delay_us)
+        if delay_us:
+            c.env.run(until=c.env.now + delay_us)
         c.leave(2)
         ops = [_guarded(c, (0, 1, 3, 4)[i % 4], "create", f"/d{i % 8}/h{i}") for i in range(20)]
         c.env.run()
