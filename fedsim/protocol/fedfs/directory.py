@@ -123,7 +123,10 @@ class Directory(Summaries):
     def _repair_loop(self, node: int, request: Request) -> Gen:
         delay = REPAIR_FIRST_S
         try:
+            route = type(request).route
             while True:
+                if route is not None:  # the name's manager in the current view (one that left is not asked)
+                    node = self.manager_of(getattr(request, route))
                 try:
                     yield from self.call(node, request)
                     return
@@ -395,6 +398,8 @@ class Directory(Summaries):
     def on_add_entry(self, src: int, req: AddEntry) -> None:
         entry = DIR_ENTRY if req.is_dir else DTEntry(False, req.home)
         self._release(req.directory, req.name)
+        if req.home not in self.members:
+            return  # from a node that has left (an update that raced its leave): its files are not ours
         self._vd_update(req.directory, ("add", req.name, entry))
 
     @handles(DelEntry)

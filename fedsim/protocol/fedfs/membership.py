@@ -44,7 +44,11 @@ the next lowest member, so a join and that leave arriving at once are two
 coordinators' changes; only the higher epoch's members win.  Reservations,
 rename marks and create holds in flight at a node whose names move are not
 handed off (the names' new manager asks the parent's VD, as after a DT
-eviction).
+eviction).  Operations racing a graceful leave may fail with PeerUnavailable
+(a request in flight to the leaver when it stops), and an update the leaver
+sent while leaving may outlive it in a VD (a parent's manager ignores an
+AddEntry naming a non-member home, but not every interleaving is covered by
+a test yet; joins under load are: ``tests/test_membership.py``).
 """
 
 from __future__ import annotations

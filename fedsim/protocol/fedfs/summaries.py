@@ -203,6 +203,9 @@ class Summaries(Node):
         delay = self.config.summary_retry_s or 0.05
         while True:
             yield Sleep(delay)
+            if not self.member:
+                return  # this node left: nobody merges its directories any more
+            m = self.manager_of(req.path)  # (the view may have changed: the manager that was down may be gone)
             try:
                 yield from self.notify(m, req)
                 return
