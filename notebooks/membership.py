@@ -116,8 +116,9 @@ for h in hashings:
 #
 # **What a view change costs.**  With mod-N every member hands its entries to up to N new
 # managers, so a change sends about as many hand-offs as there are managed entries
-# (16,384 here: 77 thousand messages at 1,024 nodes, 4.4 simulated seconds on the
+# (16,384 here: about 78 thousand messages at 1,024 nodes, 4.4 simulated seconds on the
 # prototype's network); with the ring only the newcomer's or the leaver's share moves,
-# and the view and summary pushes to all dominate (4 thousand messages, 39 ms).
+# and the pushes to all (view, settle, summary) dominate (about 6 thousand messages,
+# tens of milliseconds).
 
 # %%
