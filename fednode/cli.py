@@ -1,6 +1,8 @@
 """``fednode``: the real agent's command line.
 
     fednode serve  --cluster FILE --node ID       run one agent in the foreground
+                   [--join]                      ... joining a running federation (the file's other nodes: seeds)
+    fednode leave  --cluster FILE --node ID       that agent leaves its federation gracefully
     fednode local  --nodes N --base DIR [--mount MOUNTPOINT]
                                                   N agents on this machine (writes DIR/cluster.yaml),
                                                   with --mount: the federation mounted there too
@@ -9,8 +11,8 @@
     fednode umount MOUNTPOINT                     unmount (also after the mount process crashed)
     fednode fs     --cluster FILE CMD ARGS...     ls, stat, mkdir, put, get, cat, rm, rmdir, mv
     fednode migrate --cluster FILE PATH --to NODE move a file, or every file under a directory, to NODE
-    fednode status --cluster FILE                 each node: reachable?, transport/device, files, names, tables,
-                                                  migrations in flight, the loads it knows
+    fednode status --cluster FILE                 each node: reachable?, view epoch and members, transport/device,
+                                                  files, names, tables, migrations in flight, the loads it knows
     fednode init   --hosts H1,H2,... [--device D] a cluster file for a real testbed (new secret, mode 0600)
     fednode hosts  --cluster FILE                 'ID HOST' per node, for launcher loops (see deploy/)
     fednode client-file --cluster FILE --out F    a file for client programs: the client key, not the secret
@@ -51,7 +53,7 @@ def _setup_logging(verbose: bool) -> None:
 
 
 # ---------------------------------------------------------------------------- serve
-def serve(cluster_file: str, node: int, loop_choice: str | None = None) -> int:
+def serve(cluster_file: str, node: int, loop_choice: str | None = None, join: bool = False) -> int:
     cluster = load_cluster(cluster_file)
     cluster.spec.node(node)  # a clear error for an unknown id before anything starts
     from fednode.cluster import READY_LISTENING
@@ -74,8 +76,8 @@ def serve(cluster_file: str, node: int, loop_choice: str | None = None) -> int:
         raise ConfigError(str(exc)) from None
     log.info("node %d: event loop: %s", node, which)
 
-    async def main() -> None:
-        agent = Agent(cluster, node, make_transport(cluster, node), fs=fs)
+    async def main() -> int:
+        agent = Agent(cluster, node, make_transport(cluster, node), fs=fs, join=join)
         await agent.start()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -83,13 +85,33 @@ def serve(cluster_file: str, node: int, loop_choice: str | None = None) -> int:
             loop.add_signal_handler(sig, stop.set)
         me = cluster.spec.node(node)
         print(f"{READY_LISTENING} {me.host}:{me.port} {agent.transport.name}", flush=True)
+        if agent.joined is not None:
+            try:
+                await agent.joined
+            except Exception as exc:
+                print(f"fednode serve: node {node} could not join the federation: {exc}", file=sys.stderr)
+                await agent.stop()
+                return 1
         ready = loop.create_task(_announce_ready(agent))
         await stop.wait()
         ready.cancel()
         log.info("node %d stopping", node)
         await agent.stop()
+        return 0
 
-    eventloop.run(main(), factory)
+    return eventloop.run(main(), factory)
+
+
+def leave(cluster_file: str, node: int) -> int:
+    """Make agent ``node`` leave its federation gracefully (it hands off the
+    names it manages; its files follow ``protocol.leave_files``)."""
+    from fednode.client import Client
+
+    cluster = load_cluster(cluster_file)
+    cluster.spec.node(node)  # a clear error for an id the cluster file does not name
+    with Client(cluster, node=node) as c:
+        epoch = c.call("leave", cluster.leave_proof(node))
+    print(f"node {node} left the federation: view {epoch}")
     return 0
 
 
@@ -316,7 +338,7 @@ def format_status(rows: list[dict[str, Any]]) -> str:
     notes = []
     for r in rows:
         if not r["reachable"]:
-            body.append([r["node"], "UNREACHABLE", "-", "-", "-", "-", "-", "-", "-"])
+            body.append([r["node"], "UNREACHABLE", *["-"] * 9])
             notes.append(f"node {r['node']}: {r['error']}")
             continue
         if r.get("root_lost"):
@@ -325,6 +347,8 @@ def format_status(rows: list[dict[str, Any]]) -> str:
             [
                 r["node"],
                 "ROOT LOST" if r.get("root_lost") else f"up {r['uptime_s']:.0f}s",
+                r.get("epoch", "-"),
+                ",".join(map(str, r["members"])) if r.get("member", True) else "left",
                 r["transport"],
                 "-" if r["local_files"] is None else r["local_files"],
                 r["managed_names"],
@@ -348,7 +372,9 @@ def format_status(rows: list[dict[str, Any]]) -> str:
         for path, winner, homes in r["collisions"]:
             who = "the directory" if winner is None else f"node {winner}"
             notes.append(f"node {r['node']}: name collision {path} on nodes {list(homes)}: resolves to {who}")
-    out = table(["node", "state", "transport", "files", "managed names", "DT", "VD", "collisions", "migrating"], body)
+    head = ["node", "state", "view", "members", "transport", "files", "managed names", "DT", "VD", "collisions",
+            "migrating"]  # fmt: skip
+    out = table(head, body)
     return out + ("\n" + "\n".join(notes) if notes else "")
 
 
@@ -406,6 +432,11 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--cluster", required=True)
     s.add_argument("--node", type=int, required=True)
     s.add_argument("--loop", default=None, choices=eventloop.CHOICES, help="event loop (default: $FEDNODE_LOOP, auto)")
+    s.add_argument("--join", action="store_true",
+                   help="join a running federation: the cluster file's other nodes are its seeds")  # fmt: skip
+    lv = sub.add_parser("leave", help="make one agent leave its federation gracefully")
+    lv.add_argument("--cluster", required=True)
+    lv.add_argument("--node", type=int, required=True)
     lo = sub.add_parser("local", help="start N agents on this machine")
     lo.add_argument("--nodes", type=int, default=2)
     lo.add_argument("--base", required=True)
@@ -470,7 +501,9 @@ def main(argv: list[str] | None = None) -> int:
     _setup_logging(args.verbose)
     try:
         if args.cmd == "serve":
-            return serve(args.cluster, args.node, args.loop)
+            return serve(args.cluster, args.node, args.loop, args.join)
+        if args.cmd == "leave":
+            return leave(args.cluster, args.node)
         if args.cmd == "local":
             if args.nodes <= 0:
                 raise ConfigError(f"--nodes must be at least 1, not {args.nodes}")

@@ -139,6 +139,33 @@ class AgentGroup:
 
         return self.lt.run(go())
 
+    def join(self, cluster: Cluster, node: int, transport: str = "inproc") -> Agent:
+        """Start agent ``node`` of ``cluster`` (a cluster file that names it
+        and seeds of this group's federation) joining the running federation;
+        returns once it is a member and ready."""
+        t: Any = (
+            InprocTransport(self.network, node, cluster.spec.max_message_bytes)
+            if transport == "inproc"
+            else make_transport(cluster, node, transport)
+        )
+        agent = self.agents[node] = Agent(cluster, node, t, join=True)
+
+        async def go() -> None:
+            await agent.start()
+            assert agent.joined is not None
+            await agent.joined
+
+        self.lt.run(go())
+        self.wait_ready()
+        return agent
+
+    def leave(self, node: int) -> int:
+        """Agent ``node`` leaves the federation gracefully and stops; the new epoch."""
+        epoch = self.op(node, "leave", self.agents[node].cluster.leave_proof(node))
+        self.stop_agent(node)
+        del self.agents[node]
+        return epoch
+
     def stop_agent(self, node: int) -> None:
         self.lt.run(self.agents[node].stop())
 
@@ -186,9 +213,11 @@ class ProcessCluster:
         log_dir: str | Path | None = None,
         loop: str | None = None,
         new_session: bool = False,
+        join: bool = False,
     ) -> None:
         self.file = Path(cluster_file).resolve()
         self.new_session = new_session  # agents in their own sessions: a terminal's Ctrl-C reaches the launcher only
+        self.join = join  # ``fednode serve --join``: each agent joins a running federation (the file's seeds)
         self.cluster = load_cluster(self.file)
         self.log_dir = Path(log_dir) if log_dir else None
         self.loop = loop
@@ -204,6 +233,8 @@ class ProcessCluster:
         cmd = [sys.executable, "-m", "fednode.cli", "serve", "--cluster", str(self.file), "--node", str(node)]
         if self.loop:
             cmd += ["--loop", self.loop]
+        if self.join:
+            cmd.append("--join")
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         old = self._stderr.pop(node, None)
         if old is not None:
@@ -227,7 +258,8 @@ class ProcessCluster:
         exchange is done), or, when only some of the members run, listens.  No deadline
         unless ``timeout`` (seconds) is given; an agent that exits first is an
         ``AgentExited`` with its status and stderr tail."""
-        want = READY_COMPLETE if len(self.procs) == len(self.cluster.spec.members) else READY_LISTENING
+        whole = self.join or len(self.procs) == len(self.cluster.spec.members)  # a joiner is ready once a member
+        want = READY_COMPLETE if whole else READY_LISTENING
         order = ("started", READY_LISTENING, READY_COMPLETE)
         waiting = {n for n in self.procs if order.index(self.state[n]) < order.index(want)}
         deadline = None if timeout is None else time.monotonic() + timeout

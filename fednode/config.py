@@ -297,6 +297,17 @@ class Cluster:
             )
         return self.peer_key
 
+    def leave_proof(self, node_id: int) -> bytes:
+        """What ``fednode leave`` shows agent ``node_id`` to make it leave:
+        HMAC-SHA256(secret, "fedfs leave: " + id).  Derived from the secret,
+        so a client file (client key only) cannot shrink the federation."""
+        if self.secret is None:
+            raise ConfigError(
+                "this is a client file (it holds only client_key): making a node leave needs the cluster file "
+                "with the secret"
+            )
+        return hmac.new(self.secret, f"fedfs leave: {node_id}".encode(), hashlib.sha256).digest()
+
     def path(self, name: str) -> Path:
         """A file the cluster file names (TLS files): relative to the cluster file."""
         p = Path(name).expanduser()

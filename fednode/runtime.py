@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import hmac
 import itertools
 import logging
 import time
@@ -63,6 +64,8 @@ from fedsim.protocol.messages import (
 )
 from fedsim.protocol.names import normalize
 from fedsim.protocol.policies.homes import Pinned
+from fedsim.protocol.view import View
+from fedsim.schema import ConfigError
 
 log = logging.getLogger("fednode")
 
@@ -96,12 +99,22 @@ class Agent:
         transport: Transport,
         fs: LocalFS | None = None,
         clock: Callable[[], float] | None = None,
+        join: bool = False,
     ) -> None:
         spec = cluster.spec
         self.cluster = cluster
         self.id = node_id
         self.spec = spec.node(node_id)
-        self.node = build_node(spec.federation(), node_id)
+        fed = spec.federation()
+        #: with ``join``, the cluster file's other nodes are seeds of a running
+        #: federation that this agent joins when it starts (FedFS 3.3)
+        self.seeds = [m for m in spec.members if m != node_id] if join else []
+        if join and not self.seeds:
+            raise ConfigError(f"node {node_id} cannot join: the cluster file names no other node to contact")
+        view = View(0, tuple(self.seeds), fed.hashing, fed.vnodes) if join else None
+        self.node = build_node(fed, node_id, view=view)
+        self.join_error: BaseException | None = None  # why the join failed (``serve --join`` exits with it)
+        self.joined: asyncio.Future[int] | None = None
         #: the protocol's clock (``Now``): ``time.monotonic`` (uvloop's own
         #: ``loop.time()`` ticks in milliseconds, too coarse for VD ages);
         #: a test on a virtual-clock loop passes that loop's ``time``
@@ -143,7 +156,11 @@ class Agent:
         self.started = time.monotonic()
         await self.transport.start(self)
         self.running = True
-        self._spawn(self.drive(self.node.start(), 0, None))
+        if self.seeds:
+            self.joined = self.loop.create_future()
+            self._spawn(self._join())
+        else:
+            self._spawn(self.drive(self.node.start(), 0, None))
         self._spawn(self._sweep())
         log.info(
             "node %d serving %s on %s (%s transport, %d members)",
@@ -153,6 +170,29 @@ class Agent:
             self.transport.name,
             len(self.node.members),
         )
+
+    async def _join(self) -> None:
+        """Join through the first seed that answers (``Membership.join``,
+        which then runs the node's start); the outcome resolves ``joined``."""
+        assert self.joined is not None
+        contact = f"{self.spec.host}:{self.spec.port}"
+        err: BaseException = PeerUnavailable(self.seeds[0], "no seed answered")
+        for seed in self.seeds:
+            try:
+                epoch = await self.drive(self.node.join(seed, contact), 0, None)
+            except PeerUnavailable as exc:
+                err = exc
+                continue  # try the next seed
+            except Exception as exc:  # refused (already a member, a stale epoch ...): the protocol says why
+                err = exc
+                break
+            log.info("node %d joined the federation: view %d, members %s", self.id, epoch, list(self.node.members))
+            self.joined.set_result(epoch)
+            return
+        self.join_error = err
+        log.error("node %d could not join: %s", self.id, err)
+        self.joined.set_exception(err)
+        self.joined.exception()  # retrieved: serve reports it
 
     async def stop(self) -> None:
         self.running = False
@@ -268,8 +308,8 @@ class Agent:
         conn = self.peers.get(node)
         if conn is not None and not conn.closed:
             return conn
-        if node not in self.node.members:
-            raise PeerUnavailable(node, "not a member of this federation")
+        # Not only members: a view change also reaches the node leaving it; a
+        # node the transport cannot place (no address) is refused there.
         waiting = self._connecting.get(node)
         if waiting is not None:
             return await asyncio.shield(waiting)
@@ -634,6 +674,8 @@ class Agent:
             "uptime_s": round(time.monotonic() - self.started, 3),
             "architecture": self.cluster.spec.protocol.architecture,
             "ready": node.ready,
+            "epoch": node.epoch,
+            "member": node.member,
             "members": list(node.members),
             "local_files": files if served else None,
             "local_dirs": dirs if served else None,
@@ -657,6 +699,23 @@ class Agent:
         if path not in homes and len(homes) >= limit:
             raise over_limit("forced placements", len(homes) + 1, limit, "limits.max_pins")
         homes[path] = home
+
+    async def admin_leave(self, conn: Conn | None, proof: bytes) -> int:
+        """Leave the federation gracefully (``Membership.leave``): this
+        node's managed names are handed off, its files follow the cluster
+        file's ``protocol.leave_files``.  ``proof``: ``Cluster.leave_proof``
+        of this node (EACCES otherwise: a client key alone cannot make a node
+        leave).  Returns the new view's epoch; the agent goes on answering
+        (as no member) until it is stopped."""
+        if self.cluster.secret is None or not hmac.compare_digest(proof, self.cluster.leave_proof(self.id)):
+            raise OSError(errno.EACCES, f"leave: the proof is not node {self.id}'s (fednode leave computes it "
+                          "from the cluster file's secret)")  # fmt: skip
+        leave = getattr(self.node, "leave", None)
+        if leave is None:
+            raise OSError(errno.ENOTSUP, f"the {self.cluster.spec.protocol.architecture} design cannot leave")
+        epoch = await self.drive(leave(), 0, None)
+        log.info("node %d left the federation: view %d, members %s", self.id, epoch, list(self.node.members))
+        return epoch
 
     async def admin_refresh(self, conn: Conn | None) -> None:
         """Re-summarise the local tree now and push the summary to every member
@@ -783,6 +842,7 @@ ADMIN: dict[str, tuple[Callable[..., Any], tuple[type, ...], int]] = {
     "ping": (Agent.admin_ping, (int, int, int), 0),
     "bench": (Agent.admin_bench, (str, str, tuple, int), 1),
     "refresh": (Agent.admin_refresh, (), 0),
+    "leave": (Agent.admin_leave, (bytes,), 0),
 }
 ADMIN_OPS = tuple(ADMIN)
 

@@ -15,9 +15,9 @@ from collections.abc import Generator, Sequence
 from typing import Any
 
 from fedsim.faults import FaultInjector, FaultPlan
-from fedsim.memfs import MemFS
+from fedsim.memfs import MemFS, union_tree
 from fedsim.protocol.config import FederationSpec, ProtocolConfig
-from fedsim.protocol.designs import build_nodes
+from fedsim.protocol.designs import build_node, build_nodes
 from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Now, Send, Sleep, Spawn, Wake, check_work
 from fedsim.protocol.messages import PeerUnavailable, Request, check_reply
 
@@ -54,6 +54,7 @@ class DirectCluster:
         self.nodes = build_nodes(self.spec)
         self.fs = list(local) if local is not None else [MemFS() for _ in members]
         self.down: set[int] = set()
+        self.left: set[int] = set()  # nodes that left the federation (``leave``), or were refused joining
         self.clock = 0.0  # seconds, what ``Now`` returns; tests advance it by hand or with ``advance``
         for fs in self.fs:  # file times are this clock's (integer ns), never the wall clock's
             fs.clock = self._clock_ns
@@ -213,22 +214,56 @@ class DirectCluster:
             raise RuntimeError(f"Await({eff.key!r}) in a sequential runtime would wait forever")
         raise TypeError(f"not an effect: {eff!r}")
 
+    # -- membership (FedFS 3.3) -----------------------------------------------------------
+    @property
+    def members(self) -> tuple[int, ...]:
+        """The members as the nodes still in the federation see them."""
+        return self.nodes[min(self.live)].members
+
+    @property
+    def live(self) -> list[int]:
+        """Nodes that have not left (the federation's members, when settled)."""
+        return [n.id for n in self.nodes if n.id not in self.left]
+
+    def join(self, seed: int | None = None, local: MemFS | None = None) -> int:
+        """A new node (the next id, over ``local`` or an empty MemFS) joins
+        the running federation through member ``seed`` (default: the lowest);
+        returns its id once it is a member and has sent its summary to all."""
+        seed = min(self.live) if seed is None else seed
+        nid = len(self.nodes)
+        node = build_node(self.spec, nid, view=self.nodes[seed].view)
+        self.nodes.append(node)
+        self.fs.append(local if local is not None else MemFS())
+        try:
+            self.run(nid, node.join(seed))
+        except BaseException:
+            self.left.add(nid)  # refused: it never was a member, and takes no part from now on
+            self.down.add(nid)
+            raise
+        return nid
+
+    def leave(self, node_id: int) -> int:
+        """Node ``node_id`` leaves gracefully (its managed names handed off,
+        its files as ``protocol.leave_files`` says); then it is gone.  Returns
+        the new view's epoch.  A node that is not a member is the protocol's
+        ENOENT; an id this cluster never had, a ValueError naming the members."""
+        if not 0 <= node_id < len(self.nodes):
+            raise ValueError(f"node {node_id} does not exist; members: {list(self.live)}")
+        epoch = self.run(node_id, self.nodes[node_id].leave())
+        self.left.add(node_id)
+        self.down.add(node_id)
+        return epoch
+
     # -- conveniences for tests ---------------------------------------------------------
     def op(self, node_id: int, name: str, *args: Any) -> Any:
         """Run API operation ``name`` (create, mkdir, stat, ...) at ``node_id``."""
         return self.run(node_id, getattr(self.nodes[node_id], name)(*args))
 
     def namespace(self) -> dict[str, Any]:
-        """The federated namespace as seen from the local trees: union of all
-        nodes' paths (None for directories, content for files)."""
-        out: dict[str, Any] = {}
-        for fs in self.fs:
-            for p, v in fs.tree().items():
-                if v is None:
-                    out.setdefault(p, None)
-                else:
-                    out[p] = v
-        return out
+        """The federated namespace as seen from the local trees: union of the
+        members' paths (None for directories, content for files)."""
+        # a node that left took its files with it (leave_files: unavailable)
+        return union_tree(fs.tree() for i, fs in enumerate(self.fs) if i not in self.left)
 
     def walk(self, node_id: int, root: str = "/") -> dict[str, Any]:
         """The namespace as the protocol shows it to ``node_id`` (readdir + read)."""

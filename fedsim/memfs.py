@@ -298,3 +298,17 @@ class MemFS:
         if fn is None:
             raise ValueError(f"unknown local operation {op!r}; allowed: {', '.join(LOCAL_OPS)}")
         return fn(path, *args)
+
+
+def union_tree(trees: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The federated namespace as the members' local trees make it: the union
+    of their paths (None for directories, a file's content from the last tree
+    that has it)."""
+    out: dict[str, Any] = {}
+    for tree in trees:
+        for p, v in tree.items():
+            if v is None:
+                out.setdefault(p, None)
+            else:
+                out[p] = v
+    return out

@@ -41,10 +41,10 @@ import simpy
 from simpy.events import NORMAL, PENDING
 
 from fedsim.faults import FaultInjector, FaultPlan
-from fedsim.memfs import MemFS
+from fedsim.memfs import MemFS, union_tree
 from fedsim.network import LogGP
 from fedsim.protocol.config import FederationSpec, ProtocolConfig
-from fedsim.protocol.designs import build_nodes
+from fedsim.protocol.designs import build_node, build_nodes
 from fedsim.protocol.effects import (
     WORK,
     Await,
@@ -187,25 +187,30 @@ class SimCluster:
             protocol=self.protocol,
         )
         self.nodes = build_nodes(self.spec, placements=placement if isinstance(placement, list) else None)
-        # file times are simulated time (integer ns; the environment counts microseconds)
-        self.fs = [MemFS(keep_data=keep_data, clock=self._clock_ns) for _ in members]
-        storage = storage or StorageParams()
-        self.storage = [StorageModel(storage) for _ in members]
-        self.disk_free = [0.0] * n_nodes  # when each node's disk finishes its queued work
         if cpu.cores <= 0:
             raise ValueError(f"cores must be positive, got {cpu.cores}")
-        # when each core of each node finishes its queued work (see cpu_work)
-        self.cpu_free = [[0.0] * cpu.cores for _ in members]
-        self.tx_free = [0.0] * n_nodes
+        self.keep_data = keep_data
+        self.storage_params = storage or StorageParams()
+        self.cores = cpu.cores
+        # Per-node state, one entry per node ever built (``_add_state``): a
+        # node that joins during a run appends its own (``join``).
+        self.fs: list[MemFS] = []
+        self.storage: list[StorageModel] = []
+        self.disk_free: list[float] = []  # when each node's disk finishes its queued work
+        self.cpu_free: list[list[float]] = []  # when each core of each node finishes its queued work (see cpu_work)
+        self.tx_free: list[float] = []
+        self._queues: list[dict[int, _RecvQueue]] = []
+        self._waits: list[dict[Any, simpy.Event]] = []
+        self.client_ops: list[int] = []
+        for _ in members:
+            self._add_state()
         self.workers = workers
-        self._queues: list[dict[int, _RecvQueue]] = [{} for _ in members]
-        self._waits: list[dict[Any, simpy.Event]] = [{} for _ in members]
         self.down: set[int] = set()
+        self.left: set[int] = set()  # nodes that left the federation (``leave``)
         self.rpc_timeout_us = rpc_timeout_us
         self.record_messages = record_messages
         self.messages = 0
         self.message_bytes = 0
-        self.client_ops = [0] * n_nodes
         #: network faults being injected (``inject``); None: a perfect network, and no cost for checking
         self.faults: FaultInjector | None = FaultInjector(faults) if faults is not None else None
 
@@ -243,6 +248,60 @@ class SimCluster:
     @staticmethod
     def _all(procs: list[simpy.Process]) -> Generator[Any, Any, None]:
         yield from procs
+
+    def _add_state(self) -> None:
+        """The runtime's state of one more node (its local file system, disk,
+        CPU, NIC, receive queues)."""
+        # file times are simulated time (integer ns; the environment counts microseconds)
+        self.fs.append(MemFS(keep_data=self.keep_data, clock=self._clock_ns))
+        self.storage.append(StorageModel(self.storage_params))
+        self.disk_free.append(0.0)
+        self.cpu_free.append([0.0] * self.cores)
+        self.tx_free.append(0.0)
+        self._queues.append({})
+        self._waits.append({})
+        self.client_ops.append(0)
+
+    # ------------------------------------------------------------------ membership (FedFS 3.3)
+    @property
+    def live(self) -> list[int]:
+        """Nodes that have not left (the federation's members, when settled)."""
+        return [n.id for n in self.nodes if n.id not in self.left]
+
+    def add_node(self, files: Iterable[tuple[str, int]] = (), dirs: Iterable[str] = (), seed: int | None = None) -> int:
+        """Build a new node (the next id) over a local tree of ``files`` and
+        ``dirs``, not yet a member: ``join`` lets it in.  Returns its id."""
+        seed = min(self.live) if seed is None else seed
+        nid = len(self.nodes)
+        self.nodes.append(build_node(self.spec, nid, view=self.nodes[seed].view))
+        self._add_state()
+        self.fs[nid].populate(files, dirs)
+        return nid
+
+    def join(self, node_id: int, seed: int | None = None, trace: OpTrace | None = None) -> simpy.Process:
+        """Node ``node_id`` (from ``add_node``) joins through member ``seed``
+        (default: the lowest), in simulated time; the process's value is the
+        new view's epoch."""
+        seed = min(m for m in self.live if m != node_id) if seed is None else seed
+        return self.spawn(node_id, self.nodes[node_id].join(seed), trace)
+
+    def leave(self, node_id: int, trace: OpTrace | None = None) -> simpy.Process:
+        """Node ``node_id`` leaves gracefully, in simulated time; once done it
+        answers nothing more (it is gone).  The process's value is the new epoch."""
+        if not 0 <= node_id < len(self.nodes):
+            raise ValueError(f"node {node_id} does not exist; members: {self.live}")
+        return self.env.process(self._leaving(node_id, trace))
+
+    def _leaving(self, node_id: int, trace: OpTrace | None) -> Generator[Any, Any, Any]:
+        epoch = yield self.spawn(node_id, self.nodes[node_id].leave(), trace)
+        self.left.add(node_id)
+        self.down.add(node_id)
+        return epoch
+
+    def namespace(self) -> dict[str, Any]:
+        """The federated namespace as the members' local trees make it (the
+        union of their paths; a node that left took its files with it)."""
+        return union_tree(fs.tree() for i, fs in enumerate(self.fs) if i not in self.left)
 
     # ------------------------------------------------------------------ client side
     def spawn(self, node_id: int, gen: Generator[Any, Any, Any], trace: OpTrace | None = None) -> simpy.Process:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, get_args, get_origin
+from typing import Any, Literal, get_args, get_origin
 
 import yaml
 from pydantic import (
@@ -115,6 +115,7 @@ class ProtocolSpec(Strict):
     migration_min_hits: NonNegativeFloat = _P.migration_min_hits
     migration_batch: PositiveInt = _P.migration_batch
     migration_chunk: PositiveInt = _P.migration_chunk
+    leave_files: Literal["unavailable", "migrate"] = _P.leave_files  # config.LEAVE_FILES
 
     @field_validator(*NAME_CHECKS)
     @classmethod

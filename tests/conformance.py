@@ -55,6 +55,15 @@ class Scenario:
 # into that node's local tree, as a user of the local file system would
 # (FedFS autonomy), between two federated operations.
 OUTSIDE = "outside_create"
+# Membership pseudo-operations (FedFS 3.3): (seed, JOIN, (files, dirs)) starts
+# a new node (the next id: sc.nodes, sc.nodes + 1 ...) over a local tree of
+# ``files`` [(path, data)] and ``dirs``, which joins through member ``seed``;
+# (node, LEAVE, ()) makes a member leave gracefully.  Their result is the new
+# view's epoch; their own messages are not compared (a view change's
+# hand-offs nest in a multicast, whose order differs between worlds), the
+# operations after them are.
+JOIN = "join"
+LEAVE = "leave"
 
 
 SCENARIOS = [
@@ -386,6 +395,61 @@ def check_inos(sc: Scenario, raw: list[Any], world: str) -> None:
             assert r[9] != 0 and (r[9] == ROOT_INO) == (args[0] == "/"), f"{world}: {args[0]} has ino {r[9]}"
 
 
+SCENARIOS.append(
+    Scenario(
+        # /a's VD is cached before the join; the newcomer (node 3) holds a file in
+        # /a: the VD merges with it only.  mod_n over 4 nodes moves most managers.
+        "membership: a node joins a running federation",
+        3,
+        files={0: [("/a/x", b"x on n0")], 1: [("/a/z", b"z on n1"), ("/b/f", b"f")]},
+        dirs={2: ["/a"]},
+        ops=[
+            (0, "readdir", ("/a",)),
+            (1, "stat", ("/a/x",)),
+            (2, "create", ("/b/g",)),
+            (0, JOIN, ([("/a/new", b"new on n3"), ("/n3/own", b"own")], ["/empty"])),
+            (2, "readdir", ("/a",)),
+            (3, "stat", ("/a/x",)),
+            (3, "create", ("/a/y",)),
+            (1, "stat", ("/a/y",)),
+            (1, "open", ("/a/new",)),
+            (1, "read", (FD, 0, 100)),
+            (1, "close", (FD,)),
+            (0, "stat", ("/b/g",)),
+            (0, "readdir", ("/",)),
+            (3, "mkdir", ("/m",)),
+            (0, "create", ("/m/f",)),
+            (2, "readdir", ("/m",)),
+            (3, "readdir", ("/empty",)),
+        ],
+    )
+)
+SCENARIOS.append(
+    Scenario(
+        # node 2 leaves: the names it manages are handed off, its own files
+        # become unavailable (leave_files: unavailable), the others stay whole
+        "membership: a node leaves gracefully",
+        4,
+        files={2: [("/d/on2", b"2")], 0: [("/d/on0", b"0")], 3: [("/e/on3", b"3")]},
+        dirs={1: ["/d"]},
+        ops=[
+            *[(i % 4, "create", (f"/d/f{i}",)) for i in range(6)],
+            (1, "readdir", ("/d",)),
+            (3, "stat", ("/d/on2",)),
+            (2, LEAVE, ()),
+            (0, "readdir", ("/d",)),
+            (1, "stat", ("/d/on2",)),
+            (3, "stat", ("/d/on0",)),
+            *[(i % 3 if i % 3 != 2 else 3, "stat", (f"/d/f{i}",)) for i in range(6)],
+            (0, "create", ("/d/after",)),
+            (3, "readdir", ("/d",)),
+            (1, "mkdir", ("/n",)),
+            (3, "create", ("/n/g",)),
+            (0, "readdir", ("/",)),
+        ],
+    )
+)
+
 # Protocol settings every world shares unless a scenario says otherwise: the
 # papers' closed world (no VD ageing: real time and simulated time differ, so
 # age-triggered merges could differ too), and no periodic re-summarising.
@@ -433,11 +497,30 @@ def _populate(fs: Any, sc: Scenario, node: int) -> None:
         fs.write(path, 0, data)
 
 
-def _play(sc: Scenario, run_one: Any, local_fs: Any) -> tuple[list[Any], list[list[tuple[int, int, str]]], list[Any]]:
+def joins(sc: Scenario) -> int:
+    """How many nodes join during the script."""
+    return sum(1 for _, op, _ in sc.ops if op == JOIN)
+
+
+def _populate_joiner(fs: Any, files: list[tuple[str, bytes]], dirs: list[str]) -> None:
+    for d in dirs:
+        fs.mkdir(d)
+    for path, data in files:
+        fs.create(path)
+        fs.write(path, 0, data)
+
+
+def _play(
+    sc: Scenario, run_one: Any, local_fs: Any, membership: Any = None
+) -> tuple[list[Any], list[list[tuple[int, int, str]]], list[Any]]:
     """Play the script; ``local_fs(node)`` is that node's local file system
-    (MemFS or LocalFS), for the OUTSIDE pseudo-operation."""
+    (MemFS or LocalFS), for the OUTSIDE pseudo-operation; ``membership(op,
+    node, new id, args)`` runs a JOIN or LEAVE and returns the new epoch.
+    Returns the canonical results, the messages, and the raw results (for
+    checks of values that differ between worlds, such as inode numbers)."""
     results, messages, raw = [], [], []
     fds: dict[int, int] = {}
+    nodes = sc.nodes
     for node, op, args in sc.ops:
         if op == OUTSIDE:
             path, data = args
@@ -447,6 +530,12 @@ def _play(sc: Scenario, run_one: Any, local_fs: Any) -> tuple[list[Any], list[li
             results.append(None)
             messages.append([])
             raw.append(None)
+            continue
+        if op in (JOIN, LEAVE):
+            results.append(membership(op, node, nodes, args))
+            messages.append([])
+            raw.append(None)
+            nodes += op == JOIN
             continue
         value, log = run_one(node, op, _args(args, fds.get(node)))
         if op == "open" and isinstance(value, int):
@@ -479,7 +568,18 @@ def run_sim(sc: Scenario) -> Outcome:
         c.env.run()
         return value, list(trace.log or [])
 
-    results, messages, raw = _play(sc, one, lambda n: c.fs[n])
+    def membership(op: str, node: int, new: int, args: tuple[Any, ...]) -> int:
+        if op == JOIN:
+            assert c.add_node(seed=node) == new
+            _populate_joiner(c.fs[new], *args)
+            p = c.join(new, seed=node)
+        else:
+            p = c.leave(node)
+        c.env.run(until=p)
+        c.env.run()
+        return p.value
+
+    results, messages, raw = _play(sc, one, lambda n: c.fs[n], membership)
     return Outcome(results, messages, [fs.tree() for fs in c.fs], raw)
 
 
@@ -499,18 +599,44 @@ def run_direct(sc: Scenario) -> Outcome:
         # the in-memory runtime records requests only; replies are implied by calls
         return value, c.messages_since(mark)
 
-    results, messages, raw = _play(sc, one, lambda n: fss[n])
-    return Outcome(results, messages, [fs.tree() for fs in fss], raw)
+    def membership(op: str, node: int, new: int, args: tuple[Any, ...]) -> int:
+        c.advance(0.001)
+        if op == LEAVE:
+            return c.leave(node)
+        fs = MemFS()
+        _populate_joiner(fs, *args)
+        assert c.join(node, local=fs) == new
+        return c.nodes[new].epoch
+
+    results, messages, raw = _play(sc, one, lambda n: c.fs[n], membership)
+    return Outcome(results, messages, [fs.tree() for fs in c.fs], raw)
 
 
 def _real_cluster(sc: Scenario, base: Path, **options: Any) -> Cluster:
-    spec = local_spec(base, sc.nodes, protocol={**protocol_of(sc), "placement": sc.placement}, **options)
+    """The cluster file of the scenario's first members (``base/cluster.yaml``)
+    and, when nodes join, ``base/joined.yaml`` naming them too (their own file)."""
+    total = sc.nodes + joins(sc)
+    spec = local_spec(base, total, protocol={**protocol_of(sc), "placement": sc.placement}, **options)
     from fednode.localfs import LocalFS
 
     for n in range(sc.nodes):
         _populate(LocalFS(base / f"n{n}"), sc, n)
-    write_cluster(base / "cluster.yaml", spec)
-    return Cluster(spec, base / "cluster.yaml")
+    write_cluster(base / "joined.yaml", spec)
+    first = spec.model_copy(update={"nodes": spec.nodes[: sc.nodes]})
+    write_cluster(base / "cluster.yaml", first)
+    return Cluster(first, base / "cluster.yaml")
+
+
+def _joined(base: Path) -> Cluster:
+    from fednode.config import load_cluster
+
+    return load_cluster(base / "joined.yaml")
+
+
+def _prepare_joiner(base: Path, new: int, args: tuple[Any, ...]) -> None:
+    from fednode.localfs import LocalFS
+
+    _populate_joiner(LocalFS(base / f"n{new}"), *args)
 
 
 def _local(base: Path) -> Any:
@@ -541,8 +667,17 @@ def run_inproc(sc: Scenario) -> Outcome:
         base = Path(tmp)
         cluster = _real_cluster(sc, base)
         with AgentGroup(cluster, transport="inproc") as g:
-            results, messages, raw = _play(sc, lambda node, op, args: g.traced(node, op, *args), _local(base))
-        return Outcome(results, messages, _trees(base, sc.nodes), raw)
+
+            def membership(op: str, node: int, new: int, args: tuple[Any, ...]) -> int:
+                if op == LEAVE:
+                    return g.leave(node)
+                _prepare_joiner(base, new, args)
+                return g.join(_joined(base), new).node.epoch
+
+            results, messages, raw = _play(
+                sc, lambda node, op, args: g.traced(node, op, *args), _local(base), membership
+            )
+        return Outcome(results, messages, _trees(base, sc.nodes + joins(sc)), raw)
 
 
 def run_tcp(sc: Scenario, **options: Any) -> Outcome:
@@ -553,15 +688,30 @@ def run_tcp(sc: Scenario, **options: Any) -> Outcome:
     with tempfile.TemporaryDirectory() as tmp, _umask():
         base = Path(tmp)
         cluster = _real_cluster(sc, base, **options)
+        joiners: list[ProcessCluster] = []
         with ProcessCluster(base / "cluster.yaml", log_dir=base / "logs") as pc:
             pc.wait_ready()
             clients = {n: Client(cluster, node=n) for n in range(sc.nodes)}
+
+            def membership(op: str, node: int, new: int, args: tuple[Any, ...]) -> int:
+                if op == LEAVE:
+                    return clients.pop(node).call("leave", cluster.leave_proof(node))
+                _prepare_joiner(base, new, args)
+                joiners.append(ProcessCluster(base / "joined.yaml", nodes=[new], log_dir=base / "logs", join=True))
+                joiners[-1].wait_ready()
+                clients[new] = Client(_joined(base), node=new)
+                return clients[new].status()["epoch"]
+
             try:
-                results, messages, raw = _play(sc, lambda node, op, args: clients[node].traced(op, *args), _local(base))
+                results, messages, raw = _play(
+                    sc, lambda node, op, args: clients[node].traced(op, *args), _local(base), membership
+                )
             finally:
                 for c in clients.values():
                     c.disconnect()
-        return Outcome(results, messages, _trees(base, sc.nodes), raw)
+                for j in joiners:
+                    j.stop()
+        return Outcome(results, messages, _trees(base, sc.nodes + joins(sc)), raw)
 
 
 def run_verbs(sc: Scenario) -> Outcome:
@@ -588,6 +738,6 @@ def verbs_missing() -> str | None:
 
 
 __all__ = [
-    "RDMA_DEVICES", "SCENARIOS", "Outcome", "Scenario", "check_inos", "run_direct", "run_inproc", "run_sim", "run_tcp",
-    "run_verbs", "verbs_missing",
+    "JOIN", "LEAVE", "OUTSIDE", "RDMA_DEVICES", "SCENARIOS", "Outcome", "Scenario", "check_inos", "run_direct",
+    "run_inproc", "run_sim", "run_tcp", "run_verbs", "verbs_missing",
 ]  # fmt: skip

@@ -19,6 +19,7 @@ CONFIGS = sorted(p for p in (ROOT / "configs").rglob("*.yaml") if "sweeps" not i
 # Shrink each study so the whole set runs in seconds; the shipped sizes are the papers'.
 SMALL = {
     "bloom_summary": ["params.bits=16384", "params.valid=3000", "params.invalid=2000"],
+    "membership": ["params.nodes=[8,16]", "params.names_per_node=4"],
     "lookup_paths": ["workload.files=600", "workload.dirs=30", "workload.ops=400",
                      "params.dt_entries=[16,1024]", "params.locality=[0.0,0.9]"],
     "scale": ["cluster.nodes=64", "workload.files=1000", "workload.dirs=40", "workload.ops=600"],

@@ -27,6 +27,7 @@ from fedsim.protocol.effects import Local
 from fedsim.protocol.messages import Request, decode_request, encode_request, fs_error, register_request
 from fedsim.protocol.names import normalize
 from fedsim.protocol.node import Gen, Node, api, handles
+from fedsim.protocol.view import GetView
 from fedsim.runtime import OpTrace, SimCluster
 
 NAME = "central_test"
@@ -137,7 +138,8 @@ def remote_requests() -> list[list[tuple[int, int, str]]]:
 def test_the_design_is_registered_and_its_interface_is_its_own():
     assert design_class(NAME) is Central
     assert set(Central.API) == {"create", "mkdir", "readdir", "stat", "unlink"}
-    assert Central.HANDLERS == {CentralOp: "on_central_op"}
+    # its own handler, and the view every design's node answers (fedsim.protocol.view)
+    assert Central.HANDLERS == {CentralOp: "on_central_op", GetView: "on_get_view"}
     assert decode_request(encode_request(CentralOp("stat", "/x"))) == CentralOp("stat", "/x")
     with pytest.raises(ValueError, match=r"unknown architecture 'centrl_test'.*did you mean 'central_test'"):
         design_class("centrl_test")

@@ -124,6 +124,8 @@ def check_dafs_fig8(d: dict) -> None:
     assert d["gain"][0] == 0.0 and d["hit_rate"][0] == 0.0
     assert _increasing(d["hit_rate"])  # more room, more hits
     assert d["tps"][-1] > 1.1 * d["tps"][0]  # the cache pays (the paper: about +35 %)
+
+
 def check_migration(d: dict) -> None:
     last = d["last_window"]
     for n in d["nodes"]:
@@ -136,11 +138,24 @@ def check_migration(d: dict) -> None:
         assert based["max_moves_per_file"] <= 2 and colo["max_moves_per_file"] <= 2, n
 
 
+def check_membership(d: dict) -> None:
+    # the measured share of names whose manager moved follows the theory: N/(N+1) for
+    # mod-N, 1/(N+1) for the ring; a join hands off exactly what moved
+    for key, moved in d["dt_moved_share"].items():
+        theory = d["theory_share"][key]
+        for m, t in zip(moved, theory, strict=True):
+            assert abs(m - t) < 0.1, (key, m, t)
+        if key.endswith("join"):
+            assert moved == d["dt_handed_off_share"][key]
+    assert min(d["dt_moved_share"]["mod_n join"]) > 0.8 > 0.2 > max(d["dt_moved_share"]["ring join"])
+
+
 CHECKS: dict[str, tuple[str, Callable[[dict], None]]] = {
     "dafs_table1": ("dafs_table1", check_dafs_table1),
     "dafs_fig6": ("dafs_fig6", check_dafs_fig6),
     "dafs_fig7": ("dafs_fig7", check_dafs_fig7),
     "dafs_fig8": ("dafs_fig8", check_dafs_fig8),
+    "membership": ("membership", check_membership),
     "fedfs_fig5": ("fedfs_fig5", check_fig5),
     "fedfs_table3": ("fedfs_table3", check_table3),
     "fedfs_table2": ("fedfs_table2", check_table2),

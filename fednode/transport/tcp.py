@@ -6,7 +6,9 @@ asyncio's ``Protocol`` callbacks (not streams) keep the per-frame cost to one
 are compared with.  Nagle is off (asyncio sets TCP_NODELAY on its sockets).
 
 A connection is refused, with a reason sent before it is closed, when the
-peer fails the handshake, names a node that is not a member, sends a frame
+peer fails the handshake (a node that proves the peer key may connect
+whether or not the view names it yet: a node joining asks a member for the
+view and to be let in; the view, not the transport, decides membership), sends a frame
 larger than ``max_message_bytes`` (the stream cannot be trusted after that),
 says nothing for ``connect_timeout_ms`` (the handshake timeout), or comes from
 an address that already holds ``limits.max_connections_per_source``
@@ -195,8 +197,8 @@ class TcpConn(asyncio.Protocol):
         try:
             if self.server:
                 who, welcome = wire.check_hello(cluster.key_for, self._challenge, payload)
-                if who != wire.CLIENT_ID and who not in self.tcp.members:
-                    raise wire.AuthError(f"node {who} is not a member of this federation")
+                if who < wire.CLIENT_ID:
+                    raise wire.AuthError(f"node id {who} is not a node id")
                 self.peer = who
                 assert self.transport is not None
                 self.transport.write(welcome)
@@ -293,7 +295,6 @@ class TcpTransport:
             cluster.key_for(node_id)  # raises the ConfigError that says a client file cannot run an agent
         self.cluster = cluster
         self.me = node_id
-        self.members = set(spec.members)
         self.max_size = spec.max_message_bytes
         self.connect_timeout = spec.connect_timeout_ms / 1000.0
         limits = spec.limits
@@ -310,6 +311,7 @@ class TcpTransport:
         # of which still in the handshake, oldest first (a dict as an ordered set)
         self.handshaking: dict[str, dict[TcpConn, None]] = {}
         self._quiet: dict[tuple[str, str], float] = {}  # (source, kind) -> logged until
+        self.contacts: dict[int, tuple[str, int]] = {}  # addresses learned from views (``address``)
         self.refused = 0  # failed handshakes
         self.capped = 0  # connects refused by the per-source cap
         self.evicted = 0  # unauthenticated connections closed to make room for new ones from the same address
@@ -425,27 +427,46 @@ class TcpTransport:
         except OSError as exc:
             raise OSError(exc.errno, f"node {self.me} cannot listen on {me.host}:{me.port}: {exc.strerror}") from None
 
+    def address(self, node: int) -> tuple[str, int]:
+        """Where ``node`` listens: the cluster file, or else the contact it
+        joined with (``View.contacts``: a node that joined a running
+        federation is in its own cluster file, not in the others')."""
+        for n in self.cluster.spec.nodes:
+            if n.id == node:
+                return n.host, n.port
+        contact = self.agent.node.view.contact(node)
+        if contact is None:
+            known = self.contacts.get(node)
+            if known is None:
+                raise PeerUnavailable(node, "no address: not in the cluster file, and the view names none")
+            return known
+        host, _, port = contact.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise PeerUnavailable(node, f"the view's address of node {node} is not HOST:PORT: {contact!r}")
+        self.contacts[node] = host, int(port)  # still reachable once a later view drops it (a leaver)
+        return host, int(port)
+
     async def connect(self, node: int) -> TcpConn:
-        spec = self.cluster.spec.node(node)
+        host, port = self.address(node)
         loop = asyncio.get_running_loop()
         tls: dict[str, Any] = {}
         if self.client_ssl is not None:
-            tls = {"ssl": self.client_ssl, "server_hostname": spec.host, "ssl_handshake_timeout": self.connect_timeout}
+            tls = {"ssl": self.client_ssl, "server_hostname": host, "ssl_handshake_timeout": self.connect_timeout}
         try:
             _, conn = await asyncio.wait_for(
-                loop.create_connection(lambda: TcpConn(self, server=False, peer=node), spec.host, spec.port, **tls),
+                loop.create_connection(lambda: TcpConn(self, server=False, peer=node), host, port, **tls),
                 self.connect_timeout,
             )
             assert conn.ready is not None
             await asyncio.wait_for(conn.ready, self.connect_timeout)
         except TimeoutError:
-            raise PeerUnavailable(node, f"no connection to {spec.host}:{spec.port} within the timeout") from None
+            raise PeerUnavailable(node, f"no connection to {host}:{port} within the timeout") from None
         except wire.AuthError as exc:
             raise PeerUnavailable(node, str(exc)) from None
         except ssl.SSLError as exc:
-            raise PeerUnavailable(node, f"TLS with {spec.host}:{spec.port} failed: {exc}") from None
+            raise PeerUnavailable(node, f"TLS with {host}:{port} failed: {exc}") from None
         except OSError as exc:
-            raise PeerUnavailable(node, f"cannot connect to {spec.host}:{spec.port}: {exc.strerror or exc}") from None
+            raise PeerUnavailable(node, f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
         return conn
 
     async def stop(self) -> None:

@@ -14,6 +14,8 @@ MAX_BLOCK_SIZE = 1 << 20
 #: The most one block-cache miss fetches in one reply (larger reads bypass the
 #: cache): an agent's messages must carry at least this much when the cache is on.
 MAX_BLOCK_FETCH = 1 << 20
+#: What a leaving node may do with its own files (``ProtocolConfig.leave_files``).
+LEAVE_FILES = ("unavailable", "migrate")
 
 
 @dataclass(slots=True)
@@ -63,6 +65,10 @@ class ProtocolConfig:
     migration_min_hits: float = 4.0
     migration_batch: int = 4
     migration_chunk: int = 1 << 16
+    # What a node that leaves gracefully does with its own files (FedFS 3.3):
+    # "unavailable" (they leave the namespace with it) or "migrate" (moved to
+    # the remaining members first; needs the migration mechanism).
+    leave_files: str = "unavailable"
 
     def __post_init__(self) -> None:
         for name in ("dt_entries", "vd_entries", "summary_bits", "summary_hashes"):
@@ -87,6 +93,9 @@ class ProtocolConfig:
         for name in ("summary_retry_s", "summary_retry_max_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+
+        if self.leave_files not in LEAVE_FILES:
+            raise ValueError(f"leave_files must be one of {', '.join(LEAVE_FILES)}, got {self.leave_files!r}")
 
     @property
     def aging(self) -> bool:

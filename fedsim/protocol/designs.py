@@ -14,7 +14,6 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fedsim.protocol.config import FederationSpec
-from fedsim.protocol.hashing import make_hashing
 from fedsim.protocol.registry import Registry
 
 if TYPE_CHECKING:
@@ -40,15 +39,15 @@ def build_nodes(
     ids: Iterable[int] | None = None,
     placements: Sequence[PlacementPolicy] | None = None,
 ) -> list[Node]:
-    """Every member (or those in ``ids``), sharing one hashing object (a ring
-    of a thousand members is built once, not a thousand times).
+    """Every member (or those in ``ids``); they share one hashing object (a
+    ring of a thousand members is built once, not a thousand times:
+    ``view.shared_hashing``).
     ``placements`` overrides the placement policy per member (studies that
     force homes)."""
     cls = design_class(spec.design)
-    hashing = make_hashing(spec.hashing, spec.members, spec.vnodes)
     ids = list(spec.members if ids is None else ids)
     return [
-        cls(i, spec, hashing=hashing, placement=None if placements is None else placements[k])
+        cls(i, spec, placement=None if placements is None else placements[k])
         for k, i in enumerate(ids)
     ]
 

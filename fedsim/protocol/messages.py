@@ -73,6 +73,12 @@ class Request:
     #: rather than by size (small data replies still go by SEND, which is the
     #: cheaper path below ``inline_bytes``).
     bulk_reply: ClassVar[bool] = False
+    #: the field naming the pathname whose manager this request is sent to
+    #: (None: not routed by name).  A routed request has an ``epoch`` field,
+    #: the sender's view (``fedsim.protocol.view``), which ``Node.call`` sets
+    #: and ``Node.handle`` checks: a request that reaches a node that does
+    #: not manage its name is redirected (EREMCHG).
+    route: ClassVar[str | None] = None
 
 
 #: Every request type by its wire name.  Open: a design or policy module
@@ -209,6 +215,8 @@ def register_request(cls: type[Request]) -> type[Request]:
         raise TypeError(f"{name}: field type {exc.args[0]!r} cannot travel; use one of {list(_WIRE_TYPES)}") from None
     if "reply" not in cls.__dict__:
         raise TypeError(f"{name}: declare its reply type (reply: ClassVar[Any] = ...), e.g. None or tuple[bool, int]")
+    if cls.route is not None and not {cls.route, "epoch"} <= {f.name for f in fields(cls)}:
+        raise TypeError(f"{name}: a request routed by {cls.route!r} needs that field and an 'epoch' field")
     _reply_checker(cls.reply, name)  # a type the checker cannot read is a TypeError now, not at the first reply
     cls.kind = name
     REQUEST_TYPES[name] = cls
@@ -225,10 +233,12 @@ class HomeInfo(Request):
     instead decides a home for a new name (EEXIST if it exists).
     Reply: (is_dir, home, lookup_path)."""
 
+    route: ClassVar[str | None] = "path"
     reply: ClassVar[Any] = tuple[bool, int | None, int]
     path: str
     create: str | None = None
     token: int = 0  # with ``create``: names this attempt (per requester), so a late request can be refused
+    epoch: int = 0  # the sender's view (``route``)
 
 
 @register_request
@@ -241,9 +251,11 @@ class Settle(Request):
     reservation if the name was not made, keeps it (now visible) if it was.
     ``token`` 0: no reservation to abort, just re-check the name."""
 
+    route: ClassVar[str | None] = "path"
     reply: ClassVar[Any] = None
     path: str
     token: int = 0
+    epoch: int = 0  # the sender's view (``route``)
 
 
 @register_request
@@ -251,8 +263,10 @@ class Settle(Request):
 class Forget(Request):
     """The file was removed at its home: drop the manager's DT entry."""
 
+    route: ClassVar[str | None] = "path"
     reply: ClassVar[Any] = None
     path: str
+    epoch: int = 0  # the sender's view (``route``)
 
 
 @register_request
@@ -262,10 +276,12 @@ class SummaryAdd(Request):
     that node's summary (FedFS 2.2).  ``new_dir`` marks the target of a mkdir,
     whose virtual directory is known to be empty."""
 
+    route: ClassVar[str | None] = "path"
     reply: ClassVar[Any] = None
     path: str
     node: int
     new_dir: bool = False
+    epoch: int = 0  # the sender's view (``route``)
 
 
 @register_request
@@ -273,8 +289,10 @@ class SummaryAdd(Request):
 class ListVD(Request):
     """readdir of a virtual directory at its manager. Reply: [(name, is_dir)] sorted."""
 
+    route: ClassVar[str | None] = "path"
     reply: ClassVar[Any] = list[tuple[str, bool]]
     path: str
+    epoch: int = 0  # the sender's view (``route``)
 
 
 @register_request
@@ -282,8 +300,10 @@ class ListVD(Request):
 class Rmdir(Request):
     """Remove an empty virtual directory, at its manager."""
 
+    route: ClassVar[str | None] = "path"
     reply: ClassVar[Any] = None
     path: str
+    epoch: int = 0  # the sender's view (``route``)
 
 
 # --- at the manager of a directory (the parent's manager) ----------------------------------
@@ -299,10 +319,12 @@ class GetEntry(Request):
     further check up the tree (bounded nesting); FRESH, a settle: rebuild the
     VD from the local trees first and release the name's hold."""
 
+    route: ClassVar[str | None] = "directory"
     reply: ClassVar[Any] = tuple[bool, int | None, int] | None
     directory: str
     name: str
     flags: int = 0
+    epoch: int = 0  # the sender's view (``route``)
 
 
 ENTRY_HOLD = 1
@@ -313,21 +335,25 @@ ENTRY_FRESH = 4
 @register_request
 @dataclass(slots=True, frozen=True)
 class AddEntry(Request):
+    route: ClassVar[str | None] = "directory"
     reply: ClassVar[Any] = None
 
     directory: str
     name: str
     is_dir: bool
     home: int
+    epoch: int = 0  # the sender's view (``route``)
 
 
 @register_request
 @dataclass(slots=True, frozen=True)
 class DelEntry(Request):
+    route: ClassVar[str | None] = "directory"
     reply: ClassVar[Any] = None
 
     directory: str
     name: str
+    epoch: int = 0  # the sender's view (``route``)
 
 
 # --- at a node that may hold a directory (dirmerge, rmdir) ----------------------------------

@@ -14,15 +14,16 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import GeneratorType
 from typing import Any, ClassVar, TypeVar
 
 from fedsim.protocol.config import FederationSpec, ProtocolConfig
 from fedsim.protocol.effects import Call, Send
-from fedsim.protocol.hashing import ModN, Ring, make_hashing
+from fedsim.protocol.hashing import ModN, Ring
 from fedsim.protocol.messages import ProtocolError, Request
 from fedsim.protocol.policies.homes import PlacementPolicy, make_placement
+from fedsim.protocol.view import REDIRECT, REDIRECTS, GetView, View, check_contacts, check_members, redirect
 
 Gen = Generator[Any, Any, Any]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -93,6 +94,12 @@ class NodeStats:
     client_file_requests: int = 0
     remote_file_requests: int = 0
     file_requests: int = 0  # requests served as a file's home (what migration can move elsewhere)
+    incremental_merges: int = 0  # dirmerges with the members that joined since a VD was built (FedFS 3.3)
+    view_retries: int = 0  # dirmerges merged again because the view changed while they ran
+    handed_off: int = 0  # managed DT entries handed to their new manager at view changes
+    vds_dropped: int = 0  # cached VDs dropped at view changes because their manager changed
+    vds_invalidated: int = 0  # cached VDs dropped at view changes because a holder of the directory left
+    redirects: int = 0  # requests this node sent again after a redirect (a view change it had missed)
 
 
 class Node:
@@ -130,15 +137,17 @@ class Node:
         node_id: int,
         spec: FederationSpec,
         *,
-        hashing: ModN | Ring | None = None,
         placement: PlacementPolicy | None = None,
+        view: View | None = None,
     ) -> None:
         self.id = node_id
         self.spec = spec
-        self.members: tuple[int, ...] = tuple(spec.members)
-        if node_id not in self.members:
-            raise ValueError(f"node {node_id} is not among the members {self.members}")
-        self.hashing = hashing or make_hashing(spec.hashing, self.members, spec.vnodes)
+        #: the membership view this node holds (``fedsim.protocol.view``);
+        #: a node built with an explicit ``view`` that does not name it is
+        #: joining (``Membership.join``), and is no member until a view does
+        self.view = view or View(0, tuple(spec.members), spec.hashing, spec.vnodes)
+        if view is None and node_id not in self.view.members:
+            raise ValueError(f"node {node_id} is not among the members {self.view.members}")
         self.placement = placement or make_placement(spec.placement, node_id, spec.seed)
         self.config: ProtocolConfig = spec.protocol
         self.stats = NodeStats()
@@ -149,25 +158,98 @@ class Node:
             req: getattr(self, name) for req, name in self.HANDLERS.items()
         }
 
-    # ------------------------------------------------------------------ plumbing
-    def manager_of(self, path: str) -> int:
-        return self.hashing.manager_of(path)
+    # ------------------------------------------------------------------ the view
+    @property
+    def members(self) -> tuple[int, ...]:
+        return self.view.members
 
+    @property
+    def hashing(self) -> ModN | Ring:
+        return self.view.hashing
+
+    @property
+    def epoch(self) -> int:
+        return self.view.epoch
+
+    @property
+    def member(self) -> bool:
+        """Whether this node is a member of the view it holds (not joining, not left)."""
+        return self.id in self.view.members
+
+    def manager_of(self, path: str) -> int:
+        return self.view.hashing.manager_of(path)
+
+    def install_view(self, view: View) -> Gen:
+        """Adopt ``view`` if it is newer than this node's.  The base class only
+        switches; a design with state derived from the view (FedFS: its
+        managers' DT entries, its VDs, the summaries) moves that state here."""
+        if view.epoch > self.view.epoch:
+            self.view = view
+        return
+        yield
+
+    def fetch_view(self, node: int) -> Gen:
+        """Ask ``node`` for its view and install it if it is newer."""
+        epoch, members, contacts = yield Call(node, GetView())
+        if epoch > self.view.epoch:
+            members = check_members(members)
+            yield from self.install_view(self.view.adopt(epoch, members, check_contacts(contacts, members)))
+
+    @handles(GetView)
+    def on_get_view(self, src: int, req: GetView) -> tuple[int, list[int], list[tuple[int, str]]]:
+        return self.view.epoch, list(self.view.members), list(self.view.contacts)
+
+    # ------------------------------------------------------------------ plumbing
     def call(self, node: int, request: Request) -> Gen:
-        """Request/reply, short-circuited when the peer is this node (no message)."""
+        """Request/reply, short-circuited when the peer is this node (no message).
+        A request routed to a name's manager carries this node's epoch; a
+        redirect (the name's manager changed in a view this node had not
+        seen) fetches the view from the node that answered it and sends the
+        request again to the name's manager in that view: the one place
+        every routed request's stale-view retry is written."""
+        route = type(request).route
+        if route is not None:
+            return (yield from self._routed(node, request, route, oneway=False))
         if node == self.id:
             return (yield from self.handle(self.id, request))
         return (yield Call(node, request))
 
+    def _routed(self, node: int, request: Any, route: str, oneway: bool) -> Gen:
+        for attempt in range(REDIRECTS + 1):
+            if request.epoch != self.view.epoch:
+                request = replace(request, epoch=self.view.epoch)
+            if node == self.id:
+                return (yield from self.handle(self.id, request))
+            if oneway:
+                return (yield Send(node, request))
+            try:
+                return (yield Call(node, request))
+            except OSError as exc:
+                if exc.errno != REDIRECT or attempt == REDIRECTS:
+                    raise
+            self.stats.redirects += 1
+            yield from self.fetch_view(node)
+            node = self.manager_of(getattr(request, route))
+        raise AssertionError("unreachable")
+
     def notify(self, node: int, request: Request) -> Gen:
         """A namespace update (AddEntry, DelEntry, SummaryAdd, Forget ...): an
         acknowledged call, or a one-way message with ``async_dir_updates``."""
-        if node == self.id:
-            yield from self.handle(self.id, request)
-        elif self.config.async_dir_updates:
-            yield Send(node, request)
+        if node == self.id or not self.config.async_dir_updates:
+            yield from self.call(node, request)
+        elif type(request).route is not None:
+            yield from self._routed(node, request, type(request).route, oneway=True)
         else:
-            yield Call(node, request)
+            yield Send(node, request)
+
+    def _check_route(self, src: int, request: Any, route: str) -> Gen:
+        """A routed request under another epoch than this node's: from a newer
+        view, fetch it first; then redirect unless its name is managed here."""
+        if request.epoch > self.view.epoch:
+            yield from self.fetch_view(src)
+        name = getattr(request, route)
+        if self.manager_of(name) != self.id:
+            raise redirect(self.id, self.view, name)
 
     def handle(self, src: int, request: Request) -> Gen:
         """Serve one request from ``src``: the entry point runtimes call."""
@@ -176,6 +258,9 @@ class Node:
         handler = self._handlers.get(type(request))
         if handler is None:
             raise ProtocolError(f"no handler for request type {type(request).__name__}")
+        route = type(request).route
+        if route is not None and request.epoch != self.view.epoch and src != self.id:  # type: ignore[attr-defined]
+            yield from self._check_route(src, request, route)
         result = handler(src, request)
         if type(result) is GeneratorType:  # handlers that need no effects return plainly
             result = yield from result

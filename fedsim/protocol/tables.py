@@ -96,3 +96,7 @@ class VirtualDirectory:
     # none).  Such a VD is served to readers but never cached, and nothing
     # that must not miss a name (a create's check, a settle, rmdir) trusts it.
     unreachable: int = -1
+    # Members that joined after this VD was built and whose summaries say
+    # they may hold the directory: the next use merges with them only
+    # (FedFS 3.3's incremental dirmerge), not with every holder again.
+    missing: set[int] = field(default_factory=set)

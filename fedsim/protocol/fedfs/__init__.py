@@ -18,7 +18,9 @@ parent directory D:
 * file migration (FedFS 3.2) and the periodic work of a migration policy:
   ``migration.py``;
 * the remote data-block cache, at the requester for files homed elsewhere,
-  kept coherent by their homes: ``blockcache.py``.
+  kept coherent by their homes: ``blockcache.py``;
+* membership changes (FedFS 3.3): join and graceful leave as view changes,
+  with the hand-off of the names whose manager changes: ``membership.py``.
 
 Everything here is a generator that yields effects (``fedsim.protocol.effects``)
 and never does I/O, so the simulator and the real agent run this exact code.
@@ -31,20 +33,22 @@ from __future__ import annotations
 
 from fedsim.protocol.designs import DESIGNS
 from fedsim.protocol.fedfs.blockcache import BlockCaching
+from fedsim.protocol.fedfs.membership import Membership
 from fedsim.protocol.fedfs.migration import Migration
 
 
 @DESIGNS.register("fedfs")
-class FedNode(Migration, BlockCaching):
+class FedNode(Membership, Migration, BlockCaching):
     """One member of a FedFS federation: every role, one object.  The roles
     are a chain of classes (summaries <- directory <- manager <- home <-
     requester <- renaming), each adding its own state in ``__init__`` and its
-    handlers; attributes (then block caching, over attributes) and migration
-    both extend renaming and are joined here (migration first, so that its
-    bookkeeping of a file's writes wraps every other role's handler).  Each
-    calls ``super()``, so the order of the chain is Python's method resolution
-    order: migration, block caching, attributes, renaming, requester, home,
-    manager, directory, summaries."""
+    handlers; attributes (then block caching, over attributes), migration and
+    membership all extend renaming and are joined here (membership first, as
+    a view change reaches every role; then migration, so that its bookkeeping
+    of a file's writes wraps the handlers below it).  Each calls ``super()``,
+    so the order of the chain is Python's method resolution order:
+    membership, migration, block caching, attributes, renaming, requester,
+    home, manager, directory, summaries."""
 
 
 __all__ = ["FedNode"]

@@ -56,6 +56,10 @@ REPAIR_MAX_S = 5.0
 # are not cached, and are trusted by no create check, settle or rmdir
 # (``VirtualDirectory.unreachable``): those fail naming it.
 SUSPECT_S = 10.0
+# A dirmerge overtaken by this many view changes in a row is served as it is
+# (uncached): only a federation changing membership faster than one merge
+# could do that.
+VIEW_RETRIES = 3
 
 
 @dataclass(slots=True)
@@ -119,7 +123,10 @@ class Directory(Summaries):
     def _repair_loop(self, node: int, request: Request) -> Gen:
         delay = REPAIR_FIRST_S
         try:
+            route = type(request).route
             while True:
+                if route is not None:  # the name's manager in the current view (one that left is not asked)
+                    node = self.manager_of(getattr(request, route))
                 try:
                     yield from self.call(node, request)
                     return
@@ -139,9 +146,48 @@ class Directory(Summaries):
         if vd is not None:
             age = self.config.vd_max_age_s
             if not age or (yield NOW) - vd.built <= age:
+                if vd.missing:
+                    return (yield from self._merge_newcomers(directory, vd)), 4
                 return vd, 3
             self.vds.pop(directory)  # too old: the local trees may have changed
         return (yield from self.dirmerge(directory, check_parent, ask_all)), 4
+
+    def _merge_newcomers(self, directory: str, vd: VirtualDirectory) -> Gen:
+        """FedFS 3.3's incremental dirmerge: a cached VD that predates a join
+        merges with the members that joined since (``vd.missing``) only.  A
+        newcomer that does not answer, or a name it holds that the VD has
+        too (a collision, decided by a full merge in id order), falls back
+        to a full dirmerge."""
+        if directory in self._merging:
+            self.stats.merge_waits += 1
+            raise fs_error(errno.EAGAIN, directory, "a dirmerge of this directory is in flight; try again")
+        nodes = tuple(sorted(n for n in vd.missing if n in self.members and n != self.id))
+        self._merging[directory] = []
+        try:
+            replies = (yield Multicast(nodes, ReadDir(directory))) if nodes else []
+        finally:
+            del self._merging[directory]
+        if self.vds.peek(directory) is not vd:  # dropped meanwhile (a view change, an rmdir)
+            return (yield from self.dirmerge(directory))
+        add: list[tuple[int, str, bool]] = []
+        for node, ans in zip(nodes, replies, strict=True):
+            if isinstance(ans, FileNotFoundError):
+                continue  # a Bloom false positive
+            if isinstance(ans, BaseException) or any(name in vd.entries for name, _ in ans):
+                self.vds.pop(directory)
+                return (yield from self.dirmerge(directory))
+            add.extend((node, name, is_dir) for name, is_dir in ans)
+            vd.holders.add(node)
+        for node, name, is_dir in add:
+            self._merge_entry(vd, name, is_dir, node)
+        vd.missing.clear()
+        st = self.stats
+        st.dirmerges += 1
+        st.incremental_merges += 1
+        st.dirmerge_contacted.append(len(nodes))
+        st.dirmerge_holders.append(sum(1 for r in replies if not isinstance(r, BaseException)))
+        st.merges_by_dir[directory] += 1
+        return vd
 
     def dirmerge(self, directory: str, check_parent: bool = True, ask_all: bool = False) -> Gen:
         """Build a VD from the local directories of the nodes whose summary says
@@ -159,15 +205,26 @@ class Directory(Summaries):
         if directory in self._merging:
             self.stats.merge_waits += 1
             raise fs_error(errno.EAGAIN, directory, "a dirmerge of this directory is in flight; try again")
-        pending: list[Any] = []
-        self._merging[directory] = pending
-        try:
-            vd = yield from self._merge(directory, pending, check_parent, ask_all)
-        finally:
-            del self._merging[directory]
+        for _ in range(VIEW_RETRIES):
+            epoch = self.epoch
+            pending: list[Any] = []
+            self._merging[directory] = pending
+            try:
+                vd = yield from self._merge(directory, pending, check_parent, ask_all)
+            finally:
+                del self._merging[directory]
+            if self.epoch == epoch:
+                return vd
+            # The view changed while the merge was in flight: a member may
+            # have joined (its entries were not asked for) or left, and this
+            # node may no longer manage the directory.  Merge again under
+            # the new view (the local trees hold every update made since).
+            self.vds.pop(directory)
+            self.stats.view_retries += 1
         return vd
 
     def _merge(self, directory: str, pending: list[Any], check_parent: bool = True, ask_all: bool = False) -> Gen:
+        cacheable = self.may_cache(directory)  # (as the merge starts: updates before it may have gone elsewhere)
         yield Compute("bloom_probe", len(self.members))
         candidates = [
             n for n in self.members if (s := self.summaries.get(n)) is None or s.may_contain(directory)
@@ -242,9 +299,15 @@ class Directory(Summaries):
         if unavailable:
             st.incomplete_merges += 1  # serve it, but do not cache a partial VD
             vd.unreachable = unavailable.node
-        else:
+        elif cacheable and self.may_cache(directory):
             self.vds.put(directory, vd)
         return vd
+
+    def may_cache(self, directory: str) -> bool:
+        """Whether a VD of ``directory`` built now may be cached here: only at
+        its manager (a view change may have moved it away while the merge ran;
+        the membership role adds its own condition)."""
+        return self.manager_of(directory) == self.id
 
     def _under_a_file(self, directory: str) -> Gen:
         """Whether ``directory``, which no local tree holds, is a file or lies
@@ -335,6 +398,8 @@ class Directory(Summaries):
     def on_add_entry(self, src: int, req: AddEntry) -> None:
         entry = DIR_ENTRY if req.is_dir else DTEntry(False, req.home)
         self._release(req.directory, req.name)
+        if req.home not in self.members:
+            return  # from a node that has left (an update that raced its leave): its files are not ours
         self._vd_update(req.directory, ("add", req.name, entry))
 
     @handles(DelEntry)
@@ -346,18 +411,19 @@ class Directory(Summaries):
         """``req.node`` now holds local directory ``req.path``: update that
         node's summary here and the directory's VD holders."""
         summary = self.summaries.get(req.node)
-        if summary is None:
-            summary = self.summaries[req.node] = self.new_summary()
-        elif req.node in self._shared:
-            summary = self.summaries[req.node] = summary.copy()
-            self._shared.discard(req.node)
-        summary.add(req.path)
+        if summary is not None:  # (none yet: the node is asked by every merge until its summary arrives;
+            # a summary made of this one directory would hide the others it holds: a joiner's
+            # new managers get SummaryAdds before the summary its fresh push brings)
+            if req.node in self._shared:
+                summary = self.summaries[req.node] = summary.copy()
+                self._shared.discard(req.node)
+            summary.add(req.path)
         vd = self.vds.peek(req.path)
         if vd is not None:
             vd.holders.add(req.node)
         elif req.path in self._merging:
             self._merging[req.path].append(("holder", req.node))
-        elif req.new_dir:
+        elif req.new_dir and self.may_cache(req.path):
             # The mkdir's manager found no such name anywhere: its VD is empty.
             vd = VirtualDirectory(holders={req.node})
             if self.config.aging:

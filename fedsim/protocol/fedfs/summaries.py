@@ -12,6 +12,7 @@ learns every summary in one round without waiting for anyone's refresh.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fedsim.protocol.effects import NOW, Compute, Local, Multicast, Sleep, Spawn
@@ -31,6 +32,7 @@ class Summaries(Node):
         self._shared: set[int] = set()  # summaries shared with other nodes (copy on write)
         self._pushed: bytes | None = None  # the summary last sent to the members
         self.summary_unacked: set[int] = set()  # members that have not acknowledged it
+        self._timer_running = False  # a summary_timer is running (one per node)
 
     def new_summary(self) -> BloomSummary:
         c = self.config
@@ -41,7 +43,12 @@ class Summaries(Node):
         (FedFS 2.2: "when the cluster is first established or when the node
         joins"); then keep it current in the background (``summary_timer``)."""
         yield from self.regenerate_summary(push=True, fresh=True)
-        if self.summary_unacked or self.config.summary_refresh_s:
+        yield from self.keep_summary_current()
+
+    def keep_summary_current(self) -> Gen:
+        """Run ``summary_timer`` unless it runs already or has nothing to do."""
+        if not self._timer_running and (self.summary_unacked or self.config.summary_refresh_s):
+            self._timer_running = True
             yield Spawn(self.summary_timer())
 
     def background(self) -> list[Gen]:
@@ -61,10 +68,14 @@ class Summaries(Node):
     def prepared(self) -> None:
         self.summary_unacked.clear()  # every member holds it now
 
-    def regenerate_summary(self, push: bool = True, fresh: bool = False) -> Gen:
+    def regenerate_summary(
+        self, push: bool = True, fresh: bool = False, to: Callable[[list[str]], set[int]] | None = None
+    ) -> Gen:
         """Rebuild this node's summary from its local tree (drops the false
         positives that deleted directories left behind) and, with ``push``,
-        send it to every member that has not acknowledged this version."""
+        send it to every member that has not acknowledged this version.
+        ``to(local directories)``: the members that need a changed summary
+        (default: every member)."""
         dirs = yield Local("list_dirs", ROOT)
         summary = self.new_summary()
         summary.add_many(dirs)
@@ -74,7 +85,8 @@ class Summaries(Node):
         data = summary.to_bytes()
         if data != self._pushed or fresh:
             self._pushed = data
-            self.summary_unacked = {m for m in self.members if m != self.id}
+            need = set(self.members) if to is None else to(dirs) | self.summary_unacked
+            self.summary_unacked = {m for m in need if m != self.id}
         if push:
             yield from self._push_summary(fresh)
         return data
@@ -97,6 +109,12 @@ class Summaries(Node):
         ``summary_retry_max_s``), and every ``summary_refresh_s`` re-summarise
         the local tree and drop VDs older than ``vd_max_age_s``.  Returns when
         there is nothing left to do (no refresh configured, everyone acked)."""
+        try:
+            yield from self._summary_timer()
+        finally:
+            self._timer_running = False
+
+    def _summary_timer(self) -> Gen:
         c = self.config
         backoff = c.summary_retry_s
         now = yield NOW
@@ -146,9 +164,11 @@ class Summaries(Node):
         known = node in self.summaries
         self.summaries[node] = summary
         if not known and len(self.vds):
+            # FedFS 3.3: a VD that predates the newcomer merges with it only,
+            # on its next use (``Directory.ensure_vd``).
             for d in self.vds.keys():
                 if summary.may_contain(d):
-                    self.vds.pop(d)
+                    self.vds.peek(d).missing.add(node)
 
     @handles(SummaryPush)
     def on_summary_push(self, src: int, req: SummaryPush) -> bytes | None:
@@ -158,7 +178,11 @@ class Summaries(Node):
         if not req.fresh or self._pushed is None:
             return None
         self.summary_unacked.discard(req.node)
-        return self._pushed
+        # The current summary, not the last full push: directories made
+        # since reached only their managers' copies (``summary_add``), and
+        # the node starting or joining may manage some of them now.
+        own = self.summaries.get(self.id)
+        return self._pushed if own is None else own.to_bytes()
 
     def summary_add(self, path: str, new_dir: bool) -> Gen:
         """This node now holds local directory ``path``: tell its manager."""
@@ -182,6 +206,9 @@ class Summaries(Node):
         delay = self.config.summary_retry_s or 0.05
         while True:
             yield Sleep(delay)
+            if not self.member:
+                return  # this node left: nobody merges its directories any more
+            m = self.manager_of(req.path)  # (the view may have changed: the manager that was down may be gone)
             try:
                 yield from self.notify(m, req)
                 return

@@ -1,0 +1,370 @@
+"""Membership changes (FedFS 3.3): join and graceful leave, as view changes
+(``fedsim.protocol.view``) plus the transfers they imply.
+
+Join: the new node N asks any member (a *seed*) for the view, then asks it to
+let N in (``Join``, carrying the epoch N saw; the seed forwards it to the
+coordinator).  The coordinator installs epoch + 1 with N added and pushes it
+to every member and to N (``ViewChange``).  On installing a view every node
+moves the state the hashing moves:
+
+* the DT entries it managed and no longer manages are handed to their new
+  manager (``HandOff``), and only those: with the ring about 1/(N+1) of the
+  names, with mod-N nearly all;
+* a DT entry it now manages but did not manage is a requester's cached hint,
+  not an exact entry: dropped (a miss asks the parent's VD, the truth);
+* cached VDs of directories it no longer manages are dropped (soft state:
+  the new manager rebuilds them by dirmerge on first use, and caches them
+  once the coordinator says every member has the new view, ``ViewSettled``:
+  until then a member still under the old view sends updates to the old
+  manager, which a VD cached at the new one would miss);
+* its summary is pushed to all again if it changed since its last full
+  push: a directory made since then was added only to its manager's copy,
+  and a new manager of it must not miss it (a Bloom false negative).
+
+Then N sends its summary to all (a fresh push: each member answers with its
+own), and a member's VD that predates the join and that N's summary may
+contribute to is merged with N only, on its next use
+(``Directory._merge_newcomers``).
+
+Leave (graceful): the leaving node L asks the coordinator of the view without
+it (the lowest other member) to drop it (``Leave``).  The new view reaches L
+too, so L hands every name it manages to its new manager.  L's own files:
+``ProtocolConfig.leave_files`` "unavailable" (they leave the namespace with
+L: every member drops L's summary, its cached DT entries naming L as a home
+and the VDs L held a part of) or "migrate", which needs the migration
+mechanism (issue 13's migration half) and is refused with ENOTSUP until that
+mechanism is merged.
+
+One view change at a time: a coordinator that is installing one answers
+EAGAIN to the next.  A join or leave decided under another epoch than the
+coordinator's is refused with ESTALE (the sender fetches the view and asks
+again), so two changes cannot both build on the same view at one
+coordinator.  Known limit: a leave of the coordinator itself is decided by
+the next lowest member, so a join and that leave arriving at once are two
+coordinators' changes; only the higher epoch's members win.  Reservations,
+rename marks and create holds in flight at a node whose names move are not
+handed off (the names' new manager asks the parent's VD, as after a DT
+eviction).  Operations racing a graceful leave may fail with PeerUnavailable
+(a request in flight to the leaver when it stops), and an update the leaver
+sent while leaving may outlive it in a VD (a parent's manager ignores an
+AddEntry naming a non-member home, but not every interleaving is covered by
+a test yet; joins under load are: ``tests/test_membership.py``).
+"""
+
+from __future__ import annotations
+
+import errno
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from fedsim.protocol.effects import Call, Multicast
+from fedsim.protocol.fedfs.rename import Renaming
+from fedsim.protocol.messages import (
+    PeerUnavailable,
+    ProtocolError,
+    Request,
+    fs_error,
+    pack,
+    register_request,
+    unpack,
+)
+from fedsim.protocol.names import InvalidPath, normalize
+from fedsim.protocol.node import Gen, handles
+from fedsim.protocol.tables import DIR_ENTRY, DTEntry
+from fedsim.protocol.view import GetView, View, check_contacts, check_epoch, check_members, unpack_view
+
+#: DT entries per HandOff message (a view change of a large DT travels in several)
+HANDOFF_BATCH = 1024
+
+
+@register_request
+@dataclass(slots=True, frozen=True)
+class Join(Request):
+    """Let ``node`` in, under view ``epoch`` (any member forwards it to the
+    coordinator); ``contact``: how the runtimes reach it, if their own
+    configuration does not say (``View.contacts``). Reply: the new view's
+    (epoch, members)."""
+
+    reply: ClassVar[Any] = tuple[int, list[int]]
+    node: int
+    epoch: int
+    contact: str = ""
+
+
+@register_request
+@dataclass(slots=True, frozen=True)
+class Leave(Request):
+    """Drop ``node`` from view ``epoch`` (at the coordinator of the view without it).
+    Reply: the new view (epoch, members)."""
+
+    reply: ClassVar[Any] = tuple[int, list[int]]
+    node: int
+    epoch: int
+
+
+@register_request
+@dataclass(slots=True, frozen=True)
+class ViewChange(Request):
+    """The coordinator's new view: its members and contacts packed (``View.to_bytes``)."""
+
+    reply: ClassVar[Any] = None
+    epoch: int
+    view: bytes
+
+
+@register_request
+@dataclass(slots=True, frozen=True)
+class ViewSettled(Request):
+    """Every member has installed view ``epoch`` (the coordinator's ViewChange
+    was answered by all): updates of a name now reach its new manager only."""
+
+    reply: ClassVar[Any] = None
+    epoch: int
+
+
+@register_request
+@dataclass(slots=True, frozen=True)
+class HandOff(Request):
+    """DT entries whose manager is now the receiver (in view ``epoch``):
+    ``entries`` packed as [[path, is_dir, home or -1], ...]."""
+
+    reply: ClassVar[Any] = None
+    epoch: int
+    entries: bytes
+
+
+def pack_entries(entries: list[tuple[str, DTEntry]]) -> bytes:
+    return pack([[p, e.is_dir, -1 if e.home is None else e.home] for p, e in entries])
+
+
+def unpack_entries(data: bytes, members: tuple[int, ...]) -> list[tuple[str, DTEntry]]:
+    """HandOff entries from the wire: at most HANDOFF_BATCH, canonical paths,
+    homes that are members (ProtocolError otherwise)."""
+    obj = unpack(data, max_size=len(data) + 1, use_list=False)
+    if type(obj) is not tuple or len(obj) > HANDOFF_BATCH:
+        raise ProtocolError(f"HandOff: an array of at most {HANDOFF_BATCH} entries")
+    out = []
+    for item in obj:
+        if type(item) is not tuple or len(item) != 3:
+            raise ProtocolError("HandOff: each entry is [path, is_dir, home]")
+        path, is_dir, home = item
+        if type(path) is not str or type(is_dir) is not bool or type(home) is not int:
+            raise ProtocolError("HandOff: each entry is [path (str), is_dir (bool), home (int)]")
+        try:
+            if normalize(path) != path:
+                raise InvalidPath(path)
+        except InvalidPath:
+            raise ProtocolError(f"HandOff: {path!r} is not a canonical federated path") from None
+        if is_dir:
+            out.append((path, DIR_ENTRY))
+        elif home in members:
+            out.append((path, DTEntry(False, home)))
+        else:
+            raise ProtocolError(f"HandOff: home {home} of {path} is not a member")
+    return out
+
+
+class Membership(Renaming):
+    def __init__(self, node_id: int, spec: Any, **kw: Any) -> None:
+        super().__init__(node_id, spec, **kw)
+        self._changing = False  # this node (the coordinator) is installing a view
+        # The view before the current one until the coordinator says every
+        # member has installed the current one (``ViewSettled``); None: settled.
+        self._prev_view: View | None = None
+
+    def describe(self) -> dict[str, Any]:
+        settled = self._prev_view is None
+        return {**super().describe(), "epoch": self.epoch, "member": self.member, "view_settled": settled}
+
+    @property
+    def ready(self) -> bool:
+        return self.member and super().ready
+
+    # ------------------------------------------------------------------ installing a view
+    def may_cache(self, directory: str) -> bool:
+        """Until every member has installed the view, a directory this node
+        has just come to manage gets no cached VD: a member still under the
+        old view sends the directory's updates (AddEntry, DelEntry) to the old
+        manager, which a VD built here would miss.  Served uncached, each
+        read merges the local trees again (which hold those updates)."""
+        if not super().may_cache(directory):
+            return False
+        prev = self._prev_view
+        return prev is None or prev.manager_of(directory) == self.id
+
+    @handles(ViewSettled)
+    def on_view_settled(self, src: int, req: ViewSettled) -> None:
+        if req.epoch == self.epoch:
+            self._prev_view = None
+
+    def install_view(self, view: View) -> Gen:
+        """Adopt a newer view and move the state it moves (module docstring)."""
+        old = self.view
+        if view.epoch <= old.epoch:
+            return
+        self.view = view  # before any yield: a concurrent install sees it
+        if self._prev_view is None:
+            self._prev_view = old
+        # (else an older unsettled view stays: it names managers that may still get updates)
+        me = self.id
+        gone = set(old.members) - set(view.members)
+        moving: dict[int, list[tuple[str, DTEntry]]] = {}
+        dt = self.dt
+        for p in list(dt.keys()):
+            e = dt.peek(p)
+            was = old.manager_of(p) == me
+            now = view.manager_of(p)
+            if gone and (e.is_dir or e.home in gone):
+                # A file whose home left is unavailable; a directory may have
+                # been held by the leaver alone: the parent's VD (rebuilt
+                # without the leaver) tells, on the next lookup.
+                dt.pop(p)
+            elif was and now != me:
+                moving.setdefault(now, []).append((p, e))
+                dt.pop(p)
+            elif not was and now == me:
+                dt.pop(p)  # a cached hint, not the exact entry a manager keeps
+        if moving or gone:
+            self.dt_epoch += 1  # lookup answers in flight must not re-cache what moved
+        for d in list(self.vds.keys()):
+            if view.manager_of(d) != me:
+                self.vds.pop(d)
+                self.stats.vds_dropped += 1
+            elif self.vds.peek(d).holders & gone:
+                self.vds.pop(d)  # it lists what the leaver held
+                self.stats.vds_invalidated += 1
+        for g in gone:
+            self.summaries.pop(g, None)
+            self._shared.discard(g)
+            self.summary_unacked.discard(g)
+            self.suspects.pop(g, None)
+        for node in sorted(moving):
+            entries = moving[node]
+            self.stats.handed_off += len(entries)
+            for i in range(0, len(entries), HANDOFF_BATCH):
+                try:
+                    yield from self.call(node, HandOff(view.epoch, pack_entries(entries[i : i + HANDOFF_BATCH])))
+                except PeerUnavailable:
+                    pass  # soft state: the new manager asks the parent's VD on its first miss
+        if self.member and me in old.members and self.summaries.get(me) is not None:
+            # Directories made since this node's last full push reached only
+            # their manager's copy of its summary (``summary_add``); one whose
+            # manager changed would be a Bloom false negative at the new one.
+            # Re-summarise and, if that differs from the last full push, send
+            # it to the new managers of this node's directories (a joiner
+            # gets it in the answer to its fresh push).
+            def new_managers(dirs: list[str]) -> set[int]:
+                out = {view.manager_of(d) for d in dirs if old.manager_of(d) != view.manager_of(d)}
+                return out - set(view.members).difference(old.members)
+
+            yield from self.regenerate_summary(push=True, to=new_managers)
+            yield from self.keep_summary_current()  # pushed again to the members that missed it
+
+    @handles(ViewChange)
+    def on_view_change(self, src: int, req: ViewChange) -> Gen:
+        members, contacts = unpack_view(req.view)
+        if req.epoch > self.epoch:
+            yield from self.install_view(self.view.adopt(req.epoch, members, contacts))
+
+    @handles(HandOff)
+    def on_hand_off(self, src: int, req: HandOff) -> Gen:
+        if req.epoch > self.epoch:
+            yield from self.fetch_view(src)
+        for path, entry in unpack_entries(req.entries, self.members):
+            if self.manager_of(path) == self.id:  # (not moved on again by a newer view)
+                self.dt.put(path, entry)
+
+    # ------------------------------------------------------------------ at the coordinator
+    def _change_view(self, view: View) -> Gen:
+        """Install ``view`` here and push it to every member of the old and
+        the new view (a leaver hands off its names when it gets it)."""
+        if self._changing:
+            raise fs_error(errno.EAGAIN, "/", "a view change is in flight here; try again")
+        self._changing = True
+        try:
+            targets = tuple(sorted((set(self.members) | set(view.members)) - {self.id}))
+            yield from self.install_view(view)
+            if targets:
+                # A member that misses it learns the view from its next
+                # request's redirect, or from a peer's newer epoch.
+                replies = yield Multicast(targets, ViewChange(view.epoch, view.to_bytes()))
+                members = tuple(m for m in view.members if m != self.id)
+                if all(not isinstance(r, BaseException) for r in replies) and self.epoch == view.epoch:
+                    # every member routes by the new view now (one that missed
+                    # it would still send updates to old managers: no settle)
+                    self._prev_view = None
+                    if members:
+                        yield Multicast(members, ViewSettled(view.epoch))
+            elif self.epoch == view.epoch:
+                self._prev_view = None
+        finally:
+            self._changing = False
+        return view.epoch, list(view.members)
+
+    @handles(Join)
+    def on_join(self, src: int, req: Join) -> Gen:
+        if not self.member:
+            raise fs_error(errno.ENOTCONN, "/", f"node {self.id} is not a member; ask a member to join")
+        if self.id != self.view.coordinator:
+            return (yield from self.call(self.view.coordinator, req))
+        if req.node in self.members:
+            raise fs_error(errno.EEXIST, "/", f"node {req.node} is already a member (view {self.epoch})")
+        if not 0 <= req.node < 1 << 31:
+            raise fs_error(errno.EINVAL, "/", f"node id {req.node} is outside 0..2^31-1")
+        check_epoch(req, self.view)
+        check_contacts([(req.node, req.contact)] if req.contact else [], (req.node,))
+        return (yield from self._change_view(self.view.changed((*self.members, req.node), (req.node, req.contact))))
+
+    @handles(Leave)
+    def on_leave(self, src: int, req: Leave) -> Gen:
+        if req.node not in self.members:
+            raise fs_error(
+                errno.ENOENT, "/", f"node {req.node} is not a member (view {self.epoch}: {list(self.members)})"
+            )
+        rest = tuple(m for m in self.members if m != req.node)
+        if not rest:
+            raise fs_error(errno.EINVAL, "/", f"node {req.node} is the last member; a federation cannot be empty")
+        if self.id != rest[0]:
+            return (yield from self.call(rest[0], req))
+        check_epoch(req, self.view)
+        return (yield from self._change_view(self.view.changed(rest)))
+
+    # ------------------------------------------------------------------ at the joining or leaving node
+    def join(self, seed: int, contact: str = "") -> Gen:
+        """Join the federation through member ``seed`` (this node was built
+        with a view that does not name it); ``contact``: how peers reach this
+        node if their configuration does not list it.  Returns the new view's
+        epoch once this node is a member and has sent its summary to all."""
+        if self.member:
+            raise fs_error(errno.EEXIST, "/", f"node {self.id} is already a member (view {self.epoch})")
+        epoch, members, contacts = yield Call(seed, GetView())
+        members = check_members(members)
+        if self.id in members:
+            raise fs_error(errno.EEXIST, "/", f"node {self.id} is already a member of view {epoch}")
+        # not a member yet: nothing of this view is ours to move
+        self.view = self.view.adopt(epoch, members, check_contacts(contacts, members))
+        yield Call(seed, Join(self.id, epoch, contact))
+        if not self.member:  # its ViewChange did not reach us: ask for the view
+            yield from self.fetch_view(seed)
+        yield from self.start()  # FedFS 3.3: the summary to all (a fresh push), and the node's timers
+        return self.epoch
+
+    def leave(self) -> Gen:
+        """Leave the federation gracefully: hand off the names this node
+        manages; its files follow ``leave_files``.  Returns the new epoch."""
+        if not self.member:
+            raise fs_error(errno.ENOENT, "/", f"node {self.id} is not a member (view {self.epoch})")
+        if self.config.leave_files == "migrate":
+            raise fs_error(
+                errno.ENOTSUP,
+                "/",
+                "leave_files: migrate needs the migration mechanism, which this build does not have yet; "
+                "use leave_files: unavailable",
+            )
+        rest = [m for m in self.members if m != self.id]
+        if not rest:
+            raise fs_error(errno.EINVAL, "/", f"node {self.id} is the last member; a federation cannot be empty")
+        yield from self.call(rest[0], Leave(self.id, self.epoch))
+        if self.member:  # the ViewChange did not reach us
+            yield from self.fetch_view(rest[0])
+        return self.epoch
