@@ -32,11 +32,11 @@ Why that is coherent ("a read returns the latest acknowledged write"):
   registered before is invalidated;
 * a ``BlockRead`` whose reply was still travelling when an invalidation
   reached the requester must not fill the cache with what it read: the
-  requester counts invalidations (``epoch``) and keeps a fetch's blocks only
+  requester counts invalidations (``cache_era``) and keeps a fetch's blocks only
   if no invalidation (and no write-through of its own) arrived while it was
   in flight.  Conservative (any invalidation cancels every fetch in flight),
   cheap and bounded (one counter, no per-file history);
-* the writer drops its blocks after its write returned, and bumps ``epoch``
+* the writer drops its blocks after its write returned, and bumps ``cache_era``
   too, so its own concurrent fetch cannot re-cache the old data either;
 * migration (``migration.py``): the source invalidates its cachers when it
   freezes the file; from then on a ``BlockRead`` there is EAGAIN (the gate),
@@ -156,7 +156,7 @@ class BlockCaching(Attributes):
         cfg = self.config
         self.block_size = cfg.block_size
         self.bcache = BlockCache(cfg.block_cache_blocks) if cfg.block_cache_blocks else None
-        self.epoch = 0  # invalidations and own writes seen here (fetches in flight across one are not kept)
+        self.cache_era = 0  # invalidations and own writes seen here (fetches in flight across one are not kept)
         self.cachers: dict[str, set[int]] = {}  # at a home: local file -> nodes that may cache its blocks
 
     def describe(self) -> dict[str, Any]:
@@ -215,13 +215,13 @@ class BlockCaching(Attributes):
         else:
             c.misses += 1
             self.stats.block_cache_misses += 1
-            epoch = self.epoch
+            era = self.cache_era
             span = (last + 1 - first) * bs
             data = yield from self._at_fd(fd, lambda p: BlockRead(p, start, span))
             blocks = [data[i : i + bs] for i in range(0, len(data), bs)]
             if len(data) % bs == 0 and len(blocks) <= last - first:
                 blocks.append(b"")  # the file ends at a block boundary inside the read
-            if epoch == self.epoch:  # no invalidation crossed the fetch: the blocks are current
+            if era == self.cache_era:  # no invalidation crossed the fetch: the blocks are current
                 for i, block in enumerate(blocks):
                     c.put(path, first + i, block)
         at = offset - start
@@ -231,7 +231,7 @@ class BlockCaching(Attributes):
         """This node asked the home to change ``path`` (and it did, or may have):
         forget its blocks, and let no fetch in flight keep what it read."""
         if self.bcache is not None:
-            self.epoch += 1
+            self.cache_era += 1
             self.bcache.drop(path)
 
     @api(int, int, bytes, fd="uses")
@@ -259,7 +259,7 @@ class BlockCaching(Attributes):
 
     @handles(BlockInvalidate)
     def on_block_invalidate(self, src: int, req: BlockInvalidate) -> None:
-        self.epoch += 1
+        self.cache_era += 1
         if self.bcache is not None:
             self.bcache.invalidations += 1
             self.bcache.drop(req.path)

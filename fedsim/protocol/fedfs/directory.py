@@ -60,6 +60,9 @@ SUSPECT_S = 10.0
 # (uncached): only a federation changing membership faster than one merge
 # could do that.
 VIEW_RETRIES = 3
+# SummaryAdds kept per node whose summary has not arrived (``on_summary_add``):
+# far above the directories a node makes in one join's round trip.
+EARLY_ADDS = 65536
 
 
 @dataclass(slots=True)
@@ -411,9 +414,16 @@ class Directory(Summaries):
         """``req.node`` now holds local directory ``req.path``: update that
         node's summary here and the directory's VD holders."""
         summary = self.summaries.get(req.node)
-        if summary is not None:  # (none yet: the node is asked by every merge until its summary arrives;
-            # a summary made of this one directory would hide the others it holds: a joiner's
-            # new managers get SummaryAdds before the summary its fresh push brings)
+        if summary is None:
+            # None yet: the node is asked by every merge until its summary
+            # arrives, which then gets this directory too (a summary made of
+            # this one directory would hide the others it holds: a joiner's
+            # new managers get SummaryAdds before the summary its fresh push
+            # brings, and that summary may have been made before this add).
+            early = self.early_adds.setdefault(req.node, set())
+            if len(early) < EARLY_ADDS:
+                early.add(req.path)
+        else:
             if req.node in self._shared:
                 summary = self.summaries[req.node] = summary.copy()
                 self._shared.discard(req.node)

@@ -251,11 +251,12 @@ class Membership(Renaming):
             # their manager's copy of its summary (``summary_add``); one whose
             # manager changed would be a Bloom false negative at the new one.
             # Re-summarise and, if that differs from the last full push, send
-            # it to the new managers of this node's directories (a joiner
-            # gets it in the answer to its fresh push).
+            # it to the new managers of this node's directories, a joiner
+            # too: the answer to its fresh push may have left before this
+            # node made a directory whose ``summary_add`` went to the old
+            # manager (found by the join race test).
             def new_managers(dirs: list[str]) -> set[int]:
-                out = {view.manager_of(d) for d in dirs if old.manager_of(d) != view.manager_of(d)}
-                return out - set(view.members).difference(old.members)
+                return {view.manager_of(d) for d in dirs if old.manager_of(d) != view.manager_of(d)}
 
             yield from self.regenerate_summary(push=True, to=new_managers)
             yield from self.keep_summary_current()  # pushed again to the members that missed it

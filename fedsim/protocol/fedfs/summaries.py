@@ -33,6 +33,10 @@ class Summaries(Node):
         self._pushed: bytes | None = None  # the summary last sent to the members
         self.summary_unacked: set[int] = set()  # members that have not acknowledged it
         self._timer_running = False  # a summary_timer is running (one per node)
+        # SummaryAdds for a node whose summary has not arrived yet (a joiner's
+        # new manager hears them before the summary its fresh push brings):
+        # applied when it comes, so the summary does not lack them.  Bounded.
+        self.early_adds: dict[int, set[str]] = {}
 
     def new_summary(self) -> BloomSummary:
         c = self.config
@@ -101,7 +105,10 @@ class Summaries(Node):
                 continue  # retried by the timer
             self.summary_unacked.discard(node)
             if type(reply) is bytes:
-                self.install_summary(node, reply)
+                # A reply to a fresh push, merged into what is here: the
+                # multicast waits for every reply, and a SummaryAdd that the
+                # replier sent after answering may have arrived first.
+                self.install_summary(node, reply, merge=True)
 
     def summary_timer(self) -> Gen:
         """The summary's periodic work: re-push to members that did not
@@ -147,10 +154,12 @@ class Summaries(Node):
         for d in [d for d in vds.keys() if now - vds.peek(d).built > age]:
             vds.pop(d)
 
-    def install_summary(self, node: int, data: bytes | BloomSummary) -> None:
+    def install_summary(self, node: int, data: bytes | BloomSummary, merge: bool = False) -> None:
         """Adopt ``node``'s summary.  A summary from a node this one had none
         for (a join) invalidates the cached VDs it may contribute to, so the
-        next access re-merges them with the newcomer.
+        next access re-merges them with the newcomer.  ``merge`` keeps what
+        is already here too (a union: Bloom summaries only grow between two
+        full pushes, so at worst a false positive until the next refresh).
 
         A ``BloomSummary`` object (rather than bytes) is shared, not copied:
         a runtime that preloads one summary into a thousand nodes pays for one
@@ -162,6 +171,15 @@ class Summaries(Node):
             summary = BloomSummary.from_bytes(data)
             self._shared.discard(node)
         known = node in self.summaries
+        if merge and known:
+            summary = summary.union(self.summaries[node])
+            self._shared.discard(node)
+        early = self.early_adds.pop(node, None)
+        if early:
+            if node in self._shared:
+                summary = summary.copy()
+                self._shared.discard(node)
+            summary.add_many(sorted(early))
         self.summaries[node] = summary
         if not known and len(self.vds):
             # FedFS 3.3: a VD that predates the newcomer merges with it only,
