@@ -32,7 +32,7 @@ so a study's metrics work unchanged.
 from __future__ import annotations
 
 import errno
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 from fedsim.protocol.routing import Route, Router
@@ -44,6 +44,58 @@ from fedsim.workloads.sfs97 import Recorder
 #: DAFS request header: operation, handle, offset, count; the same order as
 #: the federation's own ``HEADER_BYTES``).
 CLIENT_HEADER = 64
+
+
+Call = tuple[str, tuple[Any, ...]]
+
+
+def op_calls(op: Op, pm: PostMark) -> Generator[Call, Any, None]:
+    """The client API calls one PostMark operation becomes, as ``(name,
+    args)``, each sent the call's value (``open``'s descriptor) or thrown its
+    error; the one mapping of PostMark onto the federation's API, driven by
+    the simulator here and by real clients (``fednode.tools.postmark_agents``)."""
+    p = pm.p
+    if op.kind in ("mkdir", "rmdir"):
+        yield op.kind, (op.path,)
+        return
+    if op.kind == "delete":
+        yield "unlink", (op.path,)
+        return
+    if op.kind == "create":
+        yield "create", (op.path,)
+    fd = yield "open", (op.path,)
+    try:
+        offset = op.offset
+        if op.kind == "read":
+            for n in io_sizes(op.size, p.read_block_size, p.buffering):
+                yield "read", (fd, offset, n)
+                offset += n
+        else:  # create or append: PostMark writes from the start of its source buffer
+            at = 0
+            for n in io_sizes(op.size, p.write_block_size, p.buffering):
+                yield "write", (fd, offset, pm.source[at : at + n])
+                offset += n
+                at += n
+    finally:
+        yield "close", (fd,)
+
+
+def run_op_sync(op: Op, pm: PostMark, call: Callable[[str, tuple[Any, ...]], Any]) -> None:
+    """``op_calls`` driven by a blocking ``call(name, args)`` (a real client);
+    an ``OSError`` of a call propagates after the descriptor is closed, as in
+    the simulator."""
+    calls = op_calls(op, pm)
+    req = next(calls)
+    while True:
+        try:
+            value = call(*req)
+        except OSError as exc:
+            req = calls.throw(exc)
+            continue
+        try:
+            req = calls.send(value)
+        except StopIteration:
+            return
 
 
 class PostMarkDriver:
@@ -78,7 +130,7 @@ class PostMarkDriver:
         done = sum(pm.counts.transactions_done for pm in self.streams)
         return done / ((end - start) / 1e6) if end > start else 0.0
 
-    def _call(self, node: int, name: str, *args: Any, trace: OpTrace) -> Generator[Any, Any, Any]:
+    def _call(self, node: int, name: str, args: tuple[Any, ...], trace: OpTrace) -> Generator[Any, Any, Any]:
         """One client API call at ``node`` (across the client network with ``client_link``)."""
         c = self.c
         if not self.client_link:
@@ -90,30 +142,18 @@ class PostMarkDriver:
         return value
 
     def _op(self, node: int, op: Op, pm: PostMark, trace: OpTrace) -> Generator[Any, Any, None]:
-        p, call = pm.p, self._call
-        if op.kind in ("mkdir", "rmdir"):
-            yield from call(node, op.kind, op.path, trace=trace)
-            return
-        if op.kind == "delete":
-            yield from call(node, "unlink", op.path, trace=trace)
-            return
-        if op.kind == "create":
-            yield from call(node, "create", op.path, trace=trace)
-        fd = yield from call(node, "open", op.path, trace=trace)
-        try:
-            offset = op.offset
-            if op.kind == "read":
-                for n in io_sizes(op.size, p.read_block_size, p.buffering):
-                    yield from call(node, "read", fd, offset, n, trace=trace)
-                    offset += n
-            else:  # create or append: PostMark writes from the start of its source buffer
-                at = 0
-                for n in io_sizes(op.size, p.write_block_size, p.buffering):
-                    yield from call(node, "write", fd, offset, pm.source[at : at + n], trace=trace)
-                    offset += n
-                    at += n
-        finally:
-            yield from call(node, "close", fd, trace=trace)
+        calls = op_calls(op, pm)
+        call = next(calls)
+        while True:
+            try:
+                value = yield from self._call(node, *call, trace=trace)
+            except OSError as exc:
+                call = calls.throw(exc)  # the stream closes its descriptor, then the error goes on
+                continue
+            try:
+                call = calls.send(value)
+            except StopIteration:
+                return
 
     def client(self, i: int) -> Generator[Any, Any, None]:
         """Client ``i``: make its directory (PostMark's location must exist),
