@@ -164,13 +164,22 @@ def _migration_report(params: Params, migr: dict[tuple[int, str], PostMarkRun]) 
             )
     return "\n".join(
         [
-            "The paper's open question (VI-C: migration \"will help us achieve better speedups\"): "
+            'The paper\'s open question (VI-C: migration "will help us achieve better speedups"): '
             f"the scaling run with migration off and on (period {params.migration_period_s:g} s, "
             f"{params.scale_clients_per_server} clients per server, {params.scale_transactions} transactions, "
             f"{params.scale_size} B files)",
             table(
-                ["servers", "migration", "tx/s", "speedup", "vs off", "files moved", "KiB moved", "remote share",
-                 "paper speedup"],
+                [
+                    "servers",
+                    "migration",
+                    "tx/s",
+                    "speedup",
+                    "vs off",
+                    "files moved",
+                    "KiB moved",
+                    "remote share",
+                    "paper speedup",
+                ],
                 rows,
             ),
         ]

@@ -1,4 +1,4 @@
-"""``python -m fednode.tools.postmark_agents --quick``: the same PostMark
+"""``python -m experiments.postmark_agents --quick``: the same PostMark
 clients through the client API of real agents, as the real binary on FUSE
 mounts of them, and simulated; PostMark's counts must agree in all three
 (rates are printed by the tool, never asserted)."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from fednode.tools import postmark_agents as pa
+from experiments import postmark_agents as pa
 from fedsim.workloads.postmark import Clients
 
 

@@ -32,70 +32,18 @@ so a study's metrics work unchanged.
 from __future__ import annotations
 
 import errno
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from typing import Any
 
 from fedsim.protocol.routing import Route, Router
 from fedsim.runtime import OpTrace, SimCluster
-from fedsim.workloads.postmark import Clients, Op, PostMark, io_sizes
+from fedsim.workloads.postmark import Clients, Op, PostMark, op_calls
 from fedsim.workloads.sfs97 import Recorder
 
 #: Bytes of a client request's or reply's envelope on the client network (a
 #: DAFS request header: operation, handle, offset, count; the same order as
 #: the federation's own ``HEADER_BYTES``).
 CLIENT_HEADER = 64
-
-
-Call = tuple[str, tuple[Any, ...]]
-
-
-def op_calls(op: Op, pm: PostMark) -> Generator[Call, Any, None]:
-    """The client API calls one PostMark operation becomes, as ``(name,
-    args)``, each sent the call's value (``open``'s descriptor) or thrown its
-    error; the one mapping of PostMark onto the federation's API, driven by
-    the simulator here and by real clients (``fednode.tools.postmark_agents``)."""
-    p = pm.p
-    if op.kind in ("mkdir", "rmdir"):
-        yield op.kind, (op.path,)
-        return
-    if op.kind == "delete":
-        yield "unlink", (op.path,)
-        return
-    if op.kind == "create":
-        yield "create", (op.path,)
-    fd = yield "open", (op.path,)
-    try:
-        offset = op.offset
-        if op.kind == "read":
-            for n in io_sizes(op.size, p.read_block_size, p.buffering):
-                yield "read", (fd, offset, n)
-                offset += n
-        else:  # create or append: PostMark writes from the start of its source buffer
-            at = 0
-            for n in io_sizes(op.size, p.write_block_size, p.buffering):
-                yield "write", (fd, offset, pm.source[at : at + n])
-                offset += n
-                at += n
-    finally:
-        yield "close", (fd,)
-
-
-def run_op_sync(op: Op, pm: PostMark, call: Callable[[str, tuple[Any, ...]], Any]) -> None:
-    """``op_calls`` driven by a blocking ``call(name, args)`` (a real client);
-    an ``OSError`` of a call propagates after the descriptor is closed, as in
-    the simulator."""
-    calls = op_calls(op, pm)
-    req = next(calls)
-    while True:
-        try:
-            value = call(*req)
-        except OSError as exc:
-            req = calls.throw(exc)
-            continue
-        try:
-            req = calls.send(value)
-        except StopIteration:
-            return
 
 
 class PostMarkDriver:

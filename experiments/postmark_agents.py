@@ -1,6 +1,6 @@
 """PostMark on a local federation of real agents, beside the simulator.
 
-    python -m fednode.tools.postmark_agents [--quick] [--agents 1 2 4]
+    python -m experiments.postmark_agents [--quick] [--agents 1 2 4]
 
 For each federation size N it starts N agent processes on this machine
 (``ProcessCluster`` over ``write_local``: TCP on loopback, default protocol:
@@ -45,8 +45,7 @@ from fednode.cluster import ProcessCluster, write_local
 from fednode.mount import MountProcess
 from fedsim.config import validate
 from fedsim.schema import table
-from fedsim.workloads.postmark import Clients, PostMarkParams, parse_report, run_binary
-from fedsim.workloads.postmark_sim import run_op_sync
+from fedsim.workloads.postmark import Clients, PostMarkParams, parse_report, run_binary, run_op_sync
 
 #: PostMark's counts compared across the columns (the binary's report names)
 COUNTS = ("created", "read", "appended", "deleted_alone", "deleted_mixed")
@@ -135,7 +134,7 @@ def mounted(cluster_file: Path, clients: Clients, base: Path) -> Column:
         for i in range(clients.clients):
             mnt = base / f"m{i}"
             mnt.mkdir()
-            logs.append(open(base / f"mount{i}.log", "wb"))  # noqa: SIM115  (libfuse's chatter; closed below)
+            logs.append(open(base / f"mount{i}.log", "wb"))  # libfuse chatter; closed below
             mounts.append(MountProcess.federation(cluster_file, i, mnt, stderr=logs[-1]))
         for m in mounts:
             m.wait_ready()
@@ -239,7 +238,7 @@ def report(results: dict[int, dict[str, Column]], params: PostMarkParams) -> str
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m fednode.tools.postmark_agents", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m experiments.postmark_agents", description=__doc__.split("\n")[0])
     ap.add_argument("--agents", type=int, nargs="+", default=None, help="federation sizes (default 1 2 4)")
     ap.add_argument("--quick", action="store_true", help="30 files, 60 transactions per client")
     ap.add_argument("--no-mount", action="store_true", help="leave out the FUSE mount column")
