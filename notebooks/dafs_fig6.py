@@ -166,15 +166,18 @@ print(f"figure -> {OUT / 'dafs_fig6.png'}")
 # | 64 | load_based | 136,829 | 18.39 | -11.7 % | 130 | 520 | 0.001 |
 #
 # **The answer here is no, and the reason is the workload.**  PostMark's accesses are
-# uniform over a client's files, files live a few transactions, and with placement at
-# the manager and clients routing by the hash every access is already local; the load
-# left to balance is the hash's own imbalance (Table I), small at 8 servers, larger at 64
-# with fewer files per server.  At 8 servers no node passes the threshold and nothing
+# uniform over a client's files, files are short-lived, and with placement at the
+# manager and clients routing by the hash every access is already local; the load left
+# to balance is the hash's own imbalance (Table I) and the noise of short runs: at 8
+# servers no node sees itself 25 % above the mean it knows, at 64 (more nodes, each
+# knowing the others' loads only through gossip) some do.  At 8 servers no node passes the threshold and nothing
 # moves, yet throughput drops 3.8 %: the policy's load gossip and its periodic work cost
 # server CPU and messages for nothing.  At 64 servers 130 files (520 KiB) move and
-# throughput drops 11.7 %: a file moved is usually deleted a few transactions later (its
-# copy was wasted work at both ends), and a moved file's requests still reach its
-# manager (clients route by the hash, not by the home), which forwards them.  Lowering
+# throughput drops 11.7 %: the same periodic work, now at 64 nodes, and copies that
+# do not pay back (about a third of PostMark's files are deleted within the run, and a
+# moved file's requests still reach its manager, since clients route by the hash, not
+# by the home, and the manager forwards them).  The period is short on purpose (10 ms,
+# so that a 0.1 s run sees the policy act); a longer period costs less and does less.  Lowering
 # the threshold to 5 % makes the policy move more at 8 servers too, for at most a few
 # per cent either way.  Migration pays where load is skewed and persistent (the
 # `migration` study's Zipf workload); for PostMark the paper's hope would need clients
