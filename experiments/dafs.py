@@ -33,6 +33,8 @@ class PostMarkRun:
     cache_misses: int
     messages: int  # federation messages (client traffic not included)
     errors: int
+    files_moved: int = 0  # files migrated (``protocol.migration``)
+    bytes_moved: int = 0  # ... and the bytes their copies carried
 
     @property
     def remote_share(self) -> float:
@@ -56,6 +58,8 @@ def postmark_run(cfg: Config, servers: int, clients: int, **dotted: Any) -> Post
         cache_misses=sum(n.stats.block_cache_misses for n in nodes),
         messages=out.cluster.messages,
         errors=int(out.metrics["errors"]),
+        files_moved=sum(getattr(n, "migrated_in", 0) for n in nodes),
+        bytes_moved=sum(getattr(n, "migration_bytes", 0) for n in nodes),
     )
 
 

@@ -18,6 +18,14 @@ turn until throughput grows by less than ``saturation_gain``.
 The scaling part (``scale_servers``) runs one size at ``scale_clients_per_server``
 clients per server with ``scale_transactions`` each (saturating 256 servers
 takes thousands of clients), against 1 server under the same load per server.
+
+The paper's open question (section VI-C: "file migration to relocate files
+based on load information ... will help us achieve better speedups"): the
+scaling run again at ``migration_servers`` (8 and 64) with the dynamics
+issue's ``protocol.migration`` policy off (``none``) and on
+(``load_based``), its period shortened to ``migration_period_s`` so that a
+run of a fraction of a simulated second sees several policy rounds; the
+speedups over one server, and the files and bytes moved.
 """
 
 from __future__ import annotations
@@ -47,6 +55,9 @@ class Params(BaseModel):
     scale_size: PositiveInt = 4096
     scale_clients_per_server: PositiveInt = 4
     scale_transactions: PositiveInt = 100
+    migration_servers: list[PositiveInt] = Field(default_factory=list)
+    migration_policies: list[str] = Field(default_factory=lambda: ["none", "load_based"])
+    migration_period_s: PositiveFloat = 0.01
 
 
 def _sized(size: int) -> dict[str, Any]:
@@ -92,8 +103,87 @@ def run(cfg: Config, params: Params) -> StudyResult:
                     "errors": scale[n].errors,
                 },
             )
+    migr = _migration(cfg, params, res)
     res.report = _report(cfg, params, best, speedups, scale)
+    if migr:
+        res.report += "\n\n" + _migration_report(params, migr)
     return res
+
+
+def _migration(cfg: Config, params: Params, res: StudyResult) -> dict[tuple[int, str], PostMarkRun]:
+    """The scaling run at each of ``migration_servers`` under each migration
+    policy (one server, where there is nowhere to move to, is the baseline)."""
+    out: dict[tuple[int, str], PostMarkRun] = {}
+    if not params.migration_servers:
+        return out
+    kw = {
+        **_sized(params.scale_size),
+        "workload__postmark__transactions": params.scale_transactions,
+        "protocol__migration_period_s": params.migration_period_s,
+    }
+    base = postmark_run(cfg, 1, params.scale_clients_per_server, **kw)
+    for n in params.migration_servers:
+        for policy in params.migration_policies:
+            r = out[(n, policy)] = postmark_run(
+                cfg, n, params.scale_clients_per_server * n, protocol__migration=policy, **kw
+            )
+            res.extend(
+                f"migration servers={n} policy={policy}",
+                {
+                    "tps": r.tps,
+                    "speedup": r.tps / base.tps,
+                    "files_moved": r.files_moved,
+                    "bytes_moved": r.bytes_moved,
+                    "remote_share": r.remote_share,
+                    "errors": r.errors,
+                },
+            )
+    out[(1, "none")] = base
+    return out
+
+
+def _migration_report(params: Params, migr: dict[tuple[int, str], PostMarkRun]) -> str:
+    base = migr[(1, "none")]
+    rows = []
+    for n in params.migration_servers:
+        off = migr.get((n, "none"))
+        for policy in params.migration_policies:
+            r = migr[(n, policy)]
+            rows.append(
+                [
+                    n,
+                    policy,
+                    f"{r.tps:.0f}",
+                    f"{r.tps / base.tps:.2f}",
+                    f"{r.tps / off.tps - 1:+.1%}" if off else "-",
+                    r.files_moved,
+                    f"{r.bytes_moved / 1024:.0f}",
+                    f"{r.remote_share:.3f}",
+                    f"{PAPER_SPEEDUP[n]:.1f}" if n in PAPER_SPEEDUP else "-",
+                ]
+            )
+    return "\n".join(
+        [
+            'The paper\'s open question (VI-C: migration "will help us achieve better speedups"): '
+            f"the scaling run with migration off and on (period {params.migration_period_s:g} s, "
+            f"{params.scale_clients_per_server} clients per server, {params.scale_transactions} transactions, "
+            f"{params.scale_size} B files)",
+            table(
+                [
+                    "servers",
+                    "migration",
+                    "tx/s",
+                    "speedup",
+                    "vs off",
+                    "files moved",
+                    "KiB moved",
+                    "remote share",
+                    "paper speedup",
+                ],
+                rows,
+            ),
+        ]
+    )
 
 
 def _report(

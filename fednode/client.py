@@ -445,7 +445,10 @@ class ClientPool:
 
     def for_path(self, path: str) -> Client:
         """The client connected to ``entry(path)`` (made on first use)."""
-        node = self.entry(path)
+        return self.at(self.entry(path))
+
+    def at(self, node: int) -> Client:
+        """The client connected to agent ``node`` (made on first use)."""
         c = self._clients.get(node)
         if c is None:
             c = self._clients[node] = Client(self.cluster, node=node, timeout=self.timeout)

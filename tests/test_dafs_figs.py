@@ -116,3 +116,29 @@ def test_saturation_stops_adding_clients_once_throughput_levels_off() -> None:
     assert 2 <= len(runs) < 7  # stopped before the last level
     assert runs[-1].tps < 1.05 * runs[-2].tps
     assert best.tps == max(r.tps for r in runs)
+
+
+def test_fig6_migration_rows_move_whole_files_only_under_the_load_policy() -> None:
+    """The open question's rows: ``none`` moves nothing; ``load_based`` (its
+    threshold low enough for the small imbalance of a tiny run) moves files,
+    each copied whole (read-only PostMark: every file is exactly its size)."""
+    val = _rows(
+        "dafs_fig6",
+        [
+            "params.servers=[1]",
+            "params.sizes=[4096]",
+            "params.clients_per_server=[1]",
+            "params.scale_servers=[]",
+            "params.migration_servers=[4]",
+            "params.scale_clients_per_server=2",
+            "params.scale_transactions=60",
+            "protocol.migration_threshold=0.05",
+        ],
+    )
+    off, on = "migration servers=4 policy=none", "migration servers=4 policy=load_based"
+    assert val[(off, "files_moved")] == val[(off, "bytes_moved")] == val[(off, "remote_share")] == 0
+    assert val[(on, "files_moved")] > 0
+    assert val[(on, "bytes_moved")] == 4096 * val[(on, "files_moved")]
+    assert val[(on, "remote_share")] > 0  # a moved file's accesses still go to its manager (route: hash)
+    assert val[(off, "errors")] == val[(on, "errors")] == 0
+    assert 1 < val[(off, "speedup")] < 4

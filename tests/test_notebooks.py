@@ -109,6 +109,11 @@ def check_dafs_fig6(d: dict) -> None:
     # larger files, lower throughput (client-server data transfers dominate)
     assert all(a > b for a, b in zip(d["tps"][small], d["tps"][large], strict=True))
     assert _increasing(d["scale_speedup"])
+    for n, pols in d["migration"].items():
+        off, on = pols["none"], pols["load_based"]
+        assert off["files_moved"] == off["bytes_moved"] == 0, n
+        assert on["bytes_moved"] == 4096 * on["files_moved"], n  # whole files of the one size
+        assert 1 < off["speedup"] < int(n) and 1 < on["speedup"] < int(n), (n, off, on)
 
 
 def check_dafs_fig7(d: dict) -> None:

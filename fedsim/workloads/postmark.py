@@ -50,10 +50,10 @@ import re
 import shutil
 import struct
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
 
@@ -369,6 +369,58 @@ def io_sizes(size: int, block: int, buffering: bool) -> list[int]:
     if size % step:
         out.append(size % step)
     return out
+
+
+Call = tuple[str, tuple[Any, ...]]
+
+
+def op_calls(op: Op, pm: PostMark) -> Generator[Call, Any, None]:
+    """The client API calls one PostMark operation becomes, as ``(name,
+    args)``, each sent the call's value (``open``'s descriptor) or thrown its
+    error; the one mapping of PostMark onto the federation's API, driven by
+    the simulator here and by real clients (``experiments.postmark_agents``)."""
+    p = pm.p
+    if op.kind in ("mkdir", "rmdir"):
+        yield op.kind, (op.path,)
+        return
+    if op.kind == "delete":
+        yield "unlink", (op.path,)
+        return
+    if op.kind == "create":
+        yield "create", (op.path,)
+    fd = yield "open", (op.path,)
+    try:
+        offset = op.offset
+        if op.kind == "read":
+            for n in io_sizes(op.size, p.read_block_size, p.buffering):
+                yield "read", (fd, offset, n)
+                offset += n
+        else:  # create or append: PostMark writes from the start of its source buffer
+            at = 0
+            for n in io_sizes(op.size, p.write_block_size, p.buffering):
+                yield "write", (fd, offset, pm.source[at : at + n])
+                offset += n
+                at += n
+    finally:
+        yield "close", (fd,)
+
+
+def run_op_sync(op: Op, pm: PostMark, call: Callable[[str, tuple[Any, ...]], Any]) -> None:
+    """``op_calls`` driven by a blocking ``call(name, args)`` (a real client);
+    an ``OSError`` of a call propagates after the descriptor is closed, as in
+    the simulator."""
+    calls = op_calls(op, pm)
+    req = next(calls)
+    while True:
+        try:
+            value = call(*req)
+        except OSError as exc:
+            req = calls.throw(exc)
+            continue
+        try:
+            req = calls.send(value)
+        except StopIteration:
+            return
 
 
 # ---------------------------------------------------------------------------- the real binary

@@ -37,7 +37,7 @@ from typing import Any
 
 from fedsim.protocol.routing import Route, Router
 from fedsim.runtime import OpTrace, SimCluster
-from fedsim.workloads.postmark import Clients, Op, PostMark, io_sizes
+from fedsim.workloads.postmark import Clients, Op, PostMark, op_calls
 from fedsim.workloads.sfs97 import Recorder
 
 #: Bytes of a client request's or reply's envelope on the client network (a
@@ -78,7 +78,7 @@ class PostMarkDriver:
         done = sum(pm.counts.transactions_done for pm in self.streams)
         return done / ((end - start) / 1e6) if end > start else 0.0
 
-    def _call(self, node: int, name: str, *args: Any, trace: OpTrace) -> Generator[Any, Any, Any]:
+    def _call(self, node: int, name: str, args: tuple[Any, ...], trace: OpTrace) -> Generator[Any, Any, Any]:
         """One client API call at ``node`` (across the client network with ``client_link``)."""
         c = self.c
         if not self.client_link:
@@ -90,30 +90,18 @@ class PostMarkDriver:
         return value
 
     def _op(self, node: int, op: Op, pm: PostMark, trace: OpTrace) -> Generator[Any, Any, None]:
-        p, call = pm.p, self._call
-        if op.kind in ("mkdir", "rmdir"):
-            yield from call(node, op.kind, op.path, trace=trace)
-            return
-        if op.kind == "delete":
-            yield from call(node, "unlink", op.path, trace=trace)
-            return
-        if op.kind == "create":
-            yield from call(node, "create", op.path, trace=trace)
-        fd = yield from call(node, "open", op.path, trace=trace)
-        try:
-            offset = op.offset
-            if op.kind == "read":
-                for n in io_sizes(op.size, p.read_block_size, p.buffering):
-                    yield from call(node, "read", fd, offset, n, trace=trace)
-                    offset += n
-            else:  # create or append: PostMark writes from the start of its source buffer
-                at = 0
-                for n in io_sizes(op.size, p.write_block_size, p.buffering):
-                    yield from call(node, "write", fd, offset, pm.source[at : at + n], trace=trace)
-                    offset += n
-                    at += n
-        finally:
-            yield from call(node, "close", fd, trace=trace)
+        calls = op_calls(op, pm)
+        call = next(calls)
+        while True:
+            try:
+                value = yield from self._call(node, *call, trace=trace)
+            except OSError as exc:
+                call = calls.throw(exc)  # the stream closes its descriptor, then the error goes on
+                continue
+            try:
+                call = calls.send(value)
+            except StopIteration:
+                return
 
     def client(self, i: int) -> Generator[Any, Any, None]:
         """Client ``i``: make its directory (PostMark's location must exist),

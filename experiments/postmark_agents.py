@@ -1,0 +1,253 @@
+"""PostMark on a local federation of real agents, beside the simulator.
+
+    python -m experiments.postmark_agents [--quick] [--agents 1 2 4]
+
+For each federation size N it starts N agent processes on this machine
+(``ProcessCluster`` over ``write_local``: TCP on loopback, default protocol:
+``mod_n`` hashing, ``with_manager`` placement) and runs N PostMark clients
+(``fedsim.workloads.postmark.Clients``: client i in ``/pm<i>``, its own seed)
+three ways:
+
+* **client API**: the generator's operation stream of each client replayed
+  through ``fednode.client.ClientPool``, each operation sent to the agent the
+  simulator's driver would pick (``route: hash``, ``fedsim.protocol.routing``),
+  mapped onto API calls by the simulator's own ``op_calls``; the clients run
+  concurrently, one thread each;
+* **mount**: the real ``postmark`` binary, one per client, each on a FUSE
+  mount (``fednode.mount.MountProcess``) of its own agent (client i on agent
+  i: a mount's requests all go to its agent, the ``fixed`` route);
+* **simulated**: the same clients on the simulator (``run_postmark``,
+  network preset ``tcp_loopback``, ``route: hash``).
+
+One table: PostMark's counts (which must agree: the same generator, the same
+binary's algorithm) and transactions per second in each column, with the
+measured-over-simulated ratios.  Transactions per second is PostMark's own
+definition everywhere: transactions over the span from the first client's
+first transaction to the last client's last.  The ratios say how far the
+simulator's model (LogGP loopback messages, calibrated CPU and ext2 costs) is
+from real agents in Python; the mount column adds FUSE and the kernel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from experiments.common import run_postmark
+from fednode.client import ClientPool
+from fednode.cluster import ProcessCluster, write_local
+from fednode.mount import MountProcess
+from fedsim.config import validate
+from fedsim.schema import table
+from fedsim.workloads.postmark import Clients, PostMarkParams, parse_report, run_binary, run_op_sync
+
+#: PostMark's counts compared across the columns (the binary's report names)
+COUNTS = ("created", "read", "appended", "deleted_alone", "deleted_mixed")
+
+
+@dataclass
+class Column:
+    """One way of running the clients: summed counts and transactions per second."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    tps: float = 0.0
+    skipped: str = ""  # why the column is empty
+
+
+def params_for(quick: bool) -> PostMarkParams:
+    return PostMarkParams(
+        number=30 if quick else 150, transactions=60 if quick else 1000, size_low=500, size_high=10000,
+        subdirectories=3 if quick else 10, seed=42,
+    )  # fmt: skip
+
+
+def _span_tps(spans: list[tuple[float, float]], transactions: int) -> float:
+    start, end = min(s for s, _ in spans), max(e for _, e in spans)
+    return transactions / (end - start) if end > start else 0.0
+
+
+def _summed(counts: list[dict[str, Any]]) -> dict[str, int]:
+    return {k: sum(int(c[k]) for c in counts) for k in COUNTS}
+
+
+def client_api(cluster_file: Path, clients: Clients) -> Column:
+    """Every client's generated stream through the client API, concurrently."""
+    streams = [clients.client(i) for i in range(clients.clients)]
+    spans: list[tuple[float, float]] = [(0.0, 0.0)] * clients.clients
+    errors: list[BaseException] = []
+
+    def one(i: int) -> None:
+        pm = streams[i]
+        try:
+            with ClientPool(cluster_file, route="hash", client=i) as pool:
+                pool.for_path(clients.location(i)).mkdir(clients.location(i))
+                t_start = t_end = None
+                for op in pm.ops():
+                    if op.phase == "transactions" and t_start is None:
+                        t_start = time.perf_counter()
+                    client = pool.at(pool.entry(op.path))  # routed once per PostMark operation
+                    run_op_sync(op, pm, lambda name, args: client.call(name, *args))  # noqa: B023
+                    if op.phase == "transactions":
+                        t_end = time.perf_counter()
+                spans[i] = (t_start or 0.0, t_end or 0.0)
+        except BaseException as exc:  # reported by the caller, not lost in the thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(i,), name=f"postmark{i}") for i in range(clients.clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    done = sum(pm.counts.transactions_done for pm in streams)
+    return Column(_summed([pm.counts.as_dict() for pm in streams]), _span_tps(spans, done))
+
+
+def mount_missing() -> str:
+    """Why the mount column cannot run here ('' when it can)."""
+    missing = [t for t in ("postmark", "fusermount3") if shutil.which(t) is None]
+    if not Path("/dev/fuse").exists():
+        missing.append("/dev/fuse")
+    return f"{', '.join(missing)} missing (./dev.sh setup installs them)" if missing else ""
+
+
+def mounted(cluster_file: Path, clients: Clients, base: Path) -> Column:
+    """The real binary, client i on a mount of agent i, all at once.  The
+    binary reports only its run's total seconds (pool creation included), so
+    its rate is transactions over the longest binary's wall time: a lower
+    bound of PostMark's transaction rate on the mount."""
+    why = mount_missing()
+    if why:
+        return Column(skipped=why)
+    mounts: list[MountProcess] = []
+    logs = []
+    reports: list[dict[str, Any]] = [{}] * clients.clients
+    errors: list[BaseException] = []
+    try:
+        for i in range(clients.clients):
+            mnt = base / f"m{i}"
+            mnt.mkdir()
+            logs.append(open(base / f"mount{i}.log", "wb"))  # libfuse chatter; closed below
+            mounts.append(MountProcess.federation(cluster_file, i, mnt, stderr=logs[-1]))
+        for m in mounts:
+            m.wait_ready()
+
+        def one(i: int) -> None:
+            try:
+                where = base / f"m{i}" / clients.location(i).lstrip("/")
+                where.mkdir()
+                reports[i] = parse_report(run_binary(clients.client(i).p, where))
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(clients.clients)]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - t0
+    finally:
+        for m in mounts:
+            m.stop()
+        for f in logs:
+            f.close()
+    if errors:
+        raise errors[0]
+    return Column(_summed(reports), clients.clients * clients.params.transactions / wall)
+
+
+def simulated(clients: Clients) -> Column:
+    """The same clients on the simulator, over the loopback network model."""
+    n = clients.clients
+    cfg = validate(
+        {
+            "study": "simulate",
+            "seed": 1,
+            "cluster": {"nodes": n},
+            "protocol": {"placement": "with_manager", "hashing": "mod_n"},
+            "network": {"preset": "tcp_loopback"},
+            "workload": {
+                "kind": "postmark",
+                "clients": n,
+                "postmark": {**clients.params.model_dump(), "route": "hash"},
+            },
+        },
+        "postmark_agents",
+    )
+    m = run_postmark(cfg).metrics
+    return Column({k: int(m[f"postmark.{k}"]) for k in COUNTS}, m["postmark_tps"])
+
+
+def compare(agents: int, params: PostMarkParams, mount: bool = True) -> dict[str, Column]:
+    """The three columns for ``agents`` agents and as many clients."""
+    clients = Clients(params, clients=agents)
+    with tempfile.TemporaryDirectory(prefix="pma", dir="/tmp") as tmp:  # short: PostMark keeps 81-byte paths
+        base = Path(tmp)
+        path = write_local(base / "c", agents)
+        with ProcessCluster(path, log_dir=base / "logs") as pc:
+            pc.wait_ready()
+            api = client_api(path, clients)
+        # a fresh federation for the mount: the binary starts from empty directories too
+        if mount and not mount_missing():
+            path2 = write_local(base / "d", agents)
+            with ProcessCluster(path2, log_dir=base / "logs2") as pc:
+                pc.wait_ready()
+                mnt = mounted(path2, clients, base)
+        else:
+            mnt = Column(skipped=mount_missing() or "not asked (--no-mount)")
+    return {"client API": api, "mount": mnt, "simulated": simulated(clients)}
+
+
+def report(results: dict[int, dict[str, Column]], params: PostMarkParams) -> str:
+    rows = []
+    for n, cols in results.items():
+        api, mnt, sim = cols["client API"], cols["mount"], cols["simulated"]
+        for k in COUNTS:
+            rows.append([n, k, api.counts[k], mnt.counts.get(k, "-"), sim.counts[k], ""])
+        rows.append(
+            [
+                n,
+                "transactions/s",
+                f"{api.tps:.0f}",
+                f"{mnt.tps:.0f}" if not mnt.skipped else "-",
+                f"{sim.tps:.0f}",
+                f"api/sim {api.tps / sim.tps:.3f}"
+                + (f", mount/sim {mnt.tps / sim.tps:.3f}" if not mnt.skipped else ""),
+            ]
+        )
+    skipped = {c["mount"].skipped for c in results.values()} - {""}
+    lines = [
+        f"PostMark ({params.number} files, {params.transactions} transactions, {params.size_low}-{params.size_high} B "
+        "per client; one client per agent) on local agents beside the simulator (tcp_loopback)",
+        table(["agents", "", "measured (client API)", "measured (mount)", "simulated", "ratio"], rows),
+    ]
+    if skipped:
+        lines.append(f"mount column skipped: {'; '.join(sorted(skipped))}")
+    lines.append(
+        "the mount's rate is transactions over the binaries' wall time, pool creation included (a lower bound)"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m experiments.postmark_agents", description=__doc__.split("\n")[0])
+    ap.add_argument("--agents", type=int, nargs="+", default=None, help="federation sizes (default 1 2 4)")
+    ap.add_argument("--quick", action="store_true", help="30 files, 60 transactions per client")
+    ap.add_argument("--no-mount", action="store_true", help="leave out the FUSE mount column")
+    a = ap.parse_args(argv)
+    params = params_for(a.quick)
+    results = {n: compare(n, params, mount=not a.no_mount) for n in a.agents or [1, 2, 4]}
+    print(report(results, params))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
