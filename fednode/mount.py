@@ -25,6 +25,9 @@ defaults, used by the passthrough baseline of ``fednode.tools.mount_bench``
 too: shorter multiplies the lookups of ``stat``-heavy programs (git, tar, a
 compiler), longer delays what other mounts see.  Failed lookups are not cached
 (``NEGATIVE_TIMEOUT`` = 0), so a name created elsewhere is found at once.
+The attributes libfuse asks for right after a ``create`` come with the
+create's open (``Client.pipeline``: one round trip for both), used once and
+only within ``_PREFETCH_AGE_S``: as fresh as a getattr round trip of its own.
 File data is not kept across opens (no ``keep_cache``: the kernel drops a
 file's pages at each open) and writes go through to the file's home before
 ``write`` returns (no write-back cache).  The property, tested in
