@@ -237,35 +237,68 @@ class Client:
         return not data or isinstance(sock, ssl.SSLSocket)  # TLS: a byte consumed, the stream is out of step
 
     def _call(self, op: str, args: tuple[Any, ...], trace: bool) -> tuple[Any, list[tuple[int, int, str]]]:
+        ok, body, log = self._exchange(((op, args),), trace)[0]
+        if ok:
+            return body, log
+        if trace:
+            raise _Failed(body, log)
+        raise body
+
+    def pipeline(self, *calls: tuple[str, tuple[Any, ...]]) -> list[Any]:
+        """Several calls sent at once (one ``sendall``) and their replies read
+        after: one round trip instead of ``len(calls)``.  The agent serves them
+        concurrently, in no promised order, so only calls that do not depend on
+        each other belong together (``open`` and ``getattr`` of one file).
+        Each call's value, or its error (an ``OSError`` instance, returned, not
+        raised: the caller decides what a partial failure means)."""
+        return [body for _, body, _ in self._exchange(calls, False)]
+
+    def _exchange(
+        self, calls: tuple[tuple[str, tuple[Any, ...]], ...], trace: bool
+    ) -> list[tuple[bool, Any, list[tuple[int, int, str]]]]:
+        """Send ``calls`` in one write and wait for every reply: per call
+        (succeeded, value or error, message log).  ``PeerUnavailable`` (the
+        connection given up) if any reply does not come."""
         with self._lock:
-            wire_args = self._translate(op, args)
             sock = self._ensure_connected()
             gen = self._gen
-            rid = next(self._rid)
-            data = pack((wire.CLIENT, rid, op, wire_args, trace))
+            frames = []
+            rids: dict[int, int] = {}
+            for i, (op, args) in enumerate(calls):
+                rid = next(self._rid)
+                rids[rid] = i
+                data = pack((wire.CLIENT, rid, op, self._translate(op, args), trace))
+                frames += (wire.HEADER.pack(len(data)), data)
             try:
-                sock.sendall(wire.HEADER.pack(len(data)) + data)
+                sock.sendall(b"".join(frames))
             except OSError as exc:
                 self._drop()
                 raise PeerUnavailable(self.node, f"send failed: {exc.strerror or exc}") from None
+            envs: dict[int, tuple[Any, ...]] = {}
             try:
-                while True:
+                while len(envs) < len(calls):
                     env = wire.decode(self._recv(sock, self.max_size, self.node), self.max_size)
-                    if env[0] in (wire.REPLY, wire.ERROR) and env[1] in (rid, 0):
-                        break
+                    if env[0] not in (wire.REPLY, wire.ERROR):
+                        continue
+                    if env[1] in rids:
+                        envs[rids[env[1]]] = env
+                    elif env[1] == 0:  # the agent could not read a frame: every call still out failed
+                        for i in range(len(calls)):
+                            envs.setdefault(i, env)
             except (PeerUnavailable, ProtocolError):
-                self._drop()  # the request may have run: it is not sent again, the next call connects anew
+                self._drop()  # the requests may have run: not sent again, the next call connects anew
                 raise
-        _, got, body, log = env
-        log = [tuple(x) for x in log or ()]
-        if env[0] == wire.REPLY and got == rid:
-            if op == "open" and type(body) is int and body >= 0:
-                body = (gen << _GEN_SHIFT) | body  # the connection's number travels with the descriptor
-            return body, log
-        err = decode_error(body)
-        if trace:
-            raise _Failed(err, log)
-        raise err
+        out = []
+        for i, (op, _) in enumerate(calls):
+            kind, _, body, log = envs[i]
+            log = [tuple(x) for x in log or ()]
+            if kind == wire.REPLY and envs[i][1] != 0:
+                if op == "open" and type(body) is int and body >= 0:
+                    body = (gen << _GEN_SHIFT) | body  # the connection's number travels with the descriptor
+                out.append((True, body, log))
+            else:
+                out.append((False, decode_error(body), log))
+        return out
 
     # ------------------------------------------------------------------ the file API
     def create(self, path: str) -> int:

@@ -25,6 +25,9 @@ defaults, used by the passthrough baseline of ``fednode.tools.mount_bench``
 too: shorter multiplies the lookups of ``stat``-heavy programs (git, tar, a
 compiler), longer delays what other mounts see.  Failed lookups are not cached
 (``NEGATIVE_TIMEOUT`` = 0), so a name created elsewhere is found at once.
+The attributes libfuse asks for right after a ``create`` come with the
+create's open (``Client.pipeline``: one round trip for both), used once and
+only within ``_PREFETCH_AGE_S``: as fresh as a getattr round trip of its own.
 File data is not kept across opens (no ``keep_cache``: the kernel drops a
 file's pages at each open) and writes go through to the file's home before
 ``write`` returns (no write-back cache).  The property, tested in
@@ -73,11 +76,12 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from fedsim.protocol.attrs import dir_ino
+from fedsim.protocol.attrs import Attr, dir_ino
 from fedsim.protocol.names import MAX_NAME, MAX_PATH
 
 # mfusepy picks libfuse2 ("fuse") before libfuse3 when both are installed, unless told:
@@ -102,6 +106,9 @@ POOL_SIZE = 16  # connections to the entry agent: more than libfuse's threads, f
 READY_MOUNTED = "fednode-mounted"  # the line `fednode mount` prints once the kernel talks to the mount
 _DEFAULT_FILE_MODE = 0o644  # what an agent with umask 022 creates: no chmod needed after create
 _DEFAULT_DIR_MODE = 0o755
+# create's attributes answer the getattr libfuse makes right after it only this soon (the same thread, at
+# once): no older than the attributes a getattr round trip would bring, so the coherence bound is unchanged
+_PREFETCH_AGE_S = 0.02
 
 
 def check_name(path: str) -> None:
@@ -191,13 +198,15 @@ class ClientPool:
 class _Handle:
     """An open file of the mount: the client its descriptor belongs to, and the descriptor (None once flushed)."""
 
-    __slots__ = ("client", "fd", "lock", "path")
+    __slots__ = ("attr", "client", "fd", "lock", "path")
 
     def __init__(self, client: fclient.Client, fd: int, path: str) -> None:
         self.client = client
         self.fd: int | None = fd
         self.path = path
         self.lock = threading.Lock()
+        #: the attributes ``create`` fetched with its open, and when: for libfuse's getattr right after it, once
+        self.attr: tuple[Attr, float] | None = None
 
 
 def _errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -265,6 +274,9 @@ class FedOps(mfusepy.Operations):
         h = self.handles.get(fh) if fh is not None else None
         if h is not None:
             path = h.path
+            fresh, h.attr = h.attr, None
+            if fresh is not None and time.monotonic() - fresh[1] < _PREFETCH_AGE_S:
+                return _stat_dict(fresh[0])
         check_name(path)  # the kernel's lookup of every new name comes here first
         with self.pool.client() as c:
             a = c.getattr(path)
@@ -366,7 +378,15 @@ class FedOps(mfusepy.Operations):
             with _undo_on_error(lambda: c.unlink(path)):  # a failed create leaves no file behind
                 if stat.S_IMODE(mode) != _DEFAULT_FILE_MODE:
                     c.chmod(path, stat.S_IMODE(mode))
-                return self._handle(c, c.open(path), path)
+                # libfuse asks for the new file's attributes as soon as create
+                # returns: fetched with the open, in the same round trip
+                fd, attr = c.pipeline(("open", (path,)), ("getattr", (path,)))
+                if isinstance(fd, BaseException):
+                    raise fd
+                fh = self._handle(c, fd, path)
+                if not isinstance(attr, BaseException):
+                    self.handles[fh].attr = (Attr(*attr), time.monotonic())
+                return fh
         finally:
             self.pool.give(c)
 

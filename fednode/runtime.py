@@ -590,20 +590,42 @@ class Agent:
             self._reply(conn, (wire.ERROR, rid, encode_error(OSError(errno.EAGAIN, err.strerror)), None))
             return
         meta = self.api_meta.get(op)
+        started = None
+        if meta is not None and not self._sem(0).locked():  # as _on_request: run it here until it must wait
+            log: Log = [] if trace else None
+            try:
+                args = self._api_args(op, args, conn)
+                gen = getattr(self.node, op)(*args)
+                done, r = self._run_sync(gen, None, None, 0, log)
+            except Exception as exc:
+                self._reply(conn, (wire.ERROR, rid, encode_error(exc), log))
+                return
+            if done:
+                self._reply(conn, (wire.REPLY, rid, self._api_done(op, args, conn, r), log))
+                return
+            started = (args, gen, r, log)
         k = meta.size_arg if meta is not None else None
         size = min(max(args[k], 0), self.max_io) if k is not None and len(args) > k and type(args[k]) is int else 0
         state.inflight += 1
         state.reserved += size
         if state.inflight >= limits.max_inflight_requests or state.reserved >= limits.max_buffered_bytes:
             _hold(conn, "requests", True)
-        self._spawn(self._serve_client(conn, state, rid, op, args, bool(trace), size))
+        self._spawn(self._serve_client(conn, state, rid, op, args, bool(trace), size, started))
 
     async def _serve_client(
-        self, conn: Conn, state: _ClientState, rid: int, op: str, args: tuple[Any, ...], traced: bool, size: int
-    ) -> None:
+        self, conn: Conn, state: _ClientState, rid: int, op: str, args: tuple[Any, ...], traced: bool, size: int,
+        started: tuple[tuple[Any, ...], Any, Any, Log] | None = None,
+    ) -> None:  # fmt: skip
+        """A client call on a task of its own (``started``: the arguments, the
+        generator, the effect it waits on and its log, from ``_on_client``'s fast path)."""
         trace: Log = [] if traced else None
         try:
-            value = await self.api(op, args, trace, conn)
+            if started is None:
+                value = await self.api(op, args, trace, conn)
+            else:
+                args, gen, pending, trace = started
+                async with self._sem(0):
+                    value = self._api_done(op, args, conn, await self.drive(gen, 0, trace, pending))
             out: tuple[Any, ...] = (wire.REPLY, rid, value, trace)
         except Exception as exc:
             out = (wire.ERROR, rid, encode_error(exc), trace)
@@ -628,15 +650,26 @@ class Agent:
             handler, types, optional = admin
             check_args(op, types, args, optional)
             return await handler(self, conn, *args)
-        check_args(op, want, args)
+        args = self._api_args(op, args, conn)
+        async with self._sem(0):
+            value = await self.drive(getattr(self.node, op)(*args), 0, trace)
+        return self._api_done(op, args, conn, value)
+
+    def _api_args(self, op: str, args: tuple[Any, ...], conn: Conn | None) -> tuple[Any, ...]:
+        """An API call's arguments, checked (types, the descriptor's owner) and
+        with a size beyond ``max_io`` cut to it."""
+        check_args(op, self.api_ops[op], args)
         meta = self.api_meta[op]
         if conn is not None and meta.fd in ("uses", "closes"):
             self._own_fd(conn, args[0])
         k = meta.size_arg
         if k is not None and args[k] > self.max_io:  # a short read, as POSIX allows
             args = (*args[:k], self.max_io, *args[k + 1 :])
-        async with self._sem(0):
-            value = await self.drive(getattr(self.node, op)(*args), 0, trace)
+        return args
+
+    def _api_done(self, op: str, args: tuple[Any, ...], conn: Conn | None, value: Any) -> Any:
+        """After an API call succeeded: the descriptors its connection owns."""
+        meta = self.api_meta[op]
         if conn is not None and meta.fd in ("opens", "closes"):
             if conn.closed:  # it left while the call ran (on_lost has closed the rest): nobody will close this one
                 if meta.fd == "opens":

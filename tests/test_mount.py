@@ -509,3 +509,40 @@ def test_the_demo_runs_postmark_on_a_mount_beside_the_simulator(tmp_path: Path, 
         measured, simulated = rows[key]
         assert int(measured) == int(simulated) > 0, key
     assert float(rows["seconds"][0]) > 0 and float(rows["seconds"][1]) > 0
+
+
+def test_create_answers_libfuse_getattr_from_its_own_round_trip(fed: Federation) -> None:
+    """``create`` fetches the new file's attributes with its open (one
+    ``Client.pipeline``), and the getattr libfuse makes right after it (with
+    the new handle) is answered from them, once: the next one asks the agent."""
+    mount, _, _ = _mount_modules()
+    from fednode.config import load_cluster
+
+    ops = mount.FedOps(load_cluster(fed.path), 0)
+    sent: list[str] = []
+    try:
+        with ops.pool.client() as c:
+            c.mkdir("/prefetch")
+            real = c._exchange
+
+            def counting(calls: tuple, trace: bool) -> list:
+                sent.extend(op for op, _ in calls)
+                return real(calls, trace)
+
+            c._exchange = counting  # type: ignore[method-assign]
+        fh = ops.create("/prefetch/f", 0o100644)
+        assert sent == ["create", "open", "getattr"]
+        with ops.pool.client() as c:
+            want = mount._stat_dict(c.getattr("/prefetch/f"))
+        sent.clear()
+        assert ops.getattr("/prefetch/f", fh) == want and sent == []  # no round trip
+        assert ops.getattr("/prefetch/f", fh) == want and sent == ["getattr"]  # used once only
+        # the pipelined calls fail one by one: an open of a missing file is its error, the other call's value stands
+        with ops.pool.client() as c:
+            fd_err, attr = c.pipeline(("open", ("/prefetch/none",)), ("getattr", ("/prefetch/f",)))
+        assert isinstance(fd_err, FileNotFoundError) and mount._stat_dict(mount.Attr(*attr)) == want
+        ops.flush("/prefetch/f", fh)
+        ops.release("/prefetch/f", fh)
+        assert ops.handles == {}
+    finally:
+        ops.pool.close()
