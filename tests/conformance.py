@@ -716,8 +716,16 @@ def run_tcp(sc: Scenario, **options: Any) -> Outcome:
 
 def run_verbs(sc: Scenario) -> Outcome:
     """Agent processes whose peers talk RDMA (verbs), alternating between the
-    test bed's two Soft-RoCE devices as if on two hosts."""
-    return run_tcp(sc, transport="verbs", devices=RDMA_DEVICES)
+    test bed's two Soft-RoCE devices as if on two hosts.  They run in the
+    test bed's guest, under TCG emulation on a host that may be busy with the
+    rest of the suite: a peer's reply may take seconds there, which is slow,
+    not a failure (no scenario depends on a timeout), so the rpc timeout is
+    ``GUEST_RPC_TIMEOUT_MS``."""
+    return run_tcp(sc, transport="verbs", devices=RDMA_DEVICES, rpc_timeout_ms=GUEST_RPC_TIMEOUT_MS)
+
+
+#: the rpc timeout of agents in the emulated Soft-RoCE guest (``run_verbs``, tests/test_verbs.py)
+GUEST_RPC_TIMEOUT_MS = 30_000.0
 
 
 RDMA_DEVICES = ("rxe_v0", "rxe_v1")  # the test bed's veth pair; see fednode.tools.testbed
@@ -738,6 +746,6 @@ def verbs_missing() -> str | None:
 
 
 __all__ = [
-    "JOIN", "LEAVE", "OUTSIDE", "RDMA_DEVICES", "SCENARIOS", "Outcome", "Scenario", "check_inos", "run_direct",
-    "run_inproc", "run_sim", "run_tcp", "run_verbs", "verbs_missing",
+    "GUEST_RPC_TIMEOUT_MS", "JOIN", "LEAVE", "OUTSIDE", "RDMA_DEVICES", "SCENARIOS", "Outcome", "Scenario",
+    "check_inos", "run_direct", "run_inproc", "run_sim", "run_tcp", "run_verbs", "verbs_missing",
 ]  # fmt: skip

@@ -23,7 +23,7 @@ from fednode.transport import make_transport
 from fedsim.protocol.hashing import names_managed_by
 from fedsim.protocol.messages import PeerUnavailable, pack
 from fedsim.schema import ConfigError
-from tests.conformance import RDMA_DEVICES, verbs_missing
+from tests.conformance import GUEST_RPC_TIMEOUT_MS, RDMA_DEVICES, verbs_missing
 
 MISSING = verbs_missing()
 needs_rdma = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
@@ -59,6 +59,7 @@ def test_verbs_without_a_device_is_a_clear_error_and_auto_falls_back_to_tcp(tmp_
 # ---------------------------------------------------------------------------- with a device
 def _spec(base: Path, n: int = 3, **options):
     options.setdefault("protocol", {"vd_max_age_s": 0.5, "vd_miss_age_s": 0.1, "summary_refresh_s": 0.0})
+    options.setdefault("rpc_timeout_ms", GUEST_RPC_TIMEOUT_MS)  # the emulated guest is slow, not failing
     return local_spec(base, n, devices=RDMA_DEVICES, transport="verbs", **options)
 
 
