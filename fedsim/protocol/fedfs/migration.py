@@ -137,14 +137,12 @@ class MigrateBegin(Request):
 
 @register_request
 @dataclass(slots=True, frozen=True)
-class MigrateRead(Request):
-    """One chunk of a file being migrated (bounded like a Read)."""
+class MigrateRead(Read):
+    """One chunk of a file being migrated: a ``Read`` (its fields, size bound
+    and bulk reply inherited), its own type so that the source counts it as
+    the copy, not as a client's load."""
 
-    size_field: ClassVar[str | None] = "size"
     reply: ClassVar[Any] = bytes
-    path: str
-    offset: int
-    size: int
 
 
 @register_request
