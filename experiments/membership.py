@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from experiments.common import build_cluster
 from fedsim.config import Config
+from fedsim.direct import DirectCluster
 from fedsim.results import StudyResult
 from fedsim.runtime import SimCluster
 from fedsim.schema import table
@@ -50,8 +51,9 @@ def theory(hashing: str, n: int) -> float:
     return 1 / (n + 1) if hashing == "ring" else n / (n + 1)
 
 
-def _managed(c: SimCluster) -> dict[str, int]:
-    """Every exact DT entry a member holds as its name's manager: path -> manager."""
+def managed_entries(c: SimCluster | DirectCluster) -> dict[str, int]:
+    """Every exact DT entry a member holds as its name's manager: path -> manager
+    (either runtime: the membership tests count hand-offs with it too)."""
     out: dict[str, int] = {}
     for n in c.live:
         node = c.nodes[n]
@@ -68,7 +70,7 @@ def _totals(c: SimCluster) -> tuple[int, int, int]:
 
 def _change(c: SimCluster, start: object) -> dict[str, float]:
     """Run a view change (``start()`` returns its process) and measure it."""
-    before = _managed(c)
+    before = managed_entries(c)
     vds = sum(len(c.nodes[n].vds) for n in c.live)
     h0, v0, m0 = _totals(c)
     t0 = c.env.now

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from experiments.membership import managed_entries
 from fedsim.direct import DirectCluster
 from fedsim.memfs import MemFS
 from fedsim.network import preset
@@ -35,27 +36,16 @@ def _populated(n: int, hashing: str, files: int = 60) -> DirectCluster:
     return c
 
 
-def _managed(c: DirectCluster) -> dict[str, int]:
-    """Every exact DT entry a member holds as a name's manager: path -> manager."""
-    out = {}
-    for n in c.live:
-        node = c.nodes[n]
-        for p in node.dt.keys():
-            if node.manager_of(p) == n:
-                out[p] = n
-    return out
-
-
 @pytest.mark.parametrize("hashing", ["mod_n", "ring"])
 def test_a_join_hands_off_exactly_the_names_the_hashing_moves(hashing):
     c = _populated(4, hashing)
-    before = _managed(c)
+    before = managed_entries(c)
     fs = MemFS()
     fs.mkdir("/d3")
     fs.create("/d3/new")
     n = c.join(local=fs)
     assert c.members == (0, 1, 2, 3, 4) and {x.epoch for x in c.nodes} == {1}
-    after = _managed(c)
+    after = managed_entries(c)
     moved = {p for p in before if c.nodes[0].manager_of(p) != before[p]}
     assert set(after) == set(before)  # nothing lost, each at its manager in the new view
     assert all(after[p] == c.nodes[0].manager_of(p) for p in after)
@@ -75,12 +65,12 @@ def test_a_join_hands_off_exactly_the_names_the_hashing_moves(hashing):
 @pytest.mark.parametrize("hashing", ["mod_n", "ring"])
 def test_a_leave_hands_off_its_names_and_its_files_become_unavailable(hashing):
     c = _populated(4, hashing)
-    before = _managed(c)
+    before = managed_entries(c)
     on_2 = {p for p, v in c.fs[2].tree().items() if v is not None}
     assert on_2
     c.leave(2)
     assert c.members == (0, 1, 3) and c.live == [0, 1, 3]
-    after = _managed(c)
+    after = managed_entries(c)
     # every file still in the namespace keeps an exact entry at its (new) manager; directory
     # entries are dropped (the leaver may have held one alone: the parent's VD tells)
     assert {p for p in before if p.count("/") == 2 and p not in on_2} <= set(after)
