@@ -290,7 +290,15 @@ class BlockCaching(Attributes):
 
     def handle(self, src: int, request: Request) -> Gen:
         """Every request, and after one that changed a local file with cachers,
-        their invalidation (before the reply)."""
+        their invalidation (before the reply).  A federation without the cache
+        (every member agrees on ``block_cache_blocks``) has no cachers: its
+        requests go straight through, with no generator frame of this role
+        on the hot path of every request."""
+        if not self.config.block_cache_blocks:
+            return super().handle(src, request)
+        return self._handle_invalidating(src, request)
+
+    def _handle_invalidating(self, src: int, request: Request) -> Gen:
         result = yield from super().handle(src, request)
         if self.cachers:
             paths = _changed_paths(request)
