@@ -116,6 +116,9 @@ class ProtocolSpec(Strict):
     migration_batch: PositiveInt = _P.migration_batch
     migration_chunk: PositiveInt = _P.migration_chunk
     leave_files: Literal["unavailable", "migrate"] = _P.leave_files  # config.LEAVE_FILES
+    replicas: Literal[1, 2] = _P.replicas
+    heartbeat_s: NonNegativeFloat = _P.heartbeat_s
+    heartbeat_misses: PositiveInt = _P.heartbeat_misses
 
     @field_validator(*NAME_CHECKS)
     @classmethod

@@ -69,6 +69,19 @@ class ProtocolConfig:
     # "unavailable" (they leave the namespace with it) or "migrate" (moved to
     # the remaining members first; needs the migration mechanism).
     leave_files: str = "unavailable"
+    # Replication (FedFS 3.2; ``fedfs/replication.py``): 1 = one copy of each
+    # file (the papers' prototype), 2 = a primary at the file's home and a
+    # coherent secondary at the home's successor in the view, a write
+    # acknowledged once both hold it.
+    replicas: int = 1
+    # Crash detection (FedFS 3.3; ``fedfs/failure.py``): every
+    # ``heartbeat_s`` a member sends a heartbeat to its successor in the
+    # view; one that hears nothing from its predecessor for
+    # ``heartbeat_misses`` periods has the coordinator check it and, if it
+    # does not answer, evict it (a view change without it).  0 = no
+    # heartbeats (the simulator's default: a crash is then never detected).
+    heartbeat_s: float = 0.0
+    heartbeat_misses: int = 3
 
     def __post_init__(self) -> None:
         for name in ("dt_entries", "vd_entries", "summary_bits", "summary_hashes"):
@@ -94,6 +107,12 @@ class ProtocolConfig:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
 
+        if self.replicas not in (1, 2):
+            raise ValueError(f"replicas must be 1 (no replication) or 2 (primary and secondary), got {self.replicas}")
+        if self.heartbeat_s < 0:
+            raise ValueError(f"heartbeat_s must not be negative (0 = no heartbeats), got {self.heartbeat_s}")
+        if self.heartbeat_misses < 1:
+            raise ValueError(f"heartbeat_misses must be at least 1, got {self.heartbeat_misses}")
         if self.leave_files not in LEAVE_FILES:
             raise ValueError(f"leave_files must be one of {', '.join(LEAVE_FILES)}, got {self.leave_files!r}")
 
