@@ -517,12 +517,9 @@ class Replication(Membership):
             return (yield from super()._at_home(path, make, dir_errno))
         except PeerUnavailable as exc:
             req = make(path)
-            if type(req) not in _FAILOVER:
+            if type(req) not in _FAILOVER or not self._homed_at(path, exc.node):
                 raise
-            entry, _ = yield from self._lookup(path)  # (a manager that does not answer: its error is the client's)
-            if entry.is_dir or entry.home != exc.node:
-                raise
-            return (yield from self._from_copy(exc, entry.home, req)), entry.home
+            return (yield from self._from_copy(exc, exc.node, req)), exc.node
 
     def _at_fd(self, fd: int, make: Any) -> Gen:
         if not self.replicating:
@@ -551,12 +548,20 @@ class Replication(Membership):
             return (yield from super()._by_name(path, at_home, at_manager))
         except PeerUnavailable as exc:
             req = at_home(path)
-            if type(req) is not GetAttr:
+            if type(req) is not GetAttr or not self._homed_at(path, exc.node):
                 raise
-            entry, _ = yield from self._lookup(path)
-            if entry.is_dir or entry.home != exc.node:
-                raise
-            return (yield from self._from_copy(exc, entry.home, req))
+            return (yield from self._from_copy(exc, exc.node, req))
+
+    def _homed_at(self, path: str, node: int) -> bool:
+        """Whether ``node``, which did not answer for ``path``, may be its
+        home: the one this node's DT names, or, with no entry here, the node
+        that did not answer (the file's manager: with the usual placement it
+        homes the names it manages).  The secondary's answer settles it: a
+        copy there is a copy of its predecessor's file."""
+        e = self.dt.peek(path)
+        if e is None:
+            return node != self.id
+        return not e.is_dir and e.home == node
 
     def _from_copy(self, exc: PeerUnavailable, home: int, req: Any) -> Gen:
         """Serve ``req`` (meant for ``home``, which did not answer) from the secondary's copy."""
@@ -579,7 +584,7 @@ class Replication(Membership):
         except PeerUnavailable:
             raise exc from None
         except FileNotFoundError:
-            raise exc from None  # no copy (the file was unsynced): the home's error is the truth
+            raise exc from None  # no copy (not its file, or one left unsynced): the silent node's error is the truth
         return None if t is Open else value
 
     # ------------------------------------------------------------------ view changes
