@@ -379,13 +379,15 @@ def _apply(c: DirectCluster, ref: dict[str, bytes], n: int, step: tuple[Any, ...
 @settings(max_examples=60, deadline=None)
 @given(
     st.integers(3, 6),
-    st.lists(op_st, max_size=30),
+    st.lists(op_st, min_size=4, max_size=30),
     st.integers(0, 5),
     st.booleans(),
     st.sampled_from(["with_manager", "round_robin"]),
 )
 def test_random_operations_then_a_leave_or_a_node_down_lose_no_acknowledged_file(n, steps, victim, leave, placement):
     c = DirectCluster(n, config=TWO, placement=placement)
+    c.op(0, "mkdir", "/a")
+    c.op(n - 1, "mkdir", "/b")
     ref: dict[str, bytes] = {}
     for step in steps:
         _apply(c, ref, n, step)

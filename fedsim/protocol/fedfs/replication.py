@@ -58,7 +58,7 @@ from types import GeneratorType
 from typing import Any, ClassVar
 
 from fedsim.protocol.attrs import KEEP, PERM_BITS, UTIME_OMIT, Attr, check_setattr, federated
-from fedsim.protocol.effects import Call, Local, Sleep, Spawn
+from fedsim.protocol.effects import Call, Local, Multicast, Sleep, Spawn
 from fedsim.protocol.fedfs.attributes import GetAttr, SetAttr
 from fedsim.protocol.fedfs.blockcache import BlockRead
 from fedsim.protocol.fedfs.membership import Membership
@@ -66,6 +66,7 @@ from fedsim.protocol.fedfs.migration import MigrateDone, MigrateIn
 from fedsim.protocol.fedfs.rename import RenameDrop, RenameFinish
 from fedsim.protocol.messages import (
     AddEntry,
+    GetEntry,
     Close,
     Create,
     HomeInfo,
@@ -517,9 +518,9 @@ class Replication(Membership):
             return (yield from super()._at_home(path, make, dir_errno))
         except PeerUnavailable as exc:
             req = make(path)
-            if type(req) not in _FAILOVER or not self._homed_at(path, exc.node):
+            if type(req) not in _FAILOVER:
                 raise
-            return (yield from self._from_copy(exc, exc.node, req)), exc.node
+            return (yield from self._failover(path, req, exc))
 
     def _at_fd(self, fd: int, make: Any) -> Gen:
         if not self.replicating:
@@ -548,20 +549,88 @@ class Replication(Membership):
             return (yield from super()._by_name(path, at_home, at_manager))
         except PeerUnavailable as exc:
             req = at_home(path)
-            if type(req) is not GetAttr or not self._homed_at(path, exc.node):
+            if type(req) is not GetAttr:
                 raise
-            return (yield from self._from_copy(exc, exc.node, req))
+            return (yield from self._failover(path, req, exc))[0]
 
-    def _homed_at(self, path: str, node: int) -> bool:
-        """Whether ``node``, which did not answer for ``path``, may be its
-        home: the one this node's DT names, or, with no entry here, the node
-        that did not answer (the file's manager: with the usual placement it
-        homes the names it manages).  The secondary's answer settles it: a
-        copy there is a copy of its predecessor's file."""
+    def _failover(self, path: str, req: Any, exc: PeerUnavailable) -> Gen:
+        """(value, home) of ``req`` about ``path`` when ``exc.node`` did not
+        answer for it.  A DT entry of this node that named the silent node
+        may be stale (the file was renamed or removed and made elsewhere):
+        with no copy at the secondary, the name is resolved again, once."""
+        for attempt in (0, 1):
+            cached = self.dt.peek(path) is not None
+            home = yield from self._home_without(path, exc)
+            try:
+                return (yield from self._elsewhere(exc, home, req)), home
+            except PeerUnavailable:
+                if attempt or not cached:
+                    raise
+            self.stats.stale_retries += 1
+            self.dt.pop(path)
+        raise AssertionError("unreachable")
+
+    def _home_without(self, path: str, exc: PeerUnavailable) -> Gen:
+        """The home of ``path`` when node ``exc.node`` did not answer for it:
+        the one this node's DT names, if that is the silent node; else, when
+        the silent node is the name's manager, the parent's VD's answer
+        (``GetEntry`` at the parent's manager), or the manager itself (with
+        the usual placement it homes the names it manages; its secondary's
+        answer settles it, a copy there is a copy of its predecessor's file).
+        Otherwise ``exc`` is the client's."""
         e = self.dt.peek(path)
-        if e is None:
-            return node != self.id
-        return not e.is_dir and e.home == node
+        if e is not None:
+            if e.is_dir or e.home != exc.node:
+                raise exc
+            return e.home
+        if path == ROOT:
+            raise exc
+        if exc.node != self.manager_of(path):  # the home did not answer, and its entry is gone here: ask again
+            entry = yield from self._lookup_at_manager(path)
+            if entry.is_dir:
+                raise exc
+            return entry.home
+        d, name = split(path)
+        pm = self.manager_of(d)
+        if pm != exc.node:
+            try:
+                entry = yield from self._busy(lambda: self.call(pm, GetEntry(d, name)))
+            except OSError:
+                entry = None  # (its merge may have missed the silent node's part: ask the copy)
+            if entry is not None:
+                if entry[0]:
+                    raise exc
+                return entry[1]
+            return exc.node
+        # Both managers are the silent node: ask every other member whether it
+        # holds the file (the summaries here cannot tell: a directory made for a
+        # file reaches only its manager's copy of a summary, ``summary_add``);
+        # the lowest that does is its home (as a merge resolves a collision).
+        # The failure path only, while a member is down and not yet evicted.
+        probe = tuple(n for n in self.members if n != exc.node)
+        if self.id in probe:
+            try:
+                is_dir, _ = yield Local("stat", path)
+                if not is_dir:
+                    return self.id
+            except OSError:
+                pass
+        others = tuple(n for n in probe if n != self.id)
+        if others:
+            for n, answer in zip(others, (yield Multicast(others, Stat(path))), strict=True):
+                if not isinstance(answer, BaseException) and not answer[0]:
+                    return n
+        return exc.node
+
+    def _elsewhere(self, exc: PeerUnavailable, home: int, req: Any) -> Gen:
+        """``req`` at ``home`` if it is not the silent node, else from the secondary's copy."""
+        if home != exc.node:
+            try:
+                value = yield from self._busy(lambda: self.call(home, req))
+                return None if type(req) is Open else value
+            except PeerUnavailable as again:
+                exc = again
+        return (yield from self._from_copy(exc, home, req))
 
     def _from_copy(self, exc: PeerUnavailable, home: int, req: Any) -> Gen:
         """Serve ``req`` (meant for ``home``, which did not answer) from the secondary's copy."""
