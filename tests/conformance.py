@@ -485,7 +485,8 @@ SCENARIOS.append(
             (1, "readdir", ("/",)),
             (3, LEAVE, ()),  # node 0 promotes node 3's files; node 2's copies go to node 0
             (0, "readdir", ("/r",)),
-            *[(n, "getattr", (p,)) for n, p in ((0, "/r/f0"), (1, "/r/f1"), (2, "/r/g2"), (0, "/r/f3"), (1, "/r/pre0"))],
+            *[(n, "getattr", (p,)) for n, p in ((0, "/r/f0"), (1, "/r/f1"), (2, "/r/g2"), (0, "/r/f3"))],
+            (1, "getattr", ("/r/pre0",)),
             (2, "open", ("/r/g2",)),
             (2, "read", (FD, 0, 100)),
             (2, "close", (FD,)),

@@ -174,9 +174,7 @@ def test_every_file_of_a_node_that_is_down_is_read_from_its_secondary(n):
     with pytest.raises(ConnectionError):
         c.op(0, "truncate", mine[0], 0)
     with pytest.raises(ConnectionError):
-        c.op(0, "create", mine[0] + "x") if c.nodes[0].manager_of(mine[0] + "x") == down else c.op(
-            0, "unlink", mine[0]
-        )
+        c.op(0, "create", mine[0] + "x") if c.nodes[0].manager_of(mine[0] + "x") == down else c.op(0, "unlink", mine[0])
 
 
 def test_a_simulated_node_that_fails_is_read_from_its_secondary():
@@ -324,7 +322,11 @@ def test_replica_requests_are_refused_with_one_copy_and_checked_with_two():
         one.run(0, one.nodes[0].call(1, ReplicaWrite("/x", 0, b"a")))
     assert info.value.errno == errno.ENOTSUP
     two = DirectCluster(2, config=TWO)
-    for bad in (ReplicaPut("/x", 5, b"abc", 4, KEEP), ReplicaPut("/x", -1, b"", 0, KEEP), ReplicaPut("/x", 0, b"", 0, 1 << 20)):
+    for bad in (
+        ReplicaPut("/x", 5, b"abc", 4, KEEP),
+        ReplicaPut("/x", -1, b"", 0, KEEP),
+        ReplicaPut("/x", 0, b"", 0, 1 << 20),
+    ):
         with pytest.raises(OSError) as info:
             two.run(0, two.nodes[0].call(1, bad))
         assert info.value.errno == errno.EINVAL
@@ -409,6 +411,7 @@ def test_agents_with_two_copies_serve_every_file_of_a_killed_agent():
     """Three agent processes over TCP, replicas 2: files written through every
     agent; one agent is killed (SIGKILL); every file, its own included, is
     read back with the right content through the other two."""
+    from fednode.cli import format_status
     from fednode.client import Client
     from fednode.cluster import ProcessCluster, write_local
 
@@ -433,6 +436,11 @@ def test_agents_with_two_copies_serve_every_file_of_a_killed_agent():
                     assert (base / f"n{secondary}" / REPLICA_ROOT.lstrip("/") / p.lstrip("/")).read_bytes() == ref[p]
                 status = clients[secondary].status()
                 assert status["replicas"] == 2 and status["replica_files"] == len(theirs)
+                assert status["local_files"] == sum(1 for h in homes.values() if h == secondary)  # copies apart
+                row = {"node": secondary, "reachable": True, **status}
+                assert f"replicas 2: {len(theirs)} copies held for its predecessor, 0 files unsynced" in format_status(
+                    [row]
+                )
                 pc.kill(victim)
                 clients[victim].disconnect()
                 for c in clients[:2]:

@@ -66,9 +66,9 @@ from fedsim.protocol.fedfs.migration import MigrateDone, MigrateIn
 from fedsim.protocol.fedfs.rename import RenameDrop, RenameFinish
 from fedsim.protocol.messages import (
     AddEntry,
-    GetEntry,
     Close,
     Create,
+    GetEntry,
     HomeInfo,
     Open,
     PeerUnavailable,
@@ -260,7 +260,8 @@ class Replication(Membership):
         return (yield from self._mutated(req.path, inner(src, req), lambda: ReplicaPut(req.path, 0, b"", 0, KEEP)))
 
     def _rep_write(self, inner: Any, src: int, req: Write) -> Gen:
-        return (yield from self._mutated(req.path, inner(src, req), lambda: ReplicaWrite(req.path, req.offset, req.data)))
+        forward = lambda: ReplicaWrite(req.path, req.offset, req.data)  # noqa: E731
+        return (yield from self._mutated(req.path, inner(src, req), forward))
 
     def _rep_truncate(self, inner: Any, src: int, req: Truncate) -> Gen:
         return (yield from self._mutated(req.path, inner(src, req), lambda: ReplicaTruncate(req.path, req.size)))
