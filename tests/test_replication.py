@@ -490,3 +490,20 @@ def test_a_simulated_secondary_that_missed_writes_is_repaired_in_the_background(
     c.env.run()  # the repair's back-off ends; then nothing is left to run
     assert c.nodes[home].unsynced == set()
     assert_replicated(c.fs, [0, 1, 2])
+
+
+def test_a_rename_of_a_file_whose_copy_lags_sends_the_new_name_whole():
+    c = DirectCluster(3, config=TWO)
+    c.op(0, "mkdir", "/d")
+    home = c.nodes[0].manager_of("/d/a")  # with_manager: the name's manager homes it
+    c.op(0, "create", "/d/a")
+    s = successor(home, c.members)
+    c.down.add(s)
+    fd = c.op(home, "open", "/d/a")
+    c.op(home, "write", fd, 0, b"missed by the copy")
+    c.op(home, "close", fd)
+    c.down.discard(s)
+    assert "/d/a" in c.nodes[home].unsynced
+    c.op(home, "rename", "/d/a", "/d/b")
+    assert c.nodes[home].unsynced == set()
+    assert copies_at(c.fs[s]) == {"/d/b": b"missed by the copy"}

@@ -40,6 +40,11 @@ frame on any hot path).
 Which copies a secondary holds for which primary (``held``) is soft state of
 this incarnation; a restarted node drops its replica space anyway.
 
+Files a local tree held before the federation started (autonomy) get their
+copy with their first change (the secondary answers ENOENT, the file goes
+whole) or when a view change gives their home a new successor; until then a
+leave of their home makes them unavailable, as with one copy.
+
 Known limits: two writes of one file in flight at once at its home may reach
 the secondary in another order than they were applied (the workloads and
 tests write a file from one client at a time); a write acknowledged while a
@@ -282,7 +287,12 @@ class Replication(Membership):
 
     def _rep_rename_finish(self, inner: Any, src: int, req: RenameFinish) -> Gen:
         yield from _run(inner(src, req))
-        if req.commit:
+        if not req.commit:
+            return
+        if req.old in self.unsynced:  # the copy to be renamed may be stale: drop it, copy the new name whole
+            yield from self.replicate(req.old)
+            yield from self.replicate(req.new)
+        else:
             yield from self._forward(req.new, ReplicaRename(req.old, req.new))
 
     def _rep_rename_drop(self, inner: Any, src: int, req: RenameDrop) -> Gen:
