@@ -344,6 +344,7 @@ op_st = st.one_of(
     st.tuples(st.just("truncate"), st.integers(0, 5), st.sampled_from(NAMES), st.integers(0, 16)),
     st.tuples(st.just("unlink"), st.integers(0, 5), st.sampled_from(NAMES)),
     st.tuples(st.just("rename"), st.integers(0, 5), st.sampled_from(NAMES), st.sampled_from(["f0", "f1", "f2", "f3"])),
+    st.tuples(st.just("migrate"), st.integers(0, 5), st.sampled_from(NAMES), st.integers(0, 5)),
 )
 
 
@@ -369,6 +370,8 @@ def _apply(c: DirectCluster, ref: dict[str, bytes], n: int, step: tuple[Any, ...
         elif kind == "unlink":
             c.op(at, "unlink", path)
             del ref[path]
+        elif kind == "migrate":
+            c.op(at, "migrate", path, step[3] % n)
         else:
             new = path.rsplit("/", 1)[0] + "/" + step[3]
             c.op(at, "rename", path, new)
