@@ -510,3 +510,20 @@ def test_a_rename_of_a_file_whose_copy_lags_sends_the_new_name_whole():
     c.op(home, "rename", "/d/a", "/d/b")
     assert c.nodes[home].unsynced == set()
     assert copies_at(c.fs[s]) == {"/d/b": b"missed by the copy"}
+
+
+def test_replica_requests_from_the_wire_carry_canonical_namespace_paths_only():
+    from fedsim.protocol.fedfs.replication import ReplicaPut, ReplicaRename, ReplicaWrite
+    from fedsim.protocol.messages import ProtocolError, decode_request, encode_request
+
+    ok = ReplicaPut("/d/f", 0, b"abc", 3, 0o644)
+    assert decode_request(encode_request(ok)) == ok
+    for bad in (
+        ["ReplicaWrite", REPLICA_ROOT + "/d/f", 0, b"x"],  # the replica space itself: never named on the wire
+        ["ReplicaWrite", "/d/../f", 0, b"x"],
+        ["ReplicaRename", "/d/f", "d/g"],
+        ["ReplicaPut", "/d/f", 0, "not bytes", 3, 0],
+    ):
+        with pytest.raises(ProtocolError):
+            decode_request(bad)
+    assert ReplicaWrite.kind == "ReplicaWrite" and ReplicaRename.reply is None
