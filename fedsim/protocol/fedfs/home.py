@@ -195,7 +195,7 @@ class Home(Manager):
     @handles(ReadDir)
     def on_read_dir(self, src: int, req: ReadDir) -> Gen:
         """Dirmerge: this node's local entries of a directory."""
-        return (yield Local("listdir", req.path))
+        return (yield from self.local_entries(req.path))
 
     @handles(RmLocal)
     def on_rm_local(self, src: int, req: RmLocal) -> Gen:
