@@ -458,8 +458,11 @@ SCENARIOS.append(
         # namespace, every moved file reads back its bytes at its pathname
         "membership: a node leaves gracefully and migrates its files",
         4,
-        files={2: [("/d/on2", b"2" * 3000), ("/own2/x", b"x of node 2")], 0: [("/d/on0", b"0")],
-               3: [("/e/on3", b"3")]},  # fmt: skip
+        files={
+            2: [("/d/on2", b"2" * 3000), ("/own2/x", b"x of node 2")],
+            0: [("/d/on0", b"0")],
+            3: [("/e/on3", b"3")],
+        },
         dirs={1: ["/d"], 2: ["/own2/empty"]},
         protocol={"leave_files": "migrate"},
         ops=[

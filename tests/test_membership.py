@@ -207,7 +207,7 @@ def test_a_leave_with_migrate_whose_target_is_down_aborts_and_can_be_retried():
     """A target that does not answer aborts the leave with a clear error:
     every move committed or left no trace, the node is still a member, and
     once the target is back the leave completes with nothing lost."""
-    c, homed = _with_leaver_tree("mod_n", "round_robin")
+    c, _ = _with_leaver_tree("mod_n", "round_robin")
     reference = c.namespace()
     c.down.add(3)
     with pytest.raises(OSError, match="leave of node 2 aborted: cannot move it to node 3") as ei:
