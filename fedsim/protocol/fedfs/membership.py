@@ -28,12 +28,27 @@ contribute to is merged with N only, on its next use
 
 Leave (graceful): the leaving node L asks the coordinator of the view without
 it (the lowest other member) to drop it (``Leave``).  The new view reaches L
-too, so L hands every name it manages to its new manager.  L's own files:
-``ProtocolConfig.leave_files`` "unavailable" (they leave the namespace with
-L: every member drops L's summary, its cached DT entries naming L as a home
-and the VDs L held a part of) or "migrate", which needs the migration
-mechanism (issue 13's migration half) and is refused with ENOTSUP until that
-mechanism is merged.
+too, so L hands every name it manages to its new manager.  L's own files
+follow ``ProtocolConfig.leave_files``:
+
+* "unavailable": they leave the namespace with L (every member drops L's
+  summary, its cached DT entries naming L as a home and the VDs L held a
+  part of);
+* "migrate": before its Leave, L makes each of its local directories at a
+  remaining member (a ``Mkdir`` at that home, after the directory's manager
+  merged it: no reservation, the name exists) and moves each of its regular
+  files there with the migration mechanism (``MigrateIn``, as ``fednode
+  migrate``: L is the source, the move commits or leaves no trace).  The
+  target is the federation's placement policy asked as the name's manager
+  in the view without L would ask it (with_manager: the new manager, so a
+  moved file costs no extra hop; round_robin, random: spread storage), or
+  round-robin over the others when the policy names L itself.  A move that
+  fails (a target down, a name collision) aborts the leave with an error
+  naming the file and the target: every file is whole at L or at its
+  target, L is still a member, and the leave can be retried.  Passes repeat
+  while new files keep arriving at L (EAGAIN after ``LEAVE_PASSES``).
+  Known limit: a create placed at L between its last pass and the view
+  change leaves with L, as under "unavailable".
 
 One view change at a time: a coordinator that is installing one answers
 EAGAIN to the next.  A join or leave decided under another epoch than the
