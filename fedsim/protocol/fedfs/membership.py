@@ -395,12 +395,12 @@ class Membership(Renaming):
         explicitly, not as a moved file's implicit parent, so it outlives
         its last file as it would have here) and move each of its regular
         files there with the migration mechanism (``MigrateIn`` to the
-        target, which runs the move from this node).  Targets: the federation's placement policy
-        asked as the file's manager in the view without this node would ask
-        it for a new name, so that with_manager keeps a file with its new
-        manager (no extra hop) and round_robin / random spread the storage;
-        a choice outside ``rest`` (with_requester, a pin to this node) goes
-        round-robin over ``rest``.  Passes repeat while files keep arriving
+        target, which runs the move from this node).  Targets: the
+        federation's placement policy, asked as the file's manager in the
+        view without this node would ask it for a new name, so that
+        with_manager keeps a file with its new manager (no extra hop) and
+        round_robin / random spread the storage; a choice outside ``rest``
+        (with_requester, a pin to this node) goes round-robin over ``rest``.  Passes repeat while files keep arriving
         (a create placed here meanwhile), up to ``LEAVE_PASSES``.
 
         A file that cannot be moved (its target down or refusing) aborts the
@@ -464,6 +464,8 @@ class Membership(Renaming):
                     raise abort(f, to, exc) from exc
 
     def _holds_file(self, path: str) -> Gen:
+        """Whether the local tree still holds ``path`` (a move that found no
+        such file may be racing an unlink: nothing then to move)."""
         try:
             yield Local("stat", path)
         except FileNotFoundError:
