@@ -454,6 +454,20 @@ def _sim_walk(c: SimCluster, node: int) -> dict[str, Any]:
 @settings(max_examples=40, deadline=None)
 @given(params, steps)
 def test_simulated_joins_and_leaves_interleaved_with_operations_keep_the_namespace(leave_files, p, steps):
+    _sim_play(p, steps, leave_files)
+
+
+def test_a_directory_made_between_two_view_changes_reaches_its_manager_after_the_second():
+    """Pinned (found by the migrating property): the joiner's file /j1/f
+    moves to node 2 with its leave, which makes /j1 there (its SummaryAdd
+    reaches /j1's manager, node 0); node 0's leave then gives /j1 to node
+    1, and node 2's view change must push its summary to node 1 although
+    it equals the one the first view change had pushed to a few others."""
+    steps = [(-1, "join", ""), (3, "leave", ""), (0, "leave", "")]
+    _sim_play({"n": 3, "hashing": "ring", "placement": "with_manager"}, steps, "migrate")
+
+
+def _sim_play(p: dict[str, Any], steps: list[tuple[int, str, str]], leave_files: str) -> None:
     small = ProtocolConfig(summary_bits=256, summary_hashes=2, dt_entries=8, leave_files=leave_files)
     c = SimCluster(p["n"], network=preset("tcp_loopback"), hashing=p["hashing"], placement=p["placement"],
                    keep_data=True, protocol=small)  # fmt: skip
