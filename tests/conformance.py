@@ -449,6 +449,45 @@ SCENARIOS.append(
         ],
     )
 )
+SCENARIOS.append(
+    Scenario(
+        # the same, with leave_files: migrate: before its Leave node 2 makes
+        # its directories at the remaining members and moves each of its
+        # files to the member the placement names in the view without it
+        # (with_manager: the file's new manager); nothing leaves the
+        # namespace, every moved file reads back its bytes at its pathname
+        "membership: a node leaves gracefully and migrates its files",
+        4,
+        files={
+            2: [("/d/on2", b"2" * 3000), ("/own2/x", b"x of node 2")],
+            0: [("/d/on0", b"0")],
+            3: [("/e/on3", b"3")],
+        },
+        dirs={1: ["/d"], 2: ["/own2/empty"]},
+        protocol={"leave_files": "migrate"},
+        ops=[
+            *[(i % 4, "create", (f"/d/f{i}",)) for i in range(6)],
+            (1, "readdir", ("/d",)),
+            (3, "stat", ("/d/on2",)),
+            (2, LEAVE, ()),
+            (0, "readdir", ("/d",)),
+            (1, "stat", ("/d/on2",)),
+            (1, "open", ("/d/on2",)),
+            (1, "read", (FD, 0, 4000)),
+            (1, "close", (FD,)),
+            (3, "open", ("/own2/x",)),
+            (3, "read", (FD, 0, 100)),
+            (3, "close", (FD,)),
+            (0, "readdir", ("/own2",)),
+            *[(i % 3 if i % 3 != 2 else 3, "stat", (f"/d/f{i}",)) for i in range(6)],
+            (0, "unlink", ("/own2/x",)),
+            (3, "readdir", ("/own2",)),
+            (0, "create", ("/d/after",)),
+            (3, "readdir", ("/d",)),
+            (0, "readdir", ("/",)),
+        ],
+    )
+)
 
 SCENARIOS.append(
     Scenario(

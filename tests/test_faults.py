@@ -462,3 +462,21 @@ def test_fault_plans_are_deterministic_and_describable():
 def test_well_formed_tree_check():
     assert _tree_is_well_formed({"/": None, "/a": b"", "/a/b": b""}) is not None
     assert _tree_is_well_formed(MemFS().tree()) is None
+
+
+def test_an_unlink_whose_del_entry_is_lost_answers_done_and_the_namespace_catches_up():
+    """The home unlinked the file, then its DelEntry to the parent's manager
+    was lost: the unlink happened, so it is answered as done (an error would
+    be a failure that changed the tree), and the background Settle makes
+    every view agree with the local trees once the fault heals."""
+    c = _direct(2, "round_robin", **AGING)
+    inj = c.inject(FaultPlan.of(lose=[12]))
+    outcomes = _run_direct_script(c, 2, [(0, "mkdir", "/a"), (0, "create", "/a/b"), (0, "unlink", "/a/b")])
+    assert [e[1:4] for e in inj.log] == [(0, 1, "DelEntry")], inj.describe()
+    assert outcomes == ["ok", "ok", "ok"]
+    assert "/a/b" not in c.namespace()
+    c.heal()
+    c.advance(10.0)
+    assert c.walk(0) == c.walk(1) == c.namespace()
+    with pytest.raises(FileNotFoundError):
+        c.op(1, "stat", "/a/b")

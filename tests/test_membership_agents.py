@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,10 +20,10 @@ from fednode.localfs import LocalFS
 CLOSED_WORLD = {"summary_refresh_s": 0.0, "vd_max_age_s": 0.0, "vd_miss_age_s": 0.0}
 
 
-def _files(base: Path, n: int) -> tuple[Path, Path, Cluster]:
+def _files(base: Path, n: int, **protocol: Any) -> tuple[Path, Path, Cluster]:
     """A federation of ``n`` agents (``base/first.yaml``) and a cluster file
     for the node that joins it (``base/joiner.yaml``: the seeds and itself)."""
-    spec = local_spec(base, n + 1, protocol=CLOSED_WORLD)
+    spec = local_spec(base, n + 1, protocol={**CLOSED_WORLD, **protocol})
     first, joiner = base / "first.yaml", base / "joiner.yaml"
     write_cluster(first, spec.model_copy(update={"nodes": spec.nodes[:n]}))
     write_cluster(joiner, spec)
@@ -85,6 +86,39 @@ def test_an_agent_joins_a_running_federation_and_another_leaves(tmp_path):
                 c.create("/shared/late")
             with Client(cluster, node=0) as c:
                 assert "late" in {n for n, _ in c.readdir("/shared")}
+
+
+def test_an_agent_that_leaves_with_migrate_moves_its_files_and_the_namespace_stays_whole(tmp_path):
+    """``protocol.leave_files: migrate`` with agent processes: ``fednode
+    leave`` makes node 1 move its files to nodes 0 and 2 first; every file it
+    held reads back its bytes at its pathname, the namespace is what it was,
+    and node 1's root holds directories only."""
+    first, _, cluster = _files(tmp_path, 3, leave_files="migrate")
+    one = LocalFS(tmp_path / "n1")
+    one.mkdir("/only1/empty")
+    held = {"/only1/big": bytes(range(256)) * 1000, "/shared/from_n1": b"n1's", "/shared/deep/f": b"deep"}
+    for path, data in held.items():
+        one.create(path)
+        one.write(path, 0, data)
+    LocalFS(tmp_path / "n0").mkdir("/shared")
+    with ProcessCluster(first, log_dir=tmp_path / "logs") as pc:
+        pc.wait_ready()
+        with Client(cluster, node=2) as c:
+            c.write_file("/shared/via_2", b"made through the federation")
+            before = c.walk("/")
+        held = {p: v for p, v in LocalFS(tmp_path / "n1").tree().items() if v is not None}  # /shared/via_2 too?
+        assert set(held) >= {"/only1/big", "/shared/from_n1", "/shared/deep/f"}
+        r = _fednode("leave", "--cluster", str(first), "--node", "1")
+        assert r.returncode == 0 and "view 1" in r.stdout, r.stderr
+        st = _status(first)
+        assert {n: (st[n]["epoch"], st[n]["members"]) for n in (0, 2)} == {n: (1, [0, 2]) for n in (0, 2)}
+        assert st[0]["migrated_in"] + st[2]["migrated_in"] == len(held)
+        with Client(cluster, node=0) as c:
+            assert c.walk("/") == before == _walk_local(tmp_path, (0, 2))
+            for path, data in held.items():
+                assert c.read_file(path) == data
+            assert ("empty", True) in c.readdir("/only1")
+    assert not [p for p, v in LocalFS(tmp_path / "n1").tree().items() if v is not None]
 
 
 def test_joining_with_a_wrong_secret_fails_clearly_and_changes_nothing(tmp_path):

@@ -672,3 +672,18 @@ def test_a_migrated_file_keeps_its_permissions_and_times_even_when_changed_durin
     a = Attr(*c.op(3, "getattr", "/a/f"))
     assert (a.mode & 0o7777, a.atime_ns, a.mtime_ns) == (0o600, 10**18, 3 * 10**18)
     assert _read(c, 1, "/a/f") == b"x" * (5 * CHUNK)
+
+
+def test_a_move_to_the_parents_manager_whose_vd_is_not_cached_commits():
+    """The target also manages the file's directory and has no VD of it
+    cached: its switch merges the directory and must not see its own copy,
+    still arriving, as an entry (it did: a collision the target won by its
+    lower id, and the switch answered ENOENT, "no file of that name")."""
+    c = _cluster()
+    d = next(f"/d{i}" for i in range(64) if c.nodes[0].manager_of(f"/d{i}") == 0)
+    path = next(f"{d}/f{i}" for i in range(64) if c.nodes[0].manager_of(f"{d}/f{i}") == 3)
+    assert _make(c, path, DATA, at=3) == 3  # with_manager: homed at node 3, its directory managed by node 0
+    c.nodes[0].vds.pop(d)
+    assert c.op(1, "migrate", path, 0) == 1
+    assert _holders(c, path) == [0] and _read(c, 2, path) == DATA
+    assert c.walk(1) == c.namespace()

@@ -137,13 +137,16 @@ def test_an_agent_whose_root_is_lost_fails_loudly(two_agents, tally, caplog, how
     root and the remedy, status shows it, the log says it once, and the other
     agent goes on serving its own files."""
     g, cluster, _ = two_agents
-    assert _refreshing(g.agents[0])
     caplog.set_level(logging.INFO, logger="fednode")
     h = cluster.spec.hashing_fn()
     mine, new = names_managed_by(h, 0, "/f", 2)  # with_manager placement: node 0 is their home
     theirs = names_managed_by(h, 1, "/g", 1)[0]
     root = Path(cluster.root_of(0))
     with Client(cluster, node=0) as c0, Client(cluster, node=1) as c1:
+        # Ready (every summary here) comes before the timer: node 0's start
+        # spawns it once its own push's replies are in, which node 1 may
+        # send after node 0 already holds node 1's summary.
+        until(lambda: c0.status() is not None and _refreshing(g.agents[0]))
         c0.write_file(mine, b"mine")
         c1.write_file(theirs, b"theirs")
         fd = c0.open(mine)

@@ -226,6 +226,13 @@ class Directory(Summaries):
             self.stats.view_retries += 1
         return vd
 
+    def local_entries(self, directory: str) -> Gen:
+        """This node's part of ``directory`` in a dirmerge: its local entries
+        (what ``ReadDir`` answers a peer's merge and a merge here reads, so
+        that a role hiding an entry, as migration does for a copy still
+        arriving, hides it from both; the replica space is never an entry)."""
+        return hide_replicas(directory, (yield Local("listdir", directory)))
+
     def _merge(self, directory: str, pending: list[Any], check_parent: bool = True, ask_all: bool = False) -> Gen:
         cacheable = self.may_cache(directory)  # (as the merge starts: updates before it may have gone elsewhere)
         yield Compute("bloom_probe", len(self.members))
@@ -235,7 +242,7 @@ class Directory(Summaries):
         answers: dict[int, Any] = {}
         if self.id in candidates:
             try:
-                answers[self.id] = hide_replicas(directory, (yield Local("listdir", directory)))
+                answers[self.id] = yield from self.local_entries(directory)
             except OSError as exc:
                 answers[self.id] = exc
         remote = tuple(n for n in candidates if n != self.id)

@@ -33,7 +33,6 @@ from fedsim.protocol.messages import (
     Forget,
     Mkdir,
     Open,
-    PeerUnavailable,
     Read,
     ReadDir,
     RmLocal,
@@ -44,7 +43,7 @@ from fedsim.protocol.messages import (
     Write,
     fs_error,
 )
-from fedsim.protocol.names import hide_replicas, parent, split
+from fedsim.protocol.names import parent, split
 from fedsim.protocol.node import Gen, handles
 from fedsim.protocol.tables import LRU, DTEntry
 
@@ -121,14 +120,16 @@ class Home(Manager):
             yield from self.notify(self.manager_of(d), DelEntry(d, name))
             if m != self.id:
                 yield from self.notify(m, Forget(path))
-        except PeerUnavailable:
+        except OSError:  # PeerUnavailable mostly (a busy or redirected manager too)
             # The file is gone; the parent's VD or the manager's DT may not
             # know yet.  Replaying DelEntry/Forget later could undo a newer
             # create of the name, so the repair settles the name from the
             # local trees instead (its manager re-merges the parent), in the
-            # background until it gets through.
+            # background until it gets through.  The unlink itself is done
+            # and answered as done: an error here would report a failure that
+            # changed the tree (a failed operation leaves no trace), and the
+            # namespace catches up as with ``async_dir_updates``.
             yield from self.repair(m, Settle(path))
-            raise
 
     @handles(Open)
     def on_open(self, src: int, req: Open) -> Gen:
@@ -194,7 +195,7 @@ class Home(Manager):
     @handles(ReadDir)
     def on_read_dir(self, src: int, req: ReadDir) -> Gen:
         """Dirmerge: this node's local entries of a directory (the replica space hidden)."""
-        return hide_replicas(req.path, (yield Local("listdir", req.path)))
+        return (yield from self.local_entries(req.path))
 
     @handles(RmLocal)
     def on_rm_local(self, src: int, req: RmLocal) -> Gen:

@@ -28,12 +28,27 @@ contribute to is merged with N only, on its next use
 
 Leave (graceful): the leaving node L asks the coordinator of the view without
 it (the lowest other member) to drop it (``Leave``).  The new view reaches L
-too, so L hands every name it manages to its new manager.  L's own files:
-``ProtocolConfig.leave_files`` "unavailable" (they leave the namespace with
-L: every member drops L's summary, its cached DT entries naming L as a home
-and the VDs L held a part of) or "migrate", which needs the migration
-mechanism (issue 13's migration half) and is refused with ENOTSUP until that
-mechanism is merged.
+too, so L hands every name it manages to its new manager.  L's own files
+follow ``ProtocolConfig.leave_files``:
+
+* "unavailable": they leave the namespace with L (every member drops L's
+  summary, its cached DT entries naming L as a home and the VDs L held a
+  part of);
+* "migrate": before its Leave, L makes each of its local directories at a
+  remaining member (a ``Mkdir`` at that home, after the directory's manager
+  merged it: no reservation, the name exists) and moves each of its regular
+  files there with the migration mechanism (``MigrateIn``, as ``fednode
+  migrate``: L is the source, the move commits or leaves no trace).  The
+  target is the federation's placement policy asked as the name's manager
+  in the view without L would ask it (with_manager: the new manager, so a
+  moved file costs no extra hop; round_robin, random: spread storage), or
+  round-robin over the others when the policy names L itself.  A move that
+  fails (a target down, a name collision) aborts the leave with an error
+  naming the file and the target: every file is whole at L or at its
+  target, L is still a member, and the leave can be retried.  Passes repeat
+  while new files keep arriving at L (EAGAIN after ``LEAVE_PASSES``).
+  Known limit: a create placed at L between its last pass and the view
+  change leaves with L, as under "unavailable".
 
 One view change at a time: a coordinator that is installing one answers
 EAGAIN to the next.  A join or leave decided under another epoch than the
@@ -57,9 +72,12 @@ import errno
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from fedsim.protocol.effects import Call, Multicast
+from fedsim.protocol.effects import Call, Local, Multicast
+from fedsim.protocol.fedfs.migration import MigrateIn
 from fedsim.protocol.fedfs.rename import Renaming
 from fedsim.protocol.messages import (
+    ListVD,
+    Mkdir,
     PeerUnavailable,
     ProtocolError,
     Request,
@@ -68,13 +86,16 @@ from fedsim.protocol.messages import (
     register_request,
     unpack,
 )
-from fedsim.protocol.names import InvalidPath, normalize
+from fedsim.protocol.names import ROOT, InvalidPath, join, normalize
 from fedsim.protocol.node import Gen, handles
 from fedsim.protocol.tables import DIR_ENTRY, DTEntry
 from fedsim.protocol.view import GetView, View, check_contacts, check_epoch, check_members, unpack_view
 
 #: DT entries per HandOff message (a view change of a large DT travels in several)
 HANDOFF_BATCH = 1024
+#: With ``leave_files: migrate``: passes over the leaver's local tree (each
+#: moves what the last one found) before it gives up on files that keep arriving
+LEAVE_PASSES = 3
 
 
 @register_request
@@ -352,20 +373,101 @@ class Membership(Renaming):
 
     def leave(self) -> Gen:
         """Leave the federation gracefully: hand off the names this node
-        manages; its files follow ``leave_files``.  Returns the new epoch."""
+        manages; its files follow ``leave_files`` (with "migrate" they are
+        moved to the remaining members first, ``_migrate_away``).  Returns
+        the new epoch."""
         if not self.member:
             raise fs_error(errno.ENOENT, "/", f"node {self.id} is not a member (view {self.epoch})")
-        if self.config.leave_files == "migrate":
-            raise fs_error(
-                errno.ENOTSUP,
-                "/",
-                "leave_files: migrate needs the migration mechanism, which this build does not have yet; "
-                "use leave_files: unavailable",
-            )
         rest = [m for m in self.members if m != self.id]
         if not rest:
             raise fs_error(errno.EINVAL, "/", f"node {self.id} is the last member; a federation cannot be empty")
+        if self.config.leave_files == "migrate":
+            yield from self._migrate_away(tuple(rest))
         yield from self.call(rest[0], Leave(self.id, self.epoch))
         if self.member:  # the ViewChange did not reach us
             yield from self.fetch_view(rest[0])
         return self.epoch
+
+    def _migrate_away(self, rest: tuple[int, ...]) -> Gen:
+        """Before a leave with ``leave_files: migrate``: make each of this
+        node's directories at a remaining member (``Mkdir`` at a home: the
+        directory is in the namespace already, so no reservation; made
+        explicitly, not as a moved file's implicit parent, so it outlives
+        its last file as it would have here) and move each of its regular
+        files there with the migration mechanism (``MigrateIn`` to the
+        target, which runs the move from this node).  Targets: the
+        federation's placement policy, asked as the file's manager in the
+        view without this node would ask it for a new name, so that
+        with_manager keeps a file with its new manager (no extra hop) and
+        round_robin / random spread the storage; a choice outside ``rest``
+        (with_requester, a pin to this node) goes round-robin over ``rest``.  Passes repeat while files keep arriving
+        (a create placed here meanwhile), up to ``LEAVE_PASSES``.
+
+        A file that cannot be moved (its target down or refusing) aborts the
+        leave: every move either committed (the file is whole at its target)
+        or left no trace (whole here), and this node is still a member, so
+        the leave can be retried."""
+        after = self.view.changed(rest)
+        turn = 0
+
+        def target(path: str, is_dir: bool) -> int:
+            nonlocal turn
+            t = self.placement.choose_home(path, is_dir, self.id, after.manager_of(path), rest)
+            if t not in rest:
+                t, turn = rest[turn % len(rest)], turn + 1
+            return t
+
+        def abort(path: str, to: int, exc: OSError) -> OSError:
+            return fs_error(
+                exc.errno or errno.EIO,
+                path,
+                f"leave of node {self.id} aborted: cannot move it to node {to} ({exc}); "
+                "nothing was lost and the node is still a member: retry the leave",
+            )
+
+        made: set[str] = set()
+        for attempt in range(LEAVE_PASSES + 1):
+            dirs = yield Local("list_dirs", ROOT)  # sorted: a directory before what it holds
+            for d in [d for d in dirs if d != ROOT and d not in made]:
+                to = target(d, True)
+                try:
+                    # Merged at its manager first: a Mkdir that makes the
+                    # directory at a node without it says "new directory" to
+                    # its manager, which then caches an empty VD unless one
+                    # is there already (right for a fresh mkdir, not here).
+                    yield from self._busy(lambda d=d: self.call(self.manager_of(d), ListVD(d)))
+                    yield from self.call(to, Mkdir(d))
+                except OSError as exc:
+                    raise abort(d, to, exc) from exc
+                made.add(d)
+            files: list[str] = []
+            for d in dirs:
+                entries = yield Local("listdir", d)
+                files += [join(d, name) for name, is_dir in entries if not is_dir]
+            files = [f for f in files if f not in self.incoming]  # type: ignore[attr-defined]  # hidden copies in
+            if not files:
+                return
+            if attempt == LEAVE_PASSES:
+                raise fs_error(
+                    errno.EAGAIN,
+                    "/",
+                    f"leave of node {self.id}: files kept arriving while its files were moved away; "
+                    "nothing was lost and the node is still a member: retry the leave",
+                )
+            for f in files:
+                to = target(f, False)
+                try:
+                    yield from self._busy(lambda f=f, to=to: self.call(to, MigrateIn(f, self.id)))
+                except OSError as exc:
+                    if exc.errno == errno.ENOENT and not (yield from self._holds_file(f)):
+                        continue  # unlinked or renamed away meanwhile: nothing to move
+                    raise abort(f, to, exc) from exc
+
+    def _holds_file(self, path: str) -> Gen:
+        """Whether the local tree still holds ``path`` (a move that found no
+        such file may be racing an unlink: nothing then to move)."""
+        try:
+            yield Local("stat", path)
+        except FileNotFoundError:
+            return False
+        return True

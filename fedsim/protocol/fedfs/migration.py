@@ -87,7 +87,6 @@ from fedsim.protocol.messages import (
     Open,
     PeerUnavailable,
     Read,
-    ReadDir,
     Request,
     Stat,
     Truncate,
@@ -472,12 +471,15 @@ class Migration(Renaming):
         if d in self.implicit_dirs:
             yield from self._prune(d)
 
-    @handles(ReadDir)
-    def on_read_dir(self, src: int, req: ReadDir) -> Gen:
-        """Dirmerge: a copy still arriving is not this node's entry yet."""
-        entries = yield from super().on_read_dir(src, req)
+    def local_entries(self, directory: str) -> Gen:
+        """Dirmerge (a peer's ReadDir, or a merge here when this node is the
+        parent's manager too): a copy still arriving is not this node's
+        entry yet.  (Read only by a peer's ReadDir before, a merge at a
+        target that manages the parent saw its own hidden copy as a
+        collision that it won, and the move's switch failed ENOENT.)"""
+        entries = yield from super().local_entries(directory)
         if self.incoming:
-            entries = [(n, is_dir) for n, is_dir in entries if join(req.path, n) not in self.incoming]
+            entries = [(n, is_dir) for n, is_dir in entries if join(directory, n) not in self.incoming]
         return entries
 
     # ------------------------------------------------------------------ S: the source

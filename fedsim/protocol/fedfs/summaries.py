@@ -31,6 +31,9 @@ class Summaries(Node):
         self.summaries: dict[int, BloomSummary] = {}
         self._shared: set[int] = set()  # summaries shared with other nodes (copy on write)
         self._pushed: bytes | None = None  # the summary last sent to the members
+        # ... and the one every member was sent (a push ``to`` a few, at a
+        # view change, leaves the others with an older one: see regenerate_summary)
+        self._pushed_all: bytes | None = None
         self.summary_unacked: set[int] = set()  # members that have not acknowledged it
         self._timer_running = False  # a summary_timer is running (one per node)
         # SummaryAdds for a node whose summary has not arrived yet (a joiner's
@@ -87,10 +90,19 @@ class Summaries(Node):
         self.summaries[self.id] = summary
         self._shared.discard(self.id)
         data = summary.to_bytes()
-        if data != self._pushed or fresh:
+        # With ``to``, compared with what every member was sent: a directory
+        # made since then reached only its manager's copy, and if a first
+        # view change did not move its manager (so it was not pushed), a
+        # later one that does must push it to the new manager although the
+        # summary has not changed since the first (found by the migrating
+        # leaves' property test: a moved file's implicit directory, missing
+        # from its new manager's merges).
+        if data != (self._pushed if to is None else self._pushed_all) or fresh:
             self._pushed = data
             need = set(self.members) if to is None else to(dirs) | self.summary_unacked
             self.summary_unacked = {m for m in need if m != self.id}
+            if to is None:
+                self._pushed_all = data
         if push:
             yield from self._push_summary(fresh)
         return data
