@@ -20,7 +20,8 @@ parent directory D:
 * the remote data-block cache, at the requester for files homed elsewhere,
   kept coherent by their homes: ``blockcache.py``;
 * membership changes (FedFS 3.3): join and graceful leave as view changes,
-  with the hand-off of the names whose manager changes: ``membership.py``.
+  with the hand-off of the names whose manager changes: ``membership.py``;
+* crash detection by heartbeats, eviction and restart: ``failure.py``.
 
 Everything here is a generator that yields effects (``fedsim.protocol.effects``)
 and never does I/O, so the simulator and the real agent run this exact code.
@@ -33,21 +34,23 @@ from __future__ import annotations
 
 from fedsim.protocol.designs import DESIGNS
 from fedsim.protocol.fedfs.blockcache import BlockCaching
+from fedsim.protocol.fedfs.failure import FailureDetection
 from fedsim.protocol.fedfs.membership import Membership
 from fedsim.protocol.fedfs.migration import Migration
 
 
 @DESIGNS.register("fedfs")
-class FedNode(Membership, Migration, BlockCaching):
+class FedNode(FailureDetection, Membership, Migration, BlockCaching):
     """One member of a FedFS federation: every role, one object.  The roles
     are a chain of classes (summaries <- directory <- manager <- home <-
     requester <- renaming), each adding its own state in ``__init__`` and its
     handlers; attributes (then block caching, over attributes), migration and
     membership all extend renaming and are joined here (membership first, as
-    a view change reaches every role; then migration, so that its bookkeeping
+    a view change reaches every role, with failure detection before it: an
+    eviction is a view change; then migration, so that its bookkeeping
     of a file's writes wraps the handlers below it).  Each calls ``super()``,
     so the order of the chain is Python's method resolution order:
-    membership, migration, block caching, attributes, renaming, requester,
+    failure detection, membership, migration, block caching, attributes, renaming, requester,
     home, manager, directory, summaries."""
 
 
