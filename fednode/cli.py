@@ -366,7 +366,8 @@ def format_status(rows: list[dict[str, Any]]) -> str:
             notes.append(f"node {r['node']}: heard its predecessor node {hb['predecessor']} {age}"
                          + (" (SUSPECTED)" if hb["suspected"] else ""))  # fmt: skip
         for gone, epoch in r.get("absent", {}).items():
-            notes.append(f"node {r['node']}: node {gone} left the federation in view {epoch}: its files are unavailable until it rejoins")
+            notes.append(f"node {r['node']}: node {gone} left the federation in view {epoch}: "
+                         "its files are unavailable until it rejoins")  # fmt: skip
         bc = r.get("block_cache")
         if bc:
             notes.append(f"node {r['node']}: block cache {bc['hits']} hits, {bc['misses']} misses, "
