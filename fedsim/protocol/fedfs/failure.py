@@ -359,7 +359,14 @@ class FailureDetection(Membership):
             raise
 
     def _lookup(self, path: str) -> Gen:
-        """A miss names the nodes whose files are unavailable (``absent``)."""
+        """A miss names the nodes whose files are unavailable (``absent``).
+        Not a generator of its own while nobody is absent (no extra frame on
+        every lookup's path)."""
+        if not self.absent:
+            return super()._lookup(path)
+        return self._lookup_naming_absent(path)
+
+    def _lookup_naming_absent(self, path: str) -> Gen:
         try:
             return (yield from super()._lookup(path))
         except FileNotFoundError as exc:
