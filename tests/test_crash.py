@@ -301,7 +301,7 @@ op_steps = st.tuples(
 steps = st.lists(
     st.one_of(op_steps, op_steps, op_steps, st.tuples(st.integers(0, 9), st.just("crash"), st.just(0)),
               st.tuples(st.just(0), st.sampled_from(["restart", "wait"]), st.just(0))),
-    max_size=30,
+    min_size=8, max_size=30,
 )  # fmt: skip
 losses = st.sets(st.integers(0, 150), max_size=4)
 AGING = {"vd_max_age_s": 1.0, "vd_miss_age_s": 0.5, "summary_refresh_s": 2.0}
