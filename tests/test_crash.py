@@ -383,8 +383,9 @@ def test_in_memory_crashes_and_restarts_under_loss_keep_every_acknowledged_file(
             dirs.append(path)
         elif what == "create":
             ref[path] = b""
-        elif what == "write":
-            ref[path] = f"w{k}".encode()
+        elif what == "write":  # at offset 0, over what was there
+            data, old = f"w{k}".encode(), ref[path] or b""
+            ref[path] = data + old[len(data) :]
         else:
             del ref[path]
     _settle(c)
