@@ -117,6 +117,14 @@ def test_a_crashed_node_is_evicted_its_files_unavailable_then_back_after_restart
     assert _views(c) == [(2, (0, 1, 2, 3))] * 4 and c.timers == 4
 
 
+def test_a_predecessor_never_heard_from_is_suspected_after_the_grace():
+    c = _cluster(3)
+    c.nodes[2].last_heard.clear()  # as if node 1 had crashed before its first heartbeat
+    c.crash(1)
+    c.advance(DETECT)
+    assert c.members == (0, 2) and c.nodes[2].suspicions == 1
+
+
 def test_a_restart_before_detection_evicts_the_old_incarnation_itself():
     c = _cluster(3)
     ns = c.namespace()

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import errno
 from dataclasses import dataclass
+from math import inf
 from typing import Any, ClassVar
 
 from fedsim.protocol.effects import NOW, Call, Multicast, Send, Sleep, Spawn
@@ -192,7 +193,7 @@ class FailureDetection(Membership):
             return
         if self._watched is None or self._watched[0] != pred:
             self._watched = (pred, now)  # a new predecessor gets the full grace
-        heard = max(self.last_heard.get(pred, now), self._watched[1])
+        heard = max(self.last_heard.get(pred, -inf), self._watched[1])  # never heard: since it was watched
         c = self.config
         if now - heard >= c.heartbeat_misses * c.heartbeat_s and pred not in self._suspecting:
             self._watched = (pred, now)  # not again before another full grace
