@@ -372,8 +372,12 @@ class SimCluster:
         self.crashed.add(node)
         self.incarnation[node] += 1
         for q in self._queues[node].values():
+            for msg in q.pending:
+                self._lost(node, msg)
             q.pending.clear()
-        self._waits[node] = {}
+        waits, self._waits[node] = self._waits[node], {}
+        for ev in waits.values():  # its waiters resume, see the crash and stop
+            ev.succeed(PeerUnavailable(node, "crashed"))
 
     def restart(self, node: int, seed: int | None = None, trace: OpTrace | None = None) -> simpy.Process:
         """Node ``node`` (crashed, or evicted while alive: it is crashed
@@ -414,12 +418,19 @@ class SimCluster:
     def _drive(
         self, node_id: int, gen: Generator[Any, Any, Any], trace: OpTrace | None, depth: int
     ) -> Generator[Any, Any, Any]:
+        """The process body driving ``gen`` on ``node_id``, bound to the node's
+        incarnation now (a process starts later: one started before a crash
+        must stop, not run on as if it belonged to the next incarnation)."""
+        return self._run(node_id, gen, trace, depth, self.incarnation[node_id])
+
+    def _run(
+        self, node_id: int, gen: Generator[Any, Any, Any], trace: OpTrace | None, depth: int, inc: int
+    ) -> Generator[Any, Any, Any]:
         # Effects are tested in the order of their frequency (Call, Local and
         # Compute are nine in ten); the cluster's methods are bound once per drive.
         env = self.env
         request = self._request
         incarnation = self.incarnation
-        inc = incarnation[node_id]
         value: Any = None
         exc: BaseException | None = None
         while True:
@@ -602,6 +613,16 @@ class SimCluster:
             late = self.env.timeout(fate * 1e6)
             late.callbacks.append(lambda _e: reply.triggered or reply.succeed(inner.value))
 
+    def _lost(self, node_id: int, msg: _Msg) -> None:
+        """A request a crashed node will never answer: its caller gets
+        PeerUnavailable after its timeout (counted from now, a little late)."""
+        reply = msg.reply
+        if reply is None or reply.triggered:
+            return
+        late = (False, PeerUnavailable(node_id, "no reply within the timeout"))
+        t = self.env.timeout(nested_timeout(self.rpc_timeout_us, msg.depth - 1))
+        t.callbacks.append(lambda _e: reply.triggered or reply.succeed(late))
+
     def _queue(self, node_id: int, depth: int) -> _RecvQueue:
         q = self._queues[node_id].get(depth)
         if q is None:
@@ -625,7 +646,8 @@ class SimCluster:
                 idle.append(wake)
                 msg = yield wake
             if node_id in crashed:
-                continue  # arrived at a crashed node: lost, the caller times out
+                self._lost(node_id, msg)  # arrived at a crashed node: the caller times out
+                continue
             node = nodes[node_id]
             inc = incarnation[node_id]
             node.stats.requests_served += 1
@@ -634,8 +656,11 @@ class SimCluster:
                 ok = True
             except Exception as e:
                 value, ok = e, False
-            if msg.reply is None or incarnation[node_id] != inc:
-                continue  # one-way, or the node crashed while serving it: no reply
+            if msg.reply is None:
+                continue
+            if incarnation[node_id] != inc:
+                self._lost(node_id, msg)  # the node crashed while serving it: no reply
+                continue
             # A reply's payload is charged at its size: a bulk reply (file data,
             # ``Request.bulk_reply``: Federated DAFS V-A's RDMA into the slot the
             # request named) costs its bytes' transfer time on this NIC and the
