@@ -35,6 +35,11 @@ and the VDs L held a part of) or "migrate", which needs the migration
 mechanism (issue 13's migration half) and is refused with ENOTSUP until that
 mechanism is merged.
 
+Eviction (a crashed or cut-off member dropped without its participation)
+is a view change too, made by ``failure.py``; the view counts as settled
+once every member of the new view has installed it (the node dropped need
+not answer, and an evicted one cannot).
+
 One view change at a time: a coordinator that is installing one answers
 EAGAIN to the next.  A join or leave decided under another epoch than the
 coordinator's is refused with ESTALE (the sender fetches the view and asks
