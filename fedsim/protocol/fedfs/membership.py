@@ -50,6 +50,11 @@ follow ``ProtocolConfig.leave_files``:
   Known limit: a create placed at L between its last pass and the view
   change leaves with L, as under "unavailable".
 
+Eviction (a crashed or cut-off member dropped without its participation)
+is a view change too, made by ``failure.py``; the view counts as settled
+once every member of the new view has installed it (the node dropped need
+not answer, and an evicted one cannot).
+
 One view change at a time: a coordinator that is installing one answers
 EAGAIN to the next.  A join or leave decided under another epoch than the
 coordinator's is refused with ESTALE (the sender fetches the view and asks
@@ -311,7 +316,11 @@ class Membership(Renaming):
                 # request's redirect, or from a peer's newer epoch.
                 replies = yield Multicast(targets, ViewChange(view.epoch, view.to_bytes()))
                 members = tuple(m for m in view.members if m != self.id)
-                if all(not isinstance(r, BaseException) for r in replies) and self.epoch == view.epoch:
+                # (a node the view drops need not answer: an evicted one cannot)
+                answered = all(
+                    not isinstance(r, BaseException) for t, r in zip(targets, replies, strict=True) if t in members
+                )
+                if answered and self.epoch == view.epoch:
                     # every member routes by the new view now (one that missed
                     # it would still send updates to old managers: no settle)
                     self._prev_view = None
