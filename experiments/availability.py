@@ -92,6 +92,7 @@ class Params(BaseModel):
     settle_s: float = Field(0.5, ge=0)  # quiet time after each repair and before the final read-back
     sample_s: float = Field(0.01, gt=0)  # period of the unavailability sampler
     min_up: int = Field(2, ge=1)  # an overlapping schedule never takes the up members below this
+    repair_timeout_s: float = Field(5.0, gt=0)  # a restart, eviction or join not done by then is a failed repair
 
 
 # ---------------------------------------------------------------------------------------------
@@ -317,26 +318,40 @@ class Run:
         crash(self.c, victim)
         watch = self.env.process(self.watch_eviction(rec))
         if permanent:
-            yield watch  # the replacement joins once the lost node is out of the view
+            # the replacement joins once the lost node is out of the view
+            if not (yield from self._within(watch)):
+                rec.recovery_error = f"not evicted within {self.params.repair_timeout_s:g} s"
             self.gone_nodes.add(victim)
             self.down.discard(victim)
-            up = self.up()
-            try:
-                new, join = replace(self.c, min(up))
-                yield join
-                self.env.process(self.client(new))
-            except Exception as exc:
-                rec.recovery_error = f"{type(exc).__name__}: {exc}"
+            if rec.recovery_error is None:
+                new, join = replace(self.c, min(self.up()))
+                self.down.add(new)  # a member only once its join is done
+                if (yield from self._within(join, rec)):
+                    self.down.discard(new)
+                    self.env.process(self.client(new))
         else:
             yield self.env.timeout(down_s * 1e6)
-            try:
-                yield restart(self.c, victim, min(self.up()))
-            except Exception as exc:
-                rec.recovery_error = f"{type(exc).__name__}: {exc}"
-            self.down.discard(victim)
-            if rec.recovery_error is None:
+            back = restart(self.c, victim, min(self.up()))
+            if (yield from self._within(back, rec)):
+                self.down.discard(victim)
                 self.env.process(self.client(victim))
         rec.back_at = self.now
+
+    def _within(self, proc: simpy.Process, rec: CrashRecord | None = None) -> Generator[Any, Any, bool]:
+        """Wait for ``proc`` at most ``repair_timeout_s``: whether it finished
+        (a repair that fails or hangs is recorded in ``rec``, and the run goes on)."""
+        limit = self.params.repair_timeout_s
+        yield self.env.any_of([proc, self.env.timeout(limit * 1e6)])
+        if not proc.triggered:
+            if rec is not None:
+                rec.recovery_error = f"not done within {limit:g} s"
+            return False
+        if not proc.ok:
+            proc.defused = True
+            if rec is not None:
+                rec.recovery_error = f"{type(proc.value).__name__}: {proc.value}"
+            return False
+        return True
 
     def watch_eviction(self, rec: CrashRecord) -> Generator[Any, Any, None]:
         """Poll the live members' views until one no longer lists the crashed
