@@ -259,7 +259,7 @@ def _check_slow(path: object) -> None:
     if isinstance(path, str) and type(path) is not str:
         # A str subclass could override the very methods the checks rely on.
         raise InvalidPath(path, "must be a plain str")
-    canonical = normalize(path)  # raises InvalidPath naming the problem
+    canonical = normalize(path, local=True)  # raises InvalidPath naming the problem (replica space allowed)
     if canonical != path:
         raise InvalidPath(path, f"not in canonical form (canonical: {canonical!r})")
     try:

@@ -31,7 +31,7 @@ from typing import Any
 from fedsim.protocol.attrs import KEEP, OFF_MAX, UTIME_NOW, UTIME_OMIT, check_setattr
 from fedsim.protocol.effects import LOCAL_OPS
 from fedsim.protocol.messages import fs_error
-from fedsim.protocol.names import ROOT, ancestors, split
+from fedsim.protocol.names import ROOT, ancestors, is_replica, split
 
 FILE_MODE = _stat.S_IFREG | 0o644
 DIR_MODE = _stat.S_IFDIR | 0o755
@@ -303,10 +303,12 @@ class MemFS:
 def union_tree(trees: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """The federated namespace as the members' local trees make it: the union
     of their paths (None for directories, a file's content from the last tree
-    that has it)."""
+    that has it).  The replica space is not part of it."""
     out: dict[str, Any] = {}
     for tree in trees:
         for p, v in tree.items():
+            if is_replica(p):
+                continue
             if v is None:
                 out.setdefault(p, None)
             else:

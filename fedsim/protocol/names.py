@@ -16,6 +16,14 @@ import errno
 ROOT = "/"
 MAX_PATH = 4096
 MAX_NAME = 255
+#: The replica space (issue 13, replication): a member keeps the secondary
+#: copies of its predecessor's files under this reserved top-level directory of
+#: its local tree, at the same federated path.  The namespace never shows it:
+#: clients may not name it (``ReservedPath``), a holder's listing of "/" omits
+#: it (``hide_replicas``), summaries skip it, and so do the runtimes' tree helpers.
+REPLICA_NAME = ".fedfs-replicas"
+REPLICA_ROOT = "/" + REPLICA_NAME
+_REPLICA_PREFIX = REPLICA_ROOT + "/"
 
 
 class InvalidPath(OSError):
@@ -30,12 +38,40 @@ class InvalidPath(OSError):
         return (InvalidPath, (self.path, self.reason))
 
 
-def normalize(path: object) -> str:
+class ReservedPath(InvalidPath):
+    """A pathname in the federation's own replica space (EPERM): the
+    namespace does not have it, and no client or peer request may name it."""
+
+    def __init__(self, path: object) -> None:
+        OSError.__init__(self, errno.EPERM, f"path {path!r}: {REPLICA_ROOT} is reserved for the federation's replicas")
+        self.path = path
+        self.reason = f"{REPLICA_ROOT} is reserved"
+
+    def __reduce__(self):
+        return (ReservedPath, (self.path,))
+
+
+def is_replica(path: str) -> bool:
+    """Whether canonical ``path`` is in the replica space (the root of it included)."""
+    return path == REPLICA_ROOT or path.startswith(_REPLICA_PREFIX)
+
+
+def hide_replicas(directory: str, entries: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    """A local listing of ``directory`` without the replica space (only "/" holds it)."""
+    if directory != ROOT:
+        return entries
+    return [e for e in entries if e[0] != REPLICA_NAME]
+
+
+def normalize(path: object, local: bool = False) -> str:
     """Return the canonical form of an absolute federated pathname.
 
     Accepts "/a/b", "/a/b/" and "/a//b" (all -> "/a/b").  Rejects, with an
     :class:`InvalidPath` naming the problem: non-strings, relative paths,
-    NUL bytes, "." and ".." components, over-long names.
+    NUL bytes, "." and ".." components, over-long names; and a name in the
+    replica space (``ReservedPath``, EPERM) unless ``local`` (a local file
+    system's own check: the protocol keeps its replicas there).  A canonical
+    path with no component starting with "." never reaches these checks.
     """
     if (
         type(path) is str
@@ -64,6 +100,8 @@ def normalize(path: object) -> str:
             raise InvalidPath(path, f"component {p!r} is not allowed (no relative components)")
         if len(p) > MAX_NAME:
             raise InvalidPath(path, f"component longer than {MAX_NAME} characters")
+    if parts and parts[0] == REPLICA_NAME and not local:
+        raise ReservedPath(path)
     return "/" + "/".join(parts)
 
 

@@ -35,7 +35,7 @@ from fedsim.protocol.messages import (
     SummaryAdd,
     fs_error,
 )
-from fedsim.protocol.names import ROOT, join, parent, split
+from fedsim.protocol.names import ROOT, hide_replicas, join, parent, split
 from fedsim.protocol.node import Gen, handles
 from fedsim.protocol.tables import DIR_ENTRY, LRU, DTEntry, VirtualDirectory
 
@@ -235,7 +235,7 @@ class Directory(Summaries):
         answers: dict[int, Any] = {}
         if self.id in candidates:
             try:
-                answers[self.id] = yield Local("listdir", directory)
+                answers[self.id] = hide_replicas(directory, (yield Local("listdir", directory)))
             except OSError as exc:
                 answers[self.id] = exc
         remote = tuple(n for n in candidates if n != self.id)

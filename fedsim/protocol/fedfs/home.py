@@ -44,7 +44,7 @@ from fedsim.protocol.messages import (
     Write,
     fs_error,
 )
-from fedsim.protocol.names import parent, split
+from fedsim.protocol.names import hide_replicas, parent, split
 from fedsim.protocol.node import Gen, handles
 from fedsim.protocol.tables import LRU, DTEntry
 
@@ -193,8 +193,8 @@ class Home(Manager):
     # ------------------------------------------------------------------ as a directory's holder
     @handles(ReadDir)
     def on_read_dir(self, src: int, req: ReadDir) -> Gen:
-        """Dirmerge: this node's local entries of a directory."""
-        return (yield Local("listdir", req.path))
+        """Dirmerge: this node's local entries of a directory (the replica space hidden)."""
+        return hide_replicas(req.path, (yield Local("listdir", req.path)))
 
     @handles(RmLocal)
     def on_rm_local(self, src: int, req: RmLocal) -> Gen:
