@@ -66,7 +66,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from experiments.common import build_cluster
 from fedsim.config import Config
 from fedsim.protocol.messages import PeerUnavailable
-from fedsim.protocol.names import REPLICA_ROOT, is_replica
+from fedsim.protocol.names import REPLICA_ROOT, is_replica, split
 from fedsim.results import StudyResult
 from fedsim.runtime import SimCluster
 from fedsim.schema import table
@@ -227,16 +227,20 @@ class Run:
                 return
 
     def _aim(self, n: int, op: str, path: str) -> None:
-        """Count an operation that needs a down node, theory's "would fail":
-        one aimed at a file whose home is down (with two copies only a change:
-        the secondary serves reads), or a create of a name whose manager is down."""
-        if op in ("read", "stat") and self.c.protocol.replicas == 2:
-            return
-        if op == "create":
-            target: int | None = self.c.nodes[n].manager_of(path)
-        else:
-            target = self.holder(path)
-        if target is None or target in self.down or target in self.gone_nodes:
+        """Count an operation that needs a down node, theory's "would fail",
+        from the local trees and the client's view: a file's home for every
+        operation on it (with two copies only for a change: the secondary
+        serves reads); the name's manager for a create (which places the file
+        there: ``with_manager``) and an unlink (told to forget it); the
+        parent directory's manager for both (its entry changes)."""
+        node = self.c.nodes[n]
+        needs: set[int | None] = set()
+        if op != "create" and not (op in ("read", "stat") and self.c.protocol.replicas == 2):
+            needs.add(self.holder(path))
+        if op in ("create", "remove"):
+            needs.add(node.manager_of(path))
+            needs.add(node.manager_of(split(path)[0]))
+        if None in needs or needs & (self.down | self.gone_nodes):
             self.aimed_down += 1
 
     def _op(self, n: int, op: str, path: str) -> Generator[Any, Any, None]:
