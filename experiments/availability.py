@@ -114,9 +114,17 @@ def restart(c: SimCluster, node: int, seed: int) -> simpy.Process:
 
 
 def replace(c: SimCluster, seed: int) -> tuple[int, simpy.Process]:
-    """A fresh, empty node joins through member ``seed``: (its id, the join)."""
+    """A fresh, empty node joins through member ``seed`` and starts its
+    timers (heartbeats, summaries) once it is a member: (its id, the process)."""
     new = c.add_node(seed=seed)
-    return new, c.join(new, seed=seed)
+
+    def joining() -> Generator[Any, Any, Any]:
+        epoch = yield c.join(new, seed=seed)
+        for timer in c.nodes[new].background():
+            c.spawn(new, timer)
+        return epoch
+
+    return new, c.env.process(joining())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -177,11 +185,16 @@ class Run:
         return [n for n in self.c.live if n not in self.down and n not in self.gone_nodes]
 
     def holder(self, path: str) -> int | None:
-        """The node whose namespace holds ``path`` (the oracle: local trees)."""
+        """The node whose namespace holds ``path`` (the oracle: local trees):
+        an up node if one does (a crashed node's disk keeps its old copy of a
+        file promoted meanwhile at the secondary), else a down one, else None."""
+        down = None
         for n in self.c.live:
             if n not in self.gone_nodes and path in self.c.fs[n].files:
-                return n
-        return None
+                if n not in self.down:
+                    return n
+                down = n if down is None else down
+        return down
 
     def content(self, path: str) -> bytes:
         self.seq += 1
@@ -344,15 +357,17 @@ class Run:
         """Wait for ``proc`` at most ``repair_timeout_s``: whether it finished
         (a repair that fails or hangs is recorded in ``rec``, and the run goes on)."""
         limit = self.params.repair_timeout_s
-        yield self.env.any_of([proc, self.env.timeout(limit * 1e6)])
+        try:
+            yield self.env.any_of([proc, self.env.timeout(limit * 1e6)])
+        except Exception as exc:  # the repair failed (the condition defused its error)
+            # SimPy hands a waiting process a copy, type(e)(*e.args); the cause is the original
+            exc = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
+            if rec is not None:
+                rec.recovery_error = f"{type(exc).__name__}: {exc}"
+            return False
         if not proc.triggered:
             if rec is not None:
                 rec.recovery_error = f"not done within {limit:g} s"
-            return False
-        if not proc.ok:
-            proc.defused = True
-            if rec is not None:
-                rec.recovery_error = f"{type(proc.value).__name__}: {proc.value}"
             return False
         return True
 
