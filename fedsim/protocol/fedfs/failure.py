@@ -356,30 +356,33 @@ class FailureDetection(Membership):
         if self.member:
             raise fs_error(errno.EEXIST, "/", f"node {self.id} is already a member (view {self.epoch})")
         delay = self.config.heartbeat_s or self.config.summary_retry_s
+        reconciled = self.config.replicas != 2 or getattr(self, "reconcile", None) is None
+        last = RECOVER_TRIES - 1
         for attempt in range(RECOVER_TRIES):
             epoch, members, _contacts = yield Call(seed, GetView())
             members = check_members(members)
-            if self.id not in members:
-                break
-            rest = [m for m in members if m != self.id]
-            if not rest:
-                raise fs_error(errno.EINVAL, "/", f"node {self.id} was the only member; start it as the federation")
             try:
-                yield Call(rest[0], Evict(self.id, epoch))
-                seed = rest[0]  # the coordinator holds the view it made
-                continue
+                if self.id in members:
+                    rest = [m for m in members if m != self.id]
+                    if not rest:
+                        raise fs_error(
+                            errno.EINVAL, "/", f"node {self.id} was the only member; start it as the federation"
+                        )
+                    yield Call(rest[0], Evict(self.id, epoch))
+                    seed = rest[0]  # the coordinator holds the view it made
+                    continue
+                if not reconciled:
+                    yield from self.reconcile(seed)  # type: ignore[attr-defined]
+                    reconciled = True
+                return (yield from self.join(seed, contact))
             except OSError as exc:
-                if exc.errno not in (errno.ESTALE, errno.EAGAIN, errno.ENOENT) or attempt == RECOVER_TRIES - 1:
+                # a view change in flight (EAGAIN), one made meanwhile (ESTALE), an
+                # eviction made already (ENOENT), a seed that missed it (EEXIST)
+                if exc.errno not in (errno.ESTALE, errno.EAGAIN, errno.ENOENT, errno.EEXIST) or attempt == last:
                     raise
             yield Sleep(delay)
             delay *= 2
-        else:
-            raise fs_error(errno.EAGAIN, "/", f"node {seed} still lists node {self.id} after {RECOVER_TRIES} evictions")
-        if self.config.replicas == 2:
-            reconcile = getattr(self, "reconcile", None)
-            if reconcile is not None:
-                yield from reconcile(seed)
-        return (yield from self.join(seed, contact))
+        raise fs_error(errno.EAGAIN, "/", f"node {seed} still lists node {self.id} after {RECOVER_TRIES} evictions")
 
 
 __all__ = ["Evict", "FailureDetection", "Heartbeat", "Suspect", "predecessor", "successor"]
