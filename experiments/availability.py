@@ -109,22 +109,35 @@ def crash(c: SimCluster, node: int) -> None:
 
 
 def restart(c: SimCluster, node: int, seed: int) -> simpy.Process:
-    """Restart ``node`` over its old disk; it recovers through member ``seed``."""
+    """Restart ``node`` over its old disk; it recovers through member ``seed``
+    (``recover`` ends in ``join``, whose ``start`` restarts the node's timers)."""
     return c.restart(node, seed=seed)
 
 
+#: how many times a replacement asks to join while a view change is in flight (EAGAIN)
+JOIN_TRIES = 6
+
+
 def replace(c: SimCluster, seed: int) -> tuple[int, simpy.Process]:
-    """A fresh, empty node joins through member ``seed`` and starts its
-    timers (heartbeats, summaries) once it is a member: (its id, the process)."""
+    """A fresh, empty node joins through member ``seed``: (its id, the process).
+    The coordinator answers EAGAIN while it is installing a view (the lost
+    node's eviction, still reaching the members): the join is asked again
+    after a back-off, as an operator would."""
     new = c.add_node(seed=seed)
+    return new, c.env.process(_join(c, new, seed))
 
-    def joining() -> Generator[Any, Any, Any]:
-        epoch = yield c.join(new, seed=seed)
-        for timer in c.nodes[new].background():
-            c.spawn(new, timer)
-        return epoch
 
-    return new, c.env.process(joining())
+def _join(c: SimCluster, node: int, seed: int) -> Generator[Any, Any, Any]:
+    wait = max(c.protocol.heartbeat_s, 0.001)
+    for attempt in range(JOIN_TRIES):
+        try:
+            return (yield c.join(node, seed=seed))
+        except OSError as exc:
+            if exc.errno != errno.EAGAIN or attempt == JOIN_TRIES - 1:
+                raise
+        yield c.env.timeout(wait * 1e6)
+        wait *= 2
+    raise AssertionError("unreachable")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -137,6 +150,7 @@ class CrashRecord:
     at: float  # simulated seconds
     permanent: bool
     evicted_at: float | None = None
+    restart_at: float | None = None  # the restart began (its recover evicts the old incarnation itself)
     back_at: float | None = None  # restart done, or the replacement joined
     recovery_error: str | None = None
     homed: frozenset[str] = frozenset()  # files in its namespace when it crashed
@@ -347,6 +361,7 @@ class Run:
                     self.env.process(self.client(new))
         else:
             yield self.env.timeout(down_s * 1e6)
+            rec.restart_at = self.now
             back = restart(self.c, victim, min(self.up()))
             if (yield from self._within(back, rec)):
                 self.down.discard(victim)
@@ -360,8 +375,9 @@ class Run:
         try:
             yield self.env.any_of([proc, self.env.timeout(limit * 1e6)])
         except Exception as exc:  # the repair failed (the condition defused its error)
-            # SimPy hands a waiting process a copy, type(e)(*e.args); the cause is the original
-            exc = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
+            # SimPy hands each waiting process a copy, type(e)(*e.args), caused by the original
+            while type(exc.__cause__) is type(exc):
+                exc = exc.__cause__  # type: ignore[assignment]
             if rec is not None:
                 rec.recovery_error = f"{type(exc).__name__}: {exc}"
             return False
@@ -373,10 +389,11 @@ class Run:
 
     def watch_eviction(self, rec: CrashRecord) -> Generator[Any, Any, None]:
         """Poll the live members' views until one no longer lists the crashed
-        node (its eviction) or the node is back (restarted first)."""
+        node (its eviction by the heartbeats), or until its restart begins
+        (then ``recover`` has the old incarnation evicted: not a detection)."""
         hb = self.c.protocol.heartbeat_s
         poll = (hb / 10 if hb > 0 else self.params.sample_s) * 1e6
-        while rec.back_at is None:
+        while rec.restart_at is None:
             if any(rec.node not in self.c.nodes[m].view.members for m in self.up()):
                 rec.evicted_at = self.now
                 return
@@ -542,6 +559,7 @@ def run(cfg: Config, params: Params) -> StudyResult:
                      f"{m['failed_share']:.4f}", f"{m['theory_failed_share']:.4f}",
                      int(m["failed_unavailable"]), int(m["failed_client_crashed"]), int(m["failed_other"]),
                      int(m["files_acked"]), int(m["files_lost"]), _num(m["theory_files_lost"]),
+                     int(m["files_resurrected"]),
                      f"{m['detect_mean_s']:.3f}", f"{m['unwritable_file_s']:.1f}", f"{m['unreadable_file_s']:.1f}"]
                 )  # fmt: skip
     w = cfg.workload
@@ -569,8 +587,8 @@ def run(cfg: Config, params: Params) -> StudyResult:
 
 
 HEADER = ["nodes", "replicas", "schedule", "crashes", "lost nodes", "ops", "failed share", "theory",
-          "unavailable", "client crashed", "other", "files acked", "files lost", "theory lost", "detect s",
-          "unwritable file-s", "unreadable file-s"]  # fmt: skip
+          "unavailable", "client crashed", "other", "files acked", "files lost", "theory lost", "back",
+          "detect s", "unwritable file-s", "unreadable file-s"]  # fmt: skip
 
 
 def _num(x: float) -> str:
