@@ -237,6 +237,8 @@ class Run:
             try:
                 yield from self._op(n, op, path)
                 ok, cls = True, "ok"
+            except _ClientCrashed:
+                ok, cls = False, "client_crashed"
             except (PeerUnavailable, OSError) as exc:
                 ok, cls = False, self._classify(exc, path)
             except Exception as exc:  # a bug in the protocol: counted, reported, not hidden
@@ -271,7 +273,16 @@ class Run:
             self.aimed_down += 1
 
     def _op(self, n: int, op: str, path: str) -> Generator[Any, Any, None]:
-        call = self.c.call_op
+        inc = self.incarnation.get(n, 0)
+
+        def call(node: int, name: str, *args: Any) -> Generator[Any, Any, Any]:
+            """One step of the operation; a crash of the client's node ends it
+            (the runtime stops the node's work: the step returns nothing)."""
+            value = yield from self.c.call_op(node, name, *args)
+            if self.incarnation.get(n, 0) != inc:
+                raise _ClientCrashed(n)
+            return value
+
         if op == "stat":
             _, size = yield from call(n, "stat", path)
             if size != len(self.ref[path]):
@@ -382,6 +393,7 @@ class Run:
                 rec.recovery_error = f"{type(exc).__name__}: {exc}"
             return False
         if not proc.triggered:
+            proc.defused = True  # should it fail later, nobody waits for it any more
             if rec is not None:
                 rec.recovery_error = f"not done within {limit:g} s"
             return False
@@ -449,6 +461,10 @@ class Run:
 
 class _Wrong(Exception):
     """An operation answered, but not what the reference says it must."""
+
+
+class _ClientCrashed(Exception):
+    """The client's own node crashed during the operation (its outcome is unknown)."""
 
 
 def run_one(
