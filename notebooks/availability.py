@@ -23,8 +23,8 @@
 # runs with one copy of each file (`replicas: 1`) and with two (`replicas: 2`).  At the end,
 # every file whose content was acknowledged is read back.
 #
-# Small by default (8 nodes, 2 s of workload per run); `FULL = True` or `FEDFS_FULL=1`
-# runs the shipped config (8 and 16 nodes, 4 s per run).
+# Small by default (8 nodes, 4 s of workload per run); `FULL = True` or `FEDFS_FULL=1`
+# runs the shipped config (8 and 16 nodes, 6 s per run).
 
 # %% tags=["parameters"]
 FULL = False
@@ -45,7 +45,7 @@ from fedsim.config import load
 from fedsim.studies import run_study
 
 CONFIG = ROOT / "configs" / "fedfs" / "availability.yaml"
-sets = [] if FULL else ["params.nodes=[8]", "params.duration_s=2.0"]
+sets = [] if FULL else ["params.nodes=[8]", "params.duration_s=4.0"]
 cfg = load(CONFIG, sets)
 result = run_study(cfg, str(CONFIG), module="experiments.availability")
 print(result.report)
