@@ -174,6 +174,7 @@ class Run:
     owned: dict[int, list[str]] = field(default_factory=dict)  # each client's definite files
     gone: set[str] = field(default_factory=set)  # acknowledged unlinks
     uncertain: set[str] = field(default_factory=set)  # a mutation failed: either outcome is right
+    inflight: dict[str, tuple[int, str, float]] = field(default_factory=dict)  # path -> (client, op, since)
     outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)  # (op, class)
     other: Counter[str] = field(default_factory=Counter)  # the "other" failures, by kind
     aimed_down: int = 0  # operations issued at a file (or name) whose holder was down
@@ -234,6 +235,7 @@ class Run:
             else:
                 path = mine[self.rng.randrange(len(mine))]
             self._aim(n, op, path)
+            self.inflight[path] = (n, op, self.now)
             try:
                 yield from self._op(n, op, path)
                 ok, cls = True, "ok"
@@ -244,6 +246,7 @@ class Run:
             except Exception as exc:  # a bug in the protocol: counted, reported, not hidden
                 ok, cls = False, "other"
                 self.other[f"{type(exc).__name__}: {exc}"[:120]] += 1
+            del self.inflight[path]
             if self.incarnation.get(n, 0) != inc:
                 ok, cls = False, "client_crashed"  # its outcome is unknown: the client died with it
             self.outcomes[(op, cls)] += 1
@@ -305,15 +308,23 @@ class Run:
                     raise _Wrong("read other bytes than the last acknowledged write")
             else:
                 yield from call(n, "write", fd, 0, data)
-        finally:
-            try:
-                yield from call(n, "close", fd)
-            except (PeerUnavailable, OSError):
-                pass  # the descriptor dies with its home; the write's outcome is what counts
+        except (PeerUnavailable, OSError, _Wrong):
+            yield from self._close(call, n, fd)
+            raise
+        yield from self._close(call, n, fd)
         if op != "read":
             self.ref[path] = data
             if op == "create":
                 self.owned[n].append(path)
+
+    @staticmethod
+    def _close(call: Any, n: int, fd: int) -> Generator[Any, Any, None]:
+        """Close ``fd``; an error is not the operation's (the descriptor dies
+        with its home; a write's outcome is what counts)."""
+        try:
+            yield from call(n, "close", fd)
+        except (PeerUnavailable, OSError):
+            pass
 
     def _classify(self, exc: BaseException, path: str) -> str:
         if isinstance(exc, _Wrong):
@@ -434,7 +445,13 @@ class Run:
 
     # -- the end ------------------------------------------------------------------------------
     def read_back(self) -> Generator[Any, Any, dict[str, float]]:
-        """Read every reference file back, check every unlinked one is gone."""
+        """Read every reference file back, check every unlinked one is gone.
+        An operation still in flight now, long after every timeout, hangs (a
+        bug, counted): its file's outcome is unknown."""
+        for path, (n, op, since) in sorted(self.inflight.items()):
+            self.other[f"hung: {op} {path} by node {n}'s client since {since:.3f} s"] += 1
+            self.uncertain.add(path)
+            self.ref.pop(path, None)
         up = self.up()
         lost = wrong = resurrected = 0
         call = self.c.call_op
@@ -456,7 +473,12 @@ class Run:
             except OSError as exc:
                 if exc.errno != errno.ENOENT:
                     resurrected += 1
-        return {"files_lost": float(lost + wrong), "files_wrong": float(wrong), "files_resurrected": float(resurrected)}
+        return {
+            "ops_hung": float(len(self.inflight)),
+            "files_lost": float(lost + wrong),
+            "files_wrong": float(wrong),
+            "files_resurrected": float(resurrected),
+        }
 
 
 class _Wrong(Exception):
@@ -574,7 +596,7 @@ def run(cfg: Config, params: Params) -> StudyResult:
                     [n, r, s.name, int(m["crashes"]), int(m["permanent"]), int(m["ops"]),
                      f"{m['failed_share']:.4f}", f"{m['theory_failed_share']:.4f}",
                      int(m["failed_unavailable"]), int(m["failed_client_crashed"]), int(m["failed_other"]),
-                     int(m["files_acked"]), int(m["files_lost"]), _num(m["theory_files_lost"]),
+                     int(m["ops_hung"]), int(m["files_acked"]), int(m["files_lost"]), _num(m["theory_files_lost"]),
                      int(m["files_resurrected"]),
                      f"{m['detect_mean_s']:.3f}", f"{m['unwritable_file_s']:.1f}", f"{m['unreadable_file_s']:.1f}"]
                 )  # fmt: skip
@@ -603,7 +625,7 @@ def run(cfg: Config, params: Params) -> StudyResult:
 
 
 HEADER = ["nodes", "replicas", "schedule", "crashes", "lost nodes", "ops", "failed share", "theory",
-          "unavailable", "client crashed", "other", "files acked", "files lost", "theory lost", "back",
+          "unavailable", "client crashed", "other", "hung", "files acked", "files lost", "theory lost", "back",
           "detect s", "unwritable file-s", "unreadable file-s"]  # fmt: skip
 
 

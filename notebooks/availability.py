@@ -84,7 +84,7 @@ fig.suptitle(f"Random crash schedules, simulated{'' if FULL else ' (small)'}", f
 fig.tight_layout()
 fig.savefig(OUT / "availability.png", dpi=120)
 KEEP = ("crashes", "permanent", "ops", "failed_share", "theory_failed_share", "failed_unavailable",
-        "failed_client_crashed", "failed_other", "files_acked", "files_lost", "theory_files_lost",
+        "failed_client_crashed", "failed_other", "ops_hung", "files_acked", "files_lost", "theory_files_lost",
         "files_resurrected", "recovery_errors", "detected", "detect_mean_s", "detect_max_s",
         "unwritable_file_s", "unreadable_file_s")
 summary = {"full": FULL, "nodes": sizes, "replicas": replicas, "schedules": schedules,

@@ -40,13 +40,13 @@ def test_two_copies_lose_nothing_one_copy_loses_the_lost_disk_and_runs_repeat_to
     for schedule in ("transient", "disk_loss"):
         two = {m: rows[(f"nodes=6 replicas=2 schedule={schedule}", m)] for m in
                ("crashes", "detected", "files_acked", "files_lost", "files_resurrected", "failed_other",
-                "failed_unavailable", "recovery_errors")}  # fmt: skip
+                "failed_unavailable", "recovery_errors", "ops_hung")}  # fmt: skip
         assert two["crashes"] >= 2 and two["detected"] >= 1, (schedule, two)  # the schedule did crash nodes
         assert two["files_acked"] > 30, (schedule, two)
         # the promise: one failure at a time, two copies -> nothing acknowledged is lost ...
         assert two["files_lost"] == 0, (schedule, two, report)
         # ... and the only failures are a peer not answering
-        assert two["failed_other"] == 0 == two["recovery_errors"], (schedule, two, report)
+        assert two["failed_other"] == 0 == two["recovery_errors"] == two["ops_hung"], (schedule, two, report)
     one = {m: rows[("nodes=6 replicas=1 schedule=disk_loss", m)] for m in
            ("permanent", "files_lost", "theory_files_lost", "failed_other", "failed_unavailable")}  # fmt: skip
     assert one["permanent"] >= 1

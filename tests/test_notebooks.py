@@ -162,7 +162,7 @@ def check_availability(d: dict) -> None:
         assert m["crashes"] >= 1, key
         if not d["overlap"][schedule]:
             # one failure at a time: every failure is a peer not answering (or a client dying with its node)
-            assert m["failed_other"] == 0 == m["recovery_errors"], key
+            assert m["failed_other"] == 0 == m["recovery_errors"] == m["ops_hung"], key
             if replicas == "2":
                 assert m["files_lost"] == 0, key  # the promise of two copies
             else:
