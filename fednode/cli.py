@@ -362,6 +362,11 @@ def format_status(rows: list[dict[str, Any]]) -> str:
         if bc:
             notes.append(f"node {r['node']}: block cache {bc['hits']} hits, {bc['misses']} misses, "
                          f"{bc['blocks']}/{bc['capacity']} blocks, {bc['invalidations']} invalidations")
+        if r.get("replicas", 1) > 1:
+            notes.append(
+                f"node {r['node']}: replicas {r['replicas']}: {r.get('replica_files', 0)} copies held for its "
+                f"predecessor, {r.get('unsynced', 0)} files unsynced, {r.get('promoted', 0)} promoted"
+            )
         for path, source in r.get("migrations_in", []):
             notes.append(f"node {r['node']}: migrating {path} in from node {source}")
         for path, target in r.get("migrations_out", []):

@@ -450,6 +450,62 @@ SCENARIOS.append(
     )
 )
 
+SCENARIOS.append(
+    Scenario(
+        # issue 13, replication (replicas: 2): every change of a file reaches
+        # the copy at successor(home), in the replica space the namespace never
+        # shows (EPERM to name it, readdir of / omits it); node 2 leaves and its
+        # successor promotes its copies (nothing lost); node 4 joins and takes
+        # over node 3's copies.  Files made before the federation started get
+        # their copy with their first change (pre0).  The trees compared at the
+        # end include every replica space.
+        "replication: copies at the successor, promotion on leave, secondaries moved on join",
+        4,
+        files={0: [("/r/pre0", b"made before the start")], 1: [("/s/pre1", b"on n1")]},
+        dirs={1: ["/r"], 2: ["/r"]},
+        protocol={"replicas": 2, "migration_chunk": 4},
+        ops=[
+            *[(i % 4, "create", (f"/r/f{i}",)) for i in range(6)],
+            (1, "open", ("/r/f1",)),
+            (1, "write", (FD, 0, b"written through n1")),
+            (1, "close", (FD,)),
+            (2, "truncate", ("/r/f1", 7)),
+            (0, "open", ("/r/f2",)),
+            (0, "write", (FD, 0, b"f2 data")),
+            (0, "close", (FD,)),
+            (3, "open", ("/r/pre0",)),
+            (3, "write", (FD, 0, b"MADE")),  # no copy yet: the secondary says ENOENT, the file goes whole
+            (3, "close", (FD,)),
+            (3, "rename", ("/r/f2", "/r/g2")),
+            (1, "rename", ("/r/f5", "/r/f3")),  # replaces f3, homed on another node
+            (0, "setattr", ("/r/f0", 0o600, KEEP, KEEP, *_OMIT2)),
+            (0, "unlink", ("/r/f4",)),
+            (1, "migrate", ("/r/f0", 2)),  # its copy moves from node 1 to node 3
+            (2, "stat", ("/.fedfs-replicas/r/f1",)),  # EPERM, no message
+            (1, "readdir", ("/",)),
+            (3, LEAVE, ()),  # node 0 promotes node 3's files; node 2's copies go to node 0
+            (0, "readdir", ("/r",)),
+            *[(n, "getattr", (p,)) for n, p in ((0, "/r/f0"), (1, "/r/f1"), (2, "/r/g2"), (0, "/r/f3"))],
+            (1, "getattr", ("/r/pre0",)),
+            (2, "open", ("/r/g2",)),
+            (2, "read", (FD, 0, 100)),
+            (2, "close", (FD,)),
+            (1, "open", ("/r/f1",)),
+            (1, "write", (FD, 2, b"++")),  # a promoted file is an ordinary file: its copy follows
+            (1, "close", (FD,)),
+            (0, JOIN, ([("/r/joiner", b"on n4")], [])),  # node 2's copies move from node 0 to node 4
+            (4, "readdir", ("/r",)),
+            (1, "open", ("/r/joiner",)),
+            (1, "read", (FD, 0, 100)),
+            (1, "close", (FD,)),
+            (4, "create", ("/r/after",)),
+            (0, "unlink", ("/r/g2",)),
+            (2, "readdir", ("/r",)),
+        ],
+    )
+)
+
+
 # Protocol settings every world shares unless a scenario says otherwise: the
 # papers' closed world (no VD ageing: real time and simulated time differ, so
 # age-triggered merges could differ too), and no periodic re-summarising.

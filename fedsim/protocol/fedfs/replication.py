@@ -40,6 +40,11 @@ frame on any hot path).
 Which copies a secondary holds for which primary (``held``) is soft state of
 this incarnation; a restarted node drops its replica space anyway.
 
+Files a local tree held before the federation started (autonomy) get their
+copy with their first change (the secondary answers ENOENT, the file goes
+whole) or when a view change gives their home a new successor; until then a
+leave of their home makes them unavailable, as with one copy.
+
 Known limits: two writes of one file in flight at once at its home may reach
 the secondary in another order than they were applied (the workloads and
 tests write a file from one client at a time); a write acknowledged while a
@@ -58,7 +63,7 @@ from types import GeneratorType
 from typing import Any, ClassVar
 
 from fedsim.protocol.attrs import KEEP, PERM_BITS, UTIME_OMIT, Attr, check_setattr, federated
-from fedsim.protocol.effects import Call, Local, Sleep, Spawn
+from fedsim.protocol.effects import Call, Local, Multicast, Sleep, Spawn
 from fedsim.protocol.fedfs.attributes import GetAttr, SetAttr
 from fedsim.protocol.fedfs.blockcache import BlockRead
 from fedsim.protocol.fedfs.membership import Membership
@@ -68,6 +73,7 @@ from fedsim.protocol.messages import (
     AddEntry,
     Close,
     Create,
+    GetEntry,
     HomeInfo,
     Open,
     PeerUnavailable,
@@ -259,7 +265,8 @@ class Replication(Membership):
         return (yield from self._mutated(req.path, inner(src, req), lambda: ReplicaPut(req.path, 0, b"", 0, KEEP)))
 
     def _rep_write(self, inner: Any, src: int, req: Write) -> Gen:
-        return (yield from self._mutated(req.path, inner(src, req), lambda: ReplicaWrite(req.path, req.offset, req.data)))
+        forward = lambda: ReplicaWrite(req.path, req.offset, req.data)  # noqa: E731
+        return (yield from self._mutated(req.path, inner(src, req), forward))
 
     def _rep_truncate(self, inner: Any, src: int, req: Truncate) -> Gen:
         return (yield from self._mutated(req.path, inner(src, req), lambda: ReplicaTruncate(req.path, req.size)))
@@ -280,7 +287,12 @@ class Replication(Membership):
 
     def _rep_rename_finish(self, inner: Any, src: int, req: RenameFinish) -> Gen:
         yield from _run(inner(src, req))
-        if req.commit:
+        if not req.commit:
+            return
+        if req.old in self.unsynced:  # the copy to be renamed may be stale: drop it, copy the new name whole
+            yield from self.replicate(req.old)
+            yield from self.replicate(req.new)
+        else:
             yield from self._forward(req.new, ReplicaRename(req.old, req.new))
 
     def _rep_rename_drop(self, inner: Any, src: int, req: RenameDrop) -> Gen:
@@ -519,10 +531,7 @@ class Replication(Membership):
             req = make(path)
             if type(req) not in _FAILOVER:
                 raise
-            entry, _ = yield from self._lookup(path)  # (a manager that does not answer: its error is the client's)
-            if entry.is_dir or entry.home != exc.node:
-                raise
-            return (yield from self._from_copy(exc, entry.home, req)), entry.home
+            return (yield from self._failover(path, req, exc))
 
     def _at_fd(self, fd: int, make: Any) -> Gen:
         if not self.replicating:
@@ -553,10 +562,86 @@ class Replication(Membership):
             req = at_home(path)
             if type(req) is not GetAttr:
                 raise
-            entry, _ = yield from self._lookup(path)
-            if entry.is_dir or entry.home != exc.node:
-                raise
-            return (yield from self._from_copy(exc, entry.home, req))
+            return (yield from self._failover(path, req, exc))[0]
+
+    def _failover(self, path: str, req: Any, exc: PeerUnavailable) -> Gen:
+        """(value, home) of ``req`` about ``path`` when ``exc.node`` did not
+        answer for it.  A DT entry of this node that named the silent node
+        may be stale (the file was renamed or removed and made elsewhere):
+        with no copy at the secondary, the name is resolved again, once."""
+        for attempt in (0, 1):
+            cached = self.dt.peek(path) is not None
+            home = yield from self._home_without(path, exc)
+            try:
+                return (yield from self._elsewhere(exc, home, req)), home
+            except PeerUnavailable:
+                if attempt or not cached:
+                    raise
+            self.stats.stale_retries += 1
+            self.dt.pop(path)
+        raise AssertionError("unreachable")
+
+    def _home_without(self, path: str, exc: PeerUnavailable) -> Gen:
+        """The home of ``path`` when node ``exc.node`` did not answer for it:
+        the one this node's DT names, if that is the silent node; else, when
+        the silent node is the name's manager, the parent's VD's answer
+        (``GetEntry`` at the parent's manager), or the manager itself (with
+        the usual placement it homes the names it manages; its secondary's
+        answer settles it, a copy there is a copy of its predecessor's file).
+        Otherwise ``exc`` is the client's."""
+        e = self.dt.peek(path)
+        if e is not None:
+            if e.is_dir or e.home != exc.node:
+                raise exc
+            return e.home
+        if path == ROOT:
+            raise exc
+        if exc.node != self.manager_of(path):  # the home did not answer, and its entry is gone here: ask again
+            entry = yield from self._lookup_at_manager(path)
+            if entry.is_dir:
+                raise exc
+            return entry.home
+        d, name = split(path)
+        pm = self.manager_of(d)
+        if pm != exc.node:
+            try:
+                entry = yield from self._busy(lambda: self.call(pm, GetEntry(d, name)))
+            except OSError:
+                entry = None  # (its merge may have missed the silent node's part: ask the copy)
+            if entry is not None:
+                if entry[0]:
+                    raise exc
+                return entry[1]
+            return exc.node
+        # Both managers are the silent node: ask every other member whether it
+        # holds the file (the summaries here cannot tell: a directory made for a
+        # file reaches only its manager's copy of a summary, ``summary_add``);
+        # the lowest that does is its home (as a merge resolves a collision).
+        # The failure path only, while a member is down and not yet evicted.
+        probe = tuple(n for n in self.members if n != exc.node)
+        if self.id in probe:
+            try:
+                is_dir, _ = yield Local("stat", path)
+                if not is_dir:
+                    return self.id
+            except OSError:
+                pass
+        others = tuple(n for n in probe if n != self.id)
+        if others:
+            for n, answer in zip(others, (yield Multicast(others, Stat(path))), strict=True):
+                if not isinstance(answer, BaseException) and not answer[0]:
+                    return n
+        return exc.node
+
+    def _elsewhere(self, exc: PeerUnavailable, home: int, req: Any) -> Gen:
+        """``req`` at ``home`` if it is not the silent node, else from the secondary's copy."""
+        if home != exc.node:
+            try:
+                value = yield from self._busy(lambda: self.call(home, req))
+                return None if type(req) is Open else value
+            except PeerUnavailable as again:
+                exc = again
+        return (yield from self._from_copy(exc, home, req))
 
     def _from_copy(self, exc: PeerUnavailable, home: int, req: Any) -> Gen:
         """Serve ``req`` (meant for ``home``, which did not answer) from the secondary's copy."""
@@ -579,7 +664,7 @@ class Replication(Membership):
         except PeerUnavailable:
             raise exc from None
         except FileNotFoundError:
-            raise exc from None  # no copy (the file was unsynced): the home's error is the truth
+            raise exc from None  # no copy (not its file, or one left unsynced): the silent node's error is the truth
         return None if t is Open else value
 
     # ------------------------------------------------------------------ view changes

@@ -1,0 +1,509 @@
+"""Replication (issue 13, FedFS 3.2): with ``replicas: 2`` every regular file
+has a second copy at ``successor(home)``, in the reserved replica space of
+that node's local tree; a home that does not answer is read from the copy; a
+graceful leave promotes the leaver's copies, so nothing is lost; a join
+moves secondaries; a secondary that missed a change gets the file whole.
+With ``replicas: 1`` nothing of it exists (no message, no copy)."""
+
+from __future__ import annotations
+
+import errno
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fedsim.direct import DirectCluster
+from fedsim.memfs import MemFS
+from fedsim.network import preset
+from fedsim.protocol.attrs import KEEP, UTIME_OMIT
+from fedsim.protocol.config import ProtocolConfig
+from fedsim.protocol.designs import build_node
+from fedsim.protocol.names import REPLICA_ROOT, is_replica
+from fedsim.runtime import SimCluster
+
+TWO = ProtocolConfig(replicas=2)
+
+
+def successor(node: int, members: tuple[int, ...] | list[int]) -> int:
+    members = sorted(members)
+    return next((m for m in members if m > node), members[0])
+
+
+def files_of(fs: MemFS) -> dict[str, bytes]:
+    """A node's own files (its namespace part)."""
+    return {p: v for p, v in fs.tree().items() if v is not None and not is_replica(p)}
+
+
+def copies_at(fs: MemFS) -> dict[str, bytes]:
+    """The copies a node holds as a secondary, by federated path."""
+    return {p[len(REPLICA_ROOT) :]: v for p, v in fs.tree().items() if v is not None and is_replica(p)}
+
+
+def assert_replicated(fss: list[MemFS], members: tuple[int, ...] | list[int]) -> None:
+    """Every member's files are exactly the copies its successor holds."""
+    for h in members:
+        s = successor(h, members)
+        assert copies_at(fss[s]) == files_of(fss[h]), f"node {s}'s copies of node {h}'s files"
+
+
+def files(tree: dict[str, Any]) -> dict[str, bytes]:
+    return {p: v for p, v in tree.items() if v is not None}
+
+
+def read_all(c: DirectCluster, node: int, path: str) -> bytes:
+    fd = c.op(node, "open", path)
+    try:
+        return c.op(node, "read", fd, 0, c.op(node, "stat", path)[1])
+    finally:
+        c.op(node, "close", fd)
+
+
+def populate(c: DirectCluster, n: int, count: int = 8) -> dict[str, bytes]:
+    c.op(0, "mkdir", "/d")
+    ref = {}
+    for i in range(count):
+        p = f"/d/f{i}"
+        c.op(i % n, "create", p)
+        fd = c.op(i % n, "open", p)
+        c.op(i % n, "write", fd, 0, b"content %d" % i)
+        c.op(i % n, "close", fd)
+        ref[p] = b"content %d" % i
+    return ref
+
+
+# ---------------------------------------------------------------------------- one copy: nothing changes
+def test_with_one_copy_there_is_no_replica_message_and_no_replica_space():
+    c = DirectCluster(3)
+    populate(c, 3)
+    c.op(1, "truncate", "/d/f1", 2)
+    c.op(2, "rename", "/d/f2", "/d/g")
+    c.op(0, "unlink", "/d/f0")
+    assert not [k for _, _, k in c.trace if k.startswith("Replica")]
+    assert not any(is_replica(p) for fs in c.fs for p in fs.tree())
+    assert c.nodes[0].describe()["replicas"] == 1
+    down = next(n for n in range(3) if files_of(c.fs[n]))
+    c.down.add(down)
+    with pytest.raises(ConnectionError):  # no failover either
+        read_all(c, (down + 1) % 3, next(iter(files_of(c.fs[down]))))
+
+
+# ---------------------------------------------------------------------------- every change reaches the copy
+def _changes(op: Any) -> None:
+    """create, write, truncate, rename (onto a file on another home too), setattr, unlink."""
+    op(0, "mkdir", "/d")
+    for i in range(6):
+        op(i % 4, "create", f"/d/f{i}")
+        fd = op(i % 4, "open", f"/d/f{i}")
+        op(i % 4, "write", fd, 0, b"0123456789-%d" % i)
+        op(i % 4, "write", fd, 4, b"AB")
+        op(i % 4, "close", fd)
+    op(1, "truncate", "/d/f1", 3)
+    op(2, "truncate", "/d/f2", 20)
+    op(3, "rename", "/d/f3", "/d/g3")
+    op(0, "rename", "/d/f4", "/d/f5")  # replaces f5, homed elsewhere
+    op(2, "setattr", "/d/f0", 0o600, KEEP, KEEP, UTIME_OMIT, UTIME_OMIT)
+    op(1, "unlink", "/d/f2")
+
+
+def test_every_change_of_a_file_reaches_its_secondary_in_memory():
+    c = DirectCluster(4, config=TWO)
+    _changes(c.op)
+    assert_replicated(c.fs, c.members)
+    assert set(files(c.namespace())) == {"/d/f0", "/d/f1", "/d/g3", "/d/f5"}
+    assert c.namespace()["/d/f5"] == b"0123AB6789-4"
+    # the mode went along
+    home = c.nodes[0].dt.peek("/d/f0").home
+    s = successor(home, c.members)
+    assert c.fs[s].getattr(REPLICA_ROOT + "/d/f0")[1] & 0o777 == 0o600
+    # the copies are not the namespace: readdir, summaries and the tree helpers leave them out
+    assert [n for n, _ in c.op(1, "readdir", "/")] == ["d"]
+    assert not any(is_replica(p) for p in c.walk(2))
+    assert not any(c.nodes[n].summaries[n].may_contain(REPLICA_ROOT) and False for n in c.members)
+    assert c.nodes[0].describe()["replica_files"] == len(copies_at(c.fs[0]))
+
+
+def test_every_change_of_a_file_reaches_its_secondary_in_the_simulator():
+    c = SimCluster(4, network=preset("tcp_loopback"), keep_data=True, protocol=TWO)
+    c.preload_summaries()
+    _changes(lambda n, name, *args: c.run_op(n, name, *args))
+    c.env.run()
+    assert_replicated(c.fs, c.live)
+    assert c.namespace()["/d/f5"] == b"0123AB6789-4"
+
+
+def test_clients_cannot_name_the_replica_space():
+    c = DirectCluster(3, config=TWO)
+    populate(c, 3)
+    for op, args in [
+        ("stat", (REPLICA_ROOT,)),
+        ("stat", (REPLICA_ROOT + "/d/f1",)),
+        ("open", (REPLICA_ROOT + "/d/f1",)),
+        ("create", (REPLICA_ROOT + "/x",)),
+        ("mkdir", (REPLICA_ROOT,)),
+        ("readdir", (REPLICA_ROOT + "/",)),
+        ("unlink", (REPLICA_ROOT + "//d/f1",)),
+    ]:
+        mark = len(c.trace)
+        with pytest.raises(OSError) as info:
+            c.op(1, op, *args)
+        assert info.value.errno == errno.EPERM and "reserved" in str(info.value)
+        assert c.messages_since(mark) == []  # refused before any message
+    assert [n for n, _ in c.op(0, "readdir", "/")] == ["d"]
+
+
+# ---------------------------------------------------------------------------- a home that does not answer
+@pytest.mark.parametrize("n", [2, 3, 5])
+def test_every_file_of_a_node_that_is_down_is_read_from_its_secondary(n):
+    c = DirectCluster(n, config=TWO)
+    ref = populate(c, n, 3 * n)
+    c.op(1, "truncate", "/d/f1", 4)
+    ref["/d/f1"] = ref["/d/f1"][:4]
+    down = n - 1
+    c.down.add(down)
+    mine = [p for p, e in ((p, c.nodes[0].dt.peek(p)) for p in ref) if p in files_of(c.fs[down])]
+    assert mine
+    for r in range(n - 1):
+        for p in ref:
+            assert read_all(c, r, p) == ref[p], (r, p)
+            assert c.op(r, "getattr", p)[5] == len(ref[p])
+    # a change of a file whose home is down fails (until the view changes)
+    with pytest.raises(ConnectionError):
+        c.op(0, "truncate", mine[0], 0)
+    with pytest.raises(ConnectionError):
+        c.op(0, "create", mine[0] + "x") if c.nodes[0].manager_of(mine[0] + "x") == down else c.op(0, "unlink", mine[0])
+
+
+def test_a_simulated_node_that_fails_is_read_from_its_secondary():
+    c = SimCluster(4, network=preset("tcp_loopback"), keep_data=True, protocol=TWO)
+    c.preload_summaries()
+    c.run_op(0, "mkdir", "/d")
+    ref = {}
+    for i in range(8):
+        p = f"/d/f{i}"
+        c.run_op(i % 4, "create", p)
+        fd = c.run_op(i % 4, "open", p)
+        c.run_op(i % 4, "write", fd, 0, b"data %d" % i)
+        c.run_op(i % 4, "close", fd)
+        ref[p] = b"data %d" % i
+    c.fail(2)
+    for r in (0, 1, 3):
+        for p, data in ref.items():
+            fd = c.run_op(r, "open", p)
+            assert c.run_op(r, "read", fd, 0, 100) == data
+            c.run_op(r, "close", fd)
+    c.env.run()
+
+
+# ---------------------------------------------------------------------------- view changes
+@pytest.mark.parametrize("leaver", [0, 2, 3])
+def test_a_graceful_leave_with_two_copies_loses_no_file(leaver):
+    c = DirectCluster(4, config=TWO)
+    ref = populate(c, 4, 12)
+    before = c.namespace()
+    c.leave(leaver)
+    assert c.namespace() == before  # the leaver's files were promoted at its successor
+    assert files(c.walk(min(c.live))) == ref
+    assert_replicated(c.fs, c.live)
+    assert sum(c.nodes[n].promoted for n in c.live) == len(files_of(c.fs[leaver]))
+    # the promoted files are ordinary files of their new home: writable, removable, re-replicated
+    p = next(iter(files_of(c.fs[leaver])))
+    r = c.live[0]
+    fd = c.op(r, "open", p)
+    c.op(r, "write", fd, 0, b"after")
+    c.op(r, "close", fd)
+    assert_replicated(c.fs, c.live)
+    c.op(r, "unlink", p)
+    assert_replicated(c.fs, c.live)
+
+
+def test_leaves_down_to_one_member_keep_every_file():
+    c = DirectCluster(3, config=TWO)
+    ref = populate(c, 3, 9)
+    c.leave(1)
+    c.leave(0)
+    assert files(c.namespace()) == ref
+    assert files(c.walk(2)) == ref
+    assert copies_at(c.fs[2]) == {}
+
+
+def test_a_join_moves_secondaries():
+    c = DirectCluster(3, config=TWO)
+    ref = populate(c, 3, 9)
+    assert_replicated(c.fs, c.members)
+    new = c.join(0, local=MemFS())
+    assert new == 3
+    assert_replicated(c.fs, c.members)  # node 2's copies moved from node 0 to node 3, node 0 dropped them
+    assert copies_at(c.fs[0]) == files_of(c.fs[3]) == {}
+    assert copies_at(c.fs[3]) == files_of(c.fs[2])
+    c.op(3, "create", "/d/new")
+    assert_replicated(c.fs, c.members)
+    assert files(c.walk(1)) == {**ref, "/d/new": b""}
+
+
+def test_a_secondary_that_missed_a_write_gets_the_file_whole_when_it_answers_again():
+    c = DirectCluster(3, config=TWO)
+    populate(c, 3)
+    home = 1
+    s = successor(home, c.members)
+    p = next(iter(files_of(c.fs[home])))
+    c.down.add(s)
+    fd = c.op(home, "open", p)
+    c.op(home, "write", fd, 0, b"while down")  # acknowledged with one copy
+    c.op(home, "close", fd)
+    assert c.nodes[home].unsynced == {p}
+    assert copies_at(c.fs[s])[p] != files_of(c.fs[home])[p]
+    c.down.discard(s)
+    c.advance(1.0)  # the background repair copies it whole
+    assert c.nodes[home].unsynced == set()
+    assert_replicated(c.fs, c.members)
+
+
+def test_a_secondary_that_missed_a_write_gets_the_file_whole_at_the_next_view_change():
+    c = DirectCluster(3, config=TWO)
+    populate(c, 3)
+    home, s = 2, 0
+    p = next(iter(files_of(c.fs[home])))
+    c.down.add(s)
+    c.op(home, "truncate", p, 1)
+    c.op(home, "create", "/d/made-while-down") if c.nodes[home].manager_of("/d/made-while-down") == home else None
+    c.down.discard(s)
+    assert c.nodes[home].unsynced
+    c.join(1, local=MemFS())  # node 2's successor becomes node 3: everything copied there
+    assert_replicated(c.fs, c.members)
+    assert c.nodes[home].unsynced == set()
+
+
+def test_a_restarted_node_reconciles_stale_files_and_drops_its_replica_space():
+    c = DirectCluster(4, config=TWO)
+    ref = populate(c, 4, 12)
+    victim = next(n for n in range(4) if files_of(c.fs[n]) and copies_at(c.fs[n]))
+    old_fs = c.fs[victim]
+    stale = files_of(old_fs)
+    assert stale and copies_at(old_fs)
+    c.down.add(victim)  # it crashes ...
+    rest = [m for m in c.members if m != victim]
+    c.run(rest[0], c.nodes[rest[0]].call(rest[0], _leave_request(c, victim)))  # ... and is evicted
+    assert victim not in c.nodes[rest[0]].members
+    assert all(read_all(c, rest[0], p) == v for p, v in ref.items())
+    p = next(iter(stale))
+    fd = c.op(rest[0], "open", p)
+    c.op(rest[0], "write", fd, 0, b"NEW")  # a change of a promoted file
+    c.op(rest[0], "close", fd)
+    ref[p] = b"NEW" + ref[p][3:]
+    # a fresh node object over the old local tree
+    node = build_node(c.spec, victim, view=c.nodes[rest[0]].view)
+    c.nodes[victim] = node
+    c.down.discard(victim)
+    removed = c.run(victim, node.reconcile(rest[0]))
+    assert removed == len(stale)
+    assert files_of(old_fs) == {} and copies_at(old_fs) == {}
+    assert not any(is_replica(q) for q in old_fs.tree())
+    c.run(victim, node.join(rest[0]))
+    assert files(c.namespace()) == ref
+    assert files(c.walk(victim)) == ref
+    assert_replicated(c.fs, c.members)
+
+
+def _leave_request(c: DirectCluster, node: int) -> Any:
+    from fedsim.protocol.fedfs.membership import Leave
+
+    return Leave(node, c.nodes[0].epoch)
+
+
+def test_replica_requests_are_refused_with_one_copy_and_checked_with_two():
+    from fedsim.protocol.fedfs.replication import ReplicaPut, ReplicaWrite
+
+    one = DirectCluster(2)
+    with pytest.raises(OSError) as info:
+        one.run(0, one.nodes[0].call(1, ReplicaWrite("/x", 0, b"a")))
+    assert info.value.errno == errno.ENOTSUP
+    two = DirectCluster(2, config=TWO)
+    for bad in (
+        ReplicaPut("/x", 5, b"abc", 4, KEEP),
+        ReplicaPut("/x", -1, b"", 0, KEEP),
+        ReplicaPut("/x", 0, b"", 0, 1 << 20),
+    ):
+        with pytest.raises(OSError) as info:
+            two.run(0, two.nodes[0].call(1, bad))
+        assert info.value.errno == errno.EINVAL
+    with pytest.raises(OSError) as info:
+        two.run(0, two.nodes[0].call(1, ReplicaPut("/", 0, b"", 0, KEEP)))
+    assert info.value.errno == errno.EINVAL
+    assert copies_at(two.fs[1]) == {}
+
+
+# ---------------------------------------------------------------------------- the property
+NAMES = [f"/{d}/{f}" for d in ("a", "b") for f in ("f0", "f1", "f2", "f3")]
+op_st = st.one_of(
+    st.tuples(st.just("create"), st.integers(0, 5), st.sampled_from(NAMES)),
+    st.tuples(st.just("write"), st.integers(0, 5), st.sampled_from(NAMES), st.integers(0, 8), st.binary(max_size=12)),
+    st.tuples(st.just("truncate"), st.integers(0, 5), st.sampled_from(NAMES), st.integers(0, 16)),
+    st.tuples(st.just("unlink"), st.integers(0, 5), st.sampled_from(NAMES)),
+    st.tuples(st.just("rename"), st.integers(0, 5), st.sampled_from(NAMES), st.sampled_from(["f0", "f1", "f2", "f3"])),
+)
+
+
+def _apply(c: DirectCluster, ref: dict[str, bytes], n: int, step: tuple[Any, ...]) -> None:
+    kind, at, path = step[0], step[1] % n, step[2]
+    try:
+        if kind == "create":
+            c.op(at, "create", path)
+            ref[path] = b""
+        elif kind == "write":
+            off, data = step[3], step[4]
+            fd = c.op(at, "open", path)
+            try:
+                c.op(at, "write", fd, off, data)
+            finally:
+                c.op(at, "close", fd)
+            old = ref[path]
+            old = old + b"\0" * max(0, off - len(old))
+            ref[path] = old[:off] + data + old[off + len(data) :]
+        elif kind == "truncate":
+            c.op(at, "truncate", path, step[3])
+            ref[path] = ref[path][: step[3]] + b"\0" * max(0, step[3] - len(ref[path]))
+        elif kind == "unlink":
+            c.op(at, "unlink", path)
+            del ref[path]
+        else:
+            new = path.rsplit("/", 1)[0] + "/" + step[3]
+            c.op(at, "rename", path, new)
+            if new != path:
+                ref[new] = ref.pop(path)
+    except OSError as exc:
+        assert exc.errno in (errno.ENOENT, errno.EEXIST, errno.EISDIR), exc
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(3, 6),
+    st.lists(op_st, min_size=4, max_size=30),
+    st.integers(0, 5),
+    st.booleans(),
+    st.sampled_from(["with_manager", "round_robin"]),
+)
+def test_random_operations_then_a_leave_or_a_node_down_lose_no_acknowledged_file(n, steps, victim, leave, placement):
+    c = DirectCluster(n, config=TWO, placement=placement)
+    c.op(0, "mkdir", "/a")
+    c.op(n - 1, "mkdir", "/b")
+    ref: dict[str, bytes] = {}
+    for step in steps:
+        _apply(c, ref, n, step)
+    assert_replicated(c.fs, c.members)
+    victim %= n
+    if leave:
+        c.leave(victim)
+        assert files(c.namespace()) == ref
+        assert_replicated(c.fs, c.live)
+    else:
+        c.down.add(victim)
+    reader = next(m for m in range(n) if m != victim)
+    for path, data in ref.items():
+        assert read_all(c, reader, path) == data, path
+
+
+# ---------------------------------------------------------------------------- the agents
+def test_agents_with_two_copies_serve_every_file_of_a_killed_agent():
+    """Three agent processes over TCP, replicas 2: files written through every
+    agent; one agent is killed (SIGKILL); every file, its own included, is
+    read back with the right content through the other two."""
+    from fednode.cli import format_status
+    from fednode.client import Client
+    from fednode.cluster import ProcessCluster, write_local
+
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        cf = write_local(base, 3, protocol={"replicas": 2})
+        with ProcessCluster(cf, log_dir=base / "logs") as pc:
+            pc.wait_ready()
+            clients = [Client(cf, node=i) for i in range(3)]
+            try:
+                clients[0].mkdir("/k")
+                ref, homes = {}, {}
+                for i in range(9):
+                    p = f"/k/f{i}"
+                    ref[p] = b"agent data %d " % i * (i + 1)
+                    homes[p] = clients[i % 3].write_file(p, ref[p])
+                victim = 2
+                theirs = [p for p, h in homes.items() if h == victim]
+                assert theirs
+                secondary = successor(victim, [0, 1, 2])
+                for p in theirs:  # the copy is in the secondary's replica space on disk
+                    assert (base / f"n{secondary}" / REPLICA_ROOT.lstrip("/") / p.lstrip("/")).read_bytes() == ref[p]
+                status = clients[secondary].status()
+                assert status["replicas"] == 2 and status["replica_files"] == len(theirs)
+                assert status["local_files"] == sum(1 for h in homes.values() if h == secondary)  # copies apart
+                row = {"node": secondary, "reachable": True, **status}
+                assert f"replicas 2: {len(theirs)} copies held for its predecessor, 0 files unsynced" in format_status(
+                    [row]
+                )
+                pc.kill(victim)
+                clients[victim].disconnect()
+                for c in clients[:2]:
+                    for p, data in ref.items():
+                        assert c.read_file(p) == data, p
+                    assert [n for n, _ in c.readdir("/")] == ["k"]
+            finally:
+                for c in clients:
+                    c.disconnect()
+
+
+def test_block_cache_stays_coherent_with_two_copies_and_keeps_nothing_read_from_a_copy():
+    c = DirectCluster(3, config=ProtocolConfig(replicas=2, block_cache_blocks=8, block_size=4))
+    populate(c, 3, 6)
+    home = next(n for n in range(3) if files_of(c.fs[n]))
+    p = next(iter(files_of(c.fs[home])))
+    reader, writer = [n for n in range(3) if n != home]
+    fd = c.op(reader, "open", p)
+    first = c.op(reader, "read", fd, 0, 8)
+    assert c.op(reader, "read", fd, 0, 8) == first and c.nodes[reader].bcache.hits == 1
+    wfd = c.op(writer, "open", p)
+    c.op(writer, "write", wfd, 0, b"NEW!")  # forwarded to the copy, and the reader's blocks invalidated
+    c.op(writer, "close", wfd)
+    assert c.op(reader, "read", fd, 0, 8) == b"NEW!" + first[4:]
+    assert_replicated(c.fs, c.members)
+    c.down.add(home)
+    c.nodes[reader].bcache.drop(p)
+    assert c.op(reader, "read", fd, 0, 8) == b"NEW!" + first[4:]  # from the copy
+    assert c.nodes[reader].bcache.lookup(p, 0, 1, 4) is None  # not kept: no home would invalidate it
+
+
+def test_a_simulated_secondary_that_missed_writes_is_repaired_in_the_background():
+    c = SimCluster(3, network=preset("tcp_loopback"), keep_data=True, protocol=TWO)
+    c.preload_summaries()
+    c.run_op(0, "mkdir", "/d")
+    for i in range(6):
+        c.run_op(i % 3, "create", f"/d/f{i}")
+    home = next(n for n in range(3) if files_of(c.fs[n]))
+    s = successor(home, [0, 1, 2])
+    c.fail(s)
+    for p in files_of(c.fs[home]):
+        fd = c.run_op(home, "open", p)
+        c.run_op(home, "write", fd, 0, b"written while the secondary was down")
+        c.run_op(home, "close", fd)
+    assert c.nodes[home].unsynced and copies_at(c.fs[s]) != files_of(c.fs[home])
+    c.down.discard(s)  # it answers again
+    c.env.run()  # the repair's back-off ends; then nothing is left to run
+    assert c.nodes[home].unsynced == set()
+    assert_replicated(c.fs, [0, 1, 2])
+
+
+def test_a_rename_of_a_file_whose_copy_lags_sends_the_new_name_whole():
+    c = DirectCluster(3, config=TWO)
+    c.op(0, "mkdir", "/d")
+    home = c.nodes[0].manager_of("/d/a")  # with_manager: the name's manager homes it
+    c.op(0, "create", "/d/a")
+    s = successor(home, c.members)
+    c.down.add(s)
+    fd = c.op(home, "open", "/d/a")
+    c.op(home, "write", fd, 0, b"missed by the copy")
+    c.op(home, "close", fd)
+    c.down.discard(s)
+    assert "/d/a" in c.nodes[home].unsynced
+    c.op(home, "rename", "/d/a", "/d/b")
+    assert c.nodes[home].unsynced == set()
+    assert copies_at(c.fs[s]) == {"/d/b": b"missed by the copy"}
