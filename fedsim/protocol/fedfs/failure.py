@@ -15,7 +15,9 @@ it is found out and the view changes without it:
   ``Call``): a node that answers and still lists itself is alive (a slow link,
   a one-sided partition) and stays; one that does not answer, or answers from
   a fresh incarnation that lists itself no more (it restarted and lost its
-  soft state), is *evicted*: ``evict(node)``, a view change without it
+  soft state), is *evicted*, provided the coordinator reaches a majority of
+  the other members (a node cut off with a minority evicts nobody, or a
+  partition would make two views of one epoch): ``evict(node)``, a view change without it
   (``Membership._change_view``, as a graceful leave).  The evicted node does
   not hand anything off: the names it managed are soft state, rebuilt by
   dirmerge at their new managers; the members drop its summary, the DT
@@ -53,7 +55,7 @@ import errno
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from fedsim.protocol.effects import NOW, Call, Send, Sleep, Spawn
+from fedsim.protocol.effects import NOW, Call, Multicast, Send, Sleep, Spawn
 from fedsim.protocol.fedfs.membership import Membership, ViewChange, ViewSettled
 from fedsim.protocol.messages import PeerUnavailable, Request, fs_error, register_request
 from fedsim.protocol.node import Gen, handles
@@ -254,6 +256,9 @@ class FailureDetection(Membership):
         if self.id != rest[0]:
             return (yield from self.call(rest[0], req))
         check_epoch(req, self.view)
+        yield from self._quorum(rest)
+        if req.node not in self.members or self.epoch != req.epoch:
+            raise fs_error(errno.ESTALE, "/", f"the view changed while node {req.node}'s eviction was checked")
         self.evictions += 1
         return (yield from self._change_view(self.view.changed(rest)))
 
@@ -270,11 +275,31 @@ class FailureDetection(Membership):
         check_epoch(req, self.view)
         if (yield from self._alive(node)):
             return False
+        yield from self._quorum(rest)
         if node not in self.members or self.epoch != req.epoch:
             return False  # the view changed while the check waited (it left, or was evicted already)
         self.evictions += 1
         yield from self._change_view(self.view.changed(rest))
         return True
+
+    def _quorum(self, rest: tuple[int, ...]) -> Gen:
+        """EHOSTDOWN unless this node reaches a strict majority of ``rest``
+        (the view without the node to evict), itself included: a node cut
+        off with a minority (a partition) must not evict the majority's
+        members, or two views of one epoch would exist.  (Two members cut in
+        two halves cannot tell a partition from a crash: each reaches one of
+        one, and both evict the other.)"""
+        others = tuple(m for m in rest if m != self.id)
+        reached = 1
+        if others:
+            replies = yield Multicast(others, GetView())
+            reached += sum(1 for r in replies if not isinstance(r, BaseException))
+        if 2 * reached <= len(rest):
+            raise fs_error(
+                errno.EHOSTDOWN,
+                "/",
+                f"node {self.id} reaches {reached} of the {len(rest)} other members: a minority evicts nobody",
+            )
 
     def _alive(self, node: int) -> Gen:
         """Whether ``node`` answers and still counts itself a member (a fresh
