@@ -242,7 +242,7 @@ class Run:
                 ok, cls = True, "ok"
             except _ClientCrashed:
                 ok, cls = False, "client_crashed"
-            except (PeerUnavailable, OSError) as exc:
+            except (PeerUnavailable, OSError, _Wrong) as exc:
                 ok, cls = False, self._classify(exc, path)
             except Exception as exc:  # a bug in the protocol: counted, reported, not hidden
                 ok, cls = False, "other"
