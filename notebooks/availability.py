@@ -108,7 +108,7 @@ print(json.dumps(summary, indent=1))
 #   equals it to the operation in every one-at-a-time run whose restarts worked.  With two
 #   copies, reads and stats of a file whose home is down are served by the secondary, so
 #   only the changes need the home: the failed share drops by half or more (0.0133 to
-#   0.0056 at 8 nodes with lost disks, 0.0087 to 0.0035 at 16 with restarts), and the unreadable
+#   0.0059 at 8 nodes with lost disks, 0.0087 to 0.0043 at 16 with restarts), and the unreadable
 #   file-seconds to almost nothing (the primary's files are readable from the secondary
 #   from the first timeout on).  Changes still fail until the crash is detected and the
 #   secondary promoted (the unwritable file-seconds barely drop).
@@ -124,8 +124,8 @@ print(json.dumps(summary, indent=1))
 #   leaves a crash unnoticed ("not evicted within 5 s"); restarts fail while their seed is
 #   down.  These rows show what breaks; they are not checked.
 #
-# The full run (`FULL = True`: 8 and 16 nodes, 6 s each, merged crash 9561814 and
-# replication 031a916) met the theory in every one-at-a-time row whose restarts worked;
+# The full run (`FULL = True`: 8 and 16 nodes, 6 s each, merged crash f964c3b and
+# replication 6071063) met the theory in every one-at-a-time row whose restarts worked;
 # three rows did not (8 nodes two copies transient, 16 nodes one copy transient, 16 nodes
 # two copies disk loss), and files came back after an unlink in three, each for a bug the
 # study found (listed under the table with its run):
