@@ -278,7 +278,7 @@ class DirectCluster:
         if node_id not in self.down:
             self.crash(node_id)
         if seed is None:
-            seed = min(n for n in self.live if n != node_id and n not in self.down)
+            seed = min(n for n in self.live if n != node_id and n not in self.down and self.nodes[n].member)
         spec = self.spec
         node = build_node(spec, node_id, view=View(0, (seed,), spec.hashing, spec.vnodes))
         self.nodes[node_id] = node

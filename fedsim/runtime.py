@@ -384,7 +384,7 @@ class SimCluster:
         if node not in self.down:
             self.crash(node)
         if seed is None:
-            seed = min(n for n in self.live if n != node and n not in self.down)
+            seed = min(n for n in self.live if n != node and n not in self.down and self.nodes[n].member)
         old, spec = self.nodes[node], self.spec
         self.nodes[node] = build_node(
             spec, node, placement=old.placement, view=View(0, (seed,), spec.hashing, spec.vnodes)

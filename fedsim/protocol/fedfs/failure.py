@@ -372,6 +372,15 @@ class FailureDetection(Membership):
             raise fs_error(errno.ENOENT, path, f"{exc.strerror} ({gone})") from None
 
     # ------------------------------------------------------------------ restart
+    def rejoin(self, seed: int, contact: str = "") -> Gen:
+        """What a node started to join a running federation does (the agent's
+        ``serve --join``): ``join``, or ``recover`` when ``seed``'s view still
+        lists this node (its process was killed and started again)."""
+        _epoch, members, _contacts = yield Call(seed, GetView())
+        if self.id in check_members(members):
+            return (yield from self.recover(seed, contact))
+        return (yield from self.join(seed, contact))
+
     def recover(self, seed: int, contact: str = "") -> Gen:
         """Come back after a crash: this node is a fresh object over the old
         local tree (built with a view that does not name it).  While member

@@ -291,7 +291,9 @@ class Membership(Renaming):
                 replies = yield Multicast(targets, ViewChange(view.epoch, view.to_bytes()))
                 members = tuple(m for m in view.members if m != self.id)
                 # (a node the view drops need not answer: an evicted one cannot)
-                answered = all(not isinstance(r, BaseException) for t, r in zip(targets, replies) if t in members)
+                answered = all(
+                    not isinstance(r, BaseException) for t, r in zip(targets, replies, strict=True) if t in members
+                )
                 if answered and self.epoch == view.epoch:
                     # every member routes by the new view now (one that missed
                     # it would still send updates to old managers: no settle)
