@@ -348,7 +348,9 @@ def format_status(rows: list[dict[str, Any]]) -> str:
                 r["node"],
                 "ROOT LOST" if r.get("root_lost") else f"up {r['uptime_s']:.0f}s",
                 r.get("epoch", "-"),
-                ",".join(map(str, r["members"])) if r.get("member", True) else "left",
+                ",".join(map(str, r["members"]))
+                if r.get("member", True)
+                else (f"evicted (view {r['evicted']})" if r.get("evicted") is not None else "left"),
                 r["transport"],
                 "-" if r["local_files"] is None else r["local_files"],
                 r["managed_names"],
@@ -358,6 +360,14 @@ def format_status(rows: list[dict[str, Any]]) -> str:
                 len(r.get("migrations_in", [])) + len(r.get("migrations_out", [])),
             ]
         )
+        hb = r.get("heartbeat")
+        if hb:
+            age = "never" if hb["last_heard_age_s"] is None else f"{hb['last_heard_age_s']:g} s ago"
+            notes.append(f"node {r['node']}: heard its predecessor node {hb['predecessor']} {age}"
+                         + (" (SUSPECTED)" if hb["suspected"] else ""))  # fmt: skip
+        for gone, epoch in r.get("absent", {}).items():
+            notes.append(f"node {r['node']}: node {gone} left the federation in view {epoch}: "
+                         "its files are unavailable until it rejoins")  # fmt: skip
         bc = r.get("block_cache")
         if bc:
             notes.append(f"node {r['node']}: block cache {bc['hits']} hits, {bc['misses']} misses, "

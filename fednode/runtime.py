@@ -145,6 +145,7 @@ class Agent:
         self._clients: dict[Conn, _ClientState] = {}
         self._reported: set[str] = set()
         self.bad_frames = 0
+        self._said_evicted = False
         self.loop: asyncio.AbstractEventLoop
 
     # ------------------------------------------------------------------ life cycle
@@ -177,9 +178,12 @@ class Agent:
         assert self.joined is not None
         contact = f"{self.spec.host}:{self.spec.port}"
         err: BaseException = PeerUnavailable(self.seeds[0], "no seed answered")
+        # a design that can tell a restart from a first join (FedFS: ``rejoin``, which
+        # recovers when the federation still lists this node) does; else it joins
+        join = getattr(self.node, "rejoin", None) or self.node.join
         for seed in self.seeds:
             try:
-                epoch = await self.drive(self.node.join(seed, contact), 0, None)
+                epoch = await self.drive(join(seed, contact), 0, None)
             except PeerUnavailable as exc:
                 err = exc
                 continue  # try the next seed
@@ -381,11 +385,26 @@ class Agent:
                 # go on working in the old tree) is noticed within ROOT_CHECK_S: one stat.
                 next_root_check = now + ROOT_CHECK_S
                 self.fs.check_root()
+            self._evicted()
             for rid, (fut, conn, deadline, started) in list(self.pending.items()):
                 if deadline <= now:
                     del self.pending[rid]
                     if not fut.done():
                         fut.set_exception(PeerUnavailable(conn.peer, f"no reply within {deadline - started:g} s"))
+
+    def _evicted(self) -> None:
+        """Say once, loudly, that the federation dropped this node while it
+        ran (its peers found it unreachable: a partition, a long stall): it
+        serves nothing more, and only a restart with ``--join`` brings it back."""
+        evicted = getattr(self.node, "evicted", None)
+        if evicted is not None and not self._said_evicted:
+            self._said_evicted = True
+            log.error(
+                "node %d was evicted from the federation in view %d (its peers found it unreachable); it serves "
+                "its peers nothing now: restart it with fednode serve --join to rejoin",
+                self.id,
+                evicted,
+            )
 
     async def _multicast(self, nodes: tuple[int, ...], req: Request, depth: int, trace: Log) -> list[Any]:
         """One call per node, concurrently; exceptions are returned in place.

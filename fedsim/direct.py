@@ -20,6 +20,7 @@ from fedsim.protocol.config import FederationSpec, ProtocolConfig
 from fedsim.protocol.designs import build_node, build_nodes
 from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Now, Send, Sleep, Spawn, Wake, check_work
 from fedsim.protocol.messages import PeerUnavailable, Request, check_reply
+from fedsim.protocol.view import View
 
 Gen = Generator[Any, Any, Any]
 
@@ -253,6 +254,50 @@ class DirectCluster:
         self.left.add(node_id)
         self.down.add(node_id)
         return epoch
+
+    # -- crash and restart (issue 13) ---------------------------------------------------
+    def crash(self, node_id: int) -> None:
+        """Node ``node_id`` crashes: it answers nothing (PeerUnavailable at
+        once), its parked timers and the messages late on their way to it
+        are gone.  Its local file system survives (``restart``)."""
+        self._check_id(node_id)
+        self.down.add(node_id)
+        kept = [t for t in self._timers if t[2] != node_id]
+        for t in self._timers:
+            if t[2] == node_id:
+                t[3].close()
+        self._timers = kept
+        heapq.heapify(self._timers)
+
+    def restart(self, node_id: int, seed: int | None = None) -> int:
+        """Node ``node_id`` (crashed, or evicted while alive: it is crashed
+        first) comes back as a fresh object over the same local file system
+        and rejoins through member ``seed`` (default: the lowest live one)
+        by the protocol's ``recover``.  Returns the new view's epoch."""
+        self._check_id(node_id)
+        if node_id not in self.down:
+            self.crash(node_id)
+        if seed is None:
+            seed = min(n for n in self.live if n != node_id and n not in self.down and self.nodes[n].member)
+        spec = self.spec
+        node = build_node(spec, node_id, view=View(0, (seed,), spec.hashing, spec.vnodes))
+        self.nodes[node_id] = node
+        self.down.discard(node_id)
+        try:
+            return self.run(node_id, node.recover(seed))  # type: ignore[attr-defined]
+        except BaseException:
+            self.crash(node_id)  # not back: down as before
+            raise
+
+    @property
+    def evicted(self) -> list[int]:
+        """Nodes that are up, have not left, and are no member of their own
+        view: evicted while alive (a partition), waiting for ``restart``."""
+        return [n.id for n in self.nodes if n.id not in self.left and n.id not in self.down and not n.member]
+
+    def _check_id(self, node_id: int) -> None:
+        if not 0 <= node_id < len(self.nodes) or node_id in self.left:
+            raise ValueError(f"node {node_id} does not exist; members: {list(self.live)}")
 
     # -- conveniences for tests ---------------------------------------------------------
     def op(self, node_id: int, name: str, *args: Any) -> Any:

@@ -63,6 +63,7 @@ from fedsim.protocol.effects import (
 )
 from fedsim.protocol.messages import PeerUnavailable, Request, wire_size
 from fedsim.protocol.policies.homes import PlacementPolicy
+from fedsim.protocol.view import View
 from fedsim.storage import StorageModel, StorageParams
 
 
@@ -202,11 +203,14 @@ class SimCluster:
         self._queues: list[dict[int, _RecvQueue]] = []
         self._waits: list[dict[Any, simpy.Event]] = []
         self.client_ops: list[int] = []
+        #: bumped when a node crashes: work of an older incarnation stops (``_drive``)
+        self.incarnation: list[int] = []
         for _ in members:
             self._add_state()
         self.workers = workers
         self.down: set[int] = set()
         self.left: set[int] = set()  # nodes that left the federation (``leave``)
+        self.crashed: set[int] = set()  # nodes down by ``crash`` (not yet restarted)
         self.rpc_timeout_us = rpc_timeout_us
         self.record_messages = record_messages
         self.messages = 0
@@ -261,6 +265,7 @@ class SimCluster:
         self._queues.append({})
         self._waits.append({})
         self.client_ops.append(0)
+        self.incarnation.append(0)
 
     # ------------------------------------------------------------------ membership (FedFS 3.3)
     @property
@@ -356,6 +361,44 @@ class SimCluster:
         """The node stops answering: requests to it time out as PeerUnavailable."""
         self.down.add(node)
 
+    def crash(self, node: int) -> None:
+        """The node crashes: it answers nothing (requests to it time out as
+        PeerUnavailable), the requests queued for it are lost, and its work in
+        flight (handlers, client operations, timers) stops at its next step,
+        with no reply.  Its local file system survives (``restart``)."""
+        if not 0 <= node < len(self.nodes) or node in self.left:
+            raise ValueError(f"node {node} does not exist; members: {self.live}")
+        self.down.add(node)
+        self.crashed.add(node)
+        self.incarnation[node] += 1
+        for q in self._queues[node].values():
+            q.pending.clear()
+        self._waits[node] = {}
+
+    def restart(self, node: int, seed: int | None = None, trace: OpTrace | None = None) -> simpy.Process:
+        """Node ``node`` (crashed, or evicted while alive: it is crashed
+        first) comes back as a fresh object over the same local file system
+        and rejoins through member ``seed`` (default: the lowest live one) by
+        the protocol's ``recover``, in simulated time; the process's value is
+        the new view's epoch."""
+        if node not in self.down:
+            self.crash(node)
+        if seed is None:
+            seed = min(n for n in self.live if n != node and n not in self.down and self.nodes[n].member)
+        old, spec = self.nodes[node], self.spec
+        self.nodes[node] = build_node(
+            spec, node, placement=old.placement, view=View(0, (seed,), spec.hashing, spec.vnodes)
+        )
+        self.down.discard(node)
+        self.crashed.discard(node)
+        return self.spawn(node, self.nodes[node].recover(seed), trace)  # type: ignore[attr-defined]
+
+    @property
+    def evicted(self) -> list[int]:
+        """Nodes that are up, have not left, and are no member of their own
+        view: evicted while alive (a partition), waiting for ``restart``."""
+        return [n.id for n in self.nodes if n.id not in self.left and n.id not in self.down and not n.member]
+
     def inject(self, plan: FaultPlan) -> FaultInjector:
         """Apply ``plan`` to the messages sent from now on (numbered from 0).
         Under a plan every call has a timeout (``rpc_timeout_us``), as a lost
@@ -375,9 +418,14 @@ class SimCluster:
         # Compute are nine in ten); the cluster's methods are bound once per drive.
         env = self.env
         request = self._request
+        incarnation = self.incarnation
+        inc = incarnation[node_id]
         value: Any = None
         exc: BaseException | None = None
         while True:
+            if incarnation[node_id] != inc:  # the node crashed meanwhile: its work stops here
+                gen.close()
+                return None
             try:
                 eff = gen.throw(exc) if exc is not None else gen.send(value)
             except StopIteration as stop:
@@ -563,8 +611,9 @@ class SimCluster:
         return q
 
     def _worker(self, node_id: int, queue: _RecvQueue) -> Generator[Any, Any, None]:
-        node = self.nodes[node_id]
+        # the node object is looked up per message: a restart replaces it
         env = self.env
+        nodes, crashed, incarnation = self.nodes, self.crashed, self.incarnation
         pending, idle = queue.pending, queue.idle
         wake = simpy.Event(env)  # reused: triggered only by _RecvQueue.put, never twice per wait
         while True:
@@ -575,14 +624,18 @@ class SimCluster:
                 wake._value = PENDING
                 idle.append(wake)
                 msg = yield wake
+            if node_id in crashed:
+                continue  # arrived at a crashed node: lost, the caller times out
+            node = nodes[node_id]
+            inc = incarnation[node_id]
             node.stats.requests_served += 1
             try:
                 value = yield from self._drive(node_id, node.handle(msg.src, msg.req), msg.trace, msg.depth)
                 ok = True
             except Exception as e:
                 value, ok = e, False
-            if msg.reply is None:
-                continue
+            if msg.reply is None or incarnation[node_id] != inc:
+                continue  # one-way, or the node crashed while serving it: no reply
             # A reply's payload is charged at its size: a bulk reply (file data,
             # ``Request.bulk_reply``: Federated DAFS V-A's RDMA into the slot the
             # request named) costs its bytes' transfer time on this NIC and the

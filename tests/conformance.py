@@ -49,6 +49,8 @@ class Scenario:
     protocol: dict[str, Any] = field(default_factory=dict)  # overrides of PROTOCOL
     #: groups of op indices (getattr calls) whose inode numbers must be equal in every world
     same_ino: list[tuple[int, ...]] = field(default_factory=list)
+    #: why the agents' runners cannot play it (None: they can)
+    not_agents: str | None = None
 
 
 # A pseudo-operation: (node, OUTSIDE, (path, data)) writes a file straight
@@ -64,6 +66,17 @@ OUTSIDE = "outside_create"
 # operations after them are.
 JOIN = "join"
 LEAVE = "leave"
+# Crash pseudo-operations (issue 13, ``fedfs/failure.py``): (node, CRASH, ())
+# crashes a member; (node, DETECT, (crashed,)) lets time run until the
+# heartbeats have found it out and every live member has installed (and
+# settled) the view without it; (seed, RESTART, (crashed,)) restarts it over
+# its old local tree through member ``seed``.  DETECT and RESTART give the
+# epoch at ``node``/``seed``; their own messages are not compared (timers
+# run meanwhile), the operations after them are.
+CRASH = "crash"
+DETECT = "detect"
+RESTART = "restart"
+DYNAMIC = (JOIN, LEAVE, CRASH, DETECT, RESTART)
 
 
 SCENARIOS = [
@@ -545,6 +558,57 @@ SCENARIOS.append(
 )
 
 
+SCENARIOS.append(
+    Scenario(
+        # Node 2 crashes (round-robin homes: /c/f1 and /c/f5 live there).  Before
+        # the heartbeats find it out a stat of its file fails with EHOSTDOWN; its
+        # successor (3) suspects it, the coordinator (0) checks and evicts it:
+        # view 1 without it, no hand-off from it.  Its files are then absent
+        # (ENOENT naming it), the others' work, the federation goes on; it
+        # restarts over its old tree (replicas 1: its files come back with it)
+        # and rejoins: view 2.
+        "crash: detection by heartbeats, eviction, restart",
+        4,
+        dirs={0: ["/c"], 1: ["/c"], 2: ["/c"], 3: ["/c"]},
+        placement="round_robin",
+        # a period far above the rpc timeout (1 s in the simulator), so that
+        # operations waiting on the crashed node end long before the detection
+        protocol={"heartbeat_s": 5.0, "heartbeat_misses": 3},
+        not_agents=(
+            "the agents' runners cannot crash a node deterministically: a killed agent's peers see "
+            "its connection refused at once (no request sent, so none traced), and detection runs on "
+            "the wall clock; tests/test_crash_agents.py kills and restarts agents instead"
+        ),
+        ops=[
+            *[(i % 4, "create", (f"/c/f{i}",)) for i in range(8)],
+            (3, "open", ("/c/f5",)),
+            (3, "write", (FD, 0, b"five, on node 2")),
+            (3, "close", (FD,)),
+            (1, "readdir", ("/c",)),
+            (2, CRASH, ()),
+            (0, "stat", ("/c/f1",)),  # EHOSTDOWN: its home is down
+            (1, "stat", ("/c/f2",)),
+            (3, DETECT, (2,)),
+            (0, "readdir", ("/c",)),  # rebuilt without node 2
+            (1, "stat", ("/c/f5",)),  # ENOENT: unavailable
+            (3, "stat", ("/c/f3",)),
+            (0, "create", ("/c/during",)),
+            (3, "mkdir", ("/e",)),
+            (1, "create", ("/e/g",)),
+            (1, RESTART, (2,)),
+            (0, "stat", ("/c/f1",)),  # back
+            (2, "open", ("/c/f5",)),
+            (2, "read", (FD, 0, 100)),
+            (2, "close", (FD,)),
+            (2, "readdir", ("/c",)),
+            (3, "readdir", ("/c",)),
+            (2, "stat", ("/e/g",)),
+            (2, "create", ("/e/after",)),
+            (0, "readdir", ("/",)),
+        ],
+    )
+)
+
 # Protocol settings every world shares unless a scenario says otherwise: the
 # papers' closed world (no VD ageing: real time and simulated time differ, so
 # age-triggered merges could differ too), and no periodic re-summarising.
@@ -626,7 +690,7 @@ def _play(
             messages.append([])
             raw.append(None)
             continue
-        if op in (JOIN, LEAVE):
+        if op in DYNAMIC:
             results.append(membership(op, node, nodes, args))
             messages.append([])
             raw.append(None)
@@ -653,6 +717,24 @@ def run_sim(sc: Scenario) -> Outcome:
     for n in range(sc.nodes):
         _populate(c.fs[n], sc, n)
     c.preload_summaries()
+    period = c.protocol.heartbeat_s
+    if period:  # the heartbeats' timers (start() would run them; preloading skips it)
+        for node in c.nodes:
+            for timer in node.background():
+                c.spawn(node.id, timer)
+
+    def settle() -> None:
+        """Run what the last step left in flight: to the end, or, with
+        timers that never end, until every member's view is settled."""
+        if not period:
+            c.env.run()
+            return
+        c.env.run(until=c.env.now + SETTLE_US)
+        for _ in range(1000):
+            if all(c.nodes[n].describe().get("view_settled", True) for n in _up(c)):
+                return
+            c.env.run(until=c.env.now + SETTLE_US)
+        raise AssertionError(f"{sc.name}: the view did not settle")
 
     def one(node: int, op: str, args: tuple[Any, ...]) -> tuple[Any, list[Any]]:
         trace = OpTrace(log=[])
@@ -660,18 +742,28 @@ def run_sim(sc: Scenario) -> Outcome:
             value = c.run_op(node, op, *args, trace=trace)
         except Exception as exc:
             value = exc
-        c.env.run()
+        settle()
         return value, list(trace.log or [])
 
     def membership(op: str, node: int, new: int, args: tuple[Any, ...]) -> int:
+        if op == CRASH:
+            c.crash(node)
+            return None
+        if op == DETECT:
+            while any(args[0] in c.nodes[n].members for n in _up(c)):
+                c.env.run(until=c.env.now + period * 1e6)
+            settle()
+            return c.nodes[node].epoch
         if op == JOIN:
             assert c.add_node(seed=node) == new
             _populate_joiner(c.fs[new], *args)
             p = c.join(new, seed=node)
+        elif op == RESTART:
+            p = c.restart(args[0], seed=node)
         else:
             p = c.leave(node)
         c.env.run(until=p)
-        c.env.run()
+        settle()
         return p.value
 
     results, messages, raw = _play(sc, one, lambda n: c.fs[n], membership)
@@ -696,6 +788,15 @@ def run_direct(sc: Scenario) -> Outcome:
 
     def membership(op: str, node: int, new: int, args: tuple[Any, ...]) -> int:
         c.advance(0.001)
+        if op == CRASH:
+            c.crash(node)
+            return None
+        if op == DETECT:
+            while any(args[0] in c.nodes[n].members for n in _up(c)):
+                c.advance(c.config.heartbeat_s)
+            return c.nodes[node].epoch
+        if op == RESTART:
+            return c.restart(args[0], seed=node)
         if op == LEAVE:
             return c.leave(node)
         fs = MemFS()
@@ -705,6 +806,15 @@ def run_direct(sc: Scenario) -> Outcome:
 
     results, messages, raw = _play(sc, one, lambda n: c.fs[n], membership)
     return Outcome(results, messages, [fs.tree() for fs in c.fs], raw)
+
+
+#: microseconds the simulator runs after a step when timers never let it run dry
+SETTLE_US = 10_000.0
+
+
+def _up(c: Any) -> list[int]:
+    """The nodes of a simulated or in-memory cluster that are neither gone nor down."""
+    return [n for n in c.live if n not in c.down]
 
 
 def _real_cluster(sc: Scenario, base: Path, **options: Any) -> Cluster:
@@ -841,6 +951,7 @@ def verbs_missing() -> str | None:
 
 
 __all__ = [
-    "GUEST_RPC_TIMEOUT_MS", "JOIN", "LEAVE", "OUTSIDE", "RDMA_DEVICES", "SCENARIOS", "Outcome", "Scenario",
+    "CRASH", "DETECT", "GUEST_RPC_TIMEOUT_MS", "JOIN", "LEAVE", "OUTSIDE", "RDMA_DEVICES", "RESTART", "SCENARIOS",
+    "Outcome", "Scenario",
     "check_inos", "run_direct", "run_inproc", "run_sim", "run_tcp", "run_verbs", "verbs_missing",
 ]  # fmt: skip

@@ -22,7 +22,8 @@ parent directory D:
 * membership changes (FedFS 3.3): join and graceful leave as view changes,
   with the hand-off of the names whose manager changes: ``membership.py``;
 * replication (FedFS 3.2, ``replicas: 2``): a secondary copy of every file at
-  the home's successor, promoted when the home leaves: ``replication.py``.
+  the home's successor, promoted when the home leaves: ``replication.py``;
+* crash detection by heartbeats, eviction and restart: ``failure.py``.
 
 Everything here is a generator that yields effects (``fedsim.protocol.effects``)
 and never does I/O, so the simulator and the real agent run this exact code.
@@ -35,24 +36,27 @@ from __future__ import annotations
 
 from fedsim.protocol.designs import DESIGNS
 from fedsim.protocol.fedfs.blockcache import BlockCaching
+from fedsim.protocol.fedfs.failure import FailureDetection
 from fedsim.protocol.fedfs.membership import Membership
 from fedsim.protocol.fedfs.migration import Migration
 from fedsim.protocol.fedfs.replication import Replication
 
 
 @DESIGNS.register("fedfs")
-class FedNode(Replication, Membership, Migration, BlockCaching):
+class FedNode(Replication, FailureDetection, Membership, Migration, BlockCaching):
     """One member of a FedFS federation: every role, one object.  The roles
     are a chain of classes (summaries <- directory <- manager <- home <-
     requester <- renaming), each adding its own state in ``__init__`` and its
     handlers; attributes (then block caching, over attributes), migration and
     membership all extend renaming and are joined here (membership first, as
-    a view change reaches every role; then migration, so that its bookkeeping
+    a view change reaches every role, with failure detection before it: an
+    eviction is a view change; then migration, so that its bookkeeping
     of a file's writes wraps the handlers below it).  Replication comes before
     them all: it forwards a change to the secondary once every role below has
-    made it, and re-replicates once the view change has moved their state.  Each calls ``super()``,
-    so the order of the chain is Python's method resolution order:
-    replication, membership, migration, block caching, attributes, renaming, requester,
+    made it, and re-replicates once the view change has moved their state.
+    Each calls ``super()``, so the order of the chain is Python's method
+    resolution order: replication, failure detection, membership, migration,
+    block caching, attributes, renaming, requester,
     home, manager, directory, summaries."""
 
 

@@ -311,7 +311,11 @@ class Membership(Renaming):
                 # request's redirect, or from a peer's newer epoch.
                 replies = yield Multicast(targets, ViewChange(view.epoch, view.to_bytes()))
                 members = tuple(m for m in view.members if m != self.id)
-                if all(not isinstance(r, BaseException) for r in replies) and self.epoch == view.epoch:
+                # (a node the view drops need not answer: an evicted one cannot)
+                answered = all(
+                    not isinstance(r, BaseException) for t, r in zip(targets, replies, strict=True) if t in members
+                )
+                if answered and self.epoch == view.epoch:
                     # every member routes by the new view now (one that missed
                     # it would still send updates to old managers: no settle)
                     self._prev_view = None
