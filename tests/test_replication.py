@@ -22,6 +22,7 @@ from fedsim.network import preset
 from fedsim.protocol.attrs import KEEP, UTIME_OMIT
 from fedsim.protocol.config import ProtocolConfig
 from fedsim.protocol.designs import build_node
+from fedsim.protocol.fedfs.replication import SYNC_MARK
 from fedsim.protocol.names import REPLICA_ROOT, is_replica
 from fedsim.runtime import SimCluster
 
@@ -39,8 +40,10 @@ def files_of(fs: MemFS) -> dict[str, bytes]:
 
 
 def copies_at(fs: MemFS) -> dict[str, bytes]:
-    """The copies a node holds as a secondary, by federated path."""
-    return {p[len(REPLICA_ROOT) :]: v for p, v in fs.tree().items() if v is not None and is_replica(p)}
+    """The copies a node holds as a secondary, by federated path (not the sync mark)."""
+    return {
+        p[len(REPLICA_ROOT) :]: v for p, v in fs.tree().items() if v is not None and is_replica(p) and p != SYNC_MARK
+    }
 
 
 def assert_replicated(fss: list[MemFS], members: tuple[int, ...] | list[int]) -> None:

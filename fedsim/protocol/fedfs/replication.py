@@ -102,6 +102,16 @@ COPY_ROUNDS = 3
 RESYNC_FIRST_S = 0.05
 RESYNC_MAX_S = 5.0
 RESYNC_ROUNDS = 16
+#: In a node's local tree: "every file here has had a secondary" (written when
+#: a full copy of the node's files to its successor has run: the initial sync
+#: or a view change that gave it a new successor).  The one name of the
+#: replica space no copy can take (clients may not name the replica space).
+SYNC_MARK = REPLICA_ROOT + REPLICA_ROOT
+#: requests a home serves for a regular file: while that file's promotion is
+#: in flight here they are answered EAGAIN (the requester backs off), not ENOENT
+_AT_HOME: frozenset[type[Request]] = frozenset(
+    {Stat, Open, GetAttr, Read, BlockRead, Close, Write, Truncate, Unlink, SetAttr, Create}
+)
 
 
 # --- at the secondary: changes of its copies -----------------------------------------------
@@ -234,6 +244,9 @@ class Replication(Membership):
         self.unsynced: set[str] = set()  # at a primary: files whose secondary may lag
         self.copying: dict[str, bool] = {}  # whole copies in flight: path -> a change overtook it
         self._repairing = False
+        self.promoting: set[str] = set()  # copies whose promotion (their primary left) is in flight here
+        self.synced = False  # a full copy of this node's files to its successor has run (``initial_sync``)
+        self._syncing = False
         self.promoted = 0
         self.promote_conflicts = 0
         self.replica_bytes = 0  # bytes this node sent in whole copies
@@ -251,6 +264,78 @@ class Replication(Membership):
             d["replica_files"] = len(self.held)
             d["promoted"] = self.promoted
         return d
+
+    @property
+    def ready(self) -> bool:
+        """With two copies, also: the initial sync has run (an agent says it
+        is ready once every file it started with has its secondary)."""
+        return super().ready and (not self.replicating or self.synced or self.successor(self.id) is None)
+
+    def start(self) -> Gen:
+        result = yield from super().start()
+        if self.replicating and self.member and not self.synced and not self._syncing:
+            self._syncing = True
+            yield Spawn(self.initial_sync())
+        return result
+
+    def background(self) -> list[Gen]:
+        return [*super().background(), *([self.initial_sync()] if self.replicating else [])]
+
+    def initial_sync(self) -> Gen:
+        """Copy every file this node's tree held when the federation started
+        (autonomy: files made outside it) to its successor, one after the
+        other, each whole in chunks (``replicate``), in the background; then
+        write ``SYNC_MARK``.  Skipped when a view change made the full copy
+        already (a joiner's, a restarted node's)."""
+        self._syncing = True
+        try:
+            if self.synced or not self.member or self.successor(self.id) is None:
+                return
+            for path in (yield from self.local_files()):
+                yield from self.replicate(path)
+            yield from self._mark_synced()
+        finally:
+            self._syncing = False
+
+    def _mark_synced(self) -> Gen:
+        if not self.synced:
+            try:
+                yield Local("create", SYNC_MARK)
+            except FileExistsError:
+                pass
+            self.synced = True
+
+    def handle(self, src: int, request: Request) -> Gen:
+        """Not a generator of its own: a request for a file whose promotion
+        is in flight here is answered EAGAIN (the name must never look
+        missing: its manager points at this node already)."""
+        if self.promoting and type(request) in _AT_HOME and request.path in self.promoting:  # type: ignore[attr-defined]
+            return self._promotion_busy(request.path)  # type: ignore[attr-defined]
+        return super().handle(src, request)
+
+    @staticmethod
+    def _promotion_busy(path: str) -> Gen:
+        raise fs_error(errno.EAGAIN, path, "this file is being promoted here (its home left); try again")
+        yield
+
+    def local_entries(self, directory: str) -> Gen:
+        if not self.promoting:
+            return super().local_entries(directory)
+        return self._entries_promoting(directory)
+
+    def _entries_promoting(self, directory: str) -> Gen:
+        """A dirmerge while promotions are in flight here: the copies being
+        promoted are this node's entries already (the merge without the
+        departed home must not miss them)."""
+        names = {split(p)[1] for p in self.promoting if parent(p) == directory}
+        try:
+            entries = yield from super().local_entries(directory)
+        except FileNotFoundError:
+            if not names:
+                raise
+            entries = []
+        have = {n for n, _ in entries}
+        return sorted([*entries, *((n, False) for n in names if n not in have)])
 
     def successor(self, node: int, view: View | None = None) -> int | None:
         """The member after ``node`` in ``view``'s sorted members, wrapping (None alone)."""
@@ -675,19 +760,27 @@ class Replication(Membership):
 
     def _install_replicated(self, view: View) -> Gen:
         old = self.view
+        if view.epoch > old.epoch and self.id in view.members:
+            self._repoint(old, view)
+            self.promoting |= {p for p, primary in self.held.items() if primary not in view.members}
         yield from super().install_view(view)
         if view.epoch <= old.epoch or not self.member:
             return
         view = self.view
         promoted = []
         for path in sorted(p for p, primary in self.held.items() if primary not in view.members):
-            if (yield from self._promote(path)):
-                promoted.append(path)
+            try:
+                if (yield from self._promote(path)):
+                    promoted.append(path)
+            finally:
+                self.promoting.discard(path)
+        self.promoting.clear()  # (copies dropped meanwhile: nothing left to promote)
         was = self.successor(self.id, old) if self.id in old.members else None
         now = self.successor(self.id, view)
         if now is not None and now != was:
             for path in (yield from self.local_files()):
                 yield from self.replicate(path)
+            yield from self._mark_synced()
             if was is not None and was in view.members:
                 try:
                     yield Call(was, ReplicaRelease())
@@ -696,6 +789,23 @@ class Replication(Membership):
         else:
             for path in promoted + sorted(self.unsynced):
                 yield from self.replicate(path)
+
+    def _repoint(self, old: View, view: View) -> None:
+        """Before the view change drops them (no yield: atomic with it), DT
+        entries naming a departed home are pointed at that home's successor
+        in ``old``, the node promoting the file's copy: the name never looks
+        missing (that node answers EAGAIN until the promotion is done, then
+        serves it; a file that had no copy there is its ENOENT, the truth)."""
+        gone = set(old.members) - set(view.members)
+        if not gone:
+            return
+        dt = self.dt
+        for p in list(dt.keys()):
+            e = dt.peek(p)
+            if e is not None and not e.is_dir and e.home in gone:
+                s = self.successor(e.home, old)
+                if s is not None and s in view.members:
+                    dt.put(p, DTEntry(False, s))
 
     def _promote(self, path: str) -> Gen:
         """The copy of ``path`` becomes the file (its primary left the view)."""
@@ -738,31 +848,59 @@ class Replication(Membership):
 
     # ------------------------------------------------------------------ a restarted node
     def reconcile(self, seed: int) -> Gen:
-        """Before a restarted node joins again: remove every local file that
-        another member holds now (its promoted copy is newer than this one),
-        and the whole replica space.  Returns how many files were removed."""
+        """Before a restarted node joins again (module docstring, "Restart"):
+        drop its regular files and its replica space, keep the directories
+        the federation lists, remove the empty ones it no longer has.
+        Returns how many files were removed."""
         epoch, members, contacts = yield Call(seed, GetView())
         members = check_members(members)
         view = self.view.adopt(epoch, members, check_contacts(contacts, members))
+        try:
+            yield Local("stat", SYNC_MARK)
+            every_file = True
+        except FileNotFoundError:
+            every_file = False  # crashed before its first full copy: keep what no member holds
         removed = 0
         for path in (yield from self.local_files()):
-            m = view.manager_of(path)
-            if m == self.id:
+            if not every_file and not (yield from self._held_elsewhere(view, path)):
                 continue
             try:
-                is_dir, home, _ = yield Call(m, HomeInfo(path, epoch=epoch))
-            except OSError:
-                continue  # nobody else has it (ENOENT) or cannot tell now: kept
-            if not is_dir and home is not None and home != self.id:
-                try:
-                    yield Local("unlink", path)
-                    removed += 1
-                except FileNotFoundError:
-                    pass
+                yield Local("unlink", path)
+                removed += 1
+            except FileNotFoundError:
+                pass
+        dirs = yield Local("list_dirs", ROOT)
+        for d in sorted((d for d in dirs if d != ROOT and not is_replica(d)), reverse=True):  # deepest first
+            if (yield Local("listdir", d)) or (yield from self._listed_dir(view, d)):
+                continue
+            yield Local("rmdir", d)
         yield from self._drop_replica_space()
         self.held.clear()
         self.unsynced.clear()
+        self.synced = False
         return removed
+
+    def _held_elsewhere(self, view: View, path: str) -> Gen:
+        """Whether the name's manager in ``view`` answers another home for ``path``."""
+        m = view.manager_of(path)
+        if m == self.id:
+            return False
+        try:
+            is_dir, home, _ = yield Call(m, HomeInfo(path, epoch=view.epoch))
+        except OSError:
+            return False  # nobody else has it (ENOENT) or cannot tell now: kept
+        return not is_dir and home is not None and home != self.id
+
+    def _listed_dir(self, view: View, d: str) -> Gen:
+        """Whether the namespace of ``view`` still has directory ``d`` (True
+        when its manager cannot tell now: nothing removed blind)."""
+        try:
+            is_dir, _, _ = yield Call(view.manager_of(d), HomeInfo(d, epoch=view.epoch))
+        except FileNotFoundError:
+            return False
+        except OSError:
+            return True
+        return bool(is_dir)
 
     def _drop_replica_space(self) -> Gen:
         dirs = yield Local("list_dirs", REPLICA_ROOT)
