@@ -535,3 +535,91 @@ def test_replica_requests_from_the_wire_carry_canonical_namespace_paths_only():
         with pytest.raises(ProtocolError):
             decode_request(bad)
     assert ReplicaWrite.kind == "ReplicaWrite" and ReplicaRename.reply is None
+
+
+# ---------------------------------------------------------------------------- crash, eviction, restart (with failure.py)
+HB = 0.5  # heartbeat_s (a binary fraction: the in-memory clock's sums stay exact)
+CRASHING = ProtocolConfig(replicas=2, heartbeat_s=HB, heartbeat_misses=3)
+
+
+def _evicted(c: DirectCluster, victim: int) -> None:
+    """Advance the clock until every other member's view lacks ``victim``."""
+    for _ in range(100):
+        if all(victim not in c.nodes[n].members for n in c.live if n != victim and n not in c.down):
+            return
+        c.advance(HB)
+    raise AssertionError(f"node {victim} was not evicted")
+
+
+def _write(c: DirectCluster, node: int, path: str, data: bytes) -> None:
+    fd = c.op(node, "open", path)
+    try:
+        c.op(node, "write", fd, 0, data)
+    finally:
+        c.op(node, "close", fd)
+
+
+def test_files_unlinked_while_their_home_was_down_do_not_come_back():
+    """The availability study's bug: a restarted node kept its files that
+    were unlinked (after their promotion) while it was down, and copied them
+    out again.  Reconcile drops every file of a synced tree; an rmdir made
+    meanwhile stays made."""
+    c = DirectCluster(4, config=CRASHING)
+    ref = populate(c, 4, 12)
+    victim = 2
+    mine = sorted(files_of(c.fs[victim]))
+    assert len(mine) >= 2
+    c.op(0, "mkdir", "/gone")
+    home = c.op(victim, "create", "/gone/x")
+    assert home == victim or "/gone/x" in files_of(c.fs[home])
+    c.crash(victim)
+    _evicted(c, victim)
+    rest = [n for n in c.live if n != victim]
+    gone, kept = mine[0], mine[1]
+    c.op(rest[0], "unlink", gone)
+    del ref[gone]
+    _write(c, rest[1], kept, b"newer")
+    ref[kept] = b"newer" + ref[kept][5:]
+    c.op(rest[0], "unlink", "/gone/x")
+    c.op(rest[0], "rmdir", "/gone")
+    c.restart(victim)
+    c.advance(5 * HB)
+    assert files(c.namespace()) == ref
+    for p, data in ref.items():
+        assert read_all(c, victim, p) == data, p
+    assert gone not in files(c.walk(rest[0])) and gone not in c.fs[victim].tree()
+    assert "/gone" not in c.namespace() and "/gone" not in c.fs[victim].tree()
+    assert_replicated(c.fs, c.members)
+
+
+def test_a_file_that_predates_the_federation_gets_its_copy_at_start_and_survives_a_crash():
+    fss = [MemFS() for _ in range(3)]
+    fss[1].populate([("/old/a", 5), ("/old/b", 3)], ["/old"])
+    c = DirectCluster(3, config=CRASHING, local=fss)
+    assert copies_at(c.fs[2]) == files_of(c.fs[1])  # the initial sync, before any change
+    assert c.fs[1].tree().get(SYNC_MARK) == b"" and all(n.ready for n in c.nodes)
+    before = files(c.namespace())
+    c.crash(1)
+    _evicted(c, 1)
+    assert files(c.namespace()) == before  # promoted at node 2
+    c.restart(1)
+    assert files(c.namespace()) == before
+    assert_replicated(c.fs, c.members)
+
+
+def test_a_tree_never_synced_keeps_what_no_other_member_holds():
+    """A node that crashed before its first full copy ran (no SYNC_MARK):
+    its files had no secondary, so nobody can have promoted or removed them;
+    they are kept (only names another member holds now are dropped)."""
+    c = DirectCluster(3, config=CRASHING)
+    populate(c, 3, 6)
+    victim = 1
+    mine = files_of(c.fs[victim])
+    c.crash(victim)
+    _evicted(c, victim)
+    fs = c.fs[victim]
+    fs.unlink(SYNC_MARK)
+    fs.create("/d/only-here")
+    c.restart(victim)
+    assert files_of(fs).keys() == {"/d/only-here"} | set()  # the promoted ones were dropped
+    assert "/d/only-here" in files(c.namespace()) and all(p in files(c.namespace()) for p in mine)
