@@ -309,14 +309,38 @@ class Replication(Membership):
         """Not a generator of its own: a request for a file whose promotion
         is in flight here is answered EAGAIN (the name must never look
         missing: its manager points at this node already)."""
-        if self.promoting and type(request) in _AT_HOME and request.path in self.promoting:  # type: ignore[attr-defined]
-            return self._promotion_busy(request.path)  # type: ignore[attr-defined]
+        if self.held and type(request) in _AT_HOME:
+            path = request.path  # type: ignore[attr-defined]
+            if path in self.promoting:
+                return self._promotion_busy(path)
+            if path in self.held:
+                return self._at_home_holding_copy(src, request)
         return super().handle(src, request)
 
     @staticmethod
     def _promotion_busy(path: str) -> Gen:
         raise fs_error(errno.EAGAIN, path, "this file is being promoted here (its home left); try again")
         yield
+
+    def _at_home_holding_copy(self, src: int, request: Any) -> Gen:
+        """A home request for a name this node holds a copy of: a requester
+        under a newer view (its primary left) was pointed here before this
+        node learnt of it.  On ENOENT the view is fetched from the sender;
+        a newer one (its promotions made) and the request is served again."""
+        try:
+            return (yield from super().handle(src, request))
+        except FileNotFoundError:
+            epoch = self.epoch
+            if src != self.id:
+                try:
+                    yield from self.fetch_view(src)
+                except OSError:
+                    pass
+            if self.epoch == epoch and request.path not in self.promoting:
+                raise
+        if request.path in self.promoting:
+            yield from self._promotion_busy(request.path)
+        return (yield from super().handle(src, request))
 
     def local_entries(self, directory: str) -> Gen:
         if not self.promoting:
