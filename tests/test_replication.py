@@ -538,7 +538,7 @@ def test_replica_requests_from_the_wire_carry_canonical_namespace_paths_only():
     assert ReplicaWrite.kind == "ReplicaWrite" and ReplicaRename.reply is None
 
 
-# ---------------------------------------------------------------------------- crash, eviction, restart (with failure.py)
+# ------------------------------------------------------------------ crash, eviction, restart (failure.py)
 HB = 0.5  # heartbeat_s (a binary fraction: the in-memory clock's sums stay exact)
 CRASHING = ProtocolConfig(replicas=2, heartbeat_s=HB, heartbeat_misses=3)
 
