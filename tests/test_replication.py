@@ -733,3 +733,26 @@ def test_no_acknowledged_file_looks_missing_during_or_after_a_simulated_eviction
         fd = c.run_op(readers[0], "open", p)
         assert c.run_op(readers[0], "read", fd, 0, 100) == data
         c.run_op(readers[0], "close", fd)
+
+
+@pytest.mark.parametrize("victim", [1, 2])  # (its successor is not the coordinator, which must be reachable)
+def test_a_departed_homes_files_are_found_while_its_successor_has_not_learnt_the_view(victim):
+    """The successor promoting the copies misses the view change (a
+    transient cut): lookups of the departed home's files are answered from
+    it all the same (the manager's re-pointed entry, or the parent's
+    manager's miss that asks it), and it learns the view from them."""
+    c = DirectCluster(4, config=TWO)  # no heartbeats: nothing else tells the successor
+    ref = populate(c, 4, 16)
+    mine = files_of(c.fs[victim])
+    succ = successor(victim, c.members)
+    c.crash(victim)
+    coordinator = min(n for n in c.members if n != victim)
+    c.down.add(succ)  # every message of the view change to it is lost
+    c.run(coordinator, c.nodes[coordinator].evict(victim))
+    c.down.discard(succ)
+    assert victim in c.nodes[succ].members
+    reader = next(n for n in c.live if n not in (victim, succ))
+    for p in sorted(mine):
+        assert c.op(reader, "stat", p) == (False, len(ref[p])), p
+        assert read_all(c, reader, p) == ref[p]
+    assert victim not in c.nodes[succ].members  # it learnt the view from the requests themselves

@@ -255,6 +255,8 @@ class Replication(Membership):
                 inner = self._handlers[req]
                 wrapper = getattr(self, name)
                 self._handlers[req] = lambda src, r, inner=inner, wrapper=wrapper: wrapper(inner, src, r)
+            inner_get = self._handlers[GetEntry]
+            self._handlers[GetEntry] = lambda src, r: self._rep_get_entry(inner_get, src, r)
 
     def describe(self) -> dict[str, Any]:
         d = super().describe()
@@ -418,6 +420,50 @@ class Replication(Membership):
         copied = yield from _run(inner(src, req))
         yield from self.replicate(req.path)  # the file is this node's now: its successor gets a copy
         return copied
+
+    def _rep_get_entry(self, inner: Any, src: int, req: GetEntry) -> Gen:
+        """A lookup's miss at the parent's manager while a view change that
+        dropped members is not settled (``_prev_view``): the departed home's
+        successor may not have installed the view yet (a merge's ReadDir
+        carries no epoch), so the merge missed the name it is to promote.
+        That node is asked (``Stat``: it fetches the view from this node if
+        it must, answers EAGAIN while promoting); if it holds the file, the
+        entry names it.  Plain lookups only: a create's check
+        (``ENTRY_HOLD``) and a settle keep their own rules.  The miss path
+        only, and only until the view settles."""
+        if req.flags or self._prev_view is None:
+            return (yield from _run(inner(src, req)))
+        path = join(req.directory, req.name)
+        try:
+            entry = yield from _run(inner(src, req))
+        except FileNotFoundError:
+            home = yield from self._promoting_home(path)
+            if home is None:
+                raise
+            return False, home, 4
+        if entry is None:
+            home = yield from self._promoting_home(path)
+            if home is not None:
+                return False, home, 4
+        return entry
+
+    def _promoting_home(self, path: str) -> Gen:
+        """The successor (in the unsettled previous view) of a departed
+        member that holds ``path`` as a regular file, if any."""
+        prev = self._prev_view
+        if prev is None:
+            return None
+        for g in sorted(set(prev.members) - set(self.members)):
+            s = self.successor(g, prev)
+            if s is None or s not in self.members:
+                continue
+            try:
+                is_dir, _ = yield from self.call(s, Stat(path))
+            except (FileNotFoundError, NotADirectoryError, PeerUnavailable):
+                continue
+            if not is_dir:
+                return s
+        return None
 
     def _gone(self, path: str) -> Gen:
         """A step that may have removed ``path`` here: if it did, so goes the copy."""
