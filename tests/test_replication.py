@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from fedsim.direct import DirectCluster
@@ -347,13 +347,15 @@ def test_replica_requests_are_refused_with_one_copy_and_checked_with_two():
 
 # ---------------------------------------------------------------------------- the property
 NAMES = [f"/{d}/{f}" for d in ("a", "b") for f in ("f0", "f1", "f2", "f3")]
-op_st = st.one_of(
+_CHANGES = (
     st.tuples(st.just("create"), st.integers(0, 5), st.sampled_from(NAMES)),
     st.tuples(st.just("write"), st.integers(0, 5), st.sampled_from(NAMES), st.integers(0, 8), st.binary(max_size=12)),
     st.tuples(st.just("truncate"), st.integers(0, 5), st.sampled_from(NAMES), st.integers(0, 16)),
     st.tuples(st.just("unlink"), st.integers(0, 5), st.sampled_from(NAMES)),
     st.tuples(st.just("rename"), st.integers(0, 5), st.sampled_from(NAMES), st.sampled_from(["f0", "f1", "f2", "f3"])),
-    st.tuples(st.just("migrate"), st.integers(0, 5), st.sampled_from(NAMES), st.integers(0, 5)),
+)
+op_st = st.one_of(
+    *_CHANGES, st.tuples(st.just("migrate"), st.integers(0, 5), st.sampled_from(NAMES), st.integers(0, 5))
 )
 
 
@@ -756,3 +758,72 @@ def test_a_departed_homes_files_are_found_while_its_successor_has_not_learnt_the
         assert c.op(reader, "stat", p) == (False, len(ref[p])), p
         assert read_all(c, reader, p) == ref[p]
     assert victim not in c.nodes[succ].members  # it learnt the view from the requests themselves
+
+
+_THEIRS = st.tuples(st.sampled_from(["theirs:unlink", "theirs:write"]), st.integers(0, 5), st.integers(0, 7))
+#: one round: changes, a crash (of node k), changes while it is down (of its files too), its restart
+crash_round_st = st.tuples(
+    st.lists(st.one_of(*_CHANGES), max_size=12),
+    st.integers(0, 5),
+    st.lists(st.one_of(*_CHANGES, _THEIRS, _THEIRS), max_size=8),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(3, 6),
+    st.lists(crash_round_st, min_size=1, max_size=3),
+    st.sampled_from(["with_manager", "round_robin"]),
+)
+def test_random_operations_with_crashes_and_restarts_lose_nothing_and_bring_nothing_back(n, rounds, placement):
+    """Replicas 2, heartbeats on, one node down at a time: random changes at
+    every live node; a node crashes and is evicted by the heartbeats (its
+    copies promoted at its successor); changes go on (its files unlinked,
+    written, renamed); it restarts and rejoins (``recover``: reconcile,
+    join).  Settled, the namespace is the reference tree (what was
+    acknowledged), every file has its copy at its successor, and nothing a
+    change removed while a node was down came back with it."""
+    c = DirectCluster(n, config=CRASHING, placement=placement)
+    c.op(0, "mkdir", "/a")
+    c.op(n - 1, "mkdir", "/b")
+    ref: dict[str, bytes] = {}
+    for i, name in enumerate(NAMES):  # every name exists to begin with, made through every node
+        _apply(c, ref, n, ("create", i % n, name))
+        _apply(c, ref, n, ("write", (i + 1) % n, name, 0, name.encode()))
+    changed = 0
+    for before, victim, during in rounds:
+        for step in before:
+            _apply(c, ref, n, step)
+        down = victim % n
+        theirs = sorted(files_of(c.fs[down]))  # the crashed node's files as it crashes
+        c.crash(down)
+        _evicted(c, down)
+        live = [m for m in range(n) if m != down]
+        for step in during:
+            at = live[step[1] % len(live)]
+            if not step[0].startswith("theirs:"):
+                _apply(c, ref, n, (step[0], at, *step[2:]))
+                continue
+            left = [p for p in theirs if p in ref]
+            if not left:
+                continue
+            path = left[step[2] % len(left)]
+            if step[0] == "theirs:unlink":
+                _apply(c, ref, n, ("unlink", at, path))
+                assert path not in ref
+            else:
+                _apply(c, ref, n, ("write", at, path, 1, b"while down"))
+                assert ref[path][1:11] == b"while down"
+            changed += 1
+        c.restart(down)
+        c.advance(2 * HB)
+        assert c.members == tuple(range(n)) and not c.down and not c.evicted
+        assert files(c.namespace()) == ref
+    event(f"changes of a crashed node's files: {min(changed, 3)}")
+    c.advance(4 * HB)
+    whole = c.namespace()
+    assert files(whole) == ref
+    assert {p for p, v in whole.items() if v is None} <= {"/", "/a", "/b"}  # (an empty one may go with its node)
+    for viewer in range(n):
+        assert c.walk(viewer) == whole, viewer
+    assert_replicated(c.fs, c.members)
