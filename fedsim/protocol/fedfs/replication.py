@@ -32,18 +32,47 @@ frame on any hot path).
   every file it homes is copied whole to the new one and the old one, if
   still a member, is told to drop this node's copies (``ReplicaRelease``).
   A copy is dropped only when its primary says so, never guessed.
-* **Restart** (``reconcile``, before a restarted node joins again): every
-  local file that another member now holds (its promoted copy, newer) is
-  removed, and the whole replica space is dropped (the primaries copy again
-  to their successors on the join's view change).
+* **A home that left, at once.**  The name of a file whose home left never
+  looks missing: as a member installs the view, its DT entries naming the
+  departed home are re-pointed to that home's successor in the old view (the
+  node promoting the copy), before the view's own clean-up would drop them;
+  the promoting node answers EAGAIN for a name whose promotion is in flight
+  (the requester backs off), lists those names in its part of a dirmerge,
+  and, asked for a name it holds a copy of under a view it has not
+  installed yet, fetches the view from the asker first.  While such a view
+  change is unsettled, a lookup's miss at the parent's manager asks the
+  departed homes' successors (a merge's ReadDir carries no epoch).
+* **Initial sync.**  Files a local tree held before the federation started
+  (autonomy) are copied to the successor at start (``initial_sync``: in the
+  background, file after file, each whole in chunks; started by ``start``
+  or, in a simulator that preloads, by ``background``); an agent is
+  ``ready`` once it ran.  A full copy of a node's files (that sync, or a
+  view change that gave it a new successor, e.g. its join) ends with
+  ``SYNC_MARK`` in its local tree: "every file here has had a secondary".
+* **Restart** (``reconcile``, before a restarted node joins again).  With
+  two copies, when a node is evicted every file it was the primary of is
+  promoted at its successor: from then on the federation holds the truth
+  of each of them (written, renamed or unlinked meanwhile), and the
+  restarted node's own copies never are.  So, if its tree holds
+  ``SYNC_MARK``, reconcile drops *every* regular file of its namespace
+  tree, and its whole replica space (the mark with it; the primaries copy
+  to their successors again on the join's view change); then it keeps the
+  local directories the federation still lists and removes, deepest first,
+  those it no longer has that are empty now (an rmdir made while it was
+  down); a directory its manager cannot answer for is kept.  A tree
+  without the mark (the node crashed before its first full copy had run)
+  keeps the files no other member holds (they had no secondary, so nobody
+  could have promoted or removed them) and drops only those another member
+  holds now.  The window: a node that crashes while its initial sync runs
+  brings back, at restart, those of its already-copied files that were
+  unlinked while it was down (the old behaviour, for that window only).
+  A file whose copy lagged when its home crashed (``unsynced``: its
+  secondary had been down just before) lives on as the promoted, older
+  copy; the newer local one is dropped at restart (two failures in a row,
+  outside the one-node-down promise).
 
 Which copies a secondary holds for which primary (``held``) is soft state of
 this incarnation; a restarted node drops its replica space anyway.
-
-Files a local tree held before the federation started (autonomy) get their
-copy with their first change (the secondary answers ENOENT, the file goes
-whole) or when a view change gives their home a new successor; until then a
-leave of their home makes them unavailable, as with one copy.
 
 Known limits: two writes of one file in flight at once at its home may reach
 the secondary in another order than they were applied (the workloads and
@@ -51,7 +80,9 @@ tests write a file from one client at a time); a write acknowledged while a
 whole copy of that file is in flight reaches the secondary with the copy's
 next round, just after the acknowledgement; a promotion onto a name the
 promoting node holds a local file of is left undone (counted in
-``promote_conflicts``).
+``promote_conflicts``); a create whose check (``ENTRY_HOLD``) runs while a
+promotion of that name is in flight is not held back by it (a collision the
+promotion then leaves undone).
 """
 
 from __future__ import annotations
