@@ -827,3 +827,23 @@ def test_random_operations_with_crashes_and_restarts_lose_nothing_and_bring_noth
     for viewer in range(n):
         assert c.walk(viewer) == whole, viewer
     assert_replicated(c.fs, c.members)
+
+
+def test_the_initial_sync_waits_for_a_successor_that_is_not_listening_yet():
+    """Agents start one by one: a node's successor may not answer its
+    initial sync yet.  The files it missed are copied again (backing off)
+    before the node is ready, and the tree is marked only once each arrived."""
+    c = SimCluster(3, network=preset("tcp_loopback"), keep_data=True, protocol=TWO)
+    c.populate(1, [("/old/a", 7), ("/old/b", 3)], ["/old"])
+    c.preload_summaries()
+    c.down.add(2)  # node 1's successor does not answer yet
+    for node in c.nodes:
+        for timer in node.background():
+            c.spawn(node.id, timer)
+    c.env.run(until=c.env.now + 10e6)  # (each copy waits out the rpc timeout)
+    assert not c.nodes[1].ready and c.nodes[1].unsynced
+    assert SYNC_MARK not in c.fs[1].tree()
+    c.down.discard(2)
+    c.env.run()
+    assert c.nodes[1].ready and c.nodes[1].unsynced == set()
+    assert copies_at(c.fs[2]) == files_of(c.fs[1]) and SYNC_MARK in c.fs[1].tree()

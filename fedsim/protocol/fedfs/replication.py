@@ -324,19 +324,37 @@ class Replication(Membership):
         try:
             if self.synced or not self.member or self.successor(self.id) is None:
                 return
-            for path in (yield from self.local_files()):
+            files = yield from self.local_files()
+            for path in files:
                 yield from self.replicate(path)
-            yield from self._mark_synced()
+            # A successor not listening yet (agents start one by one): the
+            # files it missed are copied again, backing off, before this
+            # node says it is ready.
+            delay = RESYNC_FIRST_S
+            for _ in range(RESYNC_ROUNDS):
+                pending = [p for p in files if p in self.unsynced]
+                if not pending or self.synced or not self.member:
+                    break
+                yield Sleep(delay)
+                delay = min(2 * delay, RESYNC_MAX_S)
+                for path in pending:
+                    if path in self.unsynced:
+                        yield from self.replicate(path)
+            yield from self._mark_synced(files)
         finally:
             self._syncing = False
 
-    def _mark_synced(self) -> Gen:
-        if not self.synced:
+    def _mark_synced(self, files: list[str]) -> Gen:
+        """The full copy of ``files`` has run: ``synced`` (ready), and
+        ``SYNC_MARK`` written if each of them reached the successor (one that
+        did not keeps the tree unmarked until the next full copy: a restart
+        then keeps what no member holds)."""
+        if self.member and not any(p in self.unsynced for p in files):
             try:
                 yield Local("create", SYNC_MARK)
             except FileExistsError:
                 pass
-            self.synced = True
+        self.synced = True
 
     def handle(self, src: int, request: Request) -> Gen:
         """Not a generator of its own: a request for a file whose promotion
@@ -879,9 +897,10 @@ class Replication(Membership):
         was = self.successor(self.id, old) if self.id in old.members else None
         now = self.successor(self.id, view)
         if now is not None and now != was:
-            for path in (yield from self.local_files()):
+            files = yield from self.local_files()
+            for path in files:
                 yield from self.replicate(path)
-            yield from self._mark_synced()
+            yield from self._mark_synced(files)
             if was is not None and was in view.members:
                 try:
                     yield Call(was, ReplicaRelease())
