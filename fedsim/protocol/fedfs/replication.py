@@ -280,6 +280,7 @@ class Replication(Membership):
         self._syncing = False
         self.promoted = 0
         self.promote_conflicts = 0
+        self.promote_failures = 0
         self.replica_bytes = 0  # bytes this node sent in whole copies
         if self.replicating:  # with one copy, not even a frame: the handlers below stay as they are
             for req, name in _PRIMARY.items():
@@ -360,13 +361,22 @@ class Replication(Membership):
         """Not a generator of its own: a request for a file whose promotion
         is in flight here is answered EAGAIN (the name must never look
         missing: its manager points at this node already)."""
-        if self.held and type(request) in _AT_HOME:
+        if self.replicating and type(request) in _AT_HOME:
             path = request.path  # type: ignore[attr-defined]
+            if not self.member:
+                return self._not_member(path)
             if path in self.promoting:
                 return self._promotion_busy(path)
             if path in self.held:
                 return self._at_home_holding_copy(src, request)
         return super().handle(src, request)
+
+    def _not_member(self, path: str) -> Gen:
+        """A restarted node serves no file until it has joined: a requester
+        under an older view may still name it a home, and what it made here
+        before ``reconcile`` would be dropped after its acknowledgement."""
+        raise fs_error(errno.EHOSTDOWN, path, f"node {self.id} is not a member (it is rejoining); try again")
+        yield
 
     @staticmethod
     def _promotion_busy(path: str) -> Gen:
@@ -891,6 +901,8 @@ class Replication(Membership):
             try:
                 if (yield from self._promote(path)):
                     promoted.append(path)
+            except OSError:
+                self.promote_failures += 1  # the copy stays, promoted at the next view change
             finally:
                 self.promoting.discard(path)
         self.promoting.clear()  # (copies dropped meanwhile: nothing left to promote)
@@ -945,10 +957,13 @@ class Replication(Membership):
         self.moved.pop(path)
         self.dt.put(path, DTEntry(False, self.id))
         for c in created:
-            yield from self.summary_add(c, new_dir=False)
+            try:
+                yield from self.summary_add(c, new_dir=False)
+            except OSError:
+                pass  # a manager that refuses (evicted meanwhile): the next view change re-pushes the summary
         try:
             yield from self.notify(self.manager_of(d), AddEntry(d, name, False, self.id))
-        except PeerUnavailable:
+        except OSError:
             pass  # the parent's next merge finds it (its VD lost the leaver's entries)
         yield from self._prune_replicas(parent(rp))
         return True
