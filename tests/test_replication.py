@@ -847,3 +847,60 @@ def test_the_initial_sync_waits_for_a_successor_that_is_not_listening_yet():
     c.env.run()
     assert c.nodes[1].ready and c.nodes[1].unsynced == set()
     assert copies_at(c.fs[2]) == files_of(c.fs[1]) and SYNC_MARK in c.fs[1].tree()
+
+
+class _Refusing(DirectCluster):
+    """Node ``refuser`` answers every AddEntry and SummaryAdd with a plain
+    OSError (as an evicted member does: EHOSTDOWN naming itself)."""
+
+    refuser: int | None = None
+
+    def _deliver(self, src: int, dst: int, req: Any, oneway: bool = False) -> Any:
+        if dst == self.refuser and req.kind in ("AddEntry", "SummaryAdd"):
+            self.trace.append((src, dst, req.kind))
+            raise OSError(errno.EHOSTDOWN, f"node {dst} refuses")
+        return super()._deliver(src, dst, req, oneway)
+
+
+def test_a_promotion_goes_on_when_a_manager_refuses_its_updates():
+    """Every copy of a departed home is promoted even when the managers it
+    must tell refuse (before: the first refusal aborted the install, the
+    other copies stayed in the replica space, and the home's restart then
+    dropped its own: files lost)."""
+    c = _Refusing(5, config=TWO)
+    ref = populate(c, 5, 20)
+    victim = next(n for n in range(5) if len(files_of(c.fs[n])) >= 2)
+    succ = successor(victim, c.members)
+    c.refuser = next(n for n in range(5) if n not in (victim, succ))
+    c.crash(victim)
+    coordinator = min(n for n in c.members if n != victim)
+    c.run(coordinator, c.nodes[coordinator].evict(victim))
+    assert copies_at(c.fs[succ]).keys().isdisjoint(files_of(c.fs[victim]))  # every copy promoted
+    assert set(files_of(c.fs[victim])) <= set(files_of(c.fs[succ]))
+    c.refuser = None
+    c.restart(victim)
+    assert files(c.namespace()) == ref
+    for p, data in ref.items():
+        assert read_all(c, victim, p) == data
+
+
+def test_a_restarting_node_serves_no_file_request_before_it_has_joined():
+    """A requester under an older view may name a restarting node a home;
+    what it made there before ``reconcile`` would be dropped after its
+    acknowledgement, so it refuses (EHOSTDOWN) until it is a member."""
+    from fedsim.protocol.messages import Create, Stat
+
+    c = DirectCluster(3, config=TWO)
+    populate(c, 3, 6)
+    c.crash(2)
+    c.run(0, c.nodes[0].evict(2))
+    node = build_node(c.spec, 2, view=c.nodes[0].view)
+    c.nodes[2] = node
+    c.down.discard(2)
+    for req in (Create("/d/late"), Stat("/d/f2")):
+        with pytest.raises(OSError) as info:
+            c.run(0, c.nodes[0].call(2, req))
+        assert info.value.errno == errno.EHOSTDOWN and "not a member" in str(info.value)
+    assert "/d/late" not in c.fs[2].tree()
+    c.run(2, node.recover(0))
+    assert node.member and c.op(0, "stat", "/d/f2")[0] is False
