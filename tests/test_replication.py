@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from fedsim.direct import DirectCluster
@@ -22,6 +22,8 @@ from fedsim.network import preset
 from fedsim.protocol.attrs import KEEP, UTIME_OMIT
 from fedsim.protocol.config import ProtocolConfig
 from fedsim.protocol.designs import build_node
+from fedsim.protocol.fedfs.replication import SYNC_MARK
+from fedsim.protocol.messages import PeerUnavailable
 from fedsim.protocol.names import REPLICA_ROOT, is_replica
 from fedsim.runtime import SimCluster
 
@@ -39,8 +41,10 @@ def files_of(fs: MemFS) -> dict[str, bytes]:
 
 
 def copies_at(fs: MemFS) -> dict[str, bytes]:
-    """The copies a node holds as a secondary, by federated path."""
-    return {p[len(REPLICA_ROOT) :]: v for p, v in fs.tree().items() if v is not None and is_replica(p)}
+    """The copies a node holds as a secondary, by federated path (not the sync mark)."""
+    return {
+        p[len(REPLICA_ROOT) :]: v for p, v in fs.tree().items() if v is not None and is_replica(p) and p != SYNC_MARK
+    }
 
 
 def assert_replicated(fss: list[MemFS], members: tuple[int, ...] | list[int]) -> None:
@@ -343,13 +347,15 @@ def test_replica_requests_are_refused_with_one_copy_and_checked_with_two():
 
 # ---------------------------------------------------------------------------- the property
 NAMES = [f"/{d}/{f}" for d in ("a", "b") for f in ("f0", "f1", "f2", "f3")]
-op_st = st.one_of(
+_CHANGES = (
     st.tuples(st.just("create"), st.integers(0, 5), st.sampled_from(NAMES)),
     st.tuples(st.just("write"), st.integers(0, 5), st.sampled_from(NAMES), st.integers(0, 8), st.binary(max_size=12)),
     st.tuples(st.just("truncate"), st.integers(0, 5), st.sampled_from(NAMES), st.integers(0, 16)),
     st.tuples(st.just("unlink"), st.integers(0, 5), st.sampled_from(NAMES)),
     st.tuples(st.just("rename"), st.integers(0, 5), st.sampled_from(NAMES), st.sampled_from(["f0", "f1", "f2", "f3"])),
-    st.tuples(st.just("migrate"), st.integers(0, 5), st.sampled_from(NAMES), st.integers(0, 5)),
+)
+op_st = st.one_of(
+    *_CHANGES, st.tuples(st.just("migrate"), st.integers(0, 5), st.sampled_from(NAMES), st.integers(0, 5))
 )
 
 
@@ -532,3 +538,369 @@ def test_replica_requests_from_the_wire_carry_canonical_namespace_paths_only():
         with pytest.raises(ProtocolError):
             decode_request(bad)
     assert ReplicaWrite.kind == "ReplicaWrite" and ReplicaRename.reply is None
+
+
+# ------------------------------------------------------------------ crash, eviction, restart (failure.py)
+HB = 0.5  # heartbeat_s (a binary fraction: the in-memory clock's sums stay exact)
+CRASHING = ProtocolConfig(replicas=2, heartbeat_s=HB, heartbeat_misses=3)
+
+
+def _evicted(c: DirectCluster, victim: int) -> None:
+    """Advance the clock until every other member's view lacks ``victim``."""
+    for _ in range(100):
+        if all(victim not in c.nodes[n].members for n in c.live if n != victim and n not in c.down):
+            return
+        c.advance(HB)
+    raise AssertionError(f"node {victim} was not evicted")
+
+
+def _write(c: DirectCluster, node: int, path: str, data: bytes) -> None:
+    fd = c.op(node, "open", path)
+    try:
+        c.op(node, "write", fd, 0, data)
+    finally:
+        c.op(node, "close", fd)
+
+
+def test_files_unlinked_while_their_home_was_down_do_not_come_back():
+    """The availability study's bug: a restarted node kept its files that
+    were unlinked (after their promotion) while it was down, and copied them
+    out again.  Reconcile drops every file of a synced tree; an rmdir made
+    meanwhile stays made."""
+    c = DirectCluster(4, config=CRASHING)
+    ref = populate(c, 4, 12)
+    victim = 2
+    mine = sorted(files_of(c.fs[victim]))
+    assert len(mine) >= 2
+    c.op(0, "mkdir", "/gone")
+    home = c.op(victim, "create", "/gone/x")
+    assert home == victim or "/gone/x" in files_of(c.fs[home])
+    c.crash(victim)
+    _evicted(c, victim)
+    rest = [n for n in c.live if n != victim]
+    gone, kept = mine[0], mine[1]
+    c.op(rest[0], "unlink", gone)
+    del ref[gone]
+    _write(c, rest[1], kept, b"newer")
+    ref[kept] = b"newer" + ref[kept][5:]
+    c.op(rest[0], "unlink", "/gone/x")
+    c.op(rest[0], "rmdir", "/gone")
+    c.restart(victim)
+    c.advance(5 * HB)
+    assert files(c.namespace()) == ref
+    for p, data in ref.items():
+        assert read_all(c, victim, p) == data, p
+    assert gone not in files(c.walk(rest[0])) and gone not in c.fs[victim].tree()
+    assert "/gone" not in c.namespace() and "/gone" not in c.fs[victim].tree()
+    assert_replicated(c.fs, c.members)
+
+
+def test_a_file_that_predates_the_federation_gets_its_copy_at_start_and_survives_a_crash():
+    fss = [MemFS() for _ in range(3)]
+    fss[1].populate([("/old/a", 5), ("/old/b", 3)], ["/old"])
+    c = DirectCluster(3, config=CRASHING, local=fss)
+    assert copies_at(c.fs[2]) == files_of(c.fs[1])  # the initial sync, before any change
+    assert c.fs[1].tree().get(SYNC_MARK) == b"" and all(n.ready for n in c.nodes)
+    before = files(c.namespace())
+    c.crash(1)
+    _evicted(c, 1)
+    assert files(c.namespace()) == before  # promoted at node 2
+    c.restart(1)
+    assert files(c.namespace()) == before
+    assert_replicated(c.fs, c.members)
+
+
+def test_a_tree_never_synced_keeps_what_no_other_member_holds():
+    """A node that crashed before its first full copy ran (no SYNC_MARK):
+    its files had no secondary, so nobody can have promoted or removed them;
+    they are kept (only names another member holds now are dropped)."""
+    c = DirectCluster(3, config=CRASHING)
+    populate(c, 3, 6)
+    victim = 1
+    mine = files_of(c.fs[victim])
+    c.crash(victim)
+    _evicted(c, victim)
+    fs = c.fs[victim]
+    fs.unlink(SYNC_MARK)
+    fs.create("/d/only-here")
+    c.restart(victim)
+    assert files_of(fs).keys() == {"/d/only-here"} | set()  # the promoted ones were dropped
+    assert "/d/only-here" in files(c.namespace()) and all(p in files(c.namespace()) for p in mine)
+
+
+class _Interleaved(DirectCluster):
+    """Runs ``probe()`` just before each ViewChange reaches a member (in
+    memory nothing else interleaves with a view change's multicast): the
+    moments when some members have the new view and others not yet."""
+
+    probe: Any = None
+
+    def _deliver(self, src: int, dst: int, req: Any, oneway: bool = False) -> Any:
+        if req.kind == "ViewChange" and self.probe is not None and dst not in self.down:
+            probe, self.probe = self.probe, None
+            try:
+                probe(dst)
+            finally:
+                self.probe = probe
+        return super()._deliver(src, dst, req, oneway)
+
+
+@pytest.mark.parametrize("victim", [0, 1, 3])
+def test_no_acknowledged_file_looks_missing_during_or_after_an_eviction_in_memory(victim):
+    c = _Interleaved(4, config=CRASHING)
+    ref = populate(c, 4, 16)
+    seen: list[tuple[int, str, str]] = []
+
+    def stat_all(about_to_install: int) -> None:
+        for n in c.live:
+            if n in c.down:
+                continue
+            for p in ref:
+                try:
+                    c.op(n, "stat", p)
+                except FileNotFoundError as exc:
+                    seen.append((n, p, f"{exc} (before node {about_to_install} installs)"))
+                except OSError:
+                    pass  # (a failover that could not be served: not a missing name)
+
+    c.probe = stat_all
+    c.crash(victim)
+    _evicted(c, victim)
+    c.probe = None
+    stat_all(-1)
+    assert seen == []
+    for p, data in ref.items():
+        assert read_all(c, min(c.members), p) == data
+
+
+def _sim_crashing(n: int, placement: str = "with_manager") -> SimCluster:
+    c = SimCluster(n, network=preset("tcp_loopback"), keep_data=True, placement=placement, protocol=CRASHING)
+    c.preload_summaries()
+    for node in c.nodes:  # what start() would run: heartbeats, the initial sync
+        for timer in node.background():
+            c.spawn(node.id, timer)
+    return c
+
+
+@pytest.mark.parametrize(("victim", "placement"), [(1, "with_manager"), (2, "round_robin"), (3, "with_manager")])
+def test_no_acknowledged_file_looks_missing_during_or_after_a_simulated_eviction(victim, placement):
+    """A node crashes and is found out; the moment the first member installs
+    the view without it (its successor promoting its copies meanwhile),
+    every other node stats every file, and again a little later, and once
+    the federation settled: never ENOENT (before the fix the name vanished
+    from its manager's DT and from the merges until the promotion's
+    AddEntry)."""
+    c = _sim_crashing(4, placement)
+    c.run_op(0, "mkdir", "/d")
+    ref = {}
+    for i in range(24):
+        p = f"/d/f{i}"
+        c.run_op(i % 4, "create", p)
+        fd = c.run_op(i % 4, "open", p)
+        c.run_op(i % 4, "write", fd, 0, b"data %d" % i)
+        c.run_op(i % 4, "close", fd)
+        ref[p] = b"data %d" % i
+    assert any(v is not None and not is_replica(p) for p, v in c.fs[victim].tree().items())
+    readers = [n for n in range(4) if n != victim]
+    epoch = c.nodes[readers[0]].epoch
+    missing: list[str] = []
+
+    def stat(node: int, p: str, when: str) -> Any:
+        try:
+            st_ = yield from c.call_op(node, "stat", p)
+            assert st_ == (False, len(ref[p])), (p, st_)
+        except FileNotFoundError as exc:
+            missing.append(f"{when}: node {node}, {p}: {exc}")
+        except PeerUnavailable as exc:  # a route through the crashed node, timed out: not a missing name
+            assert exc.node == victim, exc
+
+    def burst(when: str) -> None:
+        procs = [c.env.process(stat(n, p, when)) for n in readers for p in ref]
+        c.env.run(until=c.env.all_of(procs))
+
+    c.crash(victim)
+    end = c.env.now + 60 * 1e6
+    while all(c.nodes[n].epoch == epoch for n in readers):  # the first install of the view without it
+        assert c.env.now < end, "not evicted in time"
+        c.env.run(until=c.env.now + 20)
+    burst("as the view changes")
+    burst("just after")
+    while any(victim in c.nodes[n].members for n in readers) or any(getattr(n, "promoting", ()) for n in c.nodes):
+        assert c.env.now < end, "not settled in time"
+        c.env.run(until=c.env.now + HB / 8 * 1e6)
+    burst("settled")
+    assert missing == []
+    assert sum(c.nodes[n].promoted for n in readers) >= 1
+    for p, data in ref.items():
+        fd = c.run_op(readers[0], "open", p)
+        assert c.run_op(readers[0], "read", fd, 0, 100) == data
+        c.run_op(readers[0], "close", fd)
+
+
+@pytest.mark.parametrize("victim", [1, 2])  # (its successor is not the coordinator, which must be reachable)
+def test_a_departed_homes_files_are_found_while_its_successor_has_not_learnt_the_view(victim):
+    """The successor promoting the copies misses the view change (a
+    transient cut): lookups of the departed home's files are answered from
+    it all the same (the manager's re-pointed entry, or the parent's
+    manager's miss that asks it), and it learns the view from them."""
+    c = DirectCluster(4, config=TWO)  # no heartbeats: nothing else tells the successor
+    ref = populate(c, 4, 16)
+    mine = files_of(c.fs[victim])
+    succ = successor(victim, c.members)
+    c.crash(victim)
+    coordinator = min(n for n in c.members if n != victim)
+    c.down.add(succ)  # every message of the view change to it is lost
+    c.run(coordinator, c.nodes[coordinator].evict(victim))
+    c.down.discard(succ)
+    assert victim in c.nodes[succ].members
+    reader = next(n for n in c.live if n not in (victim, succ))
+    for p in sorted(mine):
+        assert c.op(reader, "stat", p) == (False, len(ref[p])), p
+        assert read_all(c, reader, p) == ref[p]
+    assert victim not in c.nodes[succ].members  # it learnt the view from the requests themselves
+
+
+_THEIRS = st.tuples(st.sampled_from(["theirs:unlink", "theirs:write"]), st.integers(0, 5), st.integers(0, 7))
+#: one round: changes, a crash (of node k), changes while it is down (of its files too), its restart
+crash_round_st = st.tuples(
+    st.lists(st.one_of(*_CHANGES), max_size=12),
+    st.integers(0, 5),
+    st.lists(st.one_of(*_CHANGES, _THEIRS, _THEIRS), max_size=8),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(3, 6),
+    st.lists(crash_round_st, min_size=1, max_size=3),
+    st.sampled_from(["with_manager", "round_robin"]),
+)
+def test_random_operations_with_crashes_and_restarts_lose_nothing_and_bring_nothing_back(n, rounds, placement):
+    """Replicas 2, heartbeats on, one node down at a time: random changes at
+    every live node; a node crashes and is evicted by the heartbeats (its
+    copies promoted at its successor); changes go on (its files unlinked,
+    written, renamed); it restarts and rejoins (``recover``: reconcile,
+    join).  Settled, the namespace is the reference tree (what was
+    acknowledged), every file has its copy at its successor, and nothing a
+    change removed while a node was down came back with it."""
+    c = DirectCluster(n, config=CRASHING, placement=placement)
+    c.op(0, "mkdir", "/a")
+    c.op(n - 1, "mkdir", "/b")
+    ref: dict[str, bytes] = {}
+    for i, name in enumerate(NAMES):  # every name exists to begin with, made through every node
+        _apply(c, ref, n, ("create", i % n, name))
+        _apply(c, ref, n, ("write", (i + 1) % n, name, 0, name.encode()))
+    changed = 0
+    for before, victim, during in rounds:
+        for step in before:
+            _apply(c, ref, n, step)
+        down = victim % n
+        theirs = sorted(files_of(c.fs[down]))  # the crashed node's files as it crashes
+        c.crash(down)
+        _evicted(c, down)
+        live = [m for m in range(n) if m != down]
+        for step in during:
+            at = live[step[1] % len(live)]
+            if not step[0].startswith("theirs:"):
+                _apply(c, ref, n, (step[0], at, *step[2:]))
+                continue
+            left = [p for p in theirs if p in ref]
+            if not left:
+                continue
+            path = left[step[2] % len(left)]
+            if step[0] == "theirs:unlink":
+                _apply(c, ref, n, ("unlink", at, path))
+                assert path not in ref
+            else:
+                _apply(c, ref, n, ("write", at, path, 1, b"while down"))
+                assert ref[path][1:11] == b"while down"
+            changed += 1
+        c.restart(down)
+        c.advance(2 * HB)
+        assert c.members == tuple(range(n)) and not c.down and not c.evicted
+        assert files(c.namespace()) == ref
+    event(f"changes of a crashed node's files: {min(changed, 3)}")
+    c.advance(4 * HB)
+    whole = c.namespace()
+    assert files(whole) == ref
+    assert {p for p, v in whole.items() if v is None} <= {"/", "/a", "/b"}  # (an empty one may go with its node)
+    for viewer in range(n):
+        assert c.walk(viewer) == whole, viewer
+    assert_replicated(c.fs, c.members)
+
+
+def test_the_initial_sync_waits_for_a_successor_that_is_not_listening_yet():
+    """Agents start one by one: a node's successor may not answer its
+    initial sync yet.  The files it missed are copied again (backing off)
+    before the node is ready, and the tree is marked only once each arrived."""
+    c = SimCluster(3, network=preset("tcp_loopback"), keep_data=True, protocol=TWO)
+    c.populate(1, [("/old/a", 7), ("/old/b", 3)], ["/old"])
+    c.preload_summaries()
+    c.down.add(2)  # node 1's successor does not answer yet
+    for node in c.nodes:
+        for timer in node.background():
+            c.spawn(node.id, timer)
+    c.env.run(until=c.env.now + 10e6)  # (each copy waits out the rpc timeout)
+    assert not c.nodes[1].ready and c.nodes[1].unsynced
+    assert SYNC_MARK not in c.fs[1].tree()
+    c.down.discard(2)
+    c.env.run()
+    assert c.nodes[1].ready and c.nodes[1].unsynced == set()
+    assert copies_at(c.fs[2]) == files_of(c.fs[1]) and SYNC_MARK in c.fs[1].tree()
+
+
+class _Refusing(DirectCluster):
+    """Node ``refuser`` answers every AddEntry and SummaryAdd with a plain
+    OSError (as an evicted member does: EHOSTDOWN naming itself)."""
+
+    refuser: int | None = None
+
+    def _deliver(self, src: int, dst: int, req: Any, oneway: bool = False) -> Any:
+        if dst == self.refuser and req.kind in ("AddEntry", "SummaryAdd"):
+            self.trace.append((src, dst, req.kind))
+            raise OSError(errno.EHOSTDOWN, f"node {dst} refuses")
+        return super()._deliver(src, dst, req, oneway)
+
+
+def test_a_promotion_goes_on_when_a_manager_refuses_its_updates():
+    """Every copy of a departed home is promoted even when the managers it
+    must tell refuse (before: the first refusal aborted the install, the
+    other copies stayed in the replica space, and the home's restart then
+    dropped its own: files lost)."""
+    c = _Refusing(5, config=TWO)
+    ref = populate(c, 5, 20)
+    victim = next(n for n in range(5) if len(files_of(c.fs[n])) >= 2)
+    succ = successor(victim, c.members)
+    c.refuser = next(n for n in range(5) if n not in (victim, succ))
+    c.crash(victim)
+    coordinator = min(n for n in c.members if n != victim)
+    c.run(coordinator, c.nodes[coordinator].evict(victim))
+    assert copies_at(c.fs[succ]).keys().isdisjoint(files_of(c.fs[victim]))  # every copy promoted
+    assert set(files_of(c.fs[victim])) <= set(files_of(c.fs[succ]))
+    c.refuser = None
+    c.restart(victim)
+    assert files(c.namespace()) == ref
+    for p, data in ref.items():
+        assert read_all(c, victim, p) == data
+
+
+def test_a_restarting_node_serves_no_file_request_before_it_has_joined():
+    """A requester under an older view may name a restarting node a home;
+    what it made there before ``reconcile`` would be dropped after its
+    acknowledgement, so it refuses (EHOSTDOWN) until it is a member."""
+    from fedsim.protocol.messages import Create, Stat
+
+    c = DirectCluster(3, config=TWO)
+    populate(c, 3, 6)
+    c.crash(2)
+    c.run(0, c.nodes[0].evict(2))
+    node = build_node(c.spec, 2, view=c.nodes[0].view)
+    c.nodes[2] = node
+    c.down.discard(2)
+    for req in (Create("/d/late"), Stat("/d/f2")):
+        with pytest.raises(OSError) as info:
+            c.run(0, c.nodes[0].call(2, req))
+        assert info.value.errno == errno.EHOSTDOWN and "not a member" in str(info.value)
+    assert "/d/late" not in c.fs[2].tree()
+    c.run(2, node.recover(0))
+    assert node.member and c.op(0, "stat", "/d/f2")[0] is False

@@ -32,18 +32,47 @@ frame on any hot path).
   every file it homes is copied whole to the new one and the old one, if
   still a member, is told to drop this node's copies (``ReplicaRelease``).
   A copy is dropped only when its primary says so, never guessed.
-* **Restart** (``reconcile``, before a restarted node joins again): every
-  local file that another member now holds (its promoted copy, newer) is
-  removed, and the whole replica space is dropped (the primaries copy again
-  to their successors on the join's view change).
+* **A home that left, at once.**  The name of a file whose home left never
+  looks missing: as a member installs the view, its DT entries naming the
+  departed home are re-pointed to that home's successor in the old view (the
+  node promoting the copy), before the view's own clean-up would drop them;
+  the promoting node answers EAGAIN for a name whose promotion is in flight
+  (the requester backs off), lists those names in its part of a dirmerge,
+  and, asked for a name it holds a copy of under a view it has not
+  installed yet, fetches the view from the asker first.  While such a view
+  change is unsettled, a lookup's miss at the parent's manager asks the
+  departed homes' successors (a merge's ReadDir carries no epoch).
+* **Initial sync.**  Files a local tree held before the federation started
+  (autonomy) are copied to the successor at start (``initial_sync``: in the
+  background, file after file, each whole in chunks; started by ``start``
+  or, in a simulator that preloads, by ``background``); an agent is
+  ``ready`` once it ran.  A full copy of a node's files (that sync, or a
+  view change that gave it a new successor, e.g. its join) ends with
+  ``SYNC_MARK`` in its local tree: "every file here has had a secondary".
+* **Restart** (``reconcile``, before a restarted node joins again).  With
+  two copies, when a node is evicted every file it was the primary of is
+  promoted at its successor: from then on the federation holds the truth
+  of each of them (written, renamed or unlinked meanwhile), and the
+  restarted node's own copies never are.  So, if its tree holds
+  ``SYNC_MARK``, reconcile drops *every* regular file of its namespace
+  tree, and its whole replica space (the mark with it; the primaries copy
+  to their successors again on the join's view change); then it keeps the
+  local directories the federation still lists and removes, deepest first,
+  those it no longer has that are empty now (an rmdir made while it was
+  down); a directory its manager cannot answer for is kept.  A tree
+  without the mark (the node crashed before its first full copy had run)
+  keeps the files no other member holds (they had no secondary, so nobody
+  could have promoted or removed them) and drops only those another member
+  holds now.  The window: a node that crashes while its initial sync runs
+  brings back, at restart, those of its already-copied files that were
+  unlinked while it was down (the old behaviour, for that window only).
+  A file whose copy lagged when its home crashed (``unsynced``: its
+  secondary had been down just before) lives on as the promoted, older
+  copy; the newer local one is dropped at restart (two failures in a row,
+  outside the one-node-down promise).
 
 Which copies a secondary holds for which primary (``held``) is soft state of
 this incarnation; a restarted node drops its replica space anyway.
-
-Files a local tree held before the federation started (autonomy) get their
-copy with their first change (the secondary answers ENOENT, the file goes
-whole) or when a view change gives their home a new successor; until then a
-leave of their home makes them unavailable, as with one copy.
 
 Known limits: two writes of one file in flight at once at its home may reach
 the secondary in another order than they were applied (the workloads and
@@ -51,7 +80,9 @@ tests write a file from one client at a time); a write acknowledged while a
 whole copy of that file is in flight reaches the secondary with the copy's
 next round, just after the acknowledgement; a promotion onto a name the
 promoting node holds a local file of is left undone (counted in
-``promote_conflicts``).
+``promote_conflicts``); a create whose check (``ENTRY_HOLD``) runs while a
+promotion of that name is in flight is not held back by it (a collision the
+promotion then leaves undone).
 """
 
 from __future__ import annotations
@@ -102,6 +133,16 @@ COPY_ROUNDS = 3
 RESYNC_FIRST_S = 0.05
 RESYNC_MAX_S = 5.0
 RESYNC_ROUNDS = 16
+#: In a node's local tree: "every file here has had a secondary" (written when
+#: a full copy of the node's files to its successor has run: the initial sync
+#: or a view change that gave it a new successor).  The one name of the
+#: replica space no copy can take (clients may not name the replica space).
+SYNC_MARK = REPLICA_ROOT + REPLICA_ROOT
+#: requests a home serves for a regular file: while that file's promotion is
+#: in flight here they are answered EAGAIN (the requester backs off), not ENOENT
+_AT_HOME: frozenset[type[Request]] = frozenset(
+    {Stat, Open, GetAttr, Read, BlockRead, Close, Write, Truncate, Unlink, SetAttr, Create}
+)
 
 
 # --- at the secondary: changes of its copies -----------------------------------------------
@@ -234,14 +275,20 @@ class Replication(Membership):
         self.unsynced: set[str] = set()  # at a primary: files whose secondary may lag
         self.copying: dict[str, bool] = {}  # whole copies in flight: path -> a change overtook it
         self._repairing = False
+        self.promoting: set[str] = set()  # copies whose promotion (their primary left) is in flight here
+        self.synced = False  # a full copy of this node's files to its successor has run (``initial_sync``)
+        self._syncing = False
         self.promoted = 0
         self.promote_conflicts = 0
+        self.promote_failures = 0
         self.replica_bytes = 0  # bytes this node sent in whole copies
         if self.replicating:  # with one copy, not even a frame: the handlers below stay as they are
             for req, name in _PRIMARY.items():
                 inner = self._handlers[req]
                 wrapper = getattr(self, name)
                 self._handlers[req] = lambda src, r, inner=inner, wrapper=wrapper: wrapper(inner, src, r)
+            inner_get = self._handlers[GetEntry]
+            self._handlers[GetEntry] = lambda src, r: self._rep_get_entry(inner_get, src, r)
 
     def describe(self) -> dict[str, Any]:
         d = super().describe()
@@ -251,6 +298,129 @@ class Replication(Membership):
             d["replica_files"] = len(self.held)
             d["promoted"] = self.promoted
         return d
+
+    @property
+    def ready(self) -> bool:
+        """With two copies, also: the initial sync has run (an agent says it
+        is ready once every file it started with has its secondary)."""
+        return super().ready and (not self.replicating or self.synced or self.successor(self.id) is None)
+
+    def start(self) -> Gen:
+        result = yield from super().start()
+        if self.replicating and self.member and not self.synced and not self._syncing:
+            self._syncing = True
+            yield Spawn(self.initial_sync())
+        return result
+
+    def background(self) -> list[Gen]:
+        return [*super().background(), *([self.initial_sync()] if self.replicating else [])]
+
+    def initial_sync(self) -> Gen:
+        """Copy every file this node's tree held when the federation started
+        (autonomy: files made outside it) to its successor, one after the
+        other, each whole in chunks (``replicate``), in the background; then
+        write ``SYNC_MARK``.  Skipped when a view change made the full copy
+        already (a joiner's, a restarted node's)."""
+        self._syncing = True
+        try:
+            if self.synced or not self.member or self.successor(self.id) is None:
+                return
+            files = yield from self.local_files()
+            for path in files:
+                yield from self.replicate(path)
+            # A successor not listening yet (agents start one by one): the
+            # files it missed are copied again, backing off, before this
+            # node says it is ready.
+            delay = RESYNC_FIRST_S
+            for _ in range(RESYNC_ROUNDS):
+                pending = [p for p in files if p in self.unsynced]
+                if not pending or self.synced or not self.member:
+                    break
+                yield Sleep(delay)
+                delay = min(2 * delay, RESYNC_MAX_S)
+                for path in pending:
+                    if path in self.unsynced:
+                        yield from self.replicate(path)
+            yield from self._mark_synced(files)
+        finally:
+            self._syncing = False
+
+    def _mark_synced(self, files: list[str]) -> Gen:
+        """The full copy of ``files`` has run: ``synced`` (ready), and
+        ``SYNC_MARK`` written if each of them reached the successor (one that
+        did not keeps the tree unmarked until the next full copy: a restart
+        then keeps what no member holds)."""
+        if self.member and not any(p in self.unsynced for p in files):
+            try:
+                yield Local("create", SYNC_MARK)
+            except FileExistsError:
+                pass
+        self.synced = True
+
+    def handle(self, src: int, request: Request) -> Gen:
+        """Not a generator of its own: a request for a file whose promotion
+        is in flight here is answered EAGAIN (the name must never look
+        missing: its manager points at this node already)."""
+        if self.replicating and type(request) in _AT_HOME:
+            path = request.path  # type: ignore[attr-defined]
+            if not self.member:
+                return self._not_member(path)
+            if path in self.promoting:
+                return self._promotion_busy(path)
+            if path in self.held:
+                return self._at_home_holding_copy(src, request)
+        return super().handle(src, request)
+
+    def _not_member(self, path: str) -> Gen:
+        """A restarted node serves no file until it has joined: a requester
+        under an older view may still name it a home, and what it made here
+        before ``reconcile`` would be dropped after its acknowledgement."""
+        raise fs_error(errno.EHOSTDOWN, path, f"node {self.id} is not a member (it is rejoining); try again")
+        yield
+
+    @staticmethod
+    def _promotion_busy(path: str) -> Gen:
+        raise fs_error(errno.EAGAIN, path, "this file is being promoted here (its home left); try again")
+        yield
+
+    def _at_home_holding_copy(self, src: int, request: Any) -> Gen:
+        """A home request for a name this node holds a copy of: a requester
+        under a newer view (its primary left) was pointed here before this
+        node learnt of it.  On ENOENT the view is fetched from the sender;
+        a newer one (its promotions made) and the request is served again."""
+        try:
+            return (yield from super().handle(src, request))
+        except FileNotFoundError:
+            epoch = self.epoch
+            if src != self.id:
+                try:
+                    yield from self.fetch_view(src)
+                except OSError:
+                    pass
+            if self.epoch == epoch and request.path not in self.promoting:
+                raise
+        if request.path in self.promoting:
+            yield from self._promotion_busy(request.path)
+        return (yield from super().handle(src, request))
+
+    def local_entries(self, directory: str) -> Gen:
+        if not self.promoting:
+            return super().local_entries(directory)
+        return self._entries_promoting(directory)
+
+    def _entries_promoting(self, directory: str) -> Gen:
+        """A dirmerge while promotions are in flight here: the copies being
+        promoted are this node's entries already (the merge without the
+        departed home must not miss them)."""
+        names = {split(p)[1] for p in self.promoting if parent(p) == directory}
+        try:
+            entries = yield from super().local_entries(directory)
+        except FileNotFoundError:
+            if not names:
+                raise
+            entries = []
+        have = {n for n, _ in entries}
+        return sorted([*entries, *((n, False) for n in names if n not in have)])
 
     def successor(self, node: int, view: View | None = None) -> int | None:
         """The member after ``node`` in ``view``'s sorted members, wrapping (None alone)."""
@@ -309,6 +479,50 @@ class Replication(Membership):
         copied = yield from _run(inner(src, req))
         yield from self.replicate(req.path)  # the file is this node's now: its successor gets a copy
         return copied
+
+    def _rep_get_entry(self, inner: Any, src: int, req: GetEntry) -> Gen:
+        """A lookup's miss at the parent's manager while a view change that
+        dropped members is not settled (``_prev_view``): the departed home's
+        successor may not have installed the view yet (a merge's ReadDir
+        carries no epoch), so the merge missed the name it is to promote.
+        That node is asked (``Stat``: it fetches the view from this node if
+        it must, answers EAGAIN while promoting); if it holds the file, the
+        entry names it.  Plain lookups only: a create's check
+        (``ENTRY_HOLD``) and a settle keep their own rules.  The miss path
+        only, and only until the view settles."""
+        if req.flags or self._prev_view is None:
+            return (yield from _run(inner(src, req)))
+        path = join(req.directory, req.name)
+        try:
+            entry = yield from _run(inner(src, req))
+        except FileNotFoundError:
+            home = yield from self._promoting_home(path)
+            if home is None:
+                raise
+            return False, home, 4
+        if entry is None:
+            home = yield from self._promoting_home(path)
+            if home is not None:
+                return False, home, 4
+        return entry
+
+    def _promoting_home(self, path: str) -> Gen:
+        """The successor (in the unsettled previous view) of a departed
+        member that holds ``path`` as a regular file, if any."""
+        prev = self._prev_view
+        if prev is None:
+            return None
+        for g in sorted(set(prev.members) - set(self.members)):
+            s = self.successor(g, prev)
+            if s is None or s not in self.members:
+                continue
+            try:
+                is_dir, _ = yield from self.call(s, Stat(path))
+            except (FileNotFoundError, NotADirectoryError, PeerUnavailable):
+                continue
+            if not is_dir:
+                return s
+        return None
 
     def _gone(self, path: str) -> Gen:
         """A step that may have removed ``path`` here: if it did, so goes the copy."""
@@ -675,19 +889,30 @@ class Replication(Membership):
 
     def _install_replicated(self, view: View) -> Gen:
         old = self.view
+        if view.epoch > old.epoch and self.id in view.members:
+            self._repoint(old, view)
+            self.promoting |= {p for p, primary in self.held.items() if primary not in view.members}
         yield from super().install_view(view)
         if view.epoch <= old.epoch or not self.member:
             return
         view = self.view
         promoted = []
         for path in sorted(p for p, primary in self.held.items() if primary not in view.members):
-            if (yield from self._promote(path)):
-                promoted.append(path)
+            try:
+                if (yield from self._promote(path)):
+                    promoted.append(path)
+            except OSError:
+                self.promote_failures += 1  # the copy stays, promoted at the next view change
+            finally:
+                self.promoting.discard(path)
+        self.promoting.clear()  # (copies dropped meanwhile: nothing left to promote)
         was = self.successor(self.id, old) if self.id in old.members else None
         now = self.successor(self.id, view)
         if now is not None and now != was:
-            for path in (yield from self.local_files()):
+            files = yield from self.local_files()
+            for path in files:
                 yield from self.replicate(path)
+            yield from self._mark_synced(files)
             if was is not None and was in view.members:
                 try:
                     yield Call(was, ReplicaRelease())
@@ -696,6 +921,23 @@ class Replication(Membership):
         else:
             for path in promoted + sorted(self.unsynced):
                 yield from self.replicate(path)
+
+    def _repoint(self, old: View, view: View) -> None:
+        """Before the view change drops them (no yield: atomic with it), DT
+        entries naming a departed home are pointed at that home's successor
+        in ``old``, the node promoting the file's copy: the name never looks
+        missing (that node answers EAGAIN until the promotion is done, then
+        serves it; a file that had no copy there is its ENOENT, the truth)."""
+        gone = set(old.members) - set(view.members)
+        if not gone:
+            return
+        dt = self.dt
+        for p in list(dt.keys()):
+            e = dt.peek(p)
+            if e is not None and not e.is_dir and e.home in gone:
+                s = self.successor(e.home, old)
+                if s is not None and s in view.members:
+                    dt.put(p, DTEntry(False, s))
 
     def _promote(self, path: str) -> Gen:
         """The copy of ``path`` becomes the file (its primary left the view)."""
@@ -715,10 +957,13 @@ class Replication(Membership):
         self.moved.pop(path)
         self.dt.put(path, DTEntry(False, self.id))
         for c in created:
-            yield from self.summary_add(c, new_dir=False)
+            try:
+                yield from self.summary_add(c, new_dir=False)
+            except OSError:
+                pass  # a manager that refuses (evicted meanwhile): the next view change re-pushes the summary
         try:
             yield from self.notify(self.manager_of(d), AddEntry(d, name, False, self.id))
-        except PeerUnavailable:
+        except OSError:
             pass  # the parent's next merge finds it (its VD lost the leaver's entries)
         yield from self._prune_replicas(parent(rp))
         return True
@@ -738,31 +983,59 @@ class Replication(Membership):
 
     # ------------------------------------------------------------------ a restarted node
     def reconcile(self, seed: int) -> Gen:
-        """Before a restarted node joins again: remove every local file that
-        another member holds now (its promoted copy is newer than this one),
-        and the whole replica space.  Returns how many files were removed."""
+        """Before a restarted node joins again (module docstring, "Restart"):
+        drop its regular files and its replica space, keep the directories
+        the federation lists, remove the empty ones it no longer has.
+        Returns how many files were removed."""
         epoch, members, contacts = yield Call(seed, GetView())
         members = check_members(members)
         view = self.view.adopt(epoch, members, check_contacts(contacts, members))
+        try:
+            yield Local("stat", SYNC_MARK)
+            every_file = True
+        except FileNotFoundError:
+            every_file = False  # crashed before its first full copy: keep what no member holds
         removed = 0
         for path in (yield from self.local_files()):
-            m = view.manager_of(path)
-            if m == self.id:
+            if not every_file and not (yield from self._held_elsewhere(view, path)):
                 continue
             try:
-                is_dir, home, _ = yield Call(m, HomeInfo(path, epoch=epoch))
-            except OSError:
-                continue  # nobody else has it (ENOENT) or cannot tell now: kept
-            if not is_dir and home is not None and home != self.id:
-                try:
-                    yield Local("unlink", path)
-                    removed += 1
-                except FileNotFoundError:
-                    pass
+                yield Local("unlink", path)
+                removed += 1
+            except FileNotFoundError:
+                pass
+        dirs = yield Local("list_dirs", ROOT)
+        for d in sorted((d for d in dirs if d != ROOT and not is_replica(d)), reverse=True):  # deepest first
+            if (yield Local("listdir", d)) or (yield from self._listed_dir(view, d)):
+                continue
+            yield Local("rmdir", d)
         yield from self._drop_replica_space()
         self.held.clear()
         self.unsynced.clear()
+        self.synced = False
         return removed
+
+    def _held_elsewhere(self, view: View, path: str) -> Gen:
+        """Whether the name's manager in ``view`` answers another home for ``path``."""
+        m = view.manager_of(path)
+        if m == self.id:
+            return False
+        try:
+            is_dir, home, _ = yield Call(m, HomeInfo(path, epoch=view.epoch))
+        except OSError:
+            return False  # nobody else has it (ENOENT) or cannot tell now: kept
+        return not is_dir and home is not None and home != self.id
+
+    def _listed_dir(self, view: View, d: str) -> Gen:
+        """Whether the namespace of ``view`` still has directory ``d`` (True
+        when its manager cannot tell now: nothing removed blind)."""
+        try:
+            is_dir, _, _ = yield Call(view.manager_of(d), HomeInfo(d, epoch=view.epoch))
+        except FileNotFoundError:
+            return False
+        except OSError:
+            return True
+        return bool(is_dir)
 
     def _drop_replica_space(self) -> Gen:
         dirs = yield Local("list_dirs", REPLICA_ROOT)
