@@ -9,6 +9,7 @@ answers, never on fixed sleeps."""
 
 from __future__ import annotations
 
+import errno
 import json
 import subprocess
 import sys
@@ -117,3 +118,127 @@ def test_an_agent_killed_and_restarted_before_detection_evicts_its_old_incarnati
             assert _views(path, (0, 1, 2, 3)) == {n: (2, [0, 1, 2, 3]) for n in range(4)}  # evicted (1), joined (2)
             with Client(cluster, node=0) as c:
                 assert {p: c.read_file(p) for p in files} == files and on_1
+
+
+class _Worker:
+    """One client at one agent, running creates, overwrites, reads and
+    unlinks of its own files until told to stop, and keeping, per path, every
+    content the path may have: one after an acknowledged operation, several
+    after a failed one (a create, overwrite or unlink that failed may have
+    happened or not, or an overwrite stopped between its truncate and its
+    write).  ``errors`` keeps each failure's errno and text."""
+
+    def __init__(self, cluster: Cluster, node: int) -> None:
+        self.cluster, self.node = cluster, node
+        self.may: dict[str, set[bytes | None]] = {}
+        self.errors: list[tuple[int | None, str]] = []
+        self.acked = 0
+        self.stop = False
+        self.died: BaseException | None = None
+
+    def main(self) -> None:
+        try:
+            self.run()
+        except BaseException as exc:  # reported by the test, which stops waiting for this worker
+            self.died = exc
+
+    def run(self) -> None:
+        import random
+
+        rng = random.Random(self.node)
+        with Client(self.cluster, node=self.node) as c:
+            c.mkdir(f"/w/n{self.node}")
+            i = 0
+            while not self.stop:
+                i += 1
+                live = [p for p, may in self.may.items() if None not in may]  # known to exist
+                r = rng.random()
+                if r < 0.4 or not live:
+                    kind, path, data = "create", f"/w/n{self.node}/f{i}", b"new %d at %d" % (i, self.node)
+                else:
+                    kind = "overwrite" if r < 0.7 else "read" if r < 0.9 else "unlink"
+                    path, data = rng.choice(live), b"rewritten %d at %d" % (i, self.node)
+                old = self.may.get(path, {None})
+                try:
+                    self._do(c, kind, path, data)
+                except AssertionError as exc:  # a read of content no operation wrote
+                    self.errors.append((None, str(exc)))
+                    continue
+                except OSError as exc:
+                    self.errors.append((exc.errno, str(exc)))
+                    # a failed change may have happened, or not, or stopped between its steps
+                    self.may[path] = old | {"create": {None, b"", data}, "overwrite": {b"", data},
+                                            "unlink": {None}}.get(kind, set())  # fmt: skip
+                    continue
+                if kind != "read":
+                    self.may[path] = {None} if kind == "unlink" else {data}
+                self.acked += 1
+
+    def _do(self, c: Client, kind: str, path: str, data: bytes) -> None:
+        if kind == "create":
+            c.write_file(path, data)
+        elif kind == "overwrite":
+            c.write_file(path, data, overwrite=True)
+        elif kind == "unlink":
+            c.unlink(path)
+        else:
+            got = c.read_file(path)
+            assert got in self.may[path], (path, got, self.may[path])
+
+
+def test_with_replication_a_killed_agent_under_load_loses_no_acknowledged_file(tmp_path):
+    """The issue's agent test: 4 agents, ``replicas: 2``, heartbeats; clients
+    at three of them write, overwrite, read and unlink all along; node 2 is
+    killed with SIGKILL, evicted by the heartbeats (its files promoted at its
+    successor), then started again (recover: evicted incarnation, reconcile,
+    join).  Every acknowledged file reads back with its content at every
+    agent, an acknowledged unlink stays done, and every failed operation is
+    the timeout's EHOSTDOWN (a call that reached node 2 before the eviction)."""
+    import threading
+
+    path, cluster, files = _federation(tmp_path, heartbeat_s=0.2, heartbeat_misses=3, replicas=2)
+    with ProcessCluster(path, log_dir=tmp_path / "logs") as pc:
+        pc.wait_ready()
+        _populate(cluster, files)
+        workers = [_Worker(cluster, n) for n in (0, 1, 3)]
+        threads = [threading.Thread(target=w.main, daemon=True) for w in workers]
+        for t in threads:
+            t.start()
+        try:
+
+            def progress(k: int) -> Callable[[], bool]:
+                marks = [w.acked + k for w in workers]
+                return lambda: any(w.died for w in workers) or all(
+                    w.acked >= m for w, m in zip(workers, marks, strict=True)
+                )
+
+            _until("the workload runs", progress(20))
+            pc.kill(2)
+            _until("the others' views exclude node 2", lambda: _views(path, (0, 1, 3)) == {
+                n: (1, [0, 1, 3]) for n in (0, 1, 3)})  # fmt: skip
+            _until("the workload goes on without node 2", progress(20))
+            with ProcessCluster(path, nodes=[2], log_dir=tmp_path / "logs", join=True) as back:
+                back.wait_ready()
+                assert _views(path, (0, 1, 2, 3)) == {n: (2, [0, 1, 2, 3]) for n in range(4)}
+                _until("the workload goes on with node 2 back", progress(20))
+                for w in workers:
+                    w.stop = True
+                for t in threads:
+                    t.join(timeout=120)
+                assert not any(t.is_alive() for t in threads)
+                assert not [w.died for w in workers if w.died], [repr(w.died) for w in workers]
+                bad = [(w.node, e) for w in workers for e in w.errors if e[0] != errno.EHOSTDOWN]
+                assert not bad, bad
+                for n in range(4):
+                    with Client(cluster, node=n) as c:
+                        for p, data in files.items():
+                            assert c.read_file(p) == data, (n, p)
+                        for w in workers:
+                            for p, may in w.may.items():
+                                got = c.read_file(p) if c.exists(p) else None
+                                assert got in may, (n, p, got, may)
+                st = _status(path)
+                assert all(st[n]["reachable"] for n in range(4))
+        finally:
+            for w in workers:
+                w.stop = True
