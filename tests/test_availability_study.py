@@ -17,7 +17,7 @@ from fedsim.studies import run_study
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "fedfs" / "availability.yaml"
-TINY = ["params.nodes=[6]", "params.duration_s=1.5", "params.settle_s=0.4", "workload.think_ms=15"]
+TINY = ["params.nodes=[6]", "params.duration_s=2.5", "params.settle_s=0.4", "workload.think_ms=15"]
 ONE_AT_A_TIME = (
     "params.schedules=[{name: transient, mean_gap_s: 0.25, mean_down_s: 0.3},"
     " {name: disk_loss, mean_gap_s: 0.25, mean_down_s: 0.3, disk_loss: 1.0}]"
@@ -69,11 +69,6 @@ def test_crashes_need_heartbeats_and_replicas_are_one_or_two():
         _run([*TINY, "params.replicas=[3]"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="replication's reconcile keeps a restarted node's files that were unlinked while it was down "
-    "(no other member holds them, so it takes them for its own) and they come back: see the branch's report",
-)
 def test_an_acknowledged_unlink_stays_done_across_a_restart():
     _, rows, report = _run([*TINY, ONE_AT_A_TIME, "params.replicas=[2]"])
     for schedule in ("transient", "disk_loss"):
