@@ -20,6 +20,7 @@ CONFIGS = sorted(p for p in (ROOT / "configs").rglob("*.yaml") if "sweeps" not i
 SMALL = {
     "bloom_summary": ["params.bits=16384", "params.valid=3000", "params.invalid=2000"],
     "membership": ["params.nodes=[8,16]", "params.names_per_node=4"],
+    "availability": ["params.nodes=[6]", "params.duration_s=1.0", "params.settle_s=0.3"],
     "lookup_paths": ["workload.files=600", "workload.dirs=30", "workload.ops=400",
                      "params.dt_entries=[16,1024]", "params.locality=[0.0,0.9]"],
     "scale": ["cluster.nodes=64", "workload.files=1000", "workload.dirs=40", "workload.ops=600"],
