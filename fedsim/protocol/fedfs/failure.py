@@ -30,7 +30,8 @@ it is found out and the view changes without it:
   member's view) is ``evicted``: it stops its timer, drops its DT without
   handing it off (entries the members have since rebuilt, which a hand-off
   would overwrite with stale ones) and answers peers' requests, but for the
-  view's own, with EHOSTDOWN naming itself.  The runtime restarts it
+  view's own, with a PeerUnavailable naming itself (EHOSTDOWN): to them it
+  is down.  The runtime restarts it
   (``restart``: a fresh object, ``recover``); an agent says so in its log
   and status.
 * **Restart.**  A crashed node restarts as a fresh object over its old local
@@ -325,7 +326,9 @@ class FailureDetection(Membership):
                     self.absent[g] = view.epoch
             while len(self.absent) > ABSENT_KEPT:
                 del self.absent[next(iter(self.absent))]  # the oldest
-            if self.member and self.id in gone and not self._leaving:
+            if not self.member and self.id in view.members:
+                self.evicted = None  # its own join (``adopts``): a member again, serving
+            elif self.member and self.id in gone and not self._leaving:
                 # Evicted (a partition healed, a slow node): what it managed
                 # was rebuilt at the new managers meanwhile; handing its DT
                 # off would overwrite their entries with stale ones.
@@ -343,11 +346,13 @@ class FailureDetection(Membership):
         return super().handle(src, request)
 
     def _refuse(self) -> Gen:
-        raise fs_error(
-            errno.EHOSTDOWN,
-            "/",
-            f"node {self.id} was evicted from the federation in view {self.evicted}; "
-            "it serves nothing until it is restarted and rejoins",
+        """A PeerUnavailable naming this node (EHOSTDOWN): to its peers an
+        evicted node is a node that is down, and every handler that copes
+        with one (a retry, a failover to the secondary, a resync) copes
+        with this refusal too."""
+        raise PeerUnavailable(
+            self.id,
+            f"evicted from the federation in view {self.evicted}; it serves nothing until it is restarted and rejoins",
         )
         yield
 
