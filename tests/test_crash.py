@@ -548,3 +548,28 @@ def test_an_evicted_nodes_refusal_is_recognised_as_a_peer_that_is_down():
     assert c.nodes[3].epoch == 1
     m = c.nodes[0].manager_of(d)
     assert m != 1 and c.nodes[m].summaries[3].may_contain(d)
+
+
+def test_a_restarting_node_is_down_to_its_peers_until_it_has_joined():
+    """Between its restart and its join a node holds no view of its own (the
+    members may still list its old incarnation): it answered a routed
+    request with a redirect under its placeholder view 0, which the sender
+    could not follow (EREMCHG after the redirects: the availability study's
+    'other' failures), and served its un-reconciled tree.  It is down to
+    its peers (a PeerUnavailable naming it) but for the view's requests."""
+    from fedsim.protocol.messages import HomeInfo
+
+    c = _cluster(4)
+    c.crash(3)
+    c.advance(DETECT)
+    assert c.restart(3) == 2
+    c.crash(2)
+    node = _fresh(c, 2, seed=0)
+    name = next(f"/d{i}" for i in range(8) if c.nodes[0].manager_of(f"/d{i}") == 2)
+    for req in (HomeInfo(name, epoch=2), Stat("/")):
+        with pytest.raises(PeerUnavailable, match="node 2 unavailable: not a member") as ei:
+            c.run(0, c.nodes[0].call(2, req))
+        assert ei.value.node == 2, req
+    assert c.run(0, c.nodes[0].call(2, Heartbeat(2))) is None  # the view's requests it serves
+    assert c.run(2, node.recover(0)) == 4
+    assert c.run(0, c.nodes[0].call(2, HomeInfo(name, epoch=4)))[0] is True  # a member: served

@@ -136,6 +136,8 @@ class FailureDetection(Membership):
         #: the epoch of the view that dropped this node without its asking (None: not evicted)
         self.evicted: int | None = None
         self._leaving = False  # this node asked to leave: a view without it is no eviction
+        self._view_seen: View | None = None  # the view ``_in_view`` was computed for (``handle``)
+        self._in_view = False
         #: nodes that left the view (crashed, evicted, left) and have not come back -> that view's epoch
         self.absent: dict[int, int] = {}
         self.suspicions = 0  # Suspects this node sent
@@ -340,10 +342,26 @@ class FailureDetection(Membership):
 
     def handle(self, src: int, request: Request) -> Gen:
         """Not a generator of its own (no extra frame on every request's
-        path): the chain's, or an evicted node's refusal."""
-        if self.evicted is not None and type(request) not in EVICTED_SERVES:
-            return self._refuse()
+        path): the chain's, or the refusal of a node that is out: evicted,
+        or no member and not joining (a restarted node before its join:
+        the members may still list its old incarnation, but it holds no
+        view of its own to serve or redirect by, and its tree is not
+        reconciled yet).  A node that left gracefully still redirects."""
+        if type(request) not in EVICTED_SERVES:
+            if self.evicted is not None:
+                return self._refuse()
+            view = self.view
+            if view is not self._view_seen:  # membership looked up once per view, not per request
+                self._view_seen, self._in_view = view, self.id in view.members
+            if not self._in_view and self._joining is None and not self._leaving:
+                return self._refuse_outsider()
         return super().handle(src, request)
+
+    def _refuse_outsider(self) -> Gen:
+        raise PeerUnavailable(
+            self.id, f"not a member (restarting, view {self.epoch}); it serves its peers once it has joined"
+        )
+        yield
 
     def _refuse(self) -> Gen:
         """A PeerUnavailable naming this node (EHOSTDOWN): to its peers an
