@@ -39,7 +39,11 @@ it is found out and the view changes without it:
   node, ask the coordinator to ``Evict`` it (it lost its soft state: its
   managed names, its VDs, its reservations); with ``replicas: 2`` reconcile
   the local tree (``Replication.reconcile``); then ``join``.  With
-  ``replicas: 1`` its files simply come back with it.
+  ``replicas: 1`` its files simply come back with it.  Until its join the
+  restarted node is down to its peers: it refuses all but the view's
+  requests (a PeerUnavailable naming it), and takes no peer's view that
+  lists it (``Membership.adopts``: that is its old incarnation's, whose
+  eviction it would then take for its own); its join clears ``evicted``.
 
 A member that learns nodes have left the view remembers the most recent of
 them (``absent``), so that a lookup that misses names them: "No such file or
