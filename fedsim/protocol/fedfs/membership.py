@@ -197,6 +197,10 @@ class Membership(Renaming):
         # The view before the current one until the coordinator says every
         # member has installed the current one (``ViewSettled``); None: settled.
         self._prev_view: View | None = None
+        # While this node's own Join is in flight: the epoch it was asked
+        # under (a view after it that lists this node is the join's); None
+        # otherwise (``adopts``).
+        self._joining: int | None = None
 
     def describe(self) -> dict[str, Any]:
         settled = self._prev_view is None
@@ -287,11 +291,24 @@ class Membership(Renaming):
             yield from self.regenerate_summary(push=True, to=new_managers)
             yield from self.keep_summary_current()  # pushed again to the members that missed it
 
+    def adopts(self, view: View) -> bool:
+        """A node that is no member takes a peer's view that lists it only
+        from its own join (a view after the epoch it asked to join under).
+        Any other such view is an old incarnation's: a restarted node that
+        installed it would count itself a member, then take the eviction of
+        its old incarnation for its own.  Views without it (the epoch and
+        members it joins by) it learns as ever."""
+        if self.member or self.id not in view.members:
+            return True
+        return self._joining is not None and view.epoch > self._joining
+
     @handles(ViewChange)
     def on_view_change(self, src: int, req: ViewChange) -> Gen:
         members, contacts = unpack_view(req.view)
         if req.epoch > self.epoch:
-            yield from self.install_view(self.view.adopt(req.epoch, members, contacts))
+            view = self.view.adopt(req.epoch, members, contacts)
+            if self.adopts(view):
+                yield from self.install_view(view)
 
     @handles(HandOff)
     def on_hand_off(self, src: int, req: HandOff) -> Gen:
@@ -374,9 +391,13 @@ class Membership(Renaming):
             raise fs_error(errno.EEXIST, "/", f"node {self.id} is already a member of view {epoch}")
         # not a member yet: nothing of this view is ours to move
         self.view = self.view.adopt(epoch, members, check_contacts(contacts, members))
-        yield Call(seed, Join(self.id, epoch, contact))
-        if not self.member:  # its ViewChange did not reach us: ask for the view
-            yield from self.fetch_view(seed)
+        self._joining = epoch
+        try:
+            yield Call(seed, Join(self.id, epoch, contact))
+            if not self.member:  # its ViewChange did not reach us: ask for the view
+                yield from self.fetch_view(seed)
+        finally:
+            self._joining = None
         yield from self.start()  # FedFS 3.3: the summary to all (a fresh push), and the node's timers
         return self.epoch
 
