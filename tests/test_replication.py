@@ -973,3 +973,65 @@ def test_no_create_of_an_existing_name_succeeds_while_an_eviction_is_installed(v
     create_all(-1)
     assert wrong == []
     assert not any(node.collisions for node in c.nodes if node.id != victim)
+
+
+def _rejoin(c: DirectCluster, node_id: int, seed: int) -> int:
+    """What the agent does for ``fednode serve --join`` over a killed node's
+    tree: a fresh node object over the same local file system runs
+    ``rejoin`` (not ``recover``: the agent cannot tell a restart from a
+    first join; ``rejoin`` must)."""
+    from fedsim.protocol.view import View
+
+    spec = c.spec
+    node = build_node(spec, node_id, view=View(0, (seed,), spec.hashing, spec.vnodes))
+    c.nodes[node_id] = node
+    c.down.discard(node_id)
+    return c.run(node_id, node.rejoin(seed))
+
+
+def test_an_agent_restarted_after_its_eviction_reconciles_before_it_joins():
+    """The agent test's stale files (``/w/n3/f11`` back at node 2 with an
+    old content beside its promoted copy at node 3): a killed agent that
+    restarts once the heartbeats have evicted it finds itself no longer
+    listed, and ``rejoin`` used to ``join`` without ``reconcile``: its old
+    files came back (an unlinked one too), colliding with the promoted
+    ones.  A node whose tree shows it was a member (its replica space)
+    recovers: reconcile, then join."""
+    c = DirectCluster(4, config=CRASHING)
+    ref = populate(c, 4, 12)
+    victim = 2
+    mine = sorted(files_of(c.fs[victim]))
+    assert len(mine) >= 2
+    c.crash(victim)
+    _evicted(c, victim)
+    rest = [n for n in c.live if n != victim]
+    gone, kept = mine[0], mine[1]
+    c.op(rest[0], "unlink", gone)
+    del ref[gone]
+    _write(c, rest[1], kept, b"newer")
+    ref[kept] = b"newer" + ref[kept][5:]
+    _rejoin(c, victim, rest[0])
+    c.advance(5 * HB)
+    assert c.members == (0, 1, 2, 3)
+    assert files(c.namespace()) == ref
+    for n in c.members:
+        assert not c.nodes[n].collisions, n
+        for p, data in ref.items():
+            assert read_all(c, n, p) == data, (n, p)
+    assert gone not in c.fs[victim].tree()
+    assert_replicated(c.fs, c.members)
+
+
+def test_a_fresh_node_joining_with_rejoin_keeps_its_own_tree():
+    """``rejoin`` of a node that never was a member (no replica space) is a
+    plain join: its files and its empty directories stay, as autonomy says."""
+    c = DirectCluster(3, config=CRASHING)
+    ref = populate(c, 3, 6)
+    fs = MemFS()
+    fs.populate([("/own/a", 4)], ["/own", "/own/empty"])
+    c.nodes.append(build_node(c.spec, 3, view=c.nodes[0].view))
+    c.fs.append(fs)
+    c.run(3, c.nodes[3].rejoin(0))
+    assert c.members == (0, 1, 2, 3)
+    assert "/own/empty" in c.namespace() and "/own/a" in files(c.namespace())
+    assert {p: v for p, v in files(c.namespace()).items() if p in ref} == ref
