@@ -1035,3 +1035,66 @@ def test_a_fresh_node_joining_with_rejoin_keeps_its_own_tree():
     assert c.members == (0, 1, 2, 3)
     assert "/own/empty" in c.namespace() and "/own/a" in files(c.namespace())
     assert {p: v for p, v in files(c.namespace()).items() if p in ref} == ref
+
+
+class _SlowSummaries(SimCluster):
+    """The view change's messages from node ``slow`` (its HandOffs and its
+    SummaryPushes) arrive ``lag_s`` late."""
+
+    slow: int | None = None
+    lag_s = 1.5  # (beyond the rpc timeout the ViewChange to the crashed node waits out)
+
+    def _request(self, src: int, dst: int, req: Any, trace: Any, depth: int, want_reply: bool) -> Any:
+        if src != self.slow or req.kind not in ("HandOff", "SummaryPush"):
+            return super()._request(src, dst, req, trace, depth, want_reply)
+        reply = self.env.event() if want_reply else None
+
+        def later() -> Any:
+            yield self.env.timeout(self.lag_s * 1e6)
+            inner = super(_SlowSummaries, self)._request(src, dst, req, trace, depth, want_reply)
+            if inner is not None:
+                reply.succeed((yield inner))
+
+        self.env.process(later())
+        return reply
+
+
+def test_a_view_settles_only_once_each_member_has_pushed_its_summary():
+    """A member that began installing the view from another request (a
+    heartbeat or a client's call under the new epoch) answered the
+    coordinator's HandOff and ViewChange at once, while its own summary push
+    to the new managers was still on its way: the view settled, and the
+    directory's new manager merged from its summaries again, missing that
+    member's files (a create of an existing name made a second file).  The
+    ViewChange's answer waits for the member's push."""
+    c = _SlowSummaries(4, network=preset("tcp_loopback"), keep_data=True, protocol=TWO, placement="round_robin")
+    c.preload_summaries()
+    c.run_op(0, "mkdir", "/w")
+    ref = []
+    for d in range(3):
+        c.run_op(d, "mkdir", f"/w/n{d}")
+        for i in range(24):
+            c.run_op(i % 4, "create", f"/w/n{d}/f{i}")
+            ref.append(f"/w/n{d}/f{i}")
+    victim, slow = 2, 1
+    coordinator = c.nodes[0]
+    install = coordinator.install_view
+
+    def installing(view: Any) -> Any:
+        if view.epoch > coordinator.epoch:
+            c.spawn(slow, c.nodes[slow].install_view(view))  # as a heartbeat under the new epoch does
+        return (yield from install(view))
+
+    coordinator.install_view = installing
+    c.slow = slow
+    c.crash(victim)
+    c.env.run(until=c.spawn(0, coordinator.evict(victim)))
+    assert coordinator._prev_view is None  # settled
+    made = []
+    for p in ref:
+        try:
+            c.run_op(0, "create", p)
+        except FileExistsError:
+            continue
+        made.append(p)
+    assert made == []
