@@ -1098,3 +1098,34 @@ def test_a_view_settles_only_once_each_member_has_pushed_its_summary():
             continue
         made.append(p)
     assert made == []
+
+
+def test_a_whole_copy_overtaken_by_every_round_is_repaired_once_the_writes_stop():
+    """A whole copy (a view change's, a repair's) that a write overtakes in
+    each of its ``COPY_ROUNDS`` leaves the file unsynced; it used to wait
+    for the file's next change or the next view change (none may come: the
+    copy stayed stale, and a crash of the home then promoted the old
+    content).  The background repair copies it again once the writes stop.
+    (In memory a write cannot run during a copy: each round here is
+    overtaken by hand, as a write's forward marks it.)"""
+    c = DirectCluster(3, config=TWO)
+    c.op(0, "mkdir", "/d")
+    home = c.op(0, "create", "/d/f")
+    node = c.nodes[home]
+    copy_whole = node._copy_whole
+    rounds = 0
+
+    def overtaken(path: str, to: int) -> Any:
+        nonlocal rounds
+        yield from copy_whole(path, to)
+        rounds += 1
+        c.fs[home].apply("write", path, (0, b"write %d" % rounds))  # a client's write as the round ends
+        node.copying[path] = True  # ... whose forward found the copy in flight
+
+    node._copy_whole = overtaken
+    c.run(home, node.replicate("/d/f"))
+    node._copy_whole = copy_whole
+    assert "/d/f" in node.unsynced and copies_at(c.fs[successor(home, c.members)]) != files_of(c.fs[home])
+    c.advance(60.0)  # the repair's back-off
+    assert node.unsynced == set()
+    assert_replicated(c.fs, c.members)

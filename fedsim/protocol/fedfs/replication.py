@@ -580,7 +580,9 @@ class Replication(Membership):
                     break
                 self.copying[path] = False
             else:
-                self.unsynced.add(path)
+                # overtaken every round: copied again by the background
+                # repair (the writes may stop now, and nothing else would)
+                yield from self._mark_unsynced(path)
         except PeerUnavailable:
             yield from self._mark_unsynced(path)
         except OSError:
