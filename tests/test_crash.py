@@ -165,9 +165,9 @@ def test_a_partitioned_node_is_evicted_and_after_the_heal_learns_it_and_comes_ba
     c.advance(2 * HB)  # its heartbeat under the old view is answered with the new one
     assert c.evicted == [1] and c.nodes[1].evicted == 1 and not c.nodes[1].member
     assert len(c.nodes[1].dt) == 0  # dropped, not handed off
-    with pytest.raises(OSError, match="node 1 was evicted from the federation in view 1") as ei:
+    with pytest.raises(PeerUnavailable, match="node 1 unavailable: evicted from the federation in view 1") as ei:
         c.run(0, c.nodes[0].call(1, Stat("/")))
-    assert ei.value.errno == errno.EHOSTDOWN
+    assert ei.value.errno == errno.EHOSTDOWN and ei.value.node == 1
     assert c.restart(1) == 2
     assert c.evicted == [] and _views(c) == [(2, (0, 1, 2, 3))] * 4
     assert _files_on(c, 1) == on_1  # nothing lost
@@ -467,3 +467,109 @@ def _sim_walk(c: SimCluster, node: int) -> dict[str, Any]:
                 out[p] = c.run_op(node, "read", fd, 0, 100)
                 c.run_op(node, "close", fd)
     return out
+
+
+# ---------------------------------------------------------------------------- a restart meeting the old view
+def _fresh(c: DirectCluster, node: int, seed: int) -> Any:
+    """What ``restart`` does before ``recover``: a fresh object over the old
+    local tree, up, with a view that does not name it (recover not run yet)."""
+    from fedsim.protocol.designs import build_node
+    from fedsim.protocol.view import View
+
+    spec = c.spec
+    c.nodes[node] = build_node(spec, node, view=View(0, (seed,), spec.hashing, spec.vnodes))
+    c.down.discard(node)
+    return c.nodes[node]
+
+
+def test_a_restarting_node_does_not_adopt_its_old_incarnations_view_from_a_heartbeat():
+    """A heartbeat (or any request) under a newer epoch reaching a restarted
+    node before its join made it fetch the old incarnation's view, which
+    lists it: it counted itself a member, the eviction of its old incarnation
+    then marked it ``evicted``, and that was never cleared: a member that
+    refused everything (the availability study's lost files).  It learns only
+    views that do not list it until its own join."""
+    c = _cluster(4)
+    c.crash(3)
+    c.advance(DETECT)
+    assert c.restart(3) == 2  # the federation is at view 2, listing every node
+    ns = c.namespace()
+    on_2 = _files_on(c, 2)
+    c.crash(2)
+    node = _fresh(c, 2, seed=0)
+    c.run(1, c.nodes[1].call(2, Heartbeat(2)))  # node 2's predecessor, under view 2 (which lists 2)
+    assert not node.member and node.evicted is None
+    assert node.epoch == 0  # the old incarnation's view is not its own
+    c.run(0, c.nodes[0].evict(2))  # the old incarnation goes (view 3); the ViewChange reaches the new one
+    assert not node.member and node.evicted is None
+    assert c.run(2, node.recover(0)) == 4
+    assert node.member and node.evicted is None
+    assert _views(c) == [(4, (0, 1, 2, 3))] * 4
+    some = sorted(on_2)[0]
+    assert c.op(0, "stat", some) == (False, len(on_2[some]))  # served: it refuses nothing
+    for viewer in range(4):
+        assert c.walk(viewer) == ns
+
+
+def test_evicted_is_cleared_when_the_node_joins_again():
+    """A node marked ``evicted`` that joins (its own join installs a view
+    listing it) serves again: the mark belongs to the view that dropped it."""
+    c = _cluster(3)
+    node = c.nodes[2]
+    c.crash(2)  # cut off, not restarted: the same object comes back
+    c.run(0, c.nodes[0].evict(2))
+    c.down.discard(2)
+    c.run(2, node.fetch_view(0))  # it learns the view that dropped it
+    assert not node.member and node.evicted == 1
+    c.run(2, node.join(0))
+    assert node.member and node.evicted is None
+    c.op(0, "mkdir", "/after")
+    assert c.run(0, c.nodes[0].call(2, Stat("/"))) is not None  # served, not refused
+
+
+def test_an_evicted_nodes_refusal_is_recognised_as_a_peer_that_is_down():
+    """An evicted node refuses with a PeerUnavailable naming itself, so the
+    handlers that deal with a down peer (``summary_add``'s retry, the reads'
+    failover, a replica's resync) treat it as one: a plain OSError made
+    ``summary_add`` fail instead of retrying at the name's next manager."""
+    c = _cluster(4)
+    c.down.update({1, 3})
+    c.run(0, c.nodes[0].evict(1))  # view 1: (0, 2, 3); nodes 1 and 3 miss it
+    c.down.difference_update({1, 3})
+    c.run(1, c.nodes[1].fetch_view(0))
+    assert c.nodes[1].evicted == 1
+    with pytest.raises(PeerUnavailable, match="node 1 unavailable: evicted from the federation in view 1") as ei:
+        c.run(0, c.nodes[0].call(1, Stat("/")))
+    assert ei.value.node == 1 and ei.value.errno == errno.EHOSTDOWN
+    # node 3 still routes by view 0, where node 1 manages this directory
+    d = next(f"/x{i}" for i in range(1000) if c.nodes[3].manager_of(f"/x{i}") == 1)
+    c.run(3, c.nodes[3].summary_add(d, new_dir=False))  # refused: retried later, not an error
+    c.advance(4 * HB)  # node 3 learns view 1 (its heartbeat under view 0 is answered), then retries
+    assert c.nodes[3].epoch == 1
+    m = c.nodes[0].manager_of(d)
+    assert m != 1 and c.nodes[m].summaries[3].may_contain(d)
+
+
+def test_a_restarting_node_is_down_to_its_peers_until_it_has_joined():
+    """Between its restart and its join a node holds no view of its own (the
+    members may still list its old incarnation): it answered a routed
+    request with a redirect under its placeholder view 0, which the sender
+    could not follow (EREMCHG after the redirects: the availability study's
+    'other' failures), and served its un-reconciled tree.  It is down to
+    its peers (a PeerUnavailable naming it) but for the view's requests."""
+    from fedsim.protocol.messages import HomeInfo
+
+    c = _cluster(4)
+    c.crash(3)
+    c.advance(DETECT)
+    assert c.restart(3) == 2
+    c.crash(2)
+    node = _fresh(c, 2, seed=0)
+    name = next(f"/d{i}" for i in range(8) if c.nodes[0].manager_of(f"/d{i}") == 2)
+    for req in (HomeInfo(name, epoch=2), Stat("/")):
+        with pytest.raises(PeerUnavailable, match="node 2 unavailable: not a member") as ei:
+            c.run(0, c.nodes[0].call(2, req))
+        assert ei.value.node == 2, req
+    assert c.run(0, c.nodes[0].call(2, Heartbeat(2))) is None  # the view's requests it serves
+    assert c.run(2, node.recover(0)) == 4
+    assert c.run(0, c.nodes[0].call(2, HomeInfo(name, epoch=4)))[0] is True  # a member: served

@@ -157,28 +157,25 @@ def check_membership(d: dict) -> None:
 
 def check_availability(d: dict) -> None:
     hb, misses = d["heartbeat_s"], d["heartbeat_misses"]
-    failed_repairs = []
     for key, m in d["runs"].items():
         _, replicas, schedule = key.split()
         assert m["crashes"] >= 1, key
+        if d["overlap"][schedule]:
+            # outside the promise: the row shows what breaks (with the coordinator that must
+            # check a suspect down too, detection waits: seed 2 takes over 1 s on average)
+            continue
         if m["detected"]:
             # a crash is suspected after `misses` silent periods, then checked and evicted
             assert misses * hb <= m["detect_mean_s"] < (misses + 3) * hb, key
-        if d["overlap"][schedule]:
-            continue  # outside the promise: the row shows what breaks
-        if m["recovery_errors"]:
-            # a restart or a join that failed leaves a node out: the run left the promise's
-            # conditions (one node down at a time, then back); a bug, reported, not checked here
-            failed_repairs.append(key)
-            continue
-        # one failure at a time: every failure is a peer not answering (or a client dying with its node)
+        # one failure at a time: every restart and join succeeds (one that fails is a bug), and
+        # every failure is a peer not answering (or a client dying with its node)
+        assert m["recovery_errors"] == 0, key
         assert m["failed_other"] == 0 == m["ops_hung"], key
+        assert m["files_resurrected"] == 0, key  # an acknowledged unlink stays done
         if replicas == "2":
             assert m["files_lost"] == 0, key  # the promise of two copies
         else:
             assert m["files_lost"] == m["theory_files_lost"], key  # exactly what the lost disks held
-    if failed_repairs:
-        pytest.xfail(f"a node's repair failed in {failed_repairs} (recover: see the availability report)")
 
 
 CHECKS: dict[str, tuple[str, Callable[[dict], None]]] = {

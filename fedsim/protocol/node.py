@@ -193,7 +193,15 @@ class Node:
         epoch, members, contacts = yield Call(node, GetView())
         if epoch > self.view.epoch:
             members = check_members(members)
-            yield from self.install_view(self.view.adopt(epoch, members, check_contacts(contacts, members)))
+            view = self.view.adopt(epoch, members, check_contacts(contacts, members))
+            if self.adopts(view):
+                yield from self.install_view(view)
+
+    def adopts(self, view: View) -> bool:
+        """Whether a peer's ``view`` (newer than this node's) may be installed
+        here.  Always, by default; a design with joins refuses one that lists
+        this node unless its own join made it (``Membership.adopts``)."""
+        return True
 
     @handles(GetView)
     def on_get_view(self, src: int, req: GetView) -> tuple[int, list[int], list[tuple[int, str]]]:

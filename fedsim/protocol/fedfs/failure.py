@@ -30,7 +30,8 @@ it is found out and the view changes without it:
   member's view) is ``evicted``: it stops its timer, drops its DT without
   handing it off (entries the members have since rebuilt, which a hand-off
   would overwrite with stale ones) and answers peers' requests, but for the
-  view's own, with EHOSTDOWN naming itself.  The runtime restarts it
+  view's own, with a PeerUnavailable naming itself (EHOSTDOWN): to them it
+  is down.  The runtime restarts it
   (``restart``: a fresh object, ``recover``); an agent says so in its log
   and status.
 * **Restart.**  A crashed node restarts as a fresh object over its old local
@@ -38,10 +39,15 @@ it is found out and the view changes without it:
   node, ask the coordinator to ``Evict`` it (it lost its soft state: its
   managed names, its VDs, its reservations); with ``replicas: 2`` reconcile
   the local tree (``Replication.reconcile``); then ``join``.  With
-  ``replicas: 1`` its files simply come back with it.  An agent restarted
-  with ``serve --join`` runs ``rejoin``, which recovers also when the
-  federation no longer lists the node (evicted already) but its tree shows
-  it was a member (``was_member``: with two copies, its replica space).
+  ``replicas: 1`` its files simply come back with it.  Until its join the
+  restarted node is down to its peers: it refuses all but the view's
+  requests (a PeerUnavailable naming it), and takes no peer's view that
+  lists it (``Membership.adopts``: that is its old incarnation's, whose
+  eviction it would then take for its own); its join clears ``evicted``.
+  An agent restarted with ``serve --join`` runs ``rejoin``, which recovers
+  also when the federation no longer lists the node (evicted already) but
+  its tree shows it was a member (``was_member``: with two copies, its
+  replica space).
 
 A member that learns nodes have left the view remembers the most recent of
 them (``absent``), so that a lookup that misses names them: "No such file or
@@ -138,6 +144,8 @@ class FailureDetection(Membership):
         #: the epoch of the view that dropped this node without its asking (None: not evicted)
         self.evicted: int | None = None
         self._leaving = False  # this node asked to leave: a view without it is no eviction
+        self._view_seen: View | None = None  # the view ``_in_view`` was computed for (``handle``)
+        self._in_view = False
         #: nodes that left the view (crashed, evicted, left) and have not come back -> that view's epoch
         self.absent: dict[int, int] = {}
         self.suspicions = 0  # Suspects this node sent
@@ -328,7 +336,9 @@ class FailureDetection(Membership):
                     self.absent[g] = view.epoch
             while len(self.absent) > ABSENT_KEPT:
                 del self.absent[next(iter(self.absent))]  # the oldest
-            if self.member and self.id in gone and not self._leaving:
+            if not self.member and self.id in view.members:
+                self.evicted = None  # its own join (``adopts``): a member again, serving
+            elif self.member and self.id in gone and not self._leaving:
                 # Evicted (a partition healed, a slow node): what it managed
                 # was rebuilt at the new managers meanwhile; handing its DT
                 # off would overwrite their entries with stale ones.
@@ -340,17 +350,35 @@ class FailureDetection(Membership):
 
     def handle(self, src: int, request: Request) -> Gen:
         """Not a generator of its own (no extra frame on every request's
-        path): the chain's, or an evicted node's refusal."""
-        if self.evicted is not None and type(request) not in EVICTED_SERVES:
-            return self._refuse()
+        path): the chain's, or the refusal of a node that is out: evicted,
+        or no member and not joining (a restarted node before its join:
+        the members may still list its old incarnation, but it holds no
+        view of its own to serve or redirect by, and its tree is not
+        reconciled yet).  A node that left gracefully still redirects."""
+        if type(request) not in EVICTED_SERVES:
+            if self.evicted is not None:
+                return self._refuse()
+            view = self.view
+            if view is not self._view_seen:  # membership looked up once per view, not per request
+                self._view_seen, self._in_view = view, self.id in view.members
+            if not self._in_view and self._joining is None and not self._leaving:
+                return self._refuse_outsider()
         return super().handle(src, request)
 
+    def _refuse_outsider(self) -> Gen:
+        raise PeerUnavailable(
+            self.id, f"not a member (restarting, view {self.epoch}); it serves its peers once it has joined"
+        )
+        yield
+
     def _refuse(self) -> Gen:
-        raise fs_error(
-            errno.EHOSTDOWN,
-            "/",
-            f"node {self.id} was evicted from the federation in view {self.evicted}; "
-            "it serves nothing until it is restarted and rejoins",
+        """A PeerUnavailable naming this node (EHOSTDOWN): to its peers an
+        evicted node is a node that is down, and every handler that copes
+        with one (a retry, a failover to the secondary, a resync) copes
+        with this refusal too."""
+        raise PeerUnavailable(
+            self.id,
+            f"evicted from the federation in view {self.evicted}; it serves nothing until it is restarted and rejoins",
         )
         yield
 

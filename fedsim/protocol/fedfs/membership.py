@@ -211,6 +211,10 @@ class Membership(Renaming):
         # The newest epoch whose install here has handed its names off and
         # pushed this node's summary to the new managers (``on_view_change``)
         self._handed_off = 0
+        # While this node's own Join is in flight: the epoch it was asked
+        # under (a view after it that lists this node is the join's); None
+        # otherwise (``adopts``).
+        self._joining: int | None = None
 
     def describe(self) -> dict[str, Any]:
         settled = self._prev_view is None
@@ -316,6 +320,17 @@ class Membership(Renaming):
             yield from self.keep_summary_current()  # pushed again to the members that missed it
         self._handed_off = max(self._handed_off, view.epoch)
 
+    def adopts(self, view: View) -> bool:
+        """A node that is no member takes a peer's view that lists it only
+        from its own join (a view after the epoch it asked to join under).
+        Any other such view is an old incarnation's: a restarted node that
+        installed it would count itself a member, then take the eviction of
+        its old incarnation for its own.  Views without it (the epoch and
+        members it joins by) it learns as ever."""
+        if self.member or self.id not in view.members:
+            return True
+        return self._joining is not None and view.epoch > self._joining
+
     @handles(ViewChange)
     def on_view_change(self, src: int, req: ViewChange) -> Gen:
         """Install the view; the answer tells the coordinator this node has
@@ -327,7 +342,9 @@ class Membership(Renaming):
         then they would miss this node's entries."""
         members, contacts = unpack_view(req.view)
         if req.epoch > self.epoch:
-            yield from self.install_view(self.view.adopt(req.epoch, members, contacts))
+            view = self.view.adopt(req.epoch, members, contacts)
+            if self.adopts(view):
+                yield from self.install_view(view)
         c = self.config
         delay = c.summary_retry_s or 0.05
         for _ in range(VIEW_CHANGE_WAITS):
@@ -417,9 +434,13 @@ class Membership(Renaming):
             raise fs_error(errno.EEXIST, "/", f"node {self.id} is already a member of view {epoch}")
         # not a member yet: nothing of this view is ours to move
         self.view = self.view.adopt(epoch, members, check_contacts(contacts, members))
-        yield Call(seed, Join(self.id, epoch, contact))
-        if not self.member:  # its ViewChange did not reach us: ask for the view
-            yield from self.fetch_view(seed)
+        self._joining = epoch
+        try:
+            yield Call(seed, Join(self.id, epoch, contact))
+            if not self.member:  # its ViewChange did not reach us: ask for the view
+                yield from self.fetch_view(seed)
+        finally:
+            self._joining = None
         yield from self.start()  # FedFS 3.3: the summary to all (a fresh push), and the node's timers
         return self.epoch
 

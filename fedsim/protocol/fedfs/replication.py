@@ -374,8 +374,10 @@ class Replication(Membership):
     def _not_member(self, path: str) -> Gen:
         """A restarted node serves no file until it has joined: a requester
         under an older view may still name it a home, and what it made here
-        before ``reconcile`` would be dropped after its acknowledgement."""
-        raise fs_error(errno.EHOSTDOWN, path, f"node {self.id} is not a member (it is rejoining); try again")
+        before ``reconcile`` would be dropped after its acknowledgement.
+        To the requester it is down (a PeerUnavailable naming it: reads fail
+        over to the secondary, as while it was crashed)."""
+        raise PeerUnavailable(self.id, f"not a member (it is rejoining); try again ({path})")
         yield
 
     @staticmethod
