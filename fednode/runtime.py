@@ -179,7 +179,8 @@ class Agent:
         contact = f"{self.spec.host}:{self.spec.port}"
         err: BaseException = PeerUnavailable(self.seeds[0], "no seed answered")
         # a design that can tell a restart from a first join (FedFS: ``rejoin``, which
-        # recovers when the federation still lists this node) does; else it joins
+        # recovers when the federation still lists this node or its tree shows it was
+        # a member) does; else it joins
         join = getattr(self.node, "rejoin", None) or self.node.join
         for seed in self.seeds:
             try:

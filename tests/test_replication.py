@@ -904,3 +904,228 @@ def test_a_restarting_node_serves_no_file_request_before_it_has_joined():
     assert "/d/late" not in c.fs[2].tree()
     c.run(2, node.recover(0))
     assert node.member and c.op(0, "stat", "/d/f2")[0] is False
+
+
+def _probe_installs(c: DirectCluster, probe: Any) -> None:
+    """Run ``probe(node)`` just before each node starts installing a newer
+    view (in memory a view change runs nested: the coordinator's HandOffs
+    make the members fetch and install it at once, before its ViewChange).
+    The moment an agent meets when its peers install concurrently: some
+    members route by the new view, others not yet."""
+    busy = [False]
+    for node in c.nodes:
+        install = node.install_view
+
+        def probed(view: Any, install: Any = install, node: Any = node) -> Any:
+            if view.epoch > node.epoch and not busy[0]:
+                busy[0] = True
+                try:
+                    probe(node.id)
+                finally:
+                    busy[0] = False
+            return (yield from install(view))
+
+        node.install_view = probed
+
+
+@pytest.mark.parametrize("placement", ["with_manager", "round_robin"])
+@pytest.mark.parametrize("victim", [1, 2, 3])
+def test_no_create_of_an_existing_name_succeeds_while_an_eviction_is_installed(victim, placement):
+    """The agent test's duplicates (``/w/n0/f78`` on nodes 0 and 1): as the
+    eviction's view is installed member by member, a directory's new
+    manager (mod-N moves nearly all) merged it from the summaries it holds,
+    and a member's directory made since its last full push reached only the
+    old manager's copy of its summary (``summary_add``); until that member
+    installs the view and pushes it, the merge missed the member's files,
+    and a create (the client's overwrite: create, EEXIST, truncate, write)
+    of an existing name made a second file of that name.  Every create of
+    an existing name, at every moment, must be refused, and every lookup
+    must find it."""
+    c = DirectCluster(4, config=CRASHING, placement=placement)
+    c.op(0, "mkdir", "/w")
+    ref = {}
+    for d in range(3):  # directories made after the start's summary push, and by files at every home
+        c.op(d, "mkdir", f"/w/n{d}")
+        for i in range(24):
+            p = f"/w/n{d}/f{i}"
+            c.op(i % 4, "create", p)
+            ref[p] = b""
+    wrong: list[str] = []
+
+    def create_all(about_to_install: int) -> None:
+        for n in c.live:
+            if n in c.down:
+                continue
+            for p in ref:
+                try:
+                    c.op(n, "stat", p)
+                    c.op(n, "create", p)
+                except OSError as exc:
+                    if exc.errno in (errno.EEXIST, errno.EAGAIN, errno.EHOSTDOWN):
+                        continue
+                    wrong.append(f"{p} at node {n}: {exc!r} (before node {about_to_install} installs)")
+                    continue
+                wrong.append(f"{p} made again at node {n} (before node {about_to_install} installs)")
+
+    _probe_installs(c, create_all)
+    c.crash(victim)
+    _evicted(c, victim)
+    create_all(-1)
+    assert wrong == []
+    assert not any(node.collisions for node in c.nodes if node.id != victim)
+
+
+def _rejoin(c: DirectCluster, node_id: int, seed: int) -> int:
+    """What the agent does for ``fednode serve --join`` over a killed node's
+    tree: a fresh node object over the same local file system runs
+    ``rejoin`` (not ``recover``: the agent cannot tell a restart from a
+    first join; ``rejoin`` must)."""
+    from fedsim.protocol.view import View
+
+    spec = c.spec
+    node = build_node(spec, node_id, view=View(0, (seed,), spec.hashing, spec.vnodes))
+    c.nodes[node_id] = node
+    c.down.discard(node_id)
+    return c.run(node_id, node.rejoin(seed))
+
+
+def test_an_agent_restarted_after_its_eviction_reconciles_before_it_joins():
+    """The agent test's stale files (``/w/n3/f11`` back at node 2 with an
+    old content beside its promoted copy at node 3): a killed agent that
+    restarts once the heartbeats have evicted it finds itself no longer
+    listed, and ``rejoin`` used to ``join`` without ``reconcile``: its old
+    files came back (an unlinked one too), colliding with the promoted
+    ones.  A node whose tree shows it was a member (its replica space)
+    recovers: reconcile, then join."""
+    c = DirectCluster(4, config=CRASHING)
+    ref = populate(c, 4, 12)
+    victim = 2
+    mine = sorted(files_of(c.fs[victim]))
+    assert len(mine) >= 2
+    c.crash(victim)
+    _evicted(c, victim)
+    rest = [n for n in c.live if n != victim]
+    gone, kept = mine[0], mine[1]
+    c.op(rest[0], "unlink", gone)
+    del ref[gone]
+    _write(c, rest[1], kept, b"newer")
+    ref[kept] = b"newer" + ref[kept][5:]
+    _rejoin(c, victim, rest[0])
+    c.advance(5 * HB)
+    assert c.members == (0, 1, 2, 3)
+    assert files(c.namespace()) == ref
+    for n in c.members:
+        assert not c.nodes[n].collisions, n
+        for p, data in ref.items():
+            assert read_all(c, n, p) == data, (n, p)
+    assert gone not in c.fs[victim].tree()
+    assert_replicated(c.fs, c.members)
+
+
+def test_a_fresh_node_joining_with_rejoin_keeps_its_own_tree():
+    """``rejoin`` of a node that never was a member (no replica space) is a
+    plain join: its files and its empty directories stay, as autonomy says."""
+    c = DirectCluster(3, config=CRASHING)
+    ref = populate(c, 3, 6)
+    fs = MemFS()
+    fs.populate([("/own/a", 4)], ["/own", "/own/empty"])
+    c.nodes.append(build_node(c.spec, 3, view=c.nodes[0].view))
+    c.fs.append(fs)
+    c.run(3, c.nodes[3].rejoin(0))
+    assert c.members == (0, 1, 2, 3)
+    assert "/own/empty" in c.namespace() and "/own/a" in files(c.namespace())
+    assert {p: v for p, v in files(c.namespace()).items() if p in ref} == ref
+
+
+class _SlowSummaries(SimCluster):
+    """The view change's messages from node ``slow`` (its HandOffs and its
+    SummaryPushes) arrive ``lag_s`` late."""
+
+    slow: int | None = None
+    lag_s = 1.5  # (beyond the rpc timeout the ViewChange to the crashed node waits out)
+
+    def _request(self, src: int, dst: int, req: Any, trace: Any, depth: int, want_reply: bool) -> Any:
+        if src != self.slow or req.kind not in ("HandOff", "SummaryPush"):
+            return super()._request(src, dst, req, trace, depth, want_reply)
+        reply = self.env.event() if want_reply else None
+
+        def later() -> Any:
+            yield self.env.timeout(self.lag_s * 1e6)
+            inner = super(_SlowSummaries, self)._request(src, dst, req, trace, depth, want_reply)
+            if inner is not None:
+                reply.succeed((yield inner))
+
+        self.env.process(later())
+        return reply
+
+
+def test_a_view_settles_only_once_each_member_has_pushed_its_summary():
+    """A member that began installing the view from another request (a
+    heartbeat or a client's call under the new epoch) answered the
+    coordinator's HandOff and ViewChange at once, while its own summary push
+    to the new managers was still on its way: the view settled, and the
+    directory's new manager merged from its summaries again, missing that
+    member's files (a create of an existing name made a second file).  The
+    ViewChange's answer waits for the member's push."""
+    c = _SlowSummaries(4, network=preset("tcp_loopback"), keep_data=True, protocol=TWO, placement="round_robin")
+    c.preload_summaries()
+    c.run_op(0, "mkdir", "/w")
+    ref = []
+    for d in range(3):
+        c.run_op(d, "mkdir", f"/w/n{d}")
+        for i in range(24):
+            c.run_op(i % 4, "create", f"/w/n{d}/f{i}")
+            ref.append(f"/w/n{d}/f{i}")
+    victim, slow = 2, 1
+    coordinator = c.nodes[0]
+    install = coordinator.install_view
+
+    def installing(view: Any) -> Any:
+        if view.epoch > coordinator.epoch:
+            c.spawn(slow, c.nodes[slow].install_view(view))  # as a heartbeat under the new epoch does
+        return (yield from install(view))
+
+    coordinator.install_view = installing
+    c.slow = slow
+    c.crash(victim)
+    c.env.run(until=c.spawn(0, coordinator.evict(victim)))
+    assert coordinator._prev_view is None  # settled
+    made = []
+    for p in ref:
+        try:
+            c.run_op(0, "create", p)
+        except FileExistsError:
+            continue
+        made.append(p)
+    assert made == []
+
+
+def test_a_whole_copy_overtaken_by_every_round_is_repaired_once_the_writes_stop():
+    """A whole copy (a view change's, a repair's) that a write overtakes in
+    each of its ``COPY_ROUNDS`` leaves the file unsynced; it used to wait
+    for the file's next change or the next view change (none may come: the
+    copy stayed stale, and a crash of the home then promoted the old
+    content).  The background repair copies it again once the writes stop.
+    (In memory a write cannot run during a copy: each round here is
+    overtaken by hand, as a write's forward marks it.)"""
+    c = DirectCluster(3, config=TWO)
+    c.op(0, "mkdir", "/d")
+    home = c.op(0, "create", "/d/f")
+    node = c.nodes[home]
+    copy_whole = node._copy_whole
+    rounds = 0
+
+    def overtaken(path: str, to: int) -> Any:
+        nonlocal rounds
+        yield from copy_whole(path, to)
+        rounds += 1
+        c.fs[home].apply("write", path, (0, b"write %d" % rounds))  # a client's write as the round ends
+        node.copying[path] = True  # ... whose forward found the copy in flight
+
+    node._copy_whole = overtaken
+    c.run(home, node.replicate("/d/f"))
+    node._copy_whole = copy_whole
+    assert "/d/f" in node.unsynced and copies_at(c.fs[successor(home, c.members)]) != files_of(c.fs[home])
+    c.advance(60.0)  # the repair's back-off
+    assert node.unsynced == set()
+    assert_replicated(c.fs, c.members)

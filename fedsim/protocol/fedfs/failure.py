@@ -44,6 +44,10 @@ it is found out and the view changes without it:
   requests (a PeerUnavailable naming it), and takes no peer's view that
   lists it (``Membership.adopts``: that is its old incarnation's, whose
   eviction it would then take for its own); its join clears ``evicted``.
+  An agent restarted with ``serve --join`` runs ``rejoin``, which recovers
+  also when the federation no longer lists the node (evicted already) but
+  its tree shows it was a member (``was_member``: with two copies, its
+  replica space).
 
 A member that learns nodes have left the view remembers the most recent of
 them (``absent``), so that a lookup that misses names them: "No such file or
@@ -409,12 +413,23 @@ class FailureDetection(Membership):
     # ------------------------------------------------------------------ restart
     def rejoin(self, seed: int, contact: str = "") -> Gen:
         """What a node started to join a running federation does (the agent's
-        ``serve --join``): ``join``, or ``recover`` when ``seed``'s view still
-        lists this node (its process was killed and started again)."""
+        ``serve --join``): ``join``, or ``recover`` when it comes back after a
+        crash: ``seed``'s view still lists this node (its process was killed
+        and started again before it was found out), or its local tree shows
+        it was a member (``was_member``: it was evicted meanwhile, and its
+        tree must be reconciled before it joins, or its stale files would
+        come back beside their promoted copies)."""
         _epoch, members, _contacts = yield Call(seed, GetView())
-        if self.id in check_members(members):
+        if self.id in check_members(members) or (yield from self.was_member()):
             return (yield from self.recover(seed, contact))
         return (yield from self.join(seed, contact))
+
+    def was_member(self) -> Gen:
+        """Whether this node's local tree shows it was a member before (the
+        replication role's replica space says so); a plain tree cannot tell,
+        and needs no reconcile."""
+        return False
+        yield
 
     def recover(self, seed: int, contact: str = "") -> Gen:
         """Come back after a crash: this node is a fresh object over the old

@@ -53,7 +53,12 @@ follow ``ProtocolConfig.leave_files``:
 Eviction (a crashed or cut-off member dropped without its participation)
 is a view change too, made by ``failure.py``; the view counts as settled
 once every member of the new view has installed it (the node dropped need
-not answer, and an evicted one cannot).
+not answer, and an evicted one cannot): a member answers the ViewChange once
+its install has handed its names off and pushed its summary to the new
+managers, even when another request began that install.  Until the view
+settles, a directory's new manager merges it from every member, not from
+its summaries (which lack the directories members made since their last
+full push, until they push).
 
 One view change at a time: a coordinator that is installing one answers
 EAGAIN to the next.  A join or leave decided under another epoch than the
@@ -77,7 +82,7 @@ import errno
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from fedsim.protocol.effects import Call, Local, Multicast
+from fedsim.protocol.effects import Call, Local, Multicast, Sleep
 from fedsim.protocol.fedfs.migration import MigrateIn
 from fedsim.protocol.fedfs.rename import Renaming
 from fedsim.protocol.messages import (
@@ -101,6 +106,12 @@ HANDOFF_BATCH = 1024
 #: With ``leave_files: migrate``: passes over the leaver's local tree (each
 #: moves what the last one found) before it gives up on files that keep arriving
 LEAVE_PASSES = 3
+#: A ViewChange that finds its view's install here begun by another request
+#: waits for that install's hand-offs and summary push, backing off from
+#: ``summary_retry_s`` to ``summary_retry_max_s``, at most this many times
+#: (then it answers all the same: an install stuck that long is no longer
+#: worth the view's settling)
+VIEW_CHANGE_WAITS = 16
 
 
 @register_request
@@ -197,6 +208,9 @@ class Membership(Renaming):
         # The view before the current one until the coordinator says every
         # member has installed the current one (``ViewSettled``); None: settled.
         self._prev_view: View | None = None
+        # The newest epoch whose install here has handed its names off and
+        # pushed this node's summary to the new managers (``on_view_change``)
+        self._handed_off = 0
         # While this node's own Join is in flight: the epoch it was asked
         # under (a view after it that lists this node is the join's); None
         # otherwise (``adopts``).
@@ -221,6 +235,20 @@ class Membership(Renaming):
             return False
         prev = self._prev_view
         return prev is None or prev.manager_of(directory) == self.id
+
+    def merge_candidates(self, directory: str) -> list[int]:
+        """Until every member has installed the view, a directory this node
+        has just come to manage is merged from every member, not from the
+        summaries here: a member's directory made since its last full push
+        reached only the old manager's copy of its summary (``summary_add``),
+        and the member pushes it to the new manager only as it installs the
+        view itself.  Trusting the summaries meanwhile missed that member's
+        files: a lookup said ENOENT, and a create of an existing name made a
+        second file of it elsewhere (the agents' eviction under load)."""
+        prev = self._prev_view
+        if prev is not None and prev.manager_of(directory) != self.id:
+            return list(self.members)
+        return super().merge_candidates(directory)
 
     @handles(ViewSettled)
     def on_view_settled(self, src: int, req: ViewSettled) -> None:
@@ -290,6 +318,7 @@ class Membership(Renaming):
 
             yield from self.regenerate_summary(push=True, to=new_managers)
             yield from self.keep_summary_current()  # pushed again to the members that missed it
+        self._handed_off = max(self._handed_off, view.epoch)
 
     def adopts(self, view: View) -> bool:
         """A node that is no member takes a peer's view that lists it only
@@ -304,11 +333,25 @@ class Membership(Renaming):
 
     @handles(ViewChange)
     def on_view_change(self, src: int, req: ViewChange) -> Gen:
+        """Install the view; the answer tells the coordinator this node has
+        (once every member answered, the view settles: new managers trust
+        their summaries and cache VDs again).  So a view whose install here
+        another request began (a heartbeat, a hand-off or a client's call
+        under the new epoch) is answered once that install has handed its
+        names off and pushed this node's summary to the new managers: until
+        then they would miss this node's entries."""
         members, contacts = unpack_view(req.view)
         if req.epoch > self.epoch:
             view = self.view.adopt(req.epoch, members, contacts)
             if self.adopts(view):
                 yield from self.install_view(view)
+        c = self.config
+        delay = c.summary_retry_s or 0.05
+        for _ in range(VIEW_CHANGE_WAITS):
+            if self._handed_off >= req.epoch or self.epoch != req.epoch:
+                return
+            yield Sleep(delay)
+            delay = min(2 * delay, c.summary_retry_max_s or 2.0)
 
     @handles(HandOff)
     def on_hand_off(self, src: int, req: HandOff) -> Gen:

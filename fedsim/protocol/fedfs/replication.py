@@ -582,7 +582,9 @@ class Replication(Membership):
                     break
                 self.copying[path] = False
             else:
-                self.unsynced.add(path)
+                # overtaken every round: copied again by the background
+                # repair (the writes may stop now, and nothing else would)
+                yield from self._mark_unsynced(path)
         except PeerUnavailable:
             yield from self._mark_unsynced(path)
         except OSError:
@@ -1016,6 +1018,19 @@ class Replication(Membership):
         self.unsynced.clear()
         self.synced = False
         return removed
+
+    def was_member(self) -> Gen:
+        """With two copies, a tree that has a replica space was a member's
+        (it held copies or its sync mark): a restart, to be reconciled.  A
+        node that never was one (no replica space) joins with its tree as it
+        is (autonomy: its empty directories too)."""
+        if not self.replicating:
+            return False
+        try:
+            is_dir, _ = yield Local("stat", REPLICA_ROOT)
+        except FileNotFoundError:
+            return False
+        return bool(is_dir)
 
     def _held_elsewhere(self, view: View, path: str) -> Gen:
         """Whether the name's manager in ``view`` answers another home for ``path``."""
