@@ -1,0 +1,370 @@
+"""Issue 13's fault-injection property, in the simulator: with ``replicas: 2``
+and heartbeats on, hypothesis draws a cluster size (3-7), a placement, a
+hashing and a schedule of steps: batches of operations issued concurrently
+from several nodes (mkdir, create, write, overwrite, unlink, rename within a
+directory, read), joins of new nodes, graceful leaves, crashes (found out by
+the heartbeats and evicted, or restarted before that) with their restarts,
+windows of message loss, and a partition isolating one node, then healed.
+
+At most one node is down, isolated or leaving at a time: every fault step
+carries its own repair (restart, heal, restart of a node evicted meanwhile)
+and the next step waits until the federation settled (``settled``: one view
+at every member, installed everywhere, no copy unsynced, no promotion or
+view change in flight).  At the end every crashed or evicted node is back
+and the federation settled; then
+
+(a) every acknowledged file reads back, at every member, with its last
+    acknowledged content;
+(b) acknowledged unlinks (and the old names of acknowledged renames) stay
+    done;
+(c) the namespace (``SimCluster.namespace``) equals the reference tree;
+(d) every file has its copy at its home's successor.
+
+An operation that failed with EHOSTDOWN (a peer down, a message lost, a
+timeout: ``PeerUnavailable``) or EAGAIN (a view change in flight) may or may
+not have happened: its paths are *ambiguous* until a later acknowledged
+operation fixes their content (a create, an unlink, an overwrite).  Other
+errors (ENOENT, EEXIST ...) must leave no trace.  Empty directories are
+compared loosely, as in ``test_replication``: directories are not
+replicated, so an empty one may go with its node (a file's parent is always
+there)."""
+
+from __future__ import annotations
+
+import errno
+from typing import Any
+
+import simpy
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from fedsim.faults import FaultPlan, Partition
+from fedsim.network import preset
+from fedsim.protocol.config import ProtocolConfig
+from fedsim.runtime import SimCluster
+from tests.test_crash import _sim_walk
+from tests.test_replication import assert_replicated, files
+
+HB = 0.5  # heartbeat_s
+MISSES = 3
+CONFIG = ProtocolConfig(replicas=2, heartbeat_s=HB, heartbeat_misses=MISSES)
+SETTLE_LIMIT_S = 120.0  # simulated seconds a step may take to settle: past it, the test fails (a hang)
+MAX_NODES = 7
+MIN_MEMBERS = 3  # a leave keeps at least this many members
+
+DIRS = ["/a", "/b", "/c"]  # /a and /b exist from the start; /c only if a mkdir made it
+LEAVES = ["f0", "f1", "f2"]
+PATHS = [f"{d}/{f}" for d in DIRS for f in LEAVES]
+OPS = {"mkdir", "create", "write", "overwrite", "unlink", "rename", "read"}
+#: errors after which the operation may or may not have taken effect
+AMBIGUOUS = {errno.EHOSTDOWN, errno.EAGAIN, errno.ETIMEDOUT}
+#: errors that say the operation did nothing (the reference explains them)
+REFUSED = {errno.ENOENT, errno.EEXIST, errno.EISDIR, errno.ENOTDIR}
+
+op_st = st.one_of(
+    st.tuples(st.just("mkdir"), st.integers(0, 99), st.sampled_from(DIRS)),
+    st.tuples(st.just("create"), st.integers(0, 99), st.sampled_from(PATHS)),
+    st.tuples(st.just("create"), st.integers(0, 99), st.sampled_from(PATHS)),
+    st.tuples(st.just("write"), st.integers(0, 99), st.sampled_from(PATHS), st.integers(0, 6), st.binary(min_size=1, max_size=8)),
+    st.tuples(st.just("overwrite"), st.integers(0, 99), st.sampled_from(PATHS), st.binary(max_size=8)),
+    st.tuples(st.just("unlink"), st.integers(0, 99), st.sampled_from(PATHS)),
+    st.tuples(st.just("rename"), st.integers(0, 99), st.sampled_from(PATHS), st.sampled_from(LEAVES)),
+    st.tuples(st.just("read"), st.integers(0, 99), st.sampled_from(PATHS)),
+)
+batch_st = st.lists(op_st, min_size=1, max_size=6)
+batches_st = st.lists(batch_st, max_size=2)
+step_st = st.one_of(
+    st.tuples(st.just("ops"), batch_st),
+    st.tuples(st.just("ops"), batch_st),
+    st.tuples(st.just("join"), batches_st),
+    st.tuples(st.just("leave"), st.integers(0, 99), batches_st),
+    st.tuples(st.just("crash"), st.integers(0, 99), st.booleans(), batches_st),
+    st.tuples(st.just("loss"), st.sets(st.integers(0, 300), min_size=1, max_size=6), batches_st),
+    st.tuples(st.just("partition"), st.integers(0, 99), st.booleans(), batches_st),
+)
+schedule_st = st.lists(step_st, min_size=1, max_size=8)
+
+
+class Reference:
+    """What the acknowledged operations made: ``files`` path -> content,
+    ``dirs``; ``ambiguous``: paths an ambiguous failure may have changed
+    (not checked until an acknowledged operation fixes them again)."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+        self.dirs: set[str] = {"/a", "/b"}
+        self.ambiguous: set[str] = set()
+
+    def known(self, path: str) -> bool:
+        return path not in self.ambiguous
+
+    def fix(self, path: str, content: bytes | None) -> None:
+        """``path`` is now known: ``content``, or absent (None)."""
+        self.ambiguous.discard(path)
+        if content is None:
+            self.files.pop(path, None)
+        else:
+            self.files[path] = content
+
+
+def settled(c: SimCluster) -> bool:
+    """The federation has settled: every live node is a member of the one
+    view whose members are exactly the live nodes, that view is installed
+    everywhere (``view_settled``), no view change or promotion is in flight
+    and no primary has a copy to repair (``unsynced``)."""
+    up = [n for n in c.live if n not in c.down]
+    if sorted(up) != c.live:
+        return False
+    views = {(c.nodes[n].epoch, c.nodes[n].members) for n in up}
+    if len(views) != 1 or next(iter(views))[1] != tuple(sorted(up)):
+        return False
+    for n in up:
+        node = c.nodes[n]
+        d = node.describe()
+        if not d["view_settled"] or d.get("unsynced") or node.promoting or node._changing or not node.ready:
+            return False
+    return True
+
+
+def _run_until(c: SimCluster, done: Any, what: str, log: list[Any]) -> None:
+    end = c.env.now + SETTLE_LIMIT_S * 1e6
+    while not done():
+        assert c.env.now < end, f"{what}: not done in {SETTLE_LIMIT_S} s; log {log}"
+        c.env.run(until=c.env.now + HB / 4 * 1e6)
+
+
+def _guarded(c: SimCluster, work: Any) -> simpy.Process:
+    """A process whose value is (True, result) or (False, OSError), of a
+    generator or of a process (``join``, ``leave``, ``restart``)."""
+
+    def run() -> Any:
+        try:
+            return True, (yield work) if isinstance(work, simpy.Process) else (yield from work)
+        except OSError as exc:
+            return False, exc
+
+    return c.env.process(run())
+
+
+def _op_gen(c: SimCluster, at: int, step: tuple[Any, ...]) -> Any:
+    """The client side of one step at node ``at``, as one generator (a
+    write is open, write, close; an overwrite truncate then write)."""
+    kind, path = step[0], step[2]
+    if kind in ("mkdir", "create", "unlink"):
+        return (yield from c.call_op(at, kind, path))
+    if kind == "rename":
+        return (yield from c.call_op(at, "rename", path, path.rsplit("/", 1)[0] + "/" + step[3]))
+    if kind == "overwrite":
+        yield from c.call_op(at, "truncate", path, 0)
+    fd = yield from c.call_op(at, "open", path)
+    try:
+        if kind == "read":
+            return (yield from c.call_op(at, "read", fd, 0, 64))
+        data = step[4] if kind == "write" else step[3]
+        off = step[3] if kind == "write" else 0
+        return (yield from c.call_op(at, "write", fd, off, data))
+    finally:
+        yield from c.call_op(at, "close", fd)
+
+
+def _touches(step: tuple[Any, ...]) -> set[str]:
+    if step[0] == "rename":
+        return {step[2], step[2].rsplit("/", 1)[0] + "/" + step[3]}
+    return {step[2]}
+
+
+def _account(ref: Reference, step: tuple[Any, ...], ok: bool, value: Any, log: list[Any]) -> None:
+    """Update the reference with one operation's outcome, and check what
+    can be checked at once: a read of a known file returns its content."""
+    kind, path = step[0], step[2]
+    if not ok:
+        code = value.errno
+        assert code in AMBIGUOUS | REFUSED, f"{step}: unexpected {value!r}; log {log}"
+        if code in AMBIGUOUS:
+            if kind == "mkdir":
+                ref.ambiguous.add(path)
+            elif kind != "read":
+                ref.ambiguous |= _touches(step)
+        return
+    if kind == "mkdir":
+        ref.dirs.add(path)
+        ref.ambiguous.discard(path)
+    elif kind == "create":
+        ref.fix(path, b"")
+    elif kind == "unlink":
+        ref.fix(path, None)
+    elif kind == "overwrite":
+        ref.fix(path, step[3])
+    elif kind == "write":
+        if ref.known(path):
+            off, data = step[3], step[4]
+            old = ref.files[path]
+            old = old + b"\0" * max(0, off - len(old))
+            ref.files[path] = old[:off] + data + old[off + len(data) :]
+    elif kind == "rename":
+        new = path.rsplit("/", 1)[0] + "/" + step[3]
+        if new != path:
+            if ref.known(path):
+                ref.fix(new, ref.files.pop(path))
+            else:
+                ref.ambiguous.add(new)
+                ref.fix(path, None)
+    elif kind == "read" and ref.known(path):
+        assert value == ref.files[path], f"read {path} at node {step[1]}: {value!r}, acknowledged {ref.files[path]!r}"
+
+
+class Player:
+    """Plays a schedule on a simulated federation, keeping the reference."""
+
+    def __init__(self, n: int, placement: str, hashing: str) -> None:
+        c = SimCluster(n, network=preset("tcp_loopback"), keep_data=True, placement=placement, hashing=hashing,
+                       protocol=CONFIG)  # fmt: skip
+        c.preload_summaries()
+        for node in c.nodes:  # what start() runs: heartbeats, the initial sync
+            for timer in node.background():
+                c.spawn(node.id, timer)
+        self.c = c
+        self.ref = Reference()
+        self.log: list[Any] = []
+        c.run_op(0, "mkdir", "/a")
+        c.run_op(n - 1, "mkdir", "/b")
+
+    # -------------------------------------------------------------- helpers
+    def clients(self) -> list[int]:
+        """Nodes a client may use now: members that are up."""
+        c = self.c
+        return [n for n in c.live if n not in c.down and c.nodes[n].member]
+
+    def settle(self, what: str) -> None:
+        self._run_until(lambda: settled(self.c), what)
+
+    def _run_until(self, done: Any, what: str) -> None:
+        _run_until(self.c, done, what, self.log)
+
+    def batch(self, steps: list[tuple[Any, ...]]) -> None:
+        """Issue the operations at once, each at a client node (no two touch
+        the same path: their order would be unknown), and wait for all."""
+        clients = self.clients()
+        taken: set[str] = set()
+        procs = []
+        for step in steps:
+            if step[0] == "mkdir":
+                if step[2] in taken or any(p.startswith(step[2] + "/") for p in taken):
+                    continue
+            elif _touches(step) & taken or step[2].rsplit("/", 1)[0] in taken:
+                continue
+            taken |= _touches(step)
+            at = clients[step[1] % len(clients)]
+            procs.append((step, at, _guarded(self.c, _op_gen(self.c, at, step))))
+        self._run_until(lambda: all(p.triggered for _, _, p in procs), "operations")
+        for step, at, p in procs:
+            ok, value = p.value
+            self.log.append((step[0], step[2:], at, "ok" if ok else errno.errorcode.get(value.errno, value.errno)))
+            _account(self.ref, (step[0], at, *step[2:]), ok, value, self.log)
+
+    def batches(self, batches: list[list[tuple[Any, ...]]]) -> None:
+        for b in batches:
+            self.batch(b)
+
+    def restart(self, node: int) -> None:
+        p = _guarded(self.c, self.c.restart(node))
+        self._run_until(lambda: p.triggered, f"restart of {node}")
+        ok, value = p.value
+        self.log.append(("restart", node, "ok" if ok else repr(value)))
+        assert ok, f"restart of node {node}: {value!r}; log {self.log}"
+
+    def repair(self, what: str) -> None:
+        """Heal, restart the crashed and the evicted nodes, and settle."""
+        c = self.c
+        c.heal()
+        self._run_until(lambda: settled(c) or bool(c.evicted) or bool(c.crashed), what)
+        for _ in range(3):
+            for n in sorted(c.crashed | set(c.evicted)):
+                self.restart(n)
+            self._run_until(lambda: settled(c) or bool(c.evicted) or bool(c.crashed), what)
+            if settled(c):
+                return
+        raise AssertionError(f"{what}: evicted again and again; log {self.log}")
+
+    # -------------------------------------------------------------- steps
+    def play(self, step: tuple[Any, ...]) -> None:
+        c, kind = self.c, step[0]
+        self.log.append(step[:2] if kind != "ops" else ("ops",))
+        members = self.clients()
+        if kind == "ops":
+            self.batch(step[1])
+        elif kind == "join":
+            if len(c.live) >= MAX_NODES:
+                return self.batches(step[1])
+            n = c.add_node()
+            p = _guarded(c, c.join(n))
+            self.batches(step[1])  # (the join goes on meanwhile)
+            self._run_until(lambda: p.triggered, "join")
+            assert p.value[0], f"join: {p.value[1]!r}; log {self.log}"  # (its start() spawned its timers)
+        elif kind == "leave":
+            if len(members) <= MIN_MEMBERS:
+                return self.batches(step[2])
+            node = members[step[1] % len(members)]
+            p = _guarded(c, c.leave(node))
+            self.batches(step[2])
+            self._run_until(lambda: p.triggered, "leave")
+            assert p.value[0], f"leave of {node}: {p.value[1]!r}; log {self.log}"
+        elif kind == "crash":
+            node = members[step[1] % len(members)]
+            c.crash(node)
+            if step[2]:  # found out and evicted before anything else
+                self._run_until(lambda: all(node not in c.nodes[m].members for m in members if m != node), "eviction")
+            self.batches(step[3])
+        elif kind == "loss":
+            c.inject(FaultPlan.of(lose=step[1]))
+            self.batches(step[2])
+        elif kind == "partition":
+            node = members[step[1] % len(members)]
+            c.inject(FaultPlan.of(partitions=[Partition(frozenset({node}))]))
+            if step[2]:  # until the others evict it
+                self._run_until(lambda: all(node not in c.nodes[m].members for m in members if m != node), "eviction")
+            self.batches(step[3])
+        self.repair(f"after {kind}")
+
+    def check(self) -> None:
+        c, ref = self.c, self.ref
+        self.repair("at the end")
+        ns = c.namespace()
+        got = files(ns)
+        want = dict(ref.files)
+        for p in ref.ambiguous:
+            got.pop(p, None)
+            want.pop(p, None)
+        why = f"log {self.log}"
+        # (a) every acknowledged file with its content, (b) nothing unlinked came back
+        assert got == want, why
+        # (c) the namespace is the reference tree (empty directories loosely)
+        dirs = {p for p, v in ns.items() if v is None}
+        parents = {p.rsplit("/", 1)[0] for p in files(ns)}
+        assert parents <= dirs, why
+        assert dirs <= {"/"} | ref.dirs | {d for d in DIRS if d in ref.ambiguous}, why
+        for viewer in c.live:  # every member reads it back: names and contents
+            walked = _sim_walk(c, viewer)
+            assert walked == ns, f"node {viewer}; {why}"
+        # (d) every file has its copy at its home's successor
+        assert_replicated(c.fs, c.live)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.integers(3, 7),
+    st.sampled_from(["with_manager", "round_robin"]),
+    st.sampled_from(["mod_n", "ring"]),
+    schedule_st,
+)
+def test_simulated_schedules_of_operations_and_faults_lose_no_acknowledged_file(n, placement, hashing, schedule):
+    player = Player(n, placement, hashing)
+    for step in schedule:
+        player.play(step)
+        event(step[0])
+    player.check()
+    for outcome in sorted({entry[3] for entry in player.log if entry[0] in OPS and entry[3] != "ok"}):
+        event(f"an operation failed: {outcome}")
+    acked = sum(1 for entry in player.log if entry[0] in OPS and entry[3] == "ok")
+    event(f"acknowledged operations: {'0' if not acked else '1-9' if acked < 10 else '10+'}")
+    event(f"files checked at the end: {min(len(files(player.c.namespace())), 5)}{'+' * (len(files(player.c.namespace())) >= 5)}")
