@@ -118,10 +118,13 @@ def settled(c: SimCluster) -> bool:
     views = {(c.nodes[n].epoch, c.nodes[n].members) for n in up}
     if len(views) != 1 or next(iter(views))[1] != tuple(sorted(up)):
         return False
+    now = c.env.now * 1e-6
     for n in up:
         node = c.nodes[n]
         d = node.describe()
         if not d["view_settled"] or d.get("unsynced") or node.promoting or node._changing or not node.ready:
+            return False
+        if node.copying or node._suspecting or any(until > now for until in node.suspects.values()):
             return False
     return True
 
@@ -368,3 +371,29 @@ def test_simulated_schedules_of_operations_and_faults_lose_no_acknowledged_file(
     acked = sum(1 for entry in player.log if entry[0] in OPS and entry[3] == "ok")
     event(f"acknowledged operations: {'0' if not acked else '1-9' if acked < 10 else '10+'}")
     event(f"files checked at the end: {min(len(files(player.c.namespace())), 5)}{'+' * (len(files(player.c.namespace())) >= 5)}")
+
+
+# ---------------------------------------------------------------------------- schedules the property found
+def _replay(n: int, placement: str, hashing: str, schedule: list[tuple[Any, ...]]) -> Player:
+    player = Player(n, placement, hashing)
+    for step in schedule:
+        player.play(step)
+    player.check()
+    return player
+
+
+def test_found_settled_waits_for_the_copy_in_flight_after_a_partition_of_the_successor():
+    _replay(6, "with_manager", "mod_n", [
+        ("ops", [("mkdir", 0, "/a")]),
+        ("join", [[("create", 0, "/a/f1")]]),
+        ("partition", 79, False, [[("mkdir", 0, "/a")], [("create", 57, "/a/f0")]]),
+    ])  # fmt: skip
+
+
+def test_found_settled_waits_for_the_check_of_a_suspicion_raised_during_a_partition():
+    _replay(6, "with_manager", "mod_n", [
+        ("ops", [("mkdir", 0, "/a")]),
+        ("join", [[("create", 0, "/a/f1")]]),
+        ("partition", 79, False, [[("mkdir", 0, "/a")], [("write", 58, "/a/f0", 0, b"\x00")]]),
+        ("crash", 1, False, [[("mkdir", 0, "/a")], [("create", 0, "/a/f1")]]),
+    ])  # fmt: skip
