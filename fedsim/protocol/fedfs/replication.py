@@ -666,6 +666,22 @@ class Replication(Membership):
             yield Local("truncate", rp, (req.size,))
             if req.mode != KEEP:
                 yield Local("setattr", rp, (req.mode, KEEP, KEEP, UTIME_OMIT, UTIME_OMIT))
+            if self.member and src not in self.members and req.path not in self.promoting:
+                yield from self._promote_late(req.path)
+
+    def _promote_late(self, path: str) -> Gen:
+        """A whole copy from a primary that is no member of this node's view
+        any more: the view change's promotions ran already, so it would stay
+        in the replica space, unseen.  A leaver (or a node evicted while it
+        still served) acknowledges a change of a file it held until its own
+        install of the view without it; its copy arriving here after this
+        node promoted the rest is promoted now (found by the dynamics
+        property: a create acknowledged by a leaving node was lost)."""
+        try:
+            if (yield from self._promote(path)):
+                yield from self.replicate(path)
+        except OSError:
+            self.promote_failures += 1  # the copy stays, promoted at the next view change
 
     @handles(ReplicaWrite)
     def on_replica_write(self, src: int, req: ReplicaWrite) -> Gen:
