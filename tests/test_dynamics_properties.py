@@ -410,3 +410,22 @@ def test_found_a_create_acknowledged_by_a_leaving_node_is_not_lost():
         ("leave", 58, [[("create", 27, "/b/f0"), ("create", 42, "/a/f0"), ("overwrite", 47, "/a/f1", b"\\x99\\x89%"),
                         ("create", 39, "/b/f2")]]),
     ])  # fmt: skip
+
+
+def test_found_a_partition_healed_during_an_eviction_check_makes_no_two_views_of_one_epoch():
+    """Node 0 (of 0, 1, 3) is cut off; it suspects node 3 and, as the
+    coordinator of the view without 3, asked node 3 (no answer: the
+    partition) and then the majority, whose calls waited out their timeout
+    while the partition healed: node 3 was evicted alive, while node 1 had
+    evicted node 0: two views of epoch 3, (0, 1) and (1, 3), for good.
+    Fixed: the majority first, the suspect last, just before the view
+    change (``FailureDetection.on_suspect``)."""
+    _replay(3, "round_robin", "mod_n", [
+        ("ops", [("create", 43, "/a/f2"), ("write", 54, "/b/f0", 3, b"H\\xea\\x98\\xe3Wf\\x1d"), ("mkdir", 49, "/b"),
+                 ("create", 21, "/c/f0"), ("read", 58, "/c/f0"), ("overwrite", 58, "/a/f2", b"\\x0b\\x00j\\t\\x13b")]),
+        ("join", []),
+        ("leave", 94, []),
+        ("partition", 0, False, [[("unlink", 63, "/a/f2")], [("create", 43, "/a/f2"), ("create", 63, "/a/f1"),
+                                 ("create", 77, "/b/f0"), ("rename", 98, "/c/f0", "f2"), ("create", 28, "/a/f0"),
+                                 ("read", 21, "/b/f0")]]),
+    ])  # fmt: skip
