@@ -670,8 +670,8 @@ class Replication(Membership):
                 yield from self._promote_late(req.path)
 
     def _promote_late(self, path: str) -> Gen:
-        """A whole copy from a primary that is no member of this node's view
-        any more: the view change's promotions ran already, so it would stay
+        """A whole copy (or a renamed one) from a primary that is no member
+        of this node's view any more: the view change's promotions ran already, so it would stay
         in the replica space, unseen.  A leaver (or a node evicted while it
         still served) acknowledges a change of a file it held until its own
         install of the view without it; its copy arriving here after this
@@ -705,6 +705,8 @@ class Replication(Membership):
         yield Local("rename", old, (new,))
         self.held.pop(req.old, None)
         self.held[req.new] = src
+        if self.member and src not in self.members and req.new not in self.promoting:
+            yield from self._promote_late(req.new)
 
     @handles(ReplicaDrop)
     def on_replica_drop(self, src: int, req: ReplicaDrop) -> Gen:
