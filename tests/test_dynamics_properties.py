@@ -69,11 +69,12 @@ AMBIGUOUS = {errno.EHOSTDOWN, errno.EAGAIN, errno.ETIMEDOUT}
 #: errors that say the operation did nothing (the reference explains them)
 REFUSED = {errno.ENOENT, errno.EEXIST, errno.EISDIR, errno.ENOTDIR}
 
+DATA = st.binary(min_size=1, max_size=8)  # (reads and walks read the first 64 bytes)
 op_st = st.one_of(
     st.tuples(st.just("mkdir"), st.integers(0, 99), st.sampled_from(DIRS)),
     st.tuples(st.just("create"), st.integers(0, 99), st.sampled_from(PATHS)),
     st.tuples(st.just("create"), st.integers(0, 99), st.sampled_from(PATHS)),
-    st.tuples(st.just("write"), st.integers(0, 99), st.sampled_from(PATHS), st.integers(0, 6), st.binary(min_size=1, max_size=8)),
+    st.tuples(st.just("write"), st.integers(0, 99), st.sampled_from(PATHS), st.integers(0, 6), DATA),
     st.tuples(st.just("overwrite"), st.integers(0, 99), st.sampled_from(PATHS), st.binary(max_size=8)),
     st.tuples(st.just("unlink"), st.integers(0, 99), st.sampled_from(PATHS)),
     st.tuples(st.just("rename"), st.integers(0, 99), st.sampled_from(PATHS), st.sampled_from(LEAVES)),
@@ -379,7 +380,8 @@ def test_simulated_schedules_of_operations_and_faults_lose_no_acknowledged_file(
         event(f"an operation failed: {outcome}")
     acked = sum(1 for entry in player.log if entry[0] in OPS and entry[3] == "ok")
     event(f"acknowledged operations: {'0' if not acked else '1-9' if acked < 10 else '10+'}")
-    event(f"files checked at the end: {min(len(files(player.c.namespace())), 5)}{'+' * (len(files(player.c.namespace())) >= 5)}")
+    checked = len(files(player.c.namespace()))
+    event(f"files checked at the end: {'0' if not checked else '1-4' if checked < 5 else '5+'}")
 
 
 # ---------------------------------------------------------------------------- schedules the property found
@@ -416,7 +418,7 @@ def test_found_a_create_acknowledged_by_a_leaving_node_is_not_lost():
     file.  Fixed: a whole copy from a primary that is no member any more
     is promoted at once (``Replication._promote_late``)."""
     _replay(4, "round_robin", "ring", [
-        ("leave", 58, [[("create", 27, "/b/f0"), ("create", 42, "/a/f0"), ("overwrite", 47, "/a/f1", b"\\x99\\x89%"),
+        ("leave", 58, [[("create", 27, "/b/f0"), ("create", 42, "/a/f0"), ("overwrite", 47, "/a/f1", b"\x99\x89%"),
                         ("create", 39, "/b/f2")]]),
     ])  # fmt: skip
 
@@ -430,8 +432,8 @@ def test_found_a_partition_healed_during_an_eviction_check_makes_no_two_views_of
     Fixed: the majority first, the suspect last, just before the view
     change (``FailureDetection.on_suspect``)."""
     _replay(3, "round_robin", "mod_n", [
-        ("ops", [("create", 43, "/a/f2"), ("write", 54, "/b/f0", 3, b"H\\xea\\x98\\xe3Wf\\x1d"), ("mkdir", 49, "/b"),
-                 ("create", 21, "/c/f0"), ("read", 58, "/c/f0"), ("overwrite", 58, "/a/f2", b"\\x0b\\x00j\\t\\x13b")]),
+        ("ops", [("create", 43, "/a/f2"), ("write", 54, "/b/f0", 3, b"H\xea\x98\xe3Wf\x1d"), ("mkdir", 49, "/b"),
+                 ("create", 21, "/c/f0"), ("read", 58, "/c/f0"), ("overwrite", 58, "/a/f2", b"\x0b\x00j\t\x13b")]),
         ("join", []),
         ("leave", 94, []),
         ("partition", 0, False, [[("unlink", 63, "/a/f2")], [("create", 43, "/a/f2"), ("create", 63, "/a/f1"),
@@ -440,16 +442,20 @@ def test_found_a_partition_healed_during_an_eviction_check_makes_no_two_views_of
     ])  # fmt: skip
 
 
-@pytest.mark.xfail(strict=True, reason="a rename acknowledged by a leaver after its successor's promotions: the "
-                   "file is promoted late but its parent's manager keeps the leaver as its home: unlisted")
+@pytest.mark.xfail(
+    strict=True,
+    reason="a rename acknowledged by a leaver after its successor's promotions: the "
+    "file is promoted late but its parent's manager keeps the leaver as its home: unlisted",
+)
 def test_found_a_rename_acknowledged_by_a_leaving_node_is_not_lost():
     """As for a create (above): node 4 renames /b/f0 (its file) to /b/f1
     while it leaves, after its successor promoted its copies; the renamed
     copy stayed in the replica space and node 4 left with the file.
     Fixed: ``on_replica_rename`` promotes it at once too."""
     _replay(6, "round_robin", "ring", [
-        ("join", [[("overwrite", 66, "/a/f2", b"\\xf1\\x1f~\\xea0"), ("rename", 92, "/a/f2", "f2")],
-                  [("create", 15, "/b/f0"), ("write", 87, "/a/f2", 1, b"1"), ("write", 26, "/b/f0", 1, b"\\x90/\\xa2")]]),
+        ("join", [[("overwrite", 66, "/a/f2", b"\xf1\x1f~\xea0"), ("rename", 92, "/a/f2", "f2")],
+                  [("create", 15, "/b/f0"), ("write", 87, "/a/f2", 1, b"1"),
+                   ("write", 26, "/b/f0", 1, b"\x90/\xa2")]]),
         ("leave", 53, [[("create", 65, "/c/f2"), ("read", 18, "/a/f0"), ("overwrite", 45, "/a/f0", b""),
                         ("rename", 45, "/c/f2", "f1"), ("rename", 11, "/b/f0", "f1"), ("create", 54, "/a/f1")]]),
     ])  # fmt: skip

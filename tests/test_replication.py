@@ -904,3 +904,72 @@ def test_a_restarting_node_serves_no_file_request_before_it_has_joined():
     assert "/d/late" not in c.fs[2].tree()
     c.run(2, node.recover(0))
     assert node.member and c.op(0, "stat", "/d/f2")[0] is False
+
+
+def _probe_installs(c: DirectCluster, probe: Any) -> None:
+    """Run ``probe(node)`` just before each node starts installing a newer
+    view (in memory a view change runs nested: the coordinator's HandOffs
+    make the members fetch and install it at once, before its ViewChange).
+    The moment an agent meets when its peers install concurrently: some
+    members route by the new view, others not yet."""
+    busy = [False]
+    for node in c.nodes:
+        install = node.install_view
+
+        def probed(view: Any, install: Any = install, node: Any = node) -> Any:
+            if view.epoch > node.epoch and not busy[0]:
+                busy[0] = True
+                try:
+                    probe(node.id)
+                finally:
+                    busy[0] = False
+            return (yield from install(view))
+
+        node.install_view = probed
+
+
+@pytest.mark.parametrize("placement", ["with_manager", "round_robin"])
+@pytest.mark.parametrize("victim", [1, 2, 3])
+def test_no_create_of_an_existing_name_succeeds_while_an_eviction_is_installed(victim, placement):
+    """The agent test's duplicates (``/w/n0/f78`` on nodes 0 and 1): as the
+    eviction's view is installed member by member, a directory's new
+    manager (mod-N moves nearly all) merged it from the summaries it holds,
+    and a member's directory made since its last full push reached only the
+    old manager's copy of its summary (``summary_add``); until that member
+    installs the view and pushes it, the merge missed the member's files,
+    and a create (the client's overwrite: create, EEXIST, truncate, write)
+    of an existing name made a second file of that name.  Every create of
+    an existing name, at every moment, must be refused, and every lookup
+    must find it."""
+    c = DirectCluster(4, config=CRASHING, placement=placement)
+    c.op(0, "mkdir", "/w")
+    ref = {}
+    for d in range(3):  # directories made after the start's summary push, and by files at every home
+        c.op(d, "mkdir", f"/w/n{d}")
+        for i in range(24):
+            p = f"/w/n{d}/f{i}"
+            c.op(i % 4, "create", p)
+            ref[p] = b""
+    wrong: list[str] = []
+
+    def create_all(about_to_install: int) -> None:
+        for n in c.live:
+            if n in c.down:
+                continue
+            for p in ref:
+                try:
+                    c.op(n, "stat", p)
+                    c.op(n, "create", p)
+                except OSError as exc:
+                    if exc.errno in (errno.EEXIST, errno.EAGAIN, errno.EHOSTDOWN):
+                        continue
+                    wrong.append(f"{p} at node {n}: {exc!r} (before node {about_to_install} installs)")
+                    continue
+                wrong.append(f"{p} made again at node {n} (before node {about_to_install} installs)")
+
+    _probe_installs(c, create_all)
+    c.crash(victim)
+    _evicted(c, victim)
+    create_all(-1)
+    assert wrong == []
+    assert not any(node.collisions for node in c.nodes if node.id != victim)

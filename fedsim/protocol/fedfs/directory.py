@@ -236,9 +236,7 @@ class Directory(Summaries):
     def _merge(self, directory: str, pending: list[Any], check_parent: bool = True, ask_all: bool = False) -> Gen:
         cacheable = self.may_cache(directory)  # (as the merge starts: updates before it may have gone elsewhere)
         yield Compute("bloom_probe", len(self.members))
-        candidates = [
-            n for n in self.members if (s := self.summaries.get(n)) is None or s.may_contain(directory)
-        ]
+        candidates = self.merge_candidates(directory)
         answers: dict[int, Any] = {}
         if self.id in candidates:
             try:
@@ -312,6 +310,11 @@ class Directory(Summaries):
         elif cacheable and self.may_cache(directory):
             self.vds.put(directory, vd)
         return vd
+
+    def merge_candidates(self, directory: str) -> list[int]:
+        """The members a dirmerge of ``directory`` asks: those whose summary
+        may hold it (or whose summary is not here yet)."""
+        return [n for n in self.members if (s := self.summaries.get(n)) is None or s.may_contain(directory)]
 
     def may_cache(self, directory: str) -> bool:
         """Whether a VD of ``directory`` built now may be cached here: only at

@@ -218,6 +218,20 @@ class Membership(Renaming):
         prev = self._prev_view
         return prev is None or prev.manager_of(directory) == self.id
 
+    def merge_candidates(self, directory: str) -> list[int]:
+        """Until every member has installed the view, a directory this node
+        has just come to manage is merged from every member, not from the
+        summaries here: a member's directory made since its last full push
+        reached only the old manager's copy of its summary (``summary_add``),
+        and the member pushes it to the new manager only as it installs the
+        view itself.  Trusting the summaries meanwhile missed that member's
+        files: a lookup said ENOENT, and a create of an existing name made a
+        second file of it elsewhere (the agents' eviction under load)."""
+        prev = self._prev_view
+        if prev is not None and prev.manager_of(directory) != self.id:
+            return list(self.members)
+        return super().merge_candidates(directory)
+
     @handles(ViewSettled)
     def on_view_settled(self, src: int, req: ViewSettled) -> None:
         if req.epoch == self.epoch:
