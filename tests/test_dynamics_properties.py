@@ -228,7 +228,7 @@ def _account(ref: Reference, step: tuple[Any, ...], ok: bool, value: Any, log: l
 class Player:
     """Plays a schedule on a simulated federation, keeping the reference."""
 
-    def __init__(self, n: int, placement: str, hashing: str) -> None:
+    def __init__(self, n: int, placement: str, hashing: str, clients_at_leaver: bool = False) -> None:
         c = SimCluster(n, network=preset("tcp_loopback"), keep_data=True, placement=placement, hashing=hashing,
                        protocol=CONFIG)  # fmt: skip
         c.preload_summaries()
@@ -236,6 +236,7 @@ class Player:
             for timer in node.background():
                 c.spawn(node.id, timer)
         self.c = c
+        self.clients_at_leaver = clients_at_leaver  # (the exclusion in the module docstring lifted)
         self.ref = Reference()
         self.log: list[Any] = []
         c.run_op(0, "mkdir", "/a")
@@ -319,7 +320,7 @@ class Player:
                 return self.batches(step[2])
             node = members[step[1] % len(members)]
             p = _guarded(c, c.leave(node))
-            self.batches(step[2], leaving=node)
+            self.batches(step[2], leaving=None if self.clients_at_leaver else node)
             self._run_until(lambda: p.triggered, "leave")
             assert p.value[0], f"leave of {node}: {p.value[1]!r}; log {self.log}"
         elif kind == "crash":
@@ -385,8 +386,8 @@ def test_simulated_schedules_of_operations_and_faults_lose_no_acknowledged_file(
 
 
 # ---------------------------------------------------------------------------- schedules the property found
-def _replay(n: int, placement: str, hashing: str, schedule: list[tuple[Any, ...]]) -> Player:
-    player = Player(n, placement, hashing)
+def _replay(n: int, placement: str, hashing: str, schedule: list[tuple[Any, ...]], **kw: Any) -> Player:
+    player = Player(n, placement, hashing, **kw)
     for step in schedule:
         player.play(step)
     player.check()
@@ -394,6 +395,9 @@ def _replay(n: int, placement: str, hashing: str, schedule: list[tuple[Any, ...]
 
 
 def test_found_settled_waits_for_the_copy_in_flight_after_a_partition_of_the_successor():
+    """Node 2, node 1's successor, is cut off while node 1 creates /a/f0:
+    the copy is repaired after the heal, and ``settled`` must wait for it
+    (``replicate`` takes the path out of ``unsynced`` while it runs)."""
     _replay(6, "with_manager", "mod_n", [
         ("ops", [("mkdir", 0, "/a")]),
         ("join", [[("create", 0, "/a/f1")]]),
@@ -402,6 +406,10 @@ def test_found_settled_waits_for_the_copy_in_flight_after_a_partition_of_the_suc
 
 
 def test_found_settled_waits_for_the_check_of_a_suspicion_raised_during_a_partition():
+    """Node 2 is cut off and suspected; the check outlives the heal.  A
+    crash of node 1 right after used to find node 2 evicted too (two nodes
+    down): ``settled`` waits for the suspicion's check, and the check asks
+    the suspect last (``on_suspect``), so node 2, answering again, stays."""
     _replay(6, "with_manager", "mod_n", [
         ("ops", [("mkdir", 0, "/a")]),
         ("join", [[("create", 0, "/a/f1")]]),
@@ -420,7 +428,7 @@ def test_found_a_create_acknowledged_by_a_leaving_node_is_not_lost():
     _replay(4, "round_robin", "ring", [
         ("leave", 58, [[("create", 27, "/b/f0"), ("create", 42, "/a/f0"), ("overwrite", 47, "/a/f1", b"\x99\x89%"),
                         ("create", 39, "/b/f2")]]),
-    ])  # fmt: skip
+    ], clients_at_leaver=True)  # fmt: skip
 
 
 def test_found_a_partition_healed_during_an_eviction_check_makes_no_two_views_of_one_epoch():
@@ -458,4 +466,4 @@ def test_found_a_rename_acknowledged_by_a_leaving_node_is_not_lost():
                    ("write", 26, "/b/f0", 1, b"\x90/\xa2")]]),
         ("leave", 53, [[("create", 65, "/c/f2"), ("read", 18, "/a/f0"), ("overwrite", 45, "/a/f0", b""),
                         ("rename", 45, "/c/f2", "f1"), ("rename", 11, "/b/f0", "f1"), ("create", 54, "/a/f1")]]),
-    ])  # fmt: skip
+    ], clients_at_leaver=True)  # fmt: skip
