@@ -29,6 +29,12 @@ compared loosely, as in ``test_replication``: directories are not
 replicated, so an empty one may go with its node (a file's parent is always
 there).
 
+Every schedule starts with six files, made and written through different
+nodes.  The property runs 120 derandomized examples (the same ones in every
+run: CI stays reproducible); long random runs of the same player (500-1000
+schedules) still fail about one schedule in 200, each a different rare
+interleaving; the ones understood are pinned below (``test_found_...``).
+
 Excluded (a known failure, pinned below as a strict xfail): no client uses a
 node while it leaves.  A leaver still serves its clients until it installs
 the view without itself; a rename it acknowledges after its successor
