@@ -62,12 +62,13 @@ import simpy
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from fedsim.direct import DirectCluster
 from fedsim.faults import FaultPlan, Partition
 from fedsim.network import preset
 from fedsim.protocol.config import ProtocolConfig
 from fedsim.runtime import SimCluster
 from tests.test_crash import _sim_walk
-from tests.test_replication import assert_replicated, files
+from tests.test_replication import _evicted, assert_replicated, files
 
 HB = 0.5  # heartbeat_s
 MISSES = 3
@@ -108,6 +109,8 @@ step_st = st.one_of(
     st.tuples(st.just("partition"), st.integers(0, 99), st.booleans(), batches_st),
 )
 schedule_st = st.lists(step_st, min_size=1, max_size=8)
+#: the cluster: its size, placement and hashing
+CLUSTER = (st.integers(3, 7), st.sampled_from(["with_manager", "round_robin"]), st.sampled_from(["mod_n", "ring"]))
 
 
 class Reference:
@@ -400,12 +403,7 @@ class Player:
 
 
 @settings(max_examples=120, deadline=None, derandomize=True)
-@given(
-    st.integers(3, 7),
-    st.sampled_from(["with_manager", "round_robin"]),
-    st.sampled_from(["mod_n", "ring"]),
-    schedule_st,
-)
+@given(*CLUSTER, schedule_st)
 def test_simulated_schedules_of_operations_and_faults_lose_no_acknowledged_file(n, placement, hashing, schedule):
     player = Player(n, placement, hashing)
     for step in schedule:
@@ -537,3 +535,127 @@ def test_found_a_rename_over_an_existing_file_during_a_join_stays_reachable():
     still names home 2, which answers ENOENT, for good: the file is listed
     and cannot be opened."""
     _replay(5, "with_manager", "ring", [("join", [[("rename", 39, "/a/f2", "f0")]])], files=True)
+
+
+@pytest.mark.xfail(strict=True, reason="an unlink acknowledged by a leaving home whose ReplicaDrop reaches the "
+                   "successor after it promoted the copy: the file comes back")  # fmt: skip
+def test_found_an_unlink_acknowledged_by_a_leaving_home_stays_done():
+    """Node 0 leaves; a client at node 3 unlinks /a/f1, homed at node 0,
+    which applies it; node 1 has promoted its copy meanwhile and the
+    ReplicaDrop finds nothing left to drop: /a/f1 is back at node 1.
+    (The late copies are promoted over the older file, ``_promote_late``;
+    a late drop would have to unlink the promoted file as its home.)"""
+    _replay(4, "round_robin", "ring", [("leave", 16, [[("unlink", 41, "/a/f1")], [("mkdir", 46, "/c")]])], files=True)
+
+
+@pytest.mark.xfail(strict=True, reason="a rename over an existing file homed elsewhere, racing a leave, leaves the "
+                   "overwritten file at its home: two files of one name")  # fmt: skip
+def test_found_a_rename_over_an_existing_file_during_a_leave_replaces_it():
+    """Node 2 leaves; a client at node 1 renames /b/f2 (homed at node 2,
+    promoted at node 1) onto /b/f1 (homed at node 3): acknowledged; node 1
+    holds /b/f1 with /b/f2's content and node 3 still holds the old /b/f1."""
+    _replay(5, "with_manager", "mod_n", [
+        ("loss", {256, 81, 255}, [[("overwrite", 78, "/a/f0", b"0")]]),
+        ("leave", 2, [[("unlink", 1, "/c/f1"), ("rename", 81, "/b/f2", "f1")]]),
+    ], files=True)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- the in-memory variant
+def _direct_op(c: DirectCluster, at: int, step: tuple[Any, ...]) -> Any:
+    """``_op_gen``'s operation, run to its end in the in-memory runtime."""
+    kind, path = step[0], step[2]
+    if kind in ("mkdir", "create", "unlink"):
+        return c.op(at, kind, path)
+    if kind == "rename":
+        return c.op(at, "rename", path, path.rsplit("/", 1)[0] + "/" + step[3])
+    if kind == "overwrite":
+        c.op(at, "truncate", path, 0)
+    fd = c.op(at, "open", path)
+    try:
+        if kind == "read":
+            return c.op(at, "read", fd, 0, 64)
+        data, off = (step[4], step[3]) if kind == "write" else (step[3], 0)
+        return c.op(at, "write", fd, off, data)
+    finally:
+        c.op(at, "close", fd)
+
+
+def _direct_settled(c: DirectCluster) -> bool:
+    up = [n for n in c.live if n not in c.down]
+    views = {(c.nodes[n].epoch, c.nodes[n].members) for n in up}
+    if len(views) != 1 or next(iter(views))[1] != tuple(sorted(up)):
+        return False
+    return all(not c.nodes[n].unsynced and not c.nodes[n].copying and not c.nodes[n]._suspecting for n in up)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(*CLUSTER, schedule_st)
+def test_in_memory_schedules_of_operations_and_faults_lose_no_acknowledged_file(n, placement, hashing, schedule):
+    """The same schedules in the in-memory runtime (one operation at a
+    time: no concurrency, the faults and their repairs as in the
+    simulator, the same reference and checks)."""
+    c = DirectCluster(n, config=CONFIG, placement=placement, hashing=hashing)
+    c.op(0, "mkdir", "/a")
+    c.op(n - 1, "mkdir", "/b")
+    ref, log = Reference(), []
+    for i, path in enumerate(p for p in PATHS if not p.startswith("/c/")):
+        c.op(i % n, "create", path)
+        _direct_op(c, (i + 1) % n, ("overwrite", 0, path, path.encode()))
+        ref.fix(path, path.encode())
+
+    def ops(batches: list[list[tuple[Any, ...]]], avoid: int | None = None) -> None:
+        clients = [m for m in c.live if m not in c.down and c.nodes[m].member and m != avoid]
+        for step in (s for b in batches for s in b):
+            at = clients[step[1] % len(clients)]
+            try:
+                ok, value = True, _direct_op(c, at, step)
+            except OSError as exc:
+                ok, value = False, exc
+            log.append((step[0], step[2:], at, "ok" if ok else errno.errorcode.get(value.errno, value.errno)))
+            _account(ref, (step[0], at, *step[2:]), ok, value, log)
+
+    def repair() -> None:
+        c.heal()
+        for _ in range(40):
+            for m in sorted({*c.down, *c.evicted} - c.left):
+                c.restart(m)
+            if _direct_settled(c):
+                return
+            c.advance(HB)
+        raise AssertionError(f"not settled; log {log}")
+
+    for step in schedule:
+        kind, members = step[0], [m for m in c.live if m not in c.down and c.nodes[m].member]
+        log.append(step[:2] if kind != "ops" else ("ops",))
+        if kind == "ops":
+            ops([step[1]])
+        elif kind == "join":
+            if len(c.live) < MAX_NODES:
+                c.join()
+            ops(step[1])
+        elif kind == "leave":
+            if len(members) > MIN_MEMBERS:
+                c.leave(members[step[1] % len(members)])
+            ops(step[2])
+        elif kind in ("crash", "partition"):
+            node = members[step[1] % len(members)]
+            if kind == "crash":
+                c.crash(node)
+            else:
+                c.inject(FaultPlan.of(partitions=[Partition(frozenset({node}))]))
+            if step[2]:
+                _evicted(c, node)
+            ops(step[3], avoid=node)
+        else:
+            c.inject(FaultPlan.of(lose=step[1]))
+            ops(step[2])
+        repair()
+    got, want = files(c.namespace()), dict(ref.files)
+    for p in ref.ambiguous:
+        got.pop(p, None)
+        want.pop(p, None)
+    assert got == want, f"log {log}"
+    whole = c.namespace()
+    for viewer in c.live:
+        assert c.walk(viewer) == whole, f"node {viewer}; log {log}"
+    assert_replicated(c.fs, c.members)
