@@ -11,8 +11,9 @@ it is found out and the view changes without it:
   ``heartbeat_misses`` periods is *suspected*: ``Suspect(node, epoch)`` to the
   coordinator of the view without it (the lowest other member).  One message
   per member per period, whatever the federation's size.
-* **The check.**  The coordinator asks the suspect itself (a ``GetView``
-  ``Call``): a node that answers and still lists itself is alive (a slow link,
+* **The check.**  The coordinator, once it reached a majority of the
+  other members, asks the suspect itself (a ``GetView`` ``Call``, the last
+  step before the view change): a node that answers and still lists itself is alive (a slow link,
   a one-sided partition) and stays; one that does not answer, or answers from
   a fresh incarnation that lists itself no more (it restarted and lost its
   soft state), is *evicted*, provided the coordinator reaches a majority of
@@ -285,9 +286,15 @@ class FailureDetection(Membership):
         if self.id != rest[0]:
             return (yield from self.call(rest[0], req))
         check_epoch(req, self.view)
+        # The majority first, the suspect last: the check of the suspect is
+        # the evidence the eviction acts on, so nothing that may wait out a
+        # timeout comes between it and the view change (asked first, a
+        # suspect cut off by a partition that healed while the quorum's
+        # calls timed out was evicted alive; two coordinators, each on its
+        # side, made two views of one epoch: found by the dynamics property).
+        yield from self._quorum(rest)
         if (yield from self._alive(node)):
             return False
-        yield from self._quorum(rest)
         if node not in self.members or self.epoch != req.epoch:
             return False  # the view changed while the check waited (it left, or was evicted already)
         self.evictions += 1

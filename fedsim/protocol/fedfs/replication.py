@@ -670,6 +670,36 @@ class Replication(Membership):
             yield Local("truncate", rp, (req.size,))
             if req.mode != KEEP:
                 yield Local("setattr", rp, (req.mode, KEEP, KEEP, UTIME_OMIT, UTIME_OMIT))
+            if self.member and src not in self.members and req.path not in self.promoting:
+                yield from self._promote_late(req.path)
+
+    def _promote_late(self, path: str) -> Gen:
+        """A whole copy (or a renamed one) from a primary that is no member
+        of this node's view any more: the view change's promotions ran already, so it would stay
+        in the replica space, unseen.  A leaver (or a node evicted while it
+        still served) acknowledges a change of a file it held until its own
+        install of the view without it; its copy arriving here after this
+        node promoted the rest is promoted now, over the older copy promoted
+        before (found by the dynamics property: a create, and an overwrite,
+        acknowledged by a leaving node were lost)."""
+        try:
+            try:
+                is_dir, _ = yield Local("stat", path)
+            except FileNotFoundError:
+                is_dir = None
+            if is_dir is False:
+                # Promoted here already, from the same primary's older copy
+                # (names are unique: the departed primary was its home): the
+                # newer whole copy it sent since replaces it.
+                rp = _rp(path)
+                yield Local("rename", rp, (path,))
+                self.held.pop(path, None)
+                yield from self._prune_replicas(parent(rp))
+                yield from self.replicate(path)
+            elif is_dir is None and (yield from self._promote(path)):
+                yield from self.replicate(path)
+        except OSError:
+            self.promote_failures += 1  # the copy stays, promoted at the next view change
 
     @handles(ReplicaWrite)
     def on_replica_write(self, src: int, req: ReplicaWrite) -> Gen:
@@ -693,6 +723,8 @@ class Replication(Membership):
         yield Local("rename", old, (new,))
         self.held.pop(req.old, None)
         self.held[req.new] = src
+        if self.member and src not in self.members and req.new not in self.promoting:
+            yield from self._promote_late(req.new)
 
     @handles(ReplicaDrop)
     def on_replica_drop(self, src: int, req: ReplicaDrop) -> Gen:
@@ -901,7 +933,8 @@ class Replication(Membership):
             return
         view = self.view
         promoted = []
-        for path in sorted(p for p, primary in self.held.items() if primary not in view.members):
+        orphans = sorted(p for p, primary in self.held.items() if primary not in view.members)
+        for path in orphans:
             try:
                 if (yield from self._promote(path)):
                     promoted.append(path)
@@ -910,6 +943,10 @@ class Replication(Membership):
             finally:
                 self.promoting.discard(path)
         self.promoting.clear()  # (copies dropped meanwhile: nothing left to promote)
+        for path in sorted(
+            p for p, primary in self.held.items() if primary not in view.members and (p in promoted or p not in orphans)
+        ):
+            yield from self._promote_late(path)  # sent whole by a departed primary while the promotions ran
         was = self.successor(self.id, old) if self.id in old.members else None
         now = self.successor(self.id, view)
         if now is not None and now != was:

@@ -1,0 +1,662 @@
+"""Issue 13's fault-injection property, in the simulator: with ``replicas: 2``
+and heartbeats on, hypothesis draws a cluster size (3-7), a placement, a
+hashing and a schedule of steps: batches of operations issued concurrently
+from several nodes (mkdir, create, write, overwrite, unlink, rename within a
+directory, read), joins of new nodes, graceful leaves, crashes (found out by
+the heartbeats and evicted, or restarted before that) with their restarts,
+windows of message loss, and a partition isolating one node, then healed.
+
+At most one node is down, isolated or leaving at a time: every fault step
+carries its own repair (restart, heal, restart of a node evicted meanwhile)
+and the next step waits until the federation settled (``settled``: one view
+at every member, installed everywhere, no copy unsynced, no promotion or
+view change in flight).  At the end every crashed or evicted node is back
+and the federation settled; then
+
+(a) every acknowledged file reads back, at every member, with its last
+    acknowledged content;
+(b) acknowledged unlinks (and the old names of acknowledged renames) stay
+    done;
+(c) the namespace (``SimCluster.namespace``) equals the reference tree;
+(d) every file has its copy at its home's successor.
+
+An operation that failed with EHOSTDOWN (a peer down, a message lost, a
+timeout: ``PeerUnavailable``), EAGAIN or ESTALE (a view change in flight; an
+overwrite whose truncate took and whose write did not) may or may not have
+happened: its paths are *ambiguous* until a later acknowledged
+operation fixes their content (a create, an unlink, an overwrite).  Other
+errors (ENOENT, EEXIST ...) must leave no trace.  Empty directories are
+compared loosely, as in ``test_replication``: directories are not
+replicated, so an empty one may go with its node (a file's parent is always
+there).
+
+Every schedule starts with six files, made and written through different
+nodes.  The property runs 120 derandomized examples (the same ones in every
+run: CI stays reproducible); long random runs of the same player (500-1000
+schedules) still fail about one schedule in 50, mostly each a different rare
+interleaving; the ones understood are pinned below (``test_found_...``).
+The in-memory variant plays the same schedules one operation at a time.
+
+Excluded (known failures, pinned below as strict xfails):
+
+* no client uses a node while it is cut off by a partition.  A primary that
+  cannot reach its secondary acknowledges a change with one copy (the
+  design: "allowed under one node down"); when the primary itself is the
+  one cut off, it is evicted, its successor promotes the older copy, and
+  its restart's reconcile drops the acknowledged change.  Under "at most one
+  node down" the cut-off node counts as the one down, so its clients are on
+  the wrong side; keeping the change needs a primary that does not
+  acknowledge with one copy until a view without its secondary exists.
+* no client uses a node while it leaves.  A leaver still serves its clients until it installs
+the view without itself; a rename it acknowledges after its successor
+promoted its copies leaves the renamed file in the namespace (promoted late,
+``Replication._promote_late``) but out of its directory's listing (its
+manager's entry names the leaver)."""
+
+from __future__ import annotations
+
+import errno
+from typing import Any
+
+import pytest
+import simpy
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from fedsim.direct import DirectCluster
+from fedsim.faults import FaultPlan, Partition
+from fedsim.network import preset
+from fedsim.protocol.config import ProtocolConfig
+from fedsim.runtime import SimCluster
+from tests.test_crash import _sim_walk
+from tests.test_replication import _evicted, assert_replicated, files
+
+HB = 0.5  # heartbeat_s
+MISSES = 3
+CONFIG = ProtocolConfig(replicas=2, heartbeat_s=HB, heartbeat_misses=MISSES)
+SETTLE_LIMIT_S = 120.0  # simulated seconds a step may take to settle: past it, the test fails (a hang)
+MAX_NODES = 7
+MIN_MEMBERS = 3  # a leave keeps at least this many members
+
+DIRS = ["/a", "/b", "/c"]  # /a and /b exist from the start; /c only if a mkdir made it
+LEAVES = ["f0", "f1", "f2"]
+PATHS = [f"{d}/{f}" for d in DIRS for f in LEAVES]
+OPS = {"mkdir", "create", "write", "overwrite", "unlink", "rename", "read"}
+#: errors after which the operation may or may not have taken effect
+AMBIGUOUS = {errno.EHOSTDOWN, errno.EAGAIN, errno.ETIMEDOUT, errno.ESTALE}
+#: errors that say the operation did nothing (the reference explains them)
+REFUSED = {errno.ENOENT, errno.EEXIST, errno.EISDIR, errno.ENOTDIR, errno.EBUSY}  # (EBUSY: a rename of an open file)
+
+DATA = st.binary(min_size=1, max_size=8)  # (reads and walks read the first 64 bytes)
+op_st = st.one_of(
+    st.tuples(st.just("mkdir"), st.integers(0, 99), st.sampled_from(DIRS)),
+    st.tuples(st.just("create"), st.integers(0, 99), st.sampled_from(PATHS)),
+    st.tuples(st.just("create"), st.integers(0, 99), st.sampled_from(PATHS)),
+    st.tuples(st.just("write"), st.integers(0, 99), st.sampled_from(PATHS), st.integers(0, 6), DATA),
+    st.tuples(st.just("overwrite"), st.integers(0, 99), st.sampled_from(PATHS), st.binary(max_size=8)),
+    st.tuples(st.just("unlink"), st.integers(0, 99), st.sampled_from(PATHS)),
+    st.tuples(st.just("rename"), st.integers(0, 99), st.sampled_from(PATHS), st.sampled_from(LEAVES)),
+    st.tuples(st.just("read"), st.integers(0, 99), st.sampled_from(PATHS)),
+)
+batch_st = st.lists(op_st, min_size=1, max_size=6)
+batches_st = st.lists(batch_st, max_size=2)
+step_st = st.one_of(
+    st.tuples(st.just("ops"), batch_st),
+    st.tuples(st.just("ops"), batch_st),
+    st.tuples(st.just("join"), batches_st),
+    st.tuples(st.just("leave"), st.integers(0, 99), batches_st),
+    st.tuples(st.just("crash"), st.integers(0, 99), st.booleans(), batches_st),
+    st.tuples(st.just("loss"), st.sets(st.integers(0, 300), min_size=1, max_size=6), batches_st),
+    st.tuples(st.just("partition"), st.integers(0, 99), st.booleans(), batches_st),
+)
+schedule_st = st.lists(step_st, min_size=1, max_size=8)
+#: the cluster: its size, placement and hashing
+CLUSTER = (st.integers(3, 7), st.sampled_from(["with_manager", "round_robin"]), st.sampled_from(["mod_n", "ring"]))
+
+
+class Reference:
+    """What the acknowledged operations made: ``files`` path -> content,
+    ``dirs``; ``ambiguous``: paths an ambiguous failure may have changed
+    (not checked until an acknowledged operation fixes them again)."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+        self.dirs: set[str] = {"/a", "/b"}
+        self.ambiguous: set[str] = set()
+
+    def known(self, path: str) -> bool:
+        return path not in self.ambiguous
+
+    def fix(self, path: str, content: bytes | None) -> None:
+        """``path`` is now known: ``content``, or absent (None)."""
+        self.ambiguous.discard(path)
+        if content is None:
+            self.files.pop(path, None)
+        else:
+            self.files[path] = content
+
+
+def settled(c: SimCluster) -> bool:
+    """The federation has settled: every live node is a member of the one
+    view whose members are exactly the live nodes, that view is installed
+    everywhere (``view_settled``), no view change or promotion is in flight
+    and no primary has a copy to repair (``unsynced``)."""
+    up = [n for n in c.live if n not in c.down]
+    if sorted(up) != c.live:
+        return False
+    views = {(c.nodes[n].epoch, c.nodes[n].members) for n in up}
+    if len(views) != 1 or next(iter(views))[1] != tuple(sorted(up)):
+        return False
+    now = c.env.now * 1e-6
+    for n in up:
+        node = c.nodes[n]
+        d = node.describe()
+        if not d["view_settled"] or d.get("unsynced") or node.promoting or node._changing or not node.ready:
+            return False
+        if node.copying or node._suspecting or any(until > now for until in node.suspects.values()):
+            return False
+    return True
+
+
+def _run_until(c: SimCluster, done: Any, what: str, log: list[Any]) -> None:
+    end = c.env.now + SETTLE_LIMIT_S * 1e6
+    while not done():
+        assert c.env.now < end, f"{what}: not done in {SETTLE_LIMIT_S} s; log {log}"
+        c.env.run(until=c.env.now + HB / 4 * 1e6)
+
+
+def _guarded(c: SimCluster, work: Any) -> simpy.Process:
+    """A process whose value is (True, result) or (False, OSError), of a
+    generator or of a process (``join``, ``leave``, ``restart``)."""
+
+    def run() -> Any:
+        try:
+            return True, (yield work) if isinstance(work, simpy.Process) else (yield from work)
+        except OSError as exc:
+            return False, exc
+
+    return c.env.process(run())
+
+
+def _op_gen(c: SimCluster, at: int, step: tuple[Any, ...]) -> Any:
+    """The client side of one step at node ``at``, as one generator (a
+    write is open, write, close; an overwrite truncate then write)."""
+    kind, path = step[0], step[2]
+    if kind in ("mkdir", "create", "unlink"):
+        return (yield from c.call_op(at, kind, path))
+    if kind == "rename":
+        return (yield from c.call_op(at, "rename", path, path.rsplit("/", 1)[0] + "/" + step[3]))
+    if kind == "overwrite":
+        yield from c.call_op(at, "truncate", path, 0)
+    fd = yield from c.call_op(at, "open", path)
+    try:
+        if kind == "read":
+            return (yield from c.call_op(at, "read", fd, 0, 64))
+        data = step[4] if kind == "write" else step[3]
+        off = step[3] if kind == "write" else 0
+        return (yield from c.call_op(at, "write", fd, off, data))
+    finally:
+        yield from c.call_op(at, "close", fd)
+
+
+def _touches(step: tuple[Any, ...]) -> set[str]:
+    if step[0] == "rename":
+        return {step[2], step[2].rsplit("/", 1)[0] + "/" + step[3]}
+    return {step[2]}
+
+
+def _account(ref: Reference, step: tuple[Any, ...], ok: bool, value: Any, log: list[Any]) -> None:
+    """Update the reference with one operation's outcome, and check what
+    can be checked at once: a read of a known file returns its content."""
+    kind, path = step[0], step[2]
+    if not ok:
+        code = value.errno
+        assert code in AMBIGUOUS | REFUSED, f"{step}: unexpected {value!r}; log {log}"
+        if code in AMBIGUOUS:
+            if kind == "mkdir":
+                ref.ambiguous.add(path)
+            elif kind != "read":
+                ref.ambiguous |= _touches(step)
+        return
+    if kind == "mkdir":
+        ref.dirs.add(path)
+        ref.ambiguous.discard(path)
+    elif kind == "create":
+        ref.fix(path, b"")
+    elif kind == "unlink":
+        ref.fix(path, None)
+    elif kind == "overwrite":
+        ref.fix(path, step[3])
+    elif kind in ("write", "rename", "read") and ref.known(path) and path not in ref.files:
+        raise AssertionError(f"{kind} of {path} acknowledged, but the acknowledged operations removed it; log {log}")
+    elif kind == "write":
+        if ref.known(path):
+            off, data = step[3], step[4]
+            old = ref.files[path]
+            old = old + b"\0" * max(0, off - len(old))
+            ref.files[path] = old[:off] + data + old[off + len(data) :]
+    elif kind == "rename":
+        new = path.rsplit("/", 1)[0] + "/" + step[3]
+        if new != path:
+            if ref.known(path):
+                ref.fix(new, ref.files.pop(path))
+            else:
+                ref.ambiguous.add(new)
+                ref.fix(path, None)
+    elif kind == "read" and ref.known(path):
+        assert value == ref.files[path], f"read {path} at node {step[1]}: {value!r}, acknowledged {ref.files[path]!r}"
+
+
+class Player:
+    """Plays a schedule on a simulated federation, keeping the reference."""
+
+    def __init__(
+        self,
+        n: int,
+        placement: str,
+        hashing: str,
+        clients_at_leaver: bool = False,
+        files: bool = True,
+        clients_at_isolated: bool = False,
+    ) -> None:
+        c = SimCluster(n, network=preset("tcp_loopback"), keep_data=True, placement=placement, hashing=hashing,
+                       protocol=CONFIG)  # fmt: skip
+        c.preload_summaries()
+        for node in c.nodes:  # what start() runs: heartbeats, the initial sync
+            for timer in node.background():
+                c.spawn(node.id, timer)
+        self.c = c
+        self.clients_at_leaver = clients_at_leaver  # (the exclusions in the module docstring lifted)
+        self.clients_at_isolated = clients_at_isolated
+        self.ref = Reference()
+        self.log: list[Any] = []
+        c.run_op(0, "mkdir", "/a")
+        c.run_op(n - 1, "mkdir", "/b")
+        seeded = [p for p in PATHS if not p.startswith("/c/")] if files else []
+        for i, path in enumerate(seeded):  # files to lose from the start
+            c.run_op(i % n, "create", path)
+            fd = c.run_op((i + 1) % n, "open", path)
+            c.run_op((i + 1) % n, "write", fd, 0, path.encode())
+            c.run_op((i + 1) % n, "close", fd)
+            self.ref.fix(path, path.encode())
+
+    # -------------------------------------------------------------- helpers
+    def clients(self) -> list[int]:
+        """Nodes a client may use now: members that are up."""
+        c = self.c
+        return [n for n in c.live if n not in c.down and c.nodes[n].member]
+
+    def settle(self, what: str) -> None:
+        self._run_until(lambda: settled(self.c), what)
+
+    def _run_until(self, done: Any, what: str) -> None:
+        _run_until(self.c, done, what, self.log)
+
+    def batch(self, steps: list[tuple[Any, ...]], avoid: int | None = None) -> None:
+        """Issue the operations at once, each at a client node (no two touch
+        the same path: their order would be unknown), and wait for all.  No
+        client uses node ``avoid`` (leaving or cut off: see the module
+        docstring)."""
+        clients = [n for n in self.clients() if n != avoid]
+        taken: set[str] = set()
+        procs = []
+        for step in steps:
+            if step[0] == "mkdir":
+                if step[2] in taken or any(p.startswith(step[2] + "/") for p in taken):
+                    continue
+            elif _touches(step) & taken or step[2].rsplit("/", 1)[0] in taken:
+                continue
+            taken |= _touches(step)
+            at = clients[step[1] % len(clients)]
+            procs.append((step, at, _guarded(self.c, _op_gen(self.c, at, step))))
+        self._run_until(lambda: all(p.triggered for _, _, p in procs), "operations")
+        for step, at, p in procs:
+            ok, value = p.value
+            self.log.append((step[0], step[2:], at, "ok" if ok else errno.errorcode.get(value.errno, value.errno)))
+            _account(self.ref, (step[0], at, *step[2:]), ok, value, self.log)
+
+    def batches(self, batches: list[list[tuple[Any, ...]]], avoid: int | None = None) -> None:
+        for b in batches:
+            self.batch(b, avoid)
+
+    def restart(self, node: int) -> None:
+        p = _guarded(self.c, self.c.restart(node))
+        self._run_until(lambda: p.triggered, f"restart of {node}")
+        ok, value = p.value
+        self.log.append(("restart", node, "ok" if ok else repr(value)))
+        assert ok, f"restart of node {node}: {value!r}; log {self.log}"
+
+    def repair(self, what: str) -> None:
+        """Heal, restart the crashed and the evicted nodes, and settle."""
+        c = self.c
+        c.heal()
+        self._run_until(lambda: settled(c) or bool(c.evicted) or bool(c.crashed), what)
+        for _ in range(3):
+            for n in sorted(c.crashed | set(c.evicted)):
+                self.restart(n)
+            self._run_until(lambda: settled(c) or bool(c.evicted) or bool(c.crashed), what)
+            if settled(c):
+                return
+        raise AssertionError(f"{what}: evicted again and again; log {self.log}")
+
+    # -------------------------------------------------------------- steps
+    def play(self, step: tuple[Any, ...]) -> None:
+        c, kind = self.c, step[0]
+        self.log.append(step[:2] if kind != "ops" else ("ops",))
+        members = self.clients()
+        if kind == "ops":
+            self.batch(step[1])
+        elif kind == "join":
+            if len(c.live) >= MAX_NODES:
+                return self.batches(step[1])
+            n = c.add_node()
+            p = _guarded(c, c.join(n))
+            self.batches(step[1])  # (the join goes on meanwhile)
+            self._run_until(lambda: p.triggered, "join")
+            assert p.value[0], f"join: {p.value[1]!r}; log {self.log}"  # (its start() spawned its timers)
+        elif kind == "leave":
+            if len(members) <= MIN_MEMBERS:
+                return self.batches(step[2])
+            node = members[step[1] % len(members)]
+            p = _guarded(c, c.leave(node))
+            self.batches(step[2], avoid=None if self.clients_at_leaver else node)
+            self._run_until(lambda: p.triggered, "leave")
+            assert p.value[0], f"leave of {node}: {p.value[1]!r}; log {self.log}"
+        elif kind == "crash":
+            node = members[step[1] % len(members)]
+            c.crash(node)
+            if step[2]:  # found out and evicted before anything else
+                self._run_until(lambda: all(node not in c.nodes[m].members for m in members if m != node), "eviction")
+            self.batches(step[3])
+        elif kind == "loss":
+            c.inject(FaultPlan.of(lose=step[1]))
+            self.batches(step[2])
+        elif kind == "partition":
+            node = members[step[1] % len(members)]
+            c.inject(FaultPlan.of(partitions=[Partition(frozenset({node}))]))
+            if step[2]:  # until the others evict it
+                self._run_until(lambda: all(node not in c.nodes[m].members for m in members if m != node), "eviction")
+            self.batches(step[3], avoid=None if self.clients_at_isolated else node)
+        self.repair(f"after {kind}")
+
+    def check(self) -> None:
+        c, ref = self.c, self.ref
+        self.repair("at the end")
+        ns = c.namespace()
+        got = files(ns)
+        want = dict(ref.files)
+        for p in ref.ambiguous:
+            got.pop(p, None)
+            want.pop(p, None)
+        why = f"log {self.log}"
+        # (a) every acknowledged file with its content, (b) nothing unlinked came back
+        assert got == want, why
+        # (c) the namespace is the reference tree (empty directories loosely)
+        dirs = {p for p, v in ns.items() if v is None}
+        parents = {p.rsplit("/", 1)[0] for p in files(ns)}
+        assert parents <= dirs, why
+        assert dirs <= {"/"} | ref.dirs | {d for d in DIRS if d in ref.ambiguous}, why
+        for viewer in c.live:  # every member reads it back: names and contents
+            walked = _sim_walk(c, viewer)
+            assert walked == ns, f"node {viewer}; {why}"
+        # (d) every file has its copy at its home's successor
+        assert_replicated(c.fs, c.live)
+
+
+@settings(max_examples=120, deadline=None, derandomize=True)
+@given(*CLUSTER, schedule_st)
+def test_simulated_schedules_of_operations_and_faults_lose_no_acknowledged_file(n, placement, hashing, schedule):
+    player = Player(n, placement, hashing)
+    for step in schedule:
+        player.play(step)
+        event(step[0])
+    player.check()
+    for outcome in sorted({entry[3] for entry in player.log if entry[0] in OPS and entry[3] != "ok"}):
+        event(f"an operation failed: {outcome}")
+    acked = sum(1 for entry in player.log if entry[0] in OPS and entry[3] == "ok")
+    event(f"acknowledged operations: {'0' if not acked else '1-9' if acked < 10 else '10+'}")
+    checked = len(files(player.c.namespace()))
+    event(f"files checked at the end: {'0' if not checked else '1-4' if checked < 5 else '5+'}")
+
+
+# ---------------------------------------------------------------------------- schedules the property found
+def _replay(n: int, placement: str, hashing: str, schedule: list[tuple[Any, ...]], **kw: Any) -> Player:
+    kw.setdefault("files", False)  # (the first ones were found before the files made at the start)
+    player = Player(n, placement, hashing, **kw)
+    for step in schedule:
+        player.play(step)
+    player.check()
+    return player
+
+
+def test_found_settled_waits_for_the_copy_in_flight_after_a_partition_of_the_successor():
+    """Node 2, node 1's successor, is cut off while node 1 creates /a/f0:
+    the copy is repaired after the heal, and ``settled`` must wait for it
+    (``replicate`` takes the path out of ``unsynced`` while it runs)."""
+    _replay(6, "with_manager", "mod_n", [
+        ("ops", [("mkdir", 0, "/a")]),
+        ("join", [[("create", 0, "/a/f1")]]),
+        ("partition", 79, False, [[("mkdir", 0, "/a")], [("create", 57, "/a/f0")]]),
+    ])  # fmt: skip
+
+
+def test_found_settled_waits_for_the_check_of_a_suspicion_raised_during_a_partition():
+    """Node 2 is cut off and suspected; the check outlives the heal.  A
+    crash of node 1 right after used to find node 2 evicted too (two nodes
+    down): ``settled`` waits for the suspicion's check, and the check asks
+    the suspect last (``on_suspect``), so node 2, answering again, stays."""
+    _replay(6, "with_manager", "mod_n", [
+        ("ops", [("mkdir", 0, "/a")]),
+        ("join", [[("create", 0, "/a/f1")]]),
+        ("partition", 79, False, [[("mkdir", 0, "/a")], [("write", 58, "/a/f0", 0, b"\x00")]]),
+        ("crash", 1, False, [[("mkdir", 0, "/a")], [("create", 0, "/a/f1")]]),
+    ])  # fmt: skip
+
+
+def test_found_a_create_acknowledged_by_a_leaving_node_is_not_lost():
+    """Node 2 leaves while clients create files; one create, at node 2
+    itself, is acknowledged by node 2 after its successor promoted its
+    copies (the view change reached node 3 first): the copy node 3 then
+    got stayed in its replica space, unseen, and node 2 left with the
+    file.  Fixed: a whole copy from a primary that is no member any more
+    is promoted at once (``Replication._promote_late``)."""
+    _replay(4, "round_robin", "ring", [
+        ("leave", 58, [[("create", 27, "/b/f0"), ("create", 42, "/a/f0"), ("overwrite", 47, "/a/f1", b"\x99\x89%"),
+                        ("create", 39, "/b/f2")]]),
+    ], clients_at_leaver=True)  # fmt: skip
+
+
+def test_found_a_partition_healed_during_an_eviction_check_makes_no_two_views_of_one_epoch():
+    """Node 0 (of 0, 1, 3) is cut off; it suspects node 3 and, as the
+    coordinator of the view without 3, asked node 3 (no answer: the
+    partition) and then the majority, whose calls waited out their timeout
+    while the partition healed: node 3 was evicted alive, while node 1 had
+    evicted node 0: two views of epoch 3, (0, 1) and (1, 3), for good.
+    Fixed: the majority first, the suspect last, just before the view
+    change (``FailureDetection.on_suspect``)."""
+    _replay(3, "round_robin", "mod_n", [
+        ("ops", [("create", 43, "/a/f2"), ("write", 54, "/b/f0", 3, b"H\xea\x98\xe3Wf\x1d"), ("mkdir", 49, "/b"),
+                 ("create", 21, "/c/f0"), ("read", 58, "/c/f0"), ("overwrite", 58, "/a/f2", b"\x0b\x00j\t\x13b")]),
+        ("join", []),
+        ("leave", 94, []),
+        ("partition", 0, False, [[("unlink", 63, "/a/f2")], [("create", 43, "/a/f2"), ("create", 63, "/a/f1"),
+                                 ("create", 77, "/b/f0"), ("rename", 98, "/c/f0", "f2"), ("create", 28, "/a/f0"),
+                                 ("read", 21, "/b/f0")]]),
+    ])  # fmt: skip
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a rename acknowledged by a leaver after its successor's promotions: the "
+    "file is promoted late but its parent's manager keeps the leaver as its home: unlisted",
+)
+def test_found_a_rename_acknowledged_by_a_leaving_node_is_not_lost():
+    """As for a create (above): node 4 renames /b/f0 (its file) to /b/f1
+    while it leaves, after its successor promoted its copies; the renamed
+    copy stayed in the replica space and node 4 left with the file.
+    Fixed: ``on_replica_rename`` promotes it at once too."""
+    _replay(6, "round_robin", "ring", [
+        ("join", [[("overwrite", 66, "/a/f2", b"\xf1\x1f~\xea0"), ("rename", 92, "/a/f2", "f2")],
+                  [("create", 15, "/b/f0"), ("write", 87, "/a/f2", 1, b"1"),
+                   ("write", 26, "/b/f0", 1, b"\x90/\xa2")]]),
+        ("leave", 53, [[("create", 65, "/c/f2"), ("read", 18, "/a/f0"), ("overwrite", 45, "/a/f0", b""),
+                        ("rename", 45, "/c/f2", "f1"), ("rename", 11, "/b/f0", "f1"), ("create", 54, "/a/f1")]]),
+    ], clients_at_leaver=True)  # fmt: skip
+
+
+def test_found_an_overwrite_acknowledged_by_a_leaving_node_is_not_lost():
+    """A client at node 2 overwrites /a/f1 (truncate, then write) homed at
+    node 0 as node 0 leaves: node 1 promoted the truncated copy and the
+    write's whole copy, sent while that promotion ran, stayed in the replica
+    space.  Fixed: after its promotions a node promotes the copies departed
+    primaries sent meanwhile, over the older promoted file
+    (``Replication._promote_late``)."""
+    _replay(6, "with_manager", "ring", [("leave", 72, [[("overwrite", 36, "/a/f1", b"4\x06w\xb6")]])], files=True)
+
+
+@pytest.mark.xfail(strict=True, reason="a primary cut off by a partition acknowledges with one copy; evicted, its "
+                   "restart's reconcile drops the change for the older promoted copy")  # fmt: skip
+def test_found_a_change_acknowledged_by_a_cut_off_primary_is_lost():
+    """Node 2 of 3 is cut off; a client at node 2 overwrites /a/f0, homed
+    at node 2: acknowledged with one copy (node 0, its secondary, is out of
+    reach).  Node 2 is evicted, node 0 promotes the older copy, node 2's
+    restart drops its own: the acknowledged overwrite is lost.  (The
+    property excludes clients at a cut-off node.)"""
+    _replay(3, "with_manager", "ring", [
+        ("partition", 35, False, [[("rename", 89, "/b/f1", "f0")], [("overwrite", 65, "/a/f0", b"\xa5")]]),
+    ], files=True, clients_at_isolated=True)  # fmt: skip
+
+
+@pytest.mark.xfail(strict=True, reason="a rename onto an existing name racing a join leaves the new manager's entry "
+                   "naming the overwritten file's home: ENOENT")  # fmt: skip
+def test_found_a_rename_over_an_existing_file_during_a_join_stays_reachable():
+    """/a/f2 (home 4) is renamed onto /a/f0 (home 2) while node 5 joins
+    and becomes /a/f0's manager: the rename is acknowledged, node 4 holds
+    /a/f0, but node 5's DT entry (handed off before the rename's commit)
+    still names home 2, which answers ENOENT, for good: the file is listed
+    and cannot be opened."""
+    _replay(5, "with_manager", "ring", [("join", [[("rename", 39, "/a/f2", "f0")]])], files=True)
+
+
+@pytest.mark.xfail(strict=True, reason="an unlink acknowledged by a leaving home whose ReplicaDrop reaches the "
+                   "successor after it promoted the copy: the file comes back")  # fmt: skip
+def test_found_an_unlink_acknowledged_by_a_leaving_home_stays_done():
+    """Node 0 leaves; a client at node 3 unlinks /a/f1, homed at node 0,
+    which applies it; node 1 has promoted its copy meanwhile and the
+    ReplicaDrop finds nothing left to drop: /a/f1 is back at node 1.
+    (The late copies are promoted over the older file, ``_promote_late``;
+    a late drop would have to unlink the promoted file as its home.)"""
+    _replay(4, "round_robin", "ring", [("leave", 16, [[("unlink", 41, "/a/f1")], [("mkdir", 46, "/c")]])], files=True)
+
+
+@pytest.mark.xfail(strict=True, reason="a rename over an existing file homed elsewhere, racing a leave, leaves the "
+                   "overwritten file at its home: two files of one name")  # fmt: skip
+def test_found_a_rename_over_an_existing_file_during_a_leave_replaces_it():
+    """Node 2 leaves; a client at node 1 renames /b/f2 (homed at node 2,
+    promoted at node 1) onto /b/f1 (homed at node 3): acknowledged; node 1
+    holds /b/f1 with /b/f2's content and node 3 still holds the old /b/f1."""
+    _replay(5, "with_manager", "mod_n", [
+        ("loss", {256, 81, 255}, [[("overwrite", 78, "/a/f0", b"0")]]),
+        ("leave", 2, [[("unlink", 1, "/c/f1"), ("rename", 81, "/b/f2", "f1")]]),
+    ], files=True)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- the in-memory variant
+def _direct_op(c: DirectCluster, at: int, step: tuple[Any, ...]) -> Any:
+    """``_op_gen``'s operation, run to its end in the in-memory runtime."""
+    kind, path = step[0], step[2]
+    if kind in ("mkdir", "create", "unlink"):
+        return c.op(at, kind, path)
+    if kind == "rename":
+        return c.op(at, "rename", path, path.rsplit("/", 1)[0] + "/" + step[3])
+    if kind == "overwrite":
+        c.op(at, "truncate", path, 0)
+    fd = c.op(at, "open", path)
+    try:
+        if kind == "read":
+            return c.op(at, "read", fd, 0, 64)
+        data, off = (step[4], step[3]) if kind == "write" else (step[3], 0)
+        return c.op(at, "write", fd, off, data)
+    finally:
+        c.op(at, "close", fd)
+
+
+def _direct_settled(c: DirectCluster) -> bool:
+    up = [n for n in c.live if n not in c.down]
+    views = {(c.nodes[n].epoch, c.nodes[n].members) for n in up}
+    if len(views) != 1 or next(iter(views))[1] != tuple(sorted(up)):
+        return False
+    return all(not c.nodes[n].unsynced and not c.nodes[n].copying and not c.nodes[n]._suspecting for n in up)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(*CLUSTER, schedule_st)
+def test_in_memory_schedules_of_operations_and_faults_lose_no_acknowledged_file(n, placement, hashing, schedule):
+    """The same schedules in the in-memory runtime (one operation at a
+    time: no concurrency, the faults and their repairs as in the
+    simulator, the same reference and checks)."""
+    c = DirectCluster(n, config=CONFIG, placement=placement, hashing=hashing)
+    c.op(0, "mkdir", "/a")
+    c.op(n - 1, "mkdir", "/b")
+    ref, log = Reference(), []
+    for i, path in enumerate(p for p in PATHS if not p.startswith("/c/")):
+        c.op(i % n, "create", path)
+        _direct_op(c, (i + 1) % n, ("overwrite", 0, path, path.encode()))
+        ref.fix(path, path.encode())
+
+    def ops(batches: list[list[tuple[Any, ...]]], avoid: int | None = None) -> None:
+        clients = [m for m in c.live if m not in c.down and c.nodes[m].member and m != avoid]
+        for step in (s for b in batches for s in b):
+            at = clients[step[1] % len(clients)]
+            try:
+                ok, value = True, _direct_op(c, at, step)
+            except OSError as exc:
+                ok, value = False, exc
+            log.append((step[0], step[2:], at, "ok" if ok else errno.errorcode.get(value.errno, value.errno)))
+            _account(ref, (step[0], at, *step[2:]), ok, value, log)
+
+    def repair() -> None:
+        c.heal()
+        for _ in range(40):
+            for m in sorted({*c.down, *c.evicted} - c.left):
+                c.restart(m)
+            if _direct_settled(c):
+                return
+            c.advance(HB)
+        raise AssertionError(f"not settled; log {log}")
+
+    for step in schedule:
+        kind, members = step[0], [m for m in c.live if m not in c.down and c.nodes[m].member]
+        log.append(step[:2] if kind != "ops" else ("ops",))
+        if kind == "ops":
+            ops([step[1]])
+        elif kind == "join":
+            if len(c.live) < MAX_NODES:
+                c.join()
+            ops(step[1])
+        elif kind == "leave":
+            if len(members) > MIN_MEMBERS:
+                c.leave(members[step[1] % len(members)])
+            ops(step[2])
+        elif kind in ("crash", "partition"):
+            node = members[step[1] % len(members)]
+            if kind == "crash":
+                c.crash(node)
+            else:
+                c.inject(FaultPlan.of(partitions=[Partition(frozenset({node}))]))
+            if step[2]:
+                _evicted(c, node)
+            ops(step[3], avoid=node)
+        else:
+            c.inject(FaultPlan.of(lose=step[1]))
+            ops(step[2])
+        repair()
+    got, want = files(c.namespace()), dict(ref.files)
+    for p in ref.ambiguous:
+        got.pop(p, None)
+        want.pop(p, None)
+    assert got == want, f"log {log}"
+    whole = c.namespace()
+    for viewer in c.live:
+        assert c.walk(viewer) == whole, f"node {viewer}; log {log}"
+    assert_replicated(c.fs, c.members)
