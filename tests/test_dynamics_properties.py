@@ -485,16 +485,18 @@ def test_found_a_partition_healed_during_an_eviction_check_makes_no_two_views_of
     ])  # fmt: skip
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a rename acknowledged by a leaver after its successor's promotions: the "
-    "file is promoted late but its parent's manager keeps the leaver as its home: unlisted",
-)
 def test_found_a_rename_acknowledged_by_a_leaving_node_is_not_lost():
     """As for a create (above): node 4 renames /b/f0 (its file) to /b/f1
     while it leaves, after its successor promoted its copies; the renamed
     copy stayed in the replica space and node 4 left with the file.
-    Fixed: ``on_replica_rename`` promotes it at once too."""
+    Fixed: ``on_replica_rename`` promotes it at once too.  Then the file
+    was promoted but unlisted: the promotion of /b/f0 at node 5 had made
+    /b and failed (its copy was dropped for the whole copy of /b/f1), so
+    the late promotion found /b made and never summarised it (the new
+    manager's merges skipped node 5: a failed promotion now removes the
+    parents it made); and /b/f1's manager took the rename's end naming the
+    departed node 4 (``on_rename_done`` keeps no entry naming a non-member:
+    the next lookup asks the parent's VD)."""
     _replay(6, "round_robin", "ring", [
         ("join", [[("overwrite", 66, "/a/f2", b"\xf1\x1f~\xea0"), ("rename", 92, "/a/f2", "f2")],
                   [("create", 15, "/b/f0"), ("write", 87, "/a/f2", 1, b"1"),
@@ -538,14 +540,12 @@ def test_found_a_rename_over_an_existing_file_during_a_join_stays_reachable():
     _replay(5, "with_manager", "ring", [("join", [[("rename", 39, "/a/f2", "f0")]])], files=True)
 
 
-@pytest.mark.xfail(strict=True, reason="an unlink acknowledged by a leaving home whose ReplicaDrop reaches the "
-                   "successor after it promoted the copy: the file comes back")  # fmt: skip
 def test_found_an_unlink_acknowledged_by_a_leaving_home_stays_done():
     """Node 0 leaves; a client at node 3 unlinks /a/f1, homed at node 0,
     which applies it; node 1 has promoted its copy meanwhile and the
-    ReplicaDrop finds nothing left to drop: /a/f1 is back at node 1.
-    (The late copies are promoted over the older file, ``_promote_late``;
-    a late drop would have to unlink the promoted file as its home.)"""
+    ReplicaDrop found nothing left to drop: /a/f1 was back at node 1.
+    Fixed: a late drop from a departed primary unlinks the file promoted
+    from it, as its new home (``Replication._unlink_adopted``)."""
     _replay(4, "round_robin", "ring", [("leave", 16, [[("unlink", 41, "/a/f1")], [("mkdir", 46, "/c")]])], files=True)
 
 

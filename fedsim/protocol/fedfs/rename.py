@@ -315,7 +315,13 @@ class Renaming(Requester):
 
     @handles(RenameDone)
     def on_rename_done(self, src: int, req: RenameDone) -> None:
-        self.dt.put(req.new, DTEntry(False, req.home))
+        if req.home in self.members:
+            self.dt.put(req.new, DTEntry(False, req.home))
+        else:
+            # The file's home left while the rename ran (its file is promoted
+            # at its successor, or gone): no entry naming it; the next lookup
+            # asks the parent's VD, which the promotion told.
+            self.dt.pop(req.new)
         if self.manager_of(req.old) == self.id:
             self.dt.pop(req.old)
         self.rename_marks.discard(req.new)

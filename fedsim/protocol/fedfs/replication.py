@@ -276,6 +276,7 @@ class Replication(Membership):
         self.copying: dict[str, bool] = {}  # whole copies in flight: path -> a change overtook it
         self._repairing = False
         self.promoting: set[str] = set()  # copies whose promotion (their primary left) is in flight here
+        self.adopted: dict[str, int] = {}  # files promoted here (since the last view change) -> their departed primary
         self.synced = False  # a full copy of this node's files to its successor has run (``initial_sync``)
         self._syncing = False
         self.promoted = 0
@@ -693,7 +694,9 @@ class Replication(Membership):
                 # newer whole copy it sent since replaces it.
                 rp = _rp(path)
                 yield Local("rename", rp, (path,))
-                self.held.pop(path, None)
+                primary = self.held.pop(path, None)
+                if primary is not None:
+                    self.adopted[path] = primary
                 yield from self._prune_replicas(parent(rp))
                 yield from self.replicate(path)
             elif is_dir is None and (yield from self._promote(path)):
@@ -730,6 +733,22 @@ class Replication(Membership):
     def on_replica_drop(self, src: int, req: ReplicaDrop) -> Gen:
         yield from self._drop_copy_of(self._replica_path(req.path))
         self.held.pop(req.path, None)
+        if self.adopted.get(req.path) == src and src not in self.members and self.member:
+            yield from self._unlink_adopted(req.path)
+
+    def _unlink_adopted(self, path: str) -> Gen:
+        """A departed primary removed ``path`` (an unlink, the source side of
+        a rename or a migration it acknowledged until its own install of the
+        view without it) after this node promoted its copy: the promoted file
+        is this node's now, so it is unlinked here as its home does, through
+        the home's own unlink (the parent's VD and the manager's DT learn it,
+        this node's successor drops its copy).  Found by the dynamics
+        property: an unlink acknowledged by a leaving home came back."""
+        del self.adopted[path]
+        try:
+            yield from super().handle(self.id, Unlink(path))  # (past ``handle``'s promotion guard)
+        except FileNotFoundError:
+            pass  # unlinked here meanwhile
 
     @handles(ReplicaRelease)
     def on_replica_release(self, src: int, req: ReplicaRelease) -> Gen:
@@ -933,6 +952,7 @@ class Replication(Membership):
             return
         view = self.view
         promoted = []
+        self.adopted = {}  # (late changes from the primaries of an older view are over)
         orphans = sorted(p for p, primary in self.held.items() if primary not in view.members)
         for path in orphans:
             try:
@@ -991,8 +1011,20 @@ class Replication(Membership):
         d, name = split(path)
         created = (yield Local("mkdir", d)) if d != ROOT else []
         rp = _rp(path)
-        yield Local("rename", rp, (path,))
-        del self.held[path]
+        try:
+            yield Local("rename", rp, (path,))
+        except OSError:
+            # The copy went meanwhile (dropped or renamed by its departed
+            # primary): the parents made for it go too, deepest first, or
+            # a later promotion into them would find them made and never
+            # summarise them (its new manager's merges would miss the file).
+            for c in reversed(created):
+                try:
+                    yield Local("rmdir", c)
+                except OSError:
+                    break
+            raise
+        self.adopted[path] = self.held.pop(path)
         self.promoted += 1
         self.implicit_dirs.update(created)
         self.moved.pop(path)
