@@ -549,12 +549,17 @@ def test_found_an_unlink_acknowledged_by_a_leaving_home_stays_done():
     _replay(4, "round_robin", "ring", [("leave", 16, [[("unlink", 41, "/a/f1")], [("mkdir", 46, "/c")]])], files=True)
 
 
-@pytest.mark.xfail(strict=True, reason="a rename over an existing file homed elsewhere, racing a leave, leaves the "
-                   "overwritten file at its home: two files of one name")  # fmt: skip
 def test_found_a_rename_over_an_existing_file_during_a_leave_replaces_it():
-    """Node 2 leaves; a client at node 1 renames /b/f2 (homed at node 2,
-    promoted at node 1) onto /b/f1 (homed at node 3): acknowledged; node 1
-    holds /b/f1 with /b/f2's content and node 3 still holds the old /b/f1."""
+    """Node 2 leaves; a client at node 1 renames /b/f2 (homed at node 1)
+    onto /b/f1 (homed at node 2, promoted at node 3): acknowledged; node 1
+    held /b/f1 with /b/f2's content and node 3 still held the old /b/f1.
+    Fixed: node 2's late ReplicaDrop of /b/f1 unlinks the file node 3
+    promoted (``_unlink_adopted``), and only the entries naming node 3
+    (``DelEntry``/``Forget`` carry the removing home: the rename's entry
+    naming node 1 stays); node 1's whole copy of its /b/f1, meeting node
+    3's promotion of the old one, is told EAGAIN and repaired later (the
+    replica space holds one copy per name), and the late drop leaves a copy
+    held for another primary alone."""
     _replay(5, "with_manager", "mod_n", [
         ("loss", {256, 81, 255}, [[("overwrite", 78, "/a/f0", b"0")]]),
         ("leave", 2, [[("unlink", 1, "/c/f1"), ("rename", 81, "/b/f2", "f1")]]),

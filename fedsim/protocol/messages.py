@@ -261,12 +261,15 @@ class Settle(Request):
 @register_request
 @dataclass(slots=True, frozen=True)
 class Forget(Request):
-    """The file was removed at its home: drop the manager's DT entry."""
+    """The file was removed at its home: drop the manager's DT entry (with
+    ``home`` >= 0, only an entry naming that home: a newer one naming
+    another home, e.g. a rename's over the removed file, stays)."""
 
     route: ClassVar[str | None] = "path"
     reply: ClassVar[Any] = None
     path: str
     epoch: int = 0  # the sender's view (``route``)
+    home: int = -1
 
 
 @register_request
@@ -348,12 +351,16 @@ class AddEntry(Request):
 @register_request
 @dataclass(slots=True, frozen=True)
 class DelEntry(Request):
+    """``name`` is gone from ``directory``: drop it from the VD (with ``home``
+    >= 0, only a file entry naming that home, as ``Forget``)."""
+
     route: ClassVar[str | None] = "directory"
     reply: ClassVar[Any] = None
 
     directory: str
     name: str
     epoch: int = 0  # the sender's view (``route``)
+    home: int = -1
 
 
 # --- at a node that may hold a directory (dirmerge, rmdir) ----------------------------------

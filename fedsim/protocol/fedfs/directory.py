@@ -374,7 +374,10 @@ class Directory(Summaries):
             _, name, entry = op
             vd.entries[name] = entry
         elif op[0] == "del":
-            vd.entries.pop(op[1], None)
+            home = op[2] if len(op) > 2 else -1  # ("del", name[, home]): see ``DelEntry``
+            e = vd.entries.get(op[1])
+            if e is not None and (home < 0 or (not e.is_dir and e.home == home)):
+                del vd.entries[op[1]]
         else:  # ("holder", node)
             vd.holders.add(op[1])
 
@@ -417,7 +420,7 @@ class Directory(Summaries):
 
     @handles(DelEntry)
     def on_del_entry(self, src: int, req: DelEntry) -> None:
-        self._vd_update(req.directory, ("del", req.name))
+        self._vd_update(req.directory, ("del", req.name, req.home))
 
     @handles(SummaryAdd)
     def on_summary_add(self, src: int, req: SummaryAdd) -> Gen:

@@ -117,9 +117,11 @@ class Home(Manager):
             yield from self._prune(d)
         m = self.manager_of(path)
         try:
-            yield from self.notify(self.manager_of(d), DelEntry(d, name))
+            # (only entries naming this node: a rename over this file may
+            # have named its new home there already)
+            yield from self.notify(self.manager_of(d), DelEntry(d, name, home=self.id))
             if m != self.id:
-                yield from self.notify(m, Forget(path))
+                yield from self.notify(m, Forget(path, home=self.id))
         except OSError:  # PeerUnavailable mostly (a busy or redirected manager too)
             # The file is gone; the parent's VD or the manager's DT may not
             # know yet.  Replaying DelEntry/Forget later could undo a newer

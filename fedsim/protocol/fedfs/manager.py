@@ -161,5 +161,9 @@ class Manager(Directory):
 
     @handles(Forget)
     def on_forget(self, src: int, req: Forget) -> None:
+        if req.home >= 0:
+            e = self.dt.peek(req.path)
+            if e is not None and (e.is_dir or e.home != req.home):
+                return  # newer than the removal (a rename's entry over it)
         self.dt.pop(req.path)
         self.dt_epoch += 1

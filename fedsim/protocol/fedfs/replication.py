@@ -586,7 +586,7 @@ class Replication(Membership):
                 # overtaken every round: copied again by the background
                 # repair (the writes may stop now, and nothing else would)
                 yield from self._mark_unsynced(path)
-        except PeerUnavailable:
+        except (PeerUnavailable, BlockingIOError):  # (EAGAIN: its promotion of an older copy of the name in flight)
             yield from self._mark_unsynced(path)
         except OSError:
             pass  # the secondary refused the copy (a directory of that name there): nothing to be done here
@@ -659,6 +659,13 @@ class Replication(Membership):
             raise fs_error(errno.EINVAL, req.path, "a replica chunk outside the file")
         if req.mode != KEEP and not 0 <= req.mode <= PERM_BITS:
             raise fs_error(errno.EINVAL, req.path, "not permission bits")
+        other = self.held.get(req.path, src)
+        if src in self.members and (req.path in self.promoting or (other != src and other not in self.members)):
+            # A copy of this name from a departed primary is (to be) promoted
+            # here (a rename over it by another home raced the leave): the
+            # replica space holds one copy per name; the sender tries again
+            # once the promotion ran (``replicate``: EAGAIN is repaired).
+            raise fs_error(errno.EAGAIN, req.path, "a copy of this name is being promoted here; try again")
         if req.offset == 0:
             try:
                 yield Local("create", rp)
@@ -731,8 +738,10 @@ class Replication(Membership):
 
     @handles(ReplicaDrop)
     def on_replica_drop(self, src: int, req: ReplicaDrop) -> Gen:
-        yield from self._drop_copy_of(self._replica_path(req.path))
-        self.held.pop(req.path, None)
+        rp = self._replica_path(req.path)
+        if self.held.get(req.path, src) == src:  # (a copy this node holds for another primary now stays)
+            yield from self._drop_copy_of(rp)
+            self.held.pop(req.path, None)
         if self.adopted.get(req.path) == src and src not in self.members and self.member:
             yield from self._unlink_adopted(req.path)
 
