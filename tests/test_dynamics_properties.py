@@ -529,14 +529,15 @@ def test_found_a_change_acknowledged_by_a_cut_off_primary_is_lost():
     ], files=True, clients_at_isolated=True)  # fmt: skip
 
 
-@pytest.mark.xfail(strict=True, reason="a rename onto an existing name racing a join leaves the new manager's entry "
-                   "naming the overwritten file's home: ENOENT")  # fmt: skip
 def test_found_a_rename_over_an_existing_file_during_a_join_stays_reachable():
     """/a/f2 (home 4) is renamed onto /a/f0 (home 2) while node 5 joins
     and becomes /a/f0's manager: the rename is acknowledged, node 4 holds
     /a/f0, but node 5's DT entry (handed off before the rename's commit)
-    still names home 2, which answers ENOENT, for good: the file is listed
-    and cannot be opened."""
+    still named home 2, which answered ENOENT, for good: the file was
+    listed and could not be opened.  Fixed: the old manager, which got the
+    rename's end (``RenameDone``) after the view change, forwards it to the
+    name's new manager, and a hand-off overtaken by it does not overwrite
+    the newer entry (``Membership.on_hand_off``)."""
     _replay(5, "with_manager", "ring", [("join", [[("rename", 39, "/a/f2", "f0")]])], files=True)
 
 

@@ -358,7 +358,10 @@ class Membership(Renaming):
         if req.epoch > self.epoch:
             yield from self.fetch_view(src)
         for path, entry in unpack_entries(req.entries, self.members):
-            if self.manager_of(path) == self.id:  # (not moved on again by a newer view)
+            # (not moved on again by a newer view; and an entry put here since
+            # this node took the name over is newer than the old manager's:
+            # a rename's end forwarded by it may overtake its hand-off)
+            if self.manager_of(path) == self.id and self.dt.peek(path) is None:
                 self.dt.put(path, entry)
 
     # ------------------------------------------------------------------ at the coordinator

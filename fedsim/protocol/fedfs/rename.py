@@ -314,7 +314,24 @@ class Renaming(Requester):
         self.rename_marks.discard(req.path)
 
     @handles(RenameDone)
-    def on_rename_done(self, src: int, req: RenameDone) -> None:
+    def on_rename_done(self, src: int, req: RenameDone) -> Gen:
+        self.rename_marks.discard(req.new)
+        self.dt_epoch += 1
+        if self.manager_of(req.old) == self.id:
+            self.dt.pop(req.old)
+        m = self.manager_of(req.new)
+        if m != self.id and src != m:
+            # A view change (a join, a leave) moved ``new``'s entry to another
+            # manager after the mark: the entry it was handed off names the
+            # replaced file's home; the new one goes there too (found by the
+            # dynamics property: a rename over a file racing a join left the
+            # name pointing at the old target's home, ENOENT for good).
+            self.dt.pop(req.new)
+            try:
+                yield from self.call(m, req)
+            except OSError:
+                pass  # soft state: its next miss asks the parent's VD, which PM committed
+            return
         if req.home in self.members:
             self.dt.put(req.new, DTEntry(False, req.home))
         else:
@@ -322,10 +339,6 @@ class Renaming(Requester):
             # at its successor, or gone): no entry naming it; the next lookup
             # asks the parent's VD, which the promotion told.
             self.dt.pop(req.new)
-        if self.manager_of(req.old) == self.id:
-            self.dt.pop(req.old)
-        self.rename_marks.discard(req.new)
-        self.dt_epoch += 1
 
     # ------------------------------------------------------------------ the homes
     def _gate(self, *paths: str) -> None:
