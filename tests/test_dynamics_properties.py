@@ -47,11 +47,11 @@ Excluded (known failures, pinned below as strict xfails):
   node down" the cut-off node counts as the one down, so its clients are on
   the wrong side; keeping the change needs a primary that does not
   acknowledge with one copy until a view without its secondary exists.
-* no client uses a node while it leaves.  A leaver still serves its clients until it installs
-the view without itself; a rename it acknowledges after its successor
-promoted its copies leaves the renamed file in the namespace (promoted late,
-``Replication._promote_late``) but out of its directory's listing (its
-manager's entry names the leaver)."""
+
+Clients use a node while it leaves (a leaver serves them until it installs
+the view without itself): what it acknowledges after its successor promoted
+its copies reaches the successor late (``Replication._promote_late``,
+``_unlink_adopted``; the pinned leaver schedules below)."""
 
 from __future__ import annotations
 
@@ -255,7 +255,6 @@ class Player:
         n: int,
         placement: str,
         hashing: str,
-        clients_at_leaver: bool = False,
         files: bool = True,
         clients_at_isolated: bool = False,
     ) -> None:
@@ -266,7 +265,6 @@ class Player:
             for timer in node.background():
                 c.spawn(node.id, timer)
         self.c = c
-        self.clients_at_leaver = clients_at_leaver  # (the exclusions in the module docstring lifted)
         self.clients_at_isolated = clients_at_isolated
         self.ref = Reference()
         self.log: list[Any] = []
@@ -295,7 +293,7 @@ class Player:
     def batch(self, steps: list[tuple[Any, ...]], avoid: int | None = None) -> None:
         """Issue the operations at once, each at a client node (no two touch
         the same path: their order would be unknown), and wait for all.  No
-        client uses node ``avoid`` (leaving or cut off: see the module
+        client uses node ``avoid`` (down or cut off: see the module
         docstring)."""
         clients = [n for n in self.clients() if n != avoid]
         taken: set[str] = set()
@@ -359,7 +357,7 @@ class Player:
                 return self.batches(step[2])
             node = members[step[1] % len(members)]
             p = _guarded(c, c.leave(node))
-            self.batches(step[2], avoid=None if self.clients_at_leaver else node)
+            self.batches(step[2])  # (at the leaver too)
             self._run_until(lambda: p.triggered, "leave")
             assert p.value[0], f"leave of {node}: {p.value[1]!r}; log {self.log}"
         elif kind == "crash":
@@ -463,7 +461,7 @@ def test_found_a_create_acknowledged_by_a_leaving_node_is_not_lost():
     _replay(4, "round_robin", "ring", [
         ("leave", 58, [[("create", 27, "/b/f0"), ("create", 42, "/a/f0"), ("overwrite", 47, "/a/f1", b"\x99\x89%"),
                         ("create", 39, "/b/f2")]]),
-    ], clients_at_leaver=True)  # fmt: skip
+    ])  # fmt: skip
 
 
 def test_found_a_partition_healed_during_an_eviction_check_makes_no_two_views_of_one_epoch():
@@ -503,7 +501,7 @@ def test_found_a_rename_acknowledged_by_a_leaving_node_is_not_lost():
                    ("write", 26, "/b/f0", 1, b"\x90/\xa2")]]),
         ("leave", 53, [[("create", 65, "/c/f2"), ("read", 18, "/a/f0"), ("overwrite", 45, "/a/f0", b""),
                         ("rename", 45, "/c/f2", "f1"), ("rename", 11, "/b/f0", "f1"), ("create", 54, "/a/f1")]]),
-    ], clients_at_leaver=True)  # fmt: skip
+    ])  # fmt: skip
 
 
 def test_found_an_overwrite_acknowledged_by_a_leaving_node_is_not_lost():
