@@ -514,8 +514,6 @@ def test_found_an_overwrite_acknowledged_by_a_leaving_node_is_not_lost():
     _replay(6, "with_manager", "ring", [("leave", 72, [[("overwrite", 36, "/a/f1", b"4\x06w\xb6")]])], files=True)
 
 
-@pytest.mark.xfail(strict=True, reason="a primary cut off by a partition acknowledges with one copy; evicted, its "
-                   "restart's reconcile drops the change for the older promoted copy")  # fmt: skip
 def test_found_a_change_acknowledged_by_a_cut_off_primary_is_lost():
     """Node 2 of 3 is cut off; a client at node 2 overwrites /a/f0, homed
     at node 2: acknowledged with one copy (node 0, its secondary, is out of
