@@ -14,12 +14,22 @@ frame on any hot path).
   commit at the target and removal at the source) is applied locally, then
   forwarded to the secondary (``ReplicaPut``, ``ReplicaWrite``,
   ``ReplicaTruncate``, ``ReplicaDrop``, ``ReplicaRename``,
-  ``ReplicaSetattr``) before the home replies.  A secondary that does not
-  answer does not fail the write (one copy is allowed while one node is
-  down): the path goes into ``unsynced`` and is copied whole
-  (``replicate``) by a background repair with back-off, on the next change
-  of the file, or at the next view change.  A secondary that answers with an
-  error (its copy is missing) gets the file whole at once.
+  ``ReplicaSetattr``) before the home replies: a change is acknowledged
+  only once both copies hold it (issue 13).  A secondary that does not
+  answer fails a create, write, truncate, unlink or setattr with
+  ``PeerUnavailable`` naming the secondary, unless a view installed
+  meanwhile gave the home another successor (the file goes to it whole,
+  then the reply) or the home is alone.  The local step stays applied: the
+  outcome is ambiguous, as after a timeout (the rule "a failed operation
+  leaves no trace" allows it there); the path goes into ``unsynced`` and
+  is copied whole (``replicate``) by a background repair with back-off, on
+  the next change of the file, or at the next view change; a home evicted
+  meanwhile (cut off) drops it at its restart for the promoted copy, which
+  is then the truth of every acknowledged change.  A crashed secondary thus
+  costs failed changes of its primary's files until it is evicted (about
+  ``heartbeat_misses * heartbeat_s`` plus the check), not a lost write.  A
+  secondary that answers with an error (its copy is missing) gets the file
+  whole at once.
 * **Reads while the home is down.**  A requester whose stat, getattr, open,
   read or close of a regular file meets ``PeerUnavailable`` from the file's
   home asks ``successor(home)`` (``ReplicaStat``, ``ReplicaAttr``,
@@ -74,7 +84,15 @@ frame on any hot path).
 Which copies a secondary holds for which primary (``held``) is soft state of
 this incarnation; a restarted node drops its replica space anyway.
 
-Known limits: two writes of one file in flight at once at its home may reach
+Known limits: the home does not wait (``Sleep``) for its secondary or a
+view change before it fails a change: the protocol does not know its
+caller's patience (the runtime's rpc timeout), and in the simulator a
+silent secondary has used three quarters of it already (``nested_timeout``);
+the client retries.  The steps of a rename's or a migration's commit at the
+home (``RenameFinish``, ``RenameDrop``, ``MigrateDone``) keep the old rule:
+their change goes to the secondary after the commit and, not taken, follows
+later (``unsynced``); a change acknowledged while a whole copy of its file
+is in flight is acknowledged before that copy ends.  Two writes of one file in flight at once at its home may reach
 the secondary in another order than they were applied (the workloads and
 tests write a file from one client at a time); a write acknowledged while a
 whole copy of that file is in flight reaches the secondary with the copy's
