@@ -47,8 +47,11 @@ and the operations that fail are those that need a down node: aimed at a
 file whose home is down, or creating a name whose manager is down (counted
 as each operation is issued, from the local trees); with two copies, reads
 and stats of a file whose home is down are served by its secondary, so only
-the changes need the home, and with one failure at a time nothing
-acknowledged is lost.
+the changes need the home, and they need its secondary too (a change is
+acknowledged only once both copies hold it: a crashed secondary fails its
+primary's changes until its eviction, about ``heartbeat_misses *
+heartbeat_s`` plus the check, after which the primary copies to its new
+successor); with one failure at a time nothing acknowledged is lost.
 """
 
 from __future__ import annotations
@@ -265,14 +268,22 @@ class Run:
         operation on it (with two copies only for a change: the secondary
         serves reads); the name's manager for a create (which places the file
         there: ``with_manager``) and an unlink (told to forget it); the
-        parent directory's manager for both (its entry changes)."""
+        parent directory's manager for both (its entry changes); with two
+        copies, for every change, the home's secondary (a change is
+        acknowledged only once both copies hold it)."""
         node = self.c.nodes[n]
         needs: set[int | None] = set()
-        if op != "create" and not (op in ("read", "stat") and self.c.protocol.replicas == 2):
+        two = self.c.protocol.replicas == 2
+        if op != "create" and not (op in ("read", "stat") and two):
             needs.add(self.holder(path))
         if op in ("create", "remove"):
             needs.add(node.manager_of(path))
             needs.add(node.manager_of(split(path)[0]))
+        if two and op in ("create", "write", "remove"):
+            # acknowledged only once both copies hold it: the home's secondary too
+            home = node.manager_of(path) if op == "create" else self.holder(path)
+            if home is not None:
+                needs.add(node.successor(home))
         if None in needs or needs & (self.down | self.gone_nodes):
             self.aimed_down += 1
 
@@ -635,7 +646,9 @@ def run(cfg: Config, params: Params) -> StudyResult:
             *notes,
             "Theory: with one copy the files lost are those homed on the lost nodes, and an operation fails if "
             "it needs a down node (a file homed there, a name it manages); with two copies only the changes "
-            "need the home (the secondary serves reads), and with one failure at a time none is lost. 'other' "
+            "need the home (the secondary serves reads), and its secondary (a change is acknowledged only once "
+            "both copies hold it: a down secondary fails them until its eviction), and with one failure at a "
+            "time none is lost. 'other' "
             "failures are bugs (listed above, per run, when there are any).",
         ]
     )

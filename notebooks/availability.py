@@ -107,11 +107,16 @@ print(json.dumps(summary, indent=1))
 #   issued, from the local trees (its "theory" column); with one copy the measured share
 #   equals it to the operation in every one-at-a-time run whose restarts worked.  With two
 #   copies, reads and stats of a file whose home is down are served by the secondary, so
-#   only the changes need the home: the failed share drops by half or more (0.0133 to
-#   0.0059 at 8 nodes with lost disks, 0.0087 to 0.0043 at 16 with restarts), and the unreadable
-#   file-seconds to almost nothing (the primary's files are readable from the secondary
-#   from the first timeout on).  Changes still fail until the crash is detected and the
-#   secondary promoted (the unwritable file-seconds barely drop).
+#   only the changes need the home; but a change is acknowledged only once both copies
+#   hold it, so a change also needs the home's secondary: a crash fails the changes of its
+#   own files and of its predecessor's, until its eviction (about `heartbeat_misses *
+#   heartbeat_s` plus the check), when the predecessor copies to its new successor.  The
+#   failed share with two copies is then about that of one copy (8 nodes: 0.0183 against
+#   0.0190 with restarts, 0.0120 against 0.0133 with lost disks; 16 nodes: 0.0053 against
+#   0.0074, 0.0100 against 0.0141), twice what it was while a primary acknowledged with
+#   one copy (0.0075, 0.0064, 0.0026, 0.0037), the price of never losing an acknowledged
+#   change with a primary cut off; the unreadable file-seconds stay near nothing (the
+#   primary's files are readable from the secondary from the first timeout on).
 # * **Time to detect.**  Heartbeats every 50 ms, suspicion after 3 silent periods, then
 #   the coordinator's check (one RPC timeout, 20 ms): 0.17 to 0.21 s from crash to
 #   eviction.  A node restarted before that is evicted by its own `recover`.

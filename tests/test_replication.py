@@ -261,8 +261,11 @@ def test_a_secondary_that_missed_a_write_gets_the_file_whole_when_it_answers_aga
     p = next(iter(files_of(c.fs[home])))
     c.down.add(s)
     fd = c.op(home, "open", p)
-    c.op(home, "write", fd, 0, b"while down")  # acknowledged with one copy
+    with pytest.raises(PeerUnavailable) as exc:  # not acknowledged with one copy (issue 13)
+        c.op(home, "write", fd, 0, b"while down")
+    assert exc.value.node == s  # the error names the secondary, the node that failed
     c.op(home, "close", fd)
+    assert files_of(c.fs[home])[p].startswith(b"while down")  # applied: ambiguous, as after a timeout
     assert c.nodes[home].unsynced == {p}
     assert copies_at(c.fs[s])[p] != files_of(c.fs[home])[p]
     c.down.discard(s)
@@ -277,12 +280,40 @@ def test_a_secondary_that_missed_a_write_gets_the_file_whole_at_the_next_view_ch
     home, s = 2, 0
     p = next(iter(files_of(c.fs[home])))
     c.down.add(s)
-    c.op(home, "truncate", p, 1)
-    c.op(home, "create", "/d/made-while-down") if c.nodes[home].manager_of("/d/made-while-down") == home else None
+    with pytest.raises(PeerUnavailable):
+        c.op(home, "truncate", p, 1)  # applied here, not acknowledged: the secondary did not take it
     c.down.discard(s)
     assert c.nodes[home].unsynced
     c.join(1, local=MemFS())  # node 2's successor becomes node 3: everything copied there
     assert_replicated(c.fs, c.members)
+    assert c.nodes[home].unsynced == set()
+
+
+def test_a_change_is_acknowledged_only_once_both_copies_hold_it():
+    """Issue 13: "a write is acknowledged after both hold it".  With the
+    secondary crashed, a write fails (PeerUnavailable naming the secondary:
+    the primary alone holds it); once the view without the secondary is
+    installed, the same write is acknowledged and the new successor holds
+    the file whole: no acknowledged change rests on one copy."""
+    c = DirectCluster(4, config=TWO)
+    populate(c, 4, 12)
+    home = next(n for n in range(4) if files_of(c.fs[n]))
+    s = successor(home, c.members)
+    p = next(iter(files_of(c.fs[home])))
+    c.crash(s)
+    for op, args in (("truncate", (p, 0)), ("setattr", (p, 0o600, KEEP, KEEP, UTIME_OMIT, UTIME_OMIT))):
+        with pytest.raises(PeerUnavailable) as exc:
+            c.op(home, op, *args)
+        assert exc.value.node == s
+    assert c.nodes[home].unsynced_failures == 2
+    other = next(n for n in c.members if n not in (home, s))
+    c.run(other, c.nodes[other].call(other, _leave_request(c, s)))  # evicted
+    assert s not in c.nodes[home].members
+    fd = c.op(home, "open", p)
+    assert c.op(home, "write", fd, 0, b"two copies") == 10  # acknowledged: the new successor has it
+    c.op(home, "close", fd)
+    s2 = successor(home, c.nodes[home].members)
+    assert s2 != s and copies_at(c.fs[s2])[p] == b"two copies"
     assert c.nodes[home].unsynced == set()
 
 
@@ -497,7 +528,8 @@ def test_a_simulated_secondary_that_missed_writes_is_repaired_in_the_background(
     c.fail(s)
     for p in files_of(c.fs[home]):
         fd = c.run_op(home, "open", p)
-        c.run_op(home, "write", fd, 0, b"written while the secondary was down")
+        with pytest.raises(PeerUnavailable):  # not acknowledged with one copy
+            c.run_op(home, "write", fd, 0, b"written while the secondary was down")
         c.run_op(home, "close", fd)
     assert c.nodes[home].unsynced and copies_at(c.fs[s]) != files_of(c.fs[home])
     c.down.discard(s)  # it answers again
@@ -514,7 +546,8 @@ def test_a_rename_of_a_file_whose_copy_lags_sends_the_new_name_whole():
     s = successor(home, c.members)
     c.down.add(s)
     fd = c.op(home, "open", "/d/a")
-    c.op(home, "write", fd, 0, b"missed by the copy")
+    with pytest.raises(PeerUnavailable):
+        c.op(home, "write", fd, 0, b"missed by the copy")  # applied here, not acknowledged
     c.op(home, "close", fd)
     c.down.discard(s)
     assert "/d/a" in c.nodes[home].unsynced

@@ -14,12 +14,22 @@ frame on any hot path).
   commit at the target and removal at the source) is applied locally, then
   forwarded to the secondary (``ReplicaPut``, ``ReplicaWrite``,
   ``ReplicaTruncate``, ``ReplicaDrop``, ``ReplicaRename``,
-  ``ReplicaSetattr``) before the home replies.  A secondary that does not
-  answer does not fail the write (one copy is allowed while one node is
-  down): the path goes into ``unsynced`` and is copied whole
-  (``replicate``) by a background repair with back-off, on the next change
-  of the file, or at the next view change.  A secondary that answers with an
-  error (its copy is missing) gets the file whole at once.
+  ``ReplicaSetattr``) before the home replies: a change is acknowledged
+  only once both copies hold it (issue 13).  A secondary that does not
+  answer fails a create, write, truncate, unlink or setattr with
+  ``PeerUnavailable`` naming the secondary, unless a view installed
+  meanwhile gave the home another successor (the file goes to it whole,
+  then the reply) or the home is alone.  The local step stays applied: the
+  outcome is ambiguous, as after a timeout (the rule "a failed operation
+  leaves no trace" allows it there); the path goes into ``unsynced`` and
+  is copied whole (``replicate``) by a background repair with back-off, on
+  the next change of the file, or at the next view change; a home evicted
+  meanwhile (cut off) drops it at its restart for the promoted copy, which
+  is then the truth of every acknowledged change.  A crashed secondary thus
+  costs failed changes of its primary's files until it is evicted (about
+  ``heartbeat_misses * heartbeat_s`` plus the check), not a lost write.  A
+  secondary that answers with an error (its copy is missing) gets the file
+  whole at once.
 * **Reads while the home is down.**  A requester whose stat, getattr, open,
   read or close of a regular file meets ``PeerUnavailable`` from the file's
   home asks ``successor(home)`` (``ReplicaStat``, ``ReplicaAttr``,
@@ -74,7 +84,15 @@ frame on any hot path).
 Which copies a secondary holds for which primary (``held``) is soft state of
 this incarnation; a restarted node drops its replica space anyway.
 
-Known limits: two writes of one file in flight at once at its home may reach
+Known limits: the home does not wait (``Sleep``) for its secondary or a
+view change before it fails a change: the protocol does not know its
+caller's patience (the runtime's rpc timeout), and in the simulator a
+silent secondary has used three quarters of it already (``nested_timeout``);
+the client retries.  The steps of a rename's or a migration's commit at the
+home (``RenameFinish``, ``RenameDrop``, ``MigrateDone``) keep the old rule:
+their change goes to the secondary after the commit and, not taken, follows
+later (``unsynced``); a change acknowledged while a whole copy of its file
+is in flight is acknowledged before that copy ends.  Two writes of one file in flight at once at its home may reach
 the secondary in another order than they were applied (the workloads and
 tests write a file from one client at a time); a write acknowledged while a
 whole copy of that file is in flight reaches the secondary with the copy's
@@ -282,6 +300,7 @@ class Replication(Membership):
         self.promoted = 0
         self.promote_conflicts = 0
         self.promote_failures = 0
+        self.unsynced_failures = 0  # changes not acknowledged: the secondary did not take them
         self.replica_bytes = 0  # bytes this node sent in whole copies
         if self.replicating:  # with one copy, not even a frame: the handlers below stay as they are
             for req, name in _PRIMARY.items():
@@ -466,7 +485,7 @@ class Replication(Membership):
             yield from self.replicate(req.old)
             yield from self.replicate(req.new)
         else:
-            yield from self._forward(req.new, ReplicaRename(req.old, req.new))
+            yield from self._forward(req.new, ReplicaRename(req.old, req.new), strict=False)
 
     def _rep_rename_drop(self, inner: Any, src: int, req: RenameDrop) -> Gen:
         yield from _run(inner(src, req))
@@ -528,11 +547,13 @@ class Replication(Membership):
         return None
 
     def _gone(self, path: str) -> Gen:
-        """A step that may have removed ``path`` here: if it did, so goes the copy."""
+        """A step that may have removed ``path`` here: if it did, so goes the
+        copy (a step of a rename's or a migration's commit: the copy may
+        follow later, ``unsynced``, see "Known limits")."""
         try:
             yield Local("stat", path)
         except FileNotFoundError:
-            yield from self._forward(path, ReplicaDrop(path))
+            yield from self._forward(path, ReplicaDrop(path), strict=False)
 
     def _mutated(self, path: str, gen: Gen, make: Any) -> Gen:
         """Run a change of ``path`` here, then forward it (``make()``) to the
@@ -546,7 +567,7 @@ class Replication(Membership):
         yield from self._forward(path, make())
         return result
 
-    def _forward(self, path: str, req: Request) -> Gen:
+    def _forward(self, path: str, req: Request, strict: bool = True) -> Gen:
         """One change to the secondary, before the client's reply: not
         answered, ``path`` is unsynced; refused (no copy there), copied whole."""
         to = self.successor(self.id)
@@ -557,13 +578,37 @@ class Replication(Membership):
             return
         if path in self.unsynced:
             yield from self.replicate(path)
-            return
-        try:
-            yield Call(to, req)
-        except PeerUnavailable:
-            yield from self._mark_unsynced(path)
-        except OSError:
+        else:
+            try:
+                yield Call(to, req)
+                return
+            except PeerUnavailable:
+                yield from self._mark_unsynced(path)
+            except OSError:
+                yield from self.replicate(path)
+        if strict and path in self.unsynced:
+            yield from self._ack_or_fail(path, to)
+
+    def _ack_or_fail(self, path: str, to: int) -> Gen:
+        """The change of ``path`` did not reach secondary ``to``: it is
+        acknowledged only once both copies hold it (issue 13).  If a view
+        installed meanwhile gave this node another successor, the file goes
+        to it whole and the change is acknowledged; otherwise the change
+        fails with ``PeerUnavailable`` naming the secondary.  The local step
+        stays applied (an ambiguous outcome, as after a timeout: the copy
+        follows it by the background repair once the secondary answers, or
+        a restart after an eviction drops it for the promoted copy)."""
+        now = self.successor(self.id)
+        if now is None:
+            self.unsynced.discard(path)
+            return  # alone: the one copy there can be
+        if now != to and self.member:
             yield from self.replicate(path)
+            if path not in self.unsynced:
+                return
+            to = now
+        self.unsynced_failures += 1
+        raise PeerUnavailable(to, f"the secondary did not take the change of {path}: not acknowledged")
 
     def replicate(self, path: str) -> Gen:
         """Copy local file ``path`` whole to this node's successor (or drop
