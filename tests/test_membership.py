@@ -530,3 +530,19 @@ def test_simulated_operations_in_flight_across_a_join_lose_nothing(seed, delay_u
     assert all(f"/d{i % 8}/f{i}" in ns for i in range(40))
     for m in c.live:
         assert _sim_walk(c, m) == ns
+
+
+def test_a_directory_held_elsewhere_only_to_hold_a_file_stays_after_its_explicit_holder_left():
+    """mkdir /b at node 0, /b/a created at node 1 (which makes /b there only
+    to hold it), node 0 leaves (its files unavailable), then /b/a is
+    unlinked: /b is still in the namespace (node 1 keeps the directory, as
+    it cannot tell that its copy became the only one).  Found by the
+    in-memory join/leave property."""
+    c = DirectCluster(1, hashing="mod_n", placement="with_manager")
+    c.join()
+    c.op(0, "mkdir", "/b")
+    c.op(0, "create", "/b/a")
+    assert c.nodes[1].implicit_dirs == {"/b"}  # the case: /b/a's home made /b only to hold it
+    c.leave(0)
+    c.op(1, "unlink", "/b/a")
+    assert c.namespace() == {"/": None, "/b": None}

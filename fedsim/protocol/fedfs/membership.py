@@ -291,6 +291,16 @@ class Membership(Renaming):
             elif self.vds.peek(d).holders & gone:
                 self.vds.pop(d)  # it lists what the leaver held
                 self.stats.vds_invalidated += 1
+        if gone:
+            # A directory this node made only to hold a file (``implicit_dirs``)
+            # may now be the namespace's only copy of it: its explicit holder
+            # may be the node that went.  Which one it was, this node cannot
+            # tell, so it keeps them all: pruning one once empty would remove
+            # a directory the namespace still lists (found by the in-memory
+            # join/leave property: mkdir /b at the leaver, /b/a elsewhere, the
+            # leave, then unlink /b/a took /b with it).  The cost: empty
+            # directories may stay in this node's local tree.
+            self.implicit_dirs.clear()
         for g in gone:
             self.summaries.pop(g, None)
             self._shared.discard(g)
