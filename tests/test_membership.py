@@ -24,6 +24,7 @@ from fedsim.protocol.names import parent
 from fedsim.protocol.tables import DTEntry
 from fedsim.protocol.view import View, unpack_view
 from fedsim.runtime import SimCluster
+from tests.test_crash import _sim_walk
 
 
 def _populated(n: int, hashing: str, files: int = 60) -> DirectCluster:
@@ -431,23 +432,6 @@ def test_in_memory_leaves_that_migrate_keep_the_whole_namespace(p, steps):
                       config=ProtocolConfig(summary_bits=256, summary_hashes=2, dt_entries=8,
                                             leave_files="migrate"))  # fmt: skip
     _play(c, steps, lambda fs: c.join(local=fs), c.leave, c.op, c.walk, migrate=True)
-
-
-def _sim_walk(c: SimCluster, node: int) -> dict[str, Any]:
-    out: dict[str, Any] = {"/": None}
-    stack = ["/"]
-    while stack:
-        d = stack.pop()
-        for name, is_dir in c.run_op(node, "readdir", d):
-            p = d + name if d == "/" else f"{d}/{name}"
-            if is_dir:
-                out[p] = None
-                stack.append(p)
-            else:
-                fd = c.run_op(node, "open", p)
-                out[p] = c.run_op(node, "read", fd, 0, 100)
-                c.run_op(node, "close", fd)
-    return out
 
 
 @pytest.mark.parametrize("leave_files", ["unavailable", "migrate"])

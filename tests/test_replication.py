@@ -66,16 +66,19 @@ def read_all(c: DirectCluster, node: int, path: str) -> bytes:
         c.op(node, "close", fd)
 
 
-def populate(c: DirectCluster, n: int, count: int = 8) -> dict[str, bytes]:
-    c.op(0, "mkdir", "/d")
+def populate(c: DirectCluster | SimCluster, n: int, count: int = 8, data: bytes = b"content %d") -> dict[str, bytes]:
+    """``count`` files /d/f<i>, made and written at node i % n (in memory or
+    simulated); returns their contents."""
+    op = c.run_op if isinstance(c, SimCluster) else c.op
+    op(0, "mkdir", "/d")
     ref = {}
     for i in range(count):
         p = f"/d/f{i}"
-        c.op(i % n, "create", p)
-        fd = c.op(i % n, "open", p)
-        c.op(i % n, "write", fd, 0, b"content %d" % i)
-        c.op(i % n, "close", fd)
-        ref[p] = b"content %d" % i
+        op(i % n, "create", p)
+        fd = op(i % n, "open", p)
+        op(i % n, "write", fd, 0, data % i)
+        op(i % n, "close", fd)
+        ref[p] = data % i
     return ref
 
 
@@ -189,15 +192,7 @@ def test_every_file_of_a_node_that_is_down_is_read_from_its_secondary(n):
 def test_a_simulated_node_that_fails_is_read_from_its_secondary():
     c = SimCluster(4, network=preset("tcp_loopback"), keep_data=True, protocol=TWO)
     c.preload_summaries()
-    c.run_op(0, "mkdir", "/d")
-    ref = {}
-    for i in range(8):
-        p = f"/d/f{i}"
-        c.run_op(i % 4, "create", p)
-        fd = c.run_op(i % 4, "open", p)
-        c.run_op(i % 4, "write", fd, 0, b"data %d" % i)
-        c.run_op(i % 4, "close", fd)
-        ref[p] = b"data %d" % i
+    ref = populate(c, 4, 8, b"data %d")
     c.fail(2)
     for r in (0, 1, 3):
         for p, data in ref.items():
@@ -724,15 +719,7 @@ def test_no_acknowledged_file_looks_missing_during_or_after_a_simulated_eviction
     from its manager's DT and from the merges until the promotion's
     AddEntry)."""
     c = _sim_crashing(4, placement)
-    c.run_op(0, "mkdir", "/d")
-    ref = {}
-    for i in range(24):
-        p = f"/d/f{i}"
-        c.run_op(i % 4, "create", p)
-        fd = c.run_op(i % 4, "open", p)
-        c.run_op(i % 4, "write", fd, 0, b"data %d" % i)
-        c.run_op(i % 4, "close", fd)
-        ref[p] = b"data %d" % i
+    ref = populate(c, 4, 24, b"data %d")
     assert any(v is not None and not is_replica(p) for p, v in c.fs[victim].tree().items())
     readers = [n for n in range(4) if n != victim]
     epoch = c.nodes[readers[0]].epoch

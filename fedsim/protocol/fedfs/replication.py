@@ -111,7 +111,7 @@ from dataclasses import dataclass
 from types import GeneratorType
 from typing import Any, ClassVar
 
-from fedsim.protocol.attrs import KEEP, PERM_BITS, UTIME_OMIT, Attr, check_setattr, federated
+from fedsim.protocol.attrs import KEEP, PERM_BITS, UTIME_OMIT, Attr, check_setattr, check_size, federated
 from fedsim.protocol.effects import Call, Local, Multicast, Sleep, Spawn
 from fedsim.protocol.fedfs.attributes import GetAttr, SetAttr
 from fedsim.protocol.fedfs.blockcache import BlockRead
@@ -699,6 +699,7 @@ class Replication(Membership):
     @handles(ReplicaPut)
     def on_replica_put(self, src: int, req: ReplicaPut) -> Gen:
         rp = self._replica_path(req.path)
+        check_size(req.path, req.size)  # (a file size from the wire: bounded like a client's truncate)
         end = req.offset + len(req.data)
         if not (0 <= req.offset and end <= req.size and len(req.data) <= MAX_REPLICA_CHUNK):
             raise fs_error(errno.EINVAL, req.path, "a replica chunk outside the file")
