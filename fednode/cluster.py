@@ -93,6 +93,7 @@ class AgentGroup:
         self, cluster: Cluster, nodes: Iterable[int] | None = None, transport: str = "inproc", loop: str | None = None
     ) -> None:
         self.cluster = cluster
+        self.transport = transport
         self.lt = LoopThread(loop)
         self.network = InprocNetwork()
         self.agents: dict[int, Agent] = {}
@@ -165,6 +166,25 @@ class AgentGroup:
         self.stop_agent(node)
         del self.agents[node]
         return epoch
+
+    def crash(self, node: int) -> None:
+        """Agent ``node``'s host loses its power: the agent stops at once, what
+        is sent to or from it is lost and its connections stay open, so its
+        peers find out by their timeouts and heartbeats (as the simulator's
+        ``crash``, and as ``ProcessCluster.freeze`` for processes)."""
+        if self.transport != "inproc":
+            raise ValueError(f"only in-process agents can lose their power here, not {self.transport} ones")
+        self.network.down.add(node)
+        self.lt.run(self.agents[node].halt())
+
+    def restart(self, node: int) -> Agent:
+        """Agent ``node``, crashed, starts again over its old directory as
+        ``fednode serve --join`` does (``rejoin``: the protocol's recovery);
+        its old connections close first, as a killed process's do.  Returns
+        once it is a member again and ready."""
+        self.lt.run(self.agents[node].stop())
+        self.network.down.discard(node)
+        return self.join(self.cluster, node, self.transport)
 
     def stop_agent(self, node: int) -> None:
         self.lt.run(self.agents[node].stop())
@@ -310,6 +330,16 @@ class ProcessCluster:
             + self.stderr_tail(node)
         )
 
+    def freeze(self, node: int) -> None:
+        """SIGSTOP agent ``node``: it computes nothing more, and its kernel
+        keeps its sockets open without resetting them, so to its peers it is
+        a host that lost its power (their requests time out, as when the
+        simulator crashes a node; a SIGKILL would refuse them at once).
+        ``kill`` ends it for good (SIGKILL reaches a stopped process)."""
+        p = self.procs[node]
+        p.send_signal(signal.SIGSTOP)
+        os.waitpid(p.pid, os.WUNTRACED)  # until it has stopped (a stop is reported, nothing is reaped)
+
     def kill(self, node: int, sig: int = signal.SIGKILL) -> None:
         p = self.procs[node]
         p.send_signal(sig)
@@ -320,6 +350,7 @@ class ProcessCluster:
         for p in self.procs.values():
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
+                p.send_signal(signal.SIGCONT)  # a frozen agent, too, ends now
         out = {}
         for n, p in self.procs.items():
             try:

@@ -199,12 +199,19 @@ class Agent:
         self.joined.set_exception(err)
         self.joined.exception()  # retrieved: serve reports it
 
-    async def stop(self) -> None:
+    async def halt(self) -> None:
+        """Stop computing at once, as a host that loses its power: every task
+        (handlers, client operations, timers) is cancelled, and nothing is
+        sent, answered or closed; peers find out only by their timeouts.
+        ``stop`` goes on to close what a killed process's kernel closes."""
         self.running = False
         tasks = [t for t in self._tasks if t is not asyncio.current_task()]
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def stop(self) -> None:
+        await self.halt()
         await self.transport.stop()
         for c in list(self.peers.values()):
             c.close()

@@ -19,6 +19,7 @@ import contextlib
 import os
 import stat
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,8 +50,6 @@ class Scenario:
     protocol: dict[str, Any] = field(default_factory=dict)  # overrides of PROTOCOL
     #: groups of op indices (getattr calls) whose inode numbers must be equal in every world
     same_ino: list[tuple[int, ...]] = field(default_factory=list)
-    #: why the agents' runners cannot play it (None: they can)
-    not_agents: str | None = None
 
 
 # A pseudo-operation: (node, OUTSIDE, (path, data)) writes a file straight
@@ -574,11 +573,6 @@ SCENARIOS.append(
         # a period far above the rpc timeout (1 s in the simulator), so that
         # operations waiting on the crashed node end long before the detection
         protocol={"heartbeat_s": 5.0, "heartbeat_misses": 3},
-        not_agents=(
-            "the agents' runners cannot crash a node deterministically: a killed agent's peers see "
-            "its connection refused at once (no request sent, so none traced), and detection runs on "
-            "the wall clock; tests/test_crash_agents.py kills and restarts agents instead"
-        ),
         ops=[
             *[(i % 4, "create", (f"/c/f{i}",)) for i in range(8)],
             (3, "open", ("/c/f5",)),
@@ -878,7 +872,23 @@ def run_inproc(sc: Scenario) -> Outcome:
         cluster = _real_cluster(sc, base)
         with AgentGroup(cluster, transport="inproc") as g:
 
-            def membership(op: str, node: int, new: int, args: tuple[Any, ...]) -> int:
+            def membership(op: str, node: int, new: int, args: tuple[Any, ...]) -> int | None:
+                if op == CRASH:
+                    g.crash(node)  # its host loses its power: what is sent to it is lost
+                    return None
+                if op == DETECT:
+
+                    async def views() -> dict[int, tuple[tuple[int, ...], bool]]:
+                        return {
+                            n: (a.node.members, a.node.describe().get("view_settled", True))
+                            for n, a in g.agents.items()
+                            if n not in g.network.down
+                        }
+
+                    _until_detected(args[0], lambda: g.lt.run(views()))
+                    return g.agents[node].node.epoch
+                if op == RESTART:
+                    return g.restart(args[0]).node.epoch
                 if op == LEAVE:
                     return g.leave(node)
                 _prepare_joiner(base, new, args)
@@ -903,11 +913,23 @@ def run_tcp(sc: Scenario, **options: Any) -> Outcome:
             pc.wait_ready()
             clients = {n: Client(cluster, node=n) for n in range(sc.nodes)}
 
-            def membership(op: str, node: int, new: int, args: tuple[Any, ...]) -> int:
-                if op == LEAVE:
-                    return clients.pop(node).call("leave", cluster.leave_proof(node))
-                _prepare_joiner(base, new, args)
-                joiners.append(ProcessCluster(base / "joined.yaml", nodes=[new], log_dir=base / "logs", join=True))
+            def membership(op: str, node: int, new: int, args: tuple[Any, ...]) -> int | None:
+                if op == CRASH:
+                    clients.pop(node).disconnect()
+                    pc.freeze(node)  # SIGSTOP: a host without power, whose sockets stay open
+                    return None
+                if op == DETECT:
+                    _until_detected(args[0], lambda: {n: _view_of(c.status()) for n, c in clients.items()})
+                    return clients[node].status()["epoch"]
+                if op == RESTART:
+                    pc.kill(args[0])  # the frozen process ends; its restart is ``serve --join`` over its tree
+                    started, new, path = args[0], args[0], base / "cluster.yaml"
+                else:
+                    if op == LEAVE:
+                        return clients.pop(node).call("leave", cluster.leave_proof(node))
+                    _prepare_joiner(base, new, args)
+                    started, path = new, base / "joined.yaml"
+                joiners.append(ProcessCluster(path, nodes=[started], log_dir=base / "logs", join=True))
                 joiners[-1].wait_ready()
                 clients[new] = Client(_joined(base), node=new)
                 return clients[new].status()["epoch"]
@@ -922,6 +944,31 @@ def run_tcp(sc: Scenario, **options: Any) -> Outcome:
                 for j in joiners:
                     j.stop()
         return Outcome(results, messages, _trees(base, sc.nodes + joins(sc)), raw)
+
+
+def _view_of(status: dict[str, Any]) -> tuple[tuple[int, ...], bool]:
+    return tuple(status["members"]), status.get("view_settled", True)
+
+
+#: how long DETECT waits for a crash to be found out before it calls the run
+#: hung (only a bound on a hang: the heartbeats take ``heartbeat_misses``
+#: periods and a check, however slow the machine)
+DETECT_LIMIT_S = 600.0
+
+
+def _until_detected(crashed: int, views: Any) -> None:
+    """Poll ``views()`` (live node -> (members, view settled)) until every
+    live member has installed and settled a view without ``crashed``: the
+    readiness signal of the DETECT step in the agents' worlds, which detect
+    on the wall clock."""
+    end = time.monotonic() + DETECT_LIMIT_S
+    while True:
+        now = views()
+        if all(crashed not in members and settled for members, settled in now.values()):
+            return
+        if time.monotonic() > end:
+            raise AssertionError(f"node {crashed}'s crash not found out within {DETECT_LIMIT_S} s; views: {now}")
+        time.sleep(0.05)
 
 
 def run_verbs(sc: Scenario) -> Outcome:

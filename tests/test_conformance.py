@@ -68,21 +68,17 @@ def test_in_memory_runtime_matches_the_simulator(sc, sim_outcomes):
 
 @pytest.mark.parametrize("sc", SCENARIOS, ids=IDS)
 def test_agents_in_process_match_the_simulator(sc, sim_outcomes):
-    if sc.not_agents:
-        pytest.skip(sc.not_agents)
     assert_same(sim_outcomes[sc.name], run_inproc(sc), sc, "inproc")
 
 
 @pytest.mark.parametrize("sc", SCENARIOS, ids=IDS)
 def test_agent_processes_over_tcp_match_the_simulator(sc, sim_outcomes):
-    if sc.not_agents:
-        pytest.skip(sc.not_agents)
     assert_same(sim_outcomes[sc.name], run_tcp(sc), sc, "tcp")
 
 
 @pytest.mark.parametrize("sc", SCENARIOS, ids=IDS)
 def test_agent_processes_over_verbs_match_the_simulator(sc, sim_outcomes):
-    why = sc.not_agents or verbs_missing()
+    why = verbs_missing()
     if why:
         pytest.skip(why)
     assert_same(sim_outcomes[sc.name], run_verbs(sc), sc, "verbs")

@@ -8,7 +8,9 @@ The network can be faulty: ``InprocNetwork.inject`` applies a
 ``call_later``, cut by a partition), so the agent's own timeouts, retries and
 reconnects are tested against the same schedules as the simulator.  As on a
 real network, a partition cuts envelopes, not connections: a connection made
-across it stays open, and what is sent on it is lost.  On an
+across it stays open, and what is sent on it is lost.  A node's host can
+also lose its power (``down``, ``AgentGroup.crash``): everything to or from it
+is lost, as when the simulator crashes a node.  On an
 event loop with a virtual clock (``tests/virtual_loop.py``) such a test runs
 in milliseconds and the same schedule gives the same run.
 """
@@ -33,6 +35,9 @@ class InprocNetwork:
     def __init__(self, faults: FaultPlan | None = None) -> None:
         self.agents: dict[int, Agent] = {}
         self.faults: FaultInjector | None = FaultInjector(faults) if faults is not None else None
+        #: nodes whose host has lost its power (``AgentGroup.crash``): what is
+        #: sent to or from them is lost, and connections to them stay open
+        self.down: set[int] = set()
 
     def inject(self, plan: FaultPlan) -> FaultInjector:
         """Apply ``plan`` to the envelopes sent from now on (numbered from 0)."""
@@ -59,6 +64,8 @@ class InprocConn:
         if len(payload) > self.max_size:
             raise ProtocolError(f"message of {len(payload)} bytes exceeds the {self.max_size}-byte limit")
         other = self.other
+        if self.network is not None and self.network.down and {self.peer, other.peer} & self.network.down:
+            return  # to or from a host without power: lost, and the sender does not know
         loop = asyncio.get_running_loop()
         if self.network is not None and self.network.faults is not None:
             fate = self.network.faults.fate(other.peer, self.peer, _kind(payload), loop.time())
