@@ -17,6 +17,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from fedsim.direct import DirectCluster
+from fedsim.faults import FaultPlan, Partition
 from fedsim.memfs import MemFS
 from fedsim.network import preset
 from fedsim.protocol.attrs import KEEP, UTIME_OMIT
@@ -1148,4 +1149,160 @@ def test_a_whole_copy_overtaken_by_every_round_is_repaired_once_the_writes_stop(
     assert "/d/f" in node.unsynced and copies_at(c.fs[successor(home, c.members)]) != files_of(c.fs[home])
     c.advance(60.0)  # the repair's back-off
     assert node.unsynced == set()
+    assert_replicated(c.fs, c.members)
+
+
+# ------------------------------------------------------------------ the steps of a commit (ack-both)
+def _homed_at(c: DirectCluster, home: int, count: int) -> list[str]:
+    """``count`` names in /d (a name's manager homes it: with_manager) homed at ``home``."""
+    return [p for p in (f"/d/n{i}" for i in range(1000)) if c.nodes[0].manager_of(p) == home][:count]
+
+
+def _settled(c: DirectCluster) -> None:
+    """The cut-off node answers again; the repair's back-off runs out."""
+    c.heal()
+    c.down.clear()
+    c.advance(60.0)
+    assert all(not c.nodes[n].unsynced for n in c.members)
+
+
+def test_an_unlink_is_acknowledged_only_once_the_secondary_dropped_its_copy():
+    """(A regression guard: an unlink follows ``_mutated``'s rule since the
+    write path did.)  Secondary cut off: EHOSTDOWN naming it, the file gone
+    at its home (ambiguous); once it answers, the copy goes too."""
+    c = DirectCluster(3, config=TWO)
+    populate(c, 3)
+    home = 1
+    s = successor(home, c.members)
+    p = sorted(files_of(c.fs[home]))[0]
+    c.down.add(s)
+    with pytest.raises(PeerUnavailable) as exc:
+        c.op(0 if s else 2, "unlink", p)
+    assert exc.value.errno == errno.EHOSTDOWN and exc.value.node == s
+    assert p not in files_of(c.fs[home]) and p in copies_at(c.fs[s])
+    _settled(c)
+    assert p not in copies_at(c.fs[s])
+    assert_replicated(c.fs, c.members)
+
+
+@pytest.mark.parametrize("target", ["none", "same_home", "other_home"])
+def test_a_rename_is_acknowledged_only_once_every_home_s_secondary_holds_its_step(target):
+    """A rename's commit steps at the homes (H_a renames, H_b drops the
+    replaced target) reach their secondaries before the client's reply.
+    The secondary of the home whose step it is cut off: the rename is
+    committed and visible, the client is told EHOSTDOWN naming that
+    secondary (ambiguous, as a timeout); once it answers, the copies agree
+    (the copy of the old name gone: not only the new one sent)."""
+    c = DirectCluster(4, config=TWO)
+    c.op(0, "mkdir", "/d")
+    h_a = c.nodes[0].manager_of("/d")
+    old, same = _homed_at(c, h_a, 2)
+    h_b = successor(h_a, c.members)
+    new = {"none": same, "same_home": same, "other_home": _homed_at(c, h_b, 1)[0]}[target]
+    for p, data in ((old, b"renamed"), (new, b"replaced")):
+        if target != "none" or p == old:
+            c.op(0, "create", p)
+            _write(c, 0, p, data)
+    assert_replicated(c.fs, c.members)
+    silent = successor(h_b if target == "other_home" else h_a, c.members)
+    client = next(n for n in c.members if n not in (silent, h_a, h_b))
+    c.down.add(silent)
+    with pytest.raises(PeerUnavailable) as exc:
+        c.op(client, "rename", old, new)
+    assert exc.value.errno == errno.EHOSTDOWN and exc.value.node == silent
+    assert files_of(c.fs[h_a]).get(new) == b"renamed"  # committed: the homes did their steps
+    assert not any(old in files_of(fs) or (new in files_of(fs) and i != h_a) for i, fs in enumerate(c.fs))
+    _settled(c)
+    assert_replicated(c.fs, c.members)
+    assert files(c.namespace()) == {new: b"renamed"}
+
+
+@pytest.mark.parametrize("silent", ["source", "target"])
+def test_a_migration_is_acknowledged_only_once_both_copies_hold_it(silent):
+    """The source's secondary cut off: the move is committed (the file at
+    the target, copied on to the target's successor), the source's drop
+    did not reach its secondary: EHOSTDOWN naming it; once it answers the
+    stale copy goes.  The target's successor cut off: the move fails before
+    its commit point, naming it, and leaves no trace (the file whole at the
+    source, its copy where it was, nothing at the target or for it)."""
+    c = DirectCluster(4, config=TWO)
+    ref = populate(c, 4, 12)
+    pm = c.nodes[0].manager_of("/d")
+    src, to, cut = next(
+        (src, to, cut)
+        for src in c.members
+        for to in c.members
+        if files_of(c.fs[src]) and to != src
+        and (cut := successor(src if silent == "source" else to, c.members)) not in (src, to, pm)
+    )  # fmt: skip
+    p = sorted(files_of(c.fs[src]))[0]
+    before = [dict(fs.tree()) for fs in c.fs]
+    client = next(n for n in c.members if n not in (cut, src, to))
+    c.down.add(cut)
+    with pytest.raises(PeerUnavailable) as exc:
+        c.op(client, "migrate", p, to)
+    assert exc.value.errno == errno.EHOSTDOWN and exc.value.node == cut
+    if silent == "source":
+        assert files_of(c.fs[to])[p] == ref[p] and p not in files_of(c.fs[src])
+        assert copies_at(c.fs[successor(to, c.members)])[p] == ref[p]
+        assert p in copies_at(c.fs[cut])  # stale until the source's repair
+    else:
+        assert [dict(fs.tree()) for fs in c.fs] == before  # no trace
+    _settled(c)
+    assert_replicated(c.fs, c.members)
+    assert files(c.namespace()) == ref
+
+
+@pytest.mark.parametrize("fault", ["home_cut_off", "secondary_silent_then_home_crashes"])
+@pytest.mark.parametrize("op", ["unlink", "rename_over"])
+def test_a_removal_acknowledged_with_two_copies_does_not_come_back_after_its_home_is_evicted(op, fault):
+    """The case that kept the in-memory property's clients off a cut-off
+    node.  A client removes file b, homed at H (an unlink, or a rename of
+    a over it, every participant H itself), while H cannot reach its
+    secondary S: H is cut off (its own client), or S is silent, answers
+    again, and H crashes before its repair ran.  Then H is evicted: S
+    promotes its copies, H's restart drops its own tree.  Before, the
+    rename was acknowledged with H's copy alone and then undone: the
+    removed file came back.  Now the removal is acknowledged only once S
+    holds it: it fails (EHOSTDOWN naming S), and after the eviction the
+    namespace is the state before it (nothing changed), with two copies.
+    (The plain unlink kept this rule already: a regression guard.)"""
+    c = DirectCluster(4, config=CRASHING)
+    c.op(0, "mkdir", "/d")
+    h = c.nodes[0].manager_of("/d")
+    a, b = _homed_at(c, h, 2)
+    for p in (a, b):
+        c.op(0, "create", p)
+        _write(c, 0, p, p.encode())
+    before = files(c.namespace())
+    s = successor(h, c.members)
+    if fault == "home_cut_off":
+        c.inject(FaultPlan.of(partitions=[Partition(frozenset({h}))]))
+        client = h
+    else:
+        c.down.add(s)
+        client = next(n for n in c.members if n not in (h, s))
+    try:
+        if op == "unlink":
+            c.op(client, "unlink", b)
+        else:
+            c.op(client, "rename", a, b)
+        acknowledged = True
+    except PeerUnavailable as exc:
+        assert exc.errno == errno.EHOSTDOWN and exc.node == s
+        acknowledged = False
+    if fault == "home_cut_off":
+        _evicted(c, h)
+        c.heal()
+    else:
+        c.down.discard(s)
+        c.crash(h)  # before the repair's first round
+        _evicted(c, h)
+    after = files(c.namespace())
+    if acknowledged:
+        assert after.get(b) == (a.encode() if op == "rename_over" else None), "an acknowledged removal came back"
+    assert not acknowledged and after == before  # not acknowledged; and nothing changed
+    c.restart(h)
+    c.advance(5 * HB)
+    assert files(c.namespace()) == before
     assert_replicated(c.fs, c.members)

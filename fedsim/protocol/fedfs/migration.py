@@ -14,6 +14,7 @@ PM = manager_of(D), T runs the move; its calls, in order::
     T -> S   MigrateFreeze(P)              S gates P (EAGAIN) once no write to it is in flight;
                                            reply: size, the dirty range, the open pins
     T -> S   MigrateRead ...               only the range written during the copy
+    (T -> T' ReplicaPut ...                with two copies: the file whole to T's successor)
     T -> M   MigrateDT(P, S, T)            M's DT names T
     T -> PM  MigrateSwitch(D, name, T, S)  --- the commit point: PM's VD names T ---
     T        P is T's: visible, ungated, the pins added to ``opens``
@@ -49,15 +50,26 @@ they lead to S, which answers ESTALE, and the requester asks M again
 (``Requester._at_home``).
 
 A failed move leaves no trace: before the commit point T undoes what it did
-in reverse (M's DT back to S, S's note and gate dropped, T's hidden copy and
-the directories made for it removed) and the file stays whole at S; a name
-removed or renamed meanwhile, a target that holds a local file of that name,
-a source or manager that does not answer: the client is told why.  After
-the commit point the steps cannot fail by the protocol's doing; a peer that
-does not answer gets them by ``repair`` (retried in the background until it
-answers).  Known limit, as for rename: a source that crashes after the
-commit point and restarts keeps its copy (a collision at the next merge,
-resolved to the lowest node id, which ``fednode status`` reports).
+in reverse (M's DT back to S, S's note and gate dropped, T's hidden copy
+and the directories made for it removed) and the file stays whole at S; a
+name removed or renamed meanwhile, a target that holds a local file of that
+name, a source or manager that does not answer: the client is told why.
+After the commit point the steps cannot fail by the protocol's doing; a
+peer that does not answer gets them by ``repair`` (retried in the
+background until it answers).
+
+With two copies (``replication``) the target copies the file whole to its
+own successor before the commit point (``moved_in``): a successor that does
+not take it fails the move, undone as above (the copy made there dropped
+too).  The source's ``MigrateDone`` drops its secondary's copy before it
+answers; not taken, the source answers ``PeerUnavailable`` naming that
+secondary, and the target ends the move and then fails it with that error
+(``rename._lagging``): moved and visible, ambiguous to the client, the
+stale copy dropped by the source's repair.
+
+Known limit, as for rename: a source that crashes after the commit point
+and restarts keeps its copy (a collision at the next merge, resolved to the
+lowest node id, which ``fednode status`` reports).
 
 Policies: a periodic timer (``migration_timer``) decays this node's request
 counters, gossips its load (``LoadGossip``, one-way, to ``migration_fanout``
@@ -79,7 +91,7 @@ from typing import Any, ClassVar
 from fedsim.protocol.attrs import KEEP, PERM_BITS, Attr
 from fedsim.protocol.effects import Compute, Local, Send, Sleep, Spawn
 from fedsim.protocol.fedfs.directory import RenameFlight
-from fedsim.protocol.fedfs.rename import Renaming, _best_effort
+from fedsim.protocol.fedfs.rename import Renaming, _best_effort, _lagging
 from fedsim.protocol.messages import (
     Close,
     Create,
@@ -387,7 +399,7 @@ class Migration(Renaming):
         self.incoming[path] = source
         self.gates.add(path)
         created: list[str] | None = None
-        asked_m = asked_pm = False
+        asked_m = asked_pm = copied_on = False
         try:
             try:
                 created = yield Local("create", path)
@@ -402,6 +414,8 @@ class Migration(Renaming):
                 copied += yield from self._copy(source, path, lo, min(hi, size))
             # last, so that the copy's own writes do not stamp the times
             yield Local("setattr", path, (mode, KEEP, KEEP, atime_ns, mtime_ns))
+            copied_on = True
+            yield from self.moved_in(path)  # (replication: its copy at this node's successor, before the commit)
             asked_m = True
             yield from self._busy(lambda: self.call(m, MigrateDT(path, source, self.id, token)))
             asked_pm = True
@@ -419,6 +433,8 @@ class Migration(Renaming):
             self.gates.discard(path)
             if created is not None:
                 yield from _best_effort(self._drop_copy(path))
+                if copied_on:
+                    yield from _best_effort(self.moved_in(path))  # (the copy made of it there goes too)
             raise
         # Committed: the file is this node's.
         self.incoming.pop(path, None)
@@ -429,7 +445,7 @@ class Migration(Renaming):
             self.opens[path] += pins
         for c in created:
             yield from self.summary_add(c, new_dir=False)
-        yield from self._surely(source, MigrateDone(path, token, True))
+        lag = yield from self._surely(source, MigrateDone(path, token, True))
         yield from self._surely(pm, MigrateRelease(d, name, self.id, token))
         self.migrated_in += 1
         self.migration_bytes += copied
@@ -437,18 +453,30 @@ class Migration(Renaming):
         if len(self.moves) > TRACKED_FILES:  # bounded: the oldest path's count goes
             del self.moves[next(iter(self.moves))]
         self.arrived.put(path, self.round)
+        if lag is not None:
+            raise lag  # moved, but the source's secondary still holds its copy: not acknowledged
         return copied
+
+    def moved_in(self, path: str) -> Gen:
+        """A move's target, before its commit point, holds the whole file
+        (hidden, the source frozen); called again after an undo (``path``
+        gone here).  Nothing to do with one copy; replication overrides it
+        (a successor that does not take the file fails the move)."""
+        return
+        yield
 
     def _surely(self, node: int, req: Request) -> Gen:
         """An idempotent step that must reach ``node``: now, or by repair in
         the background until it answers (a gate, a note of the move, a copy
-        or a switch must not stay behind)."""
+        or a switch must not stay behind).  Returns the error of a step
+        ``node`` did while its secondary did not take it (``_lagging``)."""
         try:
-            yield from self.call(node, req)
+            return (yield from _lagging(self.call(node, req), node))
         except (PeerUnavailable, BlockingIOError):
             yield from self.repair(node, req)
         except OSError:
             pass  # answered: nothing of this move there
+        return None
 
     def _copy(self, source: int, path: str, lo: int, hi: int) -> Gen:
         """Copy bytes [lo, hi) of the source's file into the local copy."""

@@ -66,6 +66,16 @@ still fail the local rename; PM then restores the VD and rolls back, which
 observers that read the VD meanwhile may have noticed (the one window this
 protocol cannot close without writing to the local file systems).
 
+With two copies (``replication``), a home's step after the commit point
+(RenameFinish at H_a, RenameDrop at H_b) reaches its secondary before the
+home answers; a secondary that does not take it makes the home answer
+``PeerUnavailable`` naming that secondary.  The step was done, so PM does
+not roll back: it runs the remaining steps and then fails the rename with
+that error (``_lagging``): committed and visible, ambiguous to the client
+as after a timeout, the copy brought in line by the home's repair.  A
+rename is thus acknowledged only once both copies of every file it
+changed hold the change.
+
 An open file pins its name, as it pins its home: a rename of a file that is
 open anywhere, or onto one, is refused with EBUSY.
 
@@ -182,11 +192,30 @@ class RenameDrop(Request):
 
 def _best_effort(gen: Gen) -> Gen:
     """A rollback or post-commit step: a participant that does not answer
-    cannot be helped here (crash-stop), and must not hide the outcome."""
+    cannot be helped here (crash-stop), and must not hide the outcome.
+    Returns the step's value (None when it failed)."""
+    try:
+        return (yield from gen)
+    except (PeerUnavailable, OSError):
+        return None
+
+
+def _lagging(gen: Gen, node: int) -> Gen:
+    """A step at ``node`` after a commit point.  Returns the
+    ``PeerUnavailable`` it answered naming *another* node, else None: with
+    two copies (``replication``), ``node`` did its step but its secondary
+    did not take it, so the change is not acknowledged.  The coordinator
+    still runs every step left (the change is committed and visible; undoing
+    it could not be done atomically), then raises that error to the client:
+    ambiguous, as after a timeout, and the background repair brings the copy
+    in line.  Any other error propagates."""
     try:
         yield from gen
-    except (PeerUnavailable, OSError):
-        pass
+    except PeerUnavailable as exc:
+        if exc.node == node:
+            raise
+        return exc
+    return None
 
 
 class Renaming(Requester):
@@ -278,7 +307,7 @@ class Renaming(Requester):
         self._vd_update(d, ("del", flight.old))
         self._vd_update(d, ("add", flight.new, DTEntry(False, h_a)))
         try:
-            yield from self.call(h_a, RenameFinish(old, new, True))
+            lag = yield from _lagging(self.call(h_a, RenameFinish(old, new, True)), h_a)
         except Exception:
             # The local tree changed outside the federation, or H_a failed:
             # restore the VD and undo the rest (see the module docstring).
@@ -292,10 +321,13 @@ class Renaming(Requester):
             raise
         yield from _best_effort(self.call(m_b, RenameDone(old, new, h_a)))
         if h_b is not None:
-            yield from _best_effort(self.call(h_b, RenameDrop(new, True)))
+            lag_b = yield from _best_effort(_lagging(self.call(h_b, RenameDrop(new, True)), h_b))
+            lag = lag or lag_b
         m_a = self.manager_of(old)
         if m_a != m_b:
             yield from _best_effort(self.notify(m_a, Forget(old)))
+        if lag is not None:
+            raise lag  # renamed, but a home's secondary did not take its step: not acknowledged
         return h_a
 
     # ------------------------------------------------------------------ M_b: the target's manager

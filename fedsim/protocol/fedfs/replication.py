@@ -30,6 +30,25 @@ frame on any hot path).
   ``heartbeat_misses * heartbeat_s`` plus the check), not a lost write.  A
   secondary that answers with an error (its copy is missing) gets the file
   whole at once.
+* **The steps of a commit** follow the same rule, with the same helpers
+  (``_forward``, ``_ack_or_fail``).  A rename's steps at the homes
+  (``RenameFinish`` renames at H_a, ``RenameDrop`` removes the replaced
+  target at H_b) and a migration's ``MigrateDone`` (the source removes its
+  file) come after their commit point, where undoing is not atomic (a
+  client may have seen the new state): the home does its step, forwards it,
+  and answers ``PeerUnavailable`` naming its secondary if that did not take
+  it; the coordinator (the directory's manager, the move's target) runs
+  every step left and then fails the operation with that error
+  (``rename._lagging``): committed and visible, ambiguous to the client as
+  after a timeout, the copy completed by the repair.  A rename's copy
+  not taken leaves *both* names unsynced (the copy of the old name is
+  dropped, the new one put whole: before, only the new name was repaired
+  and the old name's copy stayed, to be promoted with a crash).  A
+  migration's target copies the file to its own successor *before* the
+  commit point (``moved_in``, under the source's freeze): not taken, the
+  move is undone and fails, leaving no trace, so no moved file is ever held
+  by one node alone (before, the copy went after the source had dropped
+  its own).
 * **Reads while the home is down.**  A requester whose stat, getattr, open,
   read or close of a regular file meets ``PeerUnavailable`` from the file's
   home asks ``successor(home)`` (``ReplicaStat``, ``ReplicaAttr``,
@@ -88,10 +107,14 @@ Known limits: the home does not wait (``Sleep``) for its secondary or a
 view change before it fails a change: the protocol does not know its
 caller's patience (the runtime's rpc timeout), and in the simulator a
 silent secondary has used three quarters of it already (``nested_timeout``);
-the client retries.  The steps of a rename's or a migration's commit at the
-home (``RenameFinish``, ``RenameDrop``, ``MigrateDone``) keep the old rule:
-their change goes to the secondary after the commit and, not taken, follows
-later (``unsynced``); a change acknowledged while a whole copy of its file
+the client retries.  The ambiguous outcome is completed by the repair; if
+the home crashes before it (its secondary had been down just before: two
+failures in a row, outside the one-node-down promise) the promoted copy is
+the state before the change: a plain change, or a rename whose participants
+are that home alone, is then simply not done, but a copy that a rename's
+``RenameDrop`` or a migration's ``MigrateDone`` did not remove is promoted
+beside the file that replaced it (a name collision, resolved as any: the
+lowest node wins).  A change acknowledged while a whole copy of its file
 is in flight is acknowledged before that copy ends.  Two writes of one file in flight at once at its home may reach
 the secondary in another order than they were applied (the workloads and
 tests write a file from one client at a time); a write acknowledged while a
@@ -116,7 +139,7 @@ from fedsim.protocol.effects import Call, Local, Multicast, Sleep, Spawn
 from fedsim.protocol.fedfs.attributes import GetAttr, SetAttr
 from fedsim.protocol.fedfs.blockcache import BlockRead
 from fedsim.protocol.fedfs.membership import Membership
-from fedsim.protocol.fedfs.migration import MigrateDone, MigrateIn
+from fedsim.protocol.fedfs.migration import MigrateDone
 from fedsim.protocol.fedfs.rename import RenameDrop, RenameFinish
 from fedsim.protocol.messages import (
     AddEntry,
@@ -269,7 +292,6 @@ _PRIMARY: dict[type[Request], str] = {
     RenameFinish: "_rep_rename_finish",
     RenameDrop: "_rep_rename_drop",
     MigrateDone: "_rep_migrate_done",
-    MigrateIn: "_rep_migrate_in",
 }
 
 
@@ -474,18 +496,18 @@ class Replication(Membership):
             return None
         if not is_dir:  # (a directory's holders are asked one by one; directories have no copies)
             args = (req.mode, req.uid, req.gid, req.atime_ns, req.mtime_ns)
-            yield from self._forward(req.path, ReplicaSetattr(req.path, *args))
+            yield from self._forward(ReplicaSetattr(req.path, *args), req.path)
         return None
 
     def _rep_rename_finish(self, inner: Any, src: int, req: RenameFinish) -> Gen:
+        """H_a's step of a rename's commit (``rename.py``): renamed here, then
+        at the secondary, before the reply.  Not taken, both names are copied
+        whole by the repair (the copy of ``old`` dropped, ``new`` put), and the
+        step answers ``PeerUnavailable`` naming the secondary: the coordinator
+        finishes the rename and tells the client so (``rename._lagging``)."""
         yield from _run(inner(src, req))
-        if not req.commit:
-            return
-        if req.old in self.unsynced:  # the copy to be renamed may be stale: drop it, copy the new name whole
-            yield from self.replicate(req.old)
-            yield from self.replicate(req.new)
-        else:
-            yield from self._forward(req.new, ReplicaRename(req.old, req.new), strict=False)
+        if req.commit:
+            yield from self._forward(ReplicaRename(req.old, req.new), req.new, req.old)
 
     def _rep_rename_drop(self, inner: Any, src: int, req: RenameDrop) -> Gen:
         yield from _run(inner(src, req))
@@ -497,10 +519,18 @@ class Replication(Membership):
         if req.commit:
             yield from self._gone(req.path)
 
-    def _rep_migrate_in(self, inner: Any, src: int, req: MigrateIn) -> Gen:
-        copied = yield from _run(inner(src, req))
-        yield from self.replicate(req.path)  # the file is this node's now: its successor gets a copy
-        return copied
+    def moved_in(self, path: str) -> Gen:
+        """A move's target, before its commit point: the file it holds now
+        (hidden, complete, its source frozen) goes whole to this node's
+        successor; not taken, the move fails (``PeerUnavailable`` naming the
+        successor) and is undone, so a moved file is never held by one node
+        alone.  After an undo (``path`` gone here), the copy is dropped there."""
+        if not self.replicating:
+            return
+        to = self.successor(self.id)
+        yield from self.replicate(path)
+        if to is not None:
+            yield from self._ack_or_fail(to, path)
 
     def _rep_get_entry(self, inner: Any, src: int, req: GetEntry) -> Gen:
         """A lookup's miss at the parent's manager while a view change that
@@ -547,13 +577,14 @@ class Replication(Membership):
         return None
 
     def _gone(self, path: str) -> Gen:
-        """A step that may have removed ``path`` here: if it did, so goes the
-        copy (a step of a rename's or a migration's commit: the copy may
-        follow later, ``unsynced``, see "Known limits")."""
+        """A step of a rename's or a migration's commit that may have removed
+        ``path`` here (``RenameDrop`` at the replaced target's home,
+        ``MigrateDone`` at the source): if it did, so goes the copy, before
+        the reply (``_forward``)."""
         try:
             yield Local("stat", path)
         except FileNotFoundError:
-            yield from self._forward(path, ReplicaDrop(path), strict=False)
+            yield from self._forward(ReplicaDrop(path), path)
 
     def _mutated(self, path: str, gen: Gen, make: Any) -> Gen:
         """Run a change of ``path`` here, then forward it (``make()``) to the
@@ -564,51 +595,60 @@ class Replication(Membership):
         except PeerUnavailable:
             yield from self.replicate(path)
             raise
-        yield from self._forward(path, make())
+        yield from self._forward(make(), path)
         return result
 
-    def _forward(self, path: str, req: Request, strict: bool = True) -> Gen:
-        """One change to the secondary, before the client's reply: not
-        answered, ``path`` is unsynced; refused (no copy there), copied whole."""
+    def _forward(self, req: Request, *paths: str) -> Gen:
+        """One change of ``paths`` (a rename: the new name, then the old) to
+        the secondary, before the reply.  A file whose copy lags (unsynced)
+        or is being copied whole goes whole instead (each of ``paths``: the
+        copy of a name gone here is dropped); a change not answered leaves
+        every one of ``paths`` unsynced, one refused (no copy there) sends
+        them whole.  Then ``_ack_or_fail``: acknowledged only once both
+        copies hold it."""
         to = self.successor(self.id)
         if to is None:
             return
-        if path in self.copying:
-            self.copying[path] = True  # the copy in flight goes round once more
-            return
-        if path in self.unsynced:
-            yield from self.replicate(path)
+        if any(p in self.unsynced or p in self.copying for p in paths):
+            for p in paths:
+                yield from self.replicate(p)  # (one in flight goes round once more: see "Known limits")
         else:
             try:
                 yield Call(to, req)
                 return
             except PeerUnavailable:
-                yield from self._mark_unsynced(path)
+                for p in paths:
+                    yield from self._mark_unsynced(p)
             except OSError:
-                yield from self.replicate(path)
-        if strict and path in self.unsynced:
-            yield from self._ack_or_fail(path, to)
+                for p in paths:
+                    yield from self.replicate(p)
+        yield from self._ack_or_fail(to, *paths)
 
-    def _ack_or_fail(self, path: str, to: int) -> Gen:
-        """The change of ``path`` did not reach secondary ``to``: it is
-        acknowledged only once both copies hold it (issue 13).  If a view
-        installed meanwhile gave this node another successor, the file goes
-        to it whole and the change is acknowledged; otherwise the change
-        fails with ``PeerUnavailable`` naming the secondary.  The local step
-        stays applied (an ambiguous outcome, as after a timeout: the copy
-        follows it by the background repair once the secondary answers, or
-        a restart after an eviction drops it for the promoted copy)."""
+    def _ack_or_fail(self, to: int, *paths: str) -> Gen:
+        """The change of ``paths`` may not have reached secondary ``to``
+        (those still unsynced): it is acknowledged only once both copies
+        hold it (issue 13).  If a view installed meanwhile gave this node
+        another successor, the files go to it whole and the change is
+        acknowledged; otherwise the change fails with ``PeerUnavailable``
+        naming the secondary.  The local step stays applied (an ambiguous
+        outcome, as after a timeout: the copy follows it by the background
+        repair once the secondary answers, or a restart after an eviction
+        drops it for the promoted copy)."""
+        lagging = [p for p in paths if p in self.unsynced]
+        if not lagging:
+            return
         now = self.successor(self.id)
         if now is None:
-            self.unsynced.discard(path)
+            self.unsynced.difference_update(lagging)
             return  # alone: the one copy there can be
         if now != to and self.member:
-            yield from self.replicate(path)
-            if path not in self.unsynced:
+            for p in lagging:
+                yield from self.replicate(p)
+            if not any(p in self.unsynced for p in lagging):
                 return
             to = now
         self.unsynced_failures += 1
-        raise PeerUnavailable(to, f"the secondary did not take the change of {path}: not acknowledged")
+        raise PeerUnavailable(to, f"the secondary did not take the change of {lagging[0]}: not acknowledged")
 
     def replicate(self, path: str) -> Gen:
         """Copy local file ``path`` whole to this node's successor (or drop
