@@ -1306,3 +1306,29 @@ def test_a_removal_acknowledged_with_two_copies_does_not_come_back_after_its_hom
     c.advance(5 * HB)
     assert files(c.namespace()) == before
     assert_replicated(c.fs, c.members)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="an evicted node that cannot hear it was evicted still serves reads of "
+    "the files it homed, from its own copy, while their promoted copies take the writes (no read lease)",
+)
+def test_a_cut_off_node_that_was_evicted_serves_no_stale_read():
+    """Why the in-memory dynamics property still keeps its clients off a
+    cut-off node (found there, 3 nodes): node 0 is cut off and evicted; a
+    client elsewhere overwrites a file node 0 homed (its promoted copy,
+    acknowledged by both copies); node 0's own client then reads the old
+    content from node 0's tree (it never heard of its eviction).  Ack-both
+    keeps such a node from acknowledging changes, not from serving reads:
+    that needs a read lease (stop serving once the predecessor's heartbeats
+    stop for less than the eviction takes), a change to failure detection."""
+    c = DirectCluster(3, config=CRASHING)
+    c.op(0, "mkdir", "/d")
+    p = _homed_at(c, 0, 1)[0]
+    c.op(0, "create", p)
+    _write(c, 0, p, b"old")
+    c.inject(FaultPlan.of(partitions=[Partition(frozenset({0}))]))
+    _evicted(c, 0)
+    _write(c, 1, p, b"new")  # acknowledged: the promoted copy and its secondary hold it
+    assert read_all(c, 1, p) == b"new"
+    assert read_all(c, 0, p) != b"old", "a stale read at the evicted node"
