@@ -110,12 +110,14 @@ silent secondary has used three quarters of it already (``nested_timeout``);
 the client retries.  The ambiguous outcome is completed by the repair; if
 the home crashes before it (its secondary had been down just before: two
 failures in a row, outside the one-node-down promise) the promoted copy is
-the state before the change: a plain change, or a rename whose participants
-are that home alone, is then simply not done, but a copy that a rename's
-``RenameDrop`` or a migration's ``MigrateDone`` did not remove is promoted
-beside the file that replaced it (a name collision, resolved as any: the
-lowest node wins).  A change acknowledged while a whole copy of its file
-is in flight is acknowledged before that copy ends.  Two writes of one file in flight at once at its home may reach
+the state before that home's step: a plain change, or a rename whose
+participants are that home alone, is then simply not done; a rename over a
+file homed elsewhere keeps the target's removal (done at its own home) but
+brings the old name back; and a copy that a rename's ``RenameDrop`` or a
+migration's ``MigrateDone`` did not remove is promoted beside the file that
+replaced it (a name collision, resolved as any: the lowest node wins).  A
+change acknowledged while a whole copy of its file is in flight is
+acknowledged before that copy ends.  Two writes of one file in flight at once at its home may reach
 the secondary in another order than they were applied (the workloads and
 tests write a file from one client at a time); a write acknowledged while a
 whole copy of that file is in flight reaches the secondary with the copy's
