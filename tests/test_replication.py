@@ -1332,3 +1332,41 @@ def test_a_cut_off_node_that_was_evicted_serves_no_stale_read():
     _write(c, 1, p, b"new")  # acknowledged: the promoted copy and its secondary hold it
     assert read_all(c, 1, p) == b"new"
     assert read_all(c, 0, p) != b"old", "a stale read at the evicted node"
+
+
+def test_a_simulated_rename_and_migration_are_acknowledged_only_once_both_copies_hold_them():
+    """In the simulator the silent secondary is a timeout two hops down
+    (PM -> H_a -> secondary; target -> source -> secondary): the nested
+    timeouts let the home's answer naming its secondary reach the
+    coordinator first, so the rename is not rolled back over a local rename
+    already done, and the migration is not retried at the source."""
+    c = SimCluster(4, network=preset("tcp_loopback"), keep_data=True, protocol=TWO)
+    c.preload_summaries()
+    c.run_op(0, "mkdir", "/d")
+    names = [f"/d/n{i}" for i in range(40)]
+    h = c.nodes[0].manager_of("/d")
+    a, b = [p for p in names if c.nodes[0].manager_of(p) == h][:2]
+    ring = [0, 1, 2, 3]
+    m = next(p for p in names if h not in (c.nodes[0].manager_of(p), successor(c.nodes[0].manager_of(p), ring)))
+    for p in (a, m):
+        c.run_op(0, "create", p)
+    src = c.nodes[0].manager_of(m)
+    s, s_src = successor(h, ring), successor(src, ring)
+    client = next(n for n in range(4) if n not in (h, s))
+    c.fail(s)
+    with pytest.raises(PeerUnavailable) as exc:
+        c.run_op(client, "rename", a, b)
+    assert exc.value.node == s
+    assert b in files_of(c.fs[h]) and a not in files_of(c.fs[h])  # committed, not rolled back
+    c.down.discard(s)
+    to = next(n for n in ring if n not in (src, s_src))
+    c.fail(s_src)
+    with pytest.raises(PeerUnavailable) as exc:
+        c.run_op(next(n for n in ring if n not in (s_src, src, to)), "migrate", m, to)
+    assert exc.value.node == s_src
+    assert m in files_of(c.fs[to]) and m not in files_of(c.fs[src])
+    c.down.discard(s_src)
+    c.env.run()  # the repairs' back-off ends; then nothing is left to run
+    assert all(not node.unsynced for node in c.nodes)
+    assert_replicated(c.fs, ring)
+    assert files(c.namespace()) == {b: b"", m: b""}
