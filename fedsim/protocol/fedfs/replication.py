@@ -478,14 +478,20 @@ class Replication(Membership):
         return None
 
     def _rep_rename_finish(self, inner: Any, src: int, req: RenameFinish) -> Gen:
+        fresh = req.commit and req.old in self.rename_gated  # (a second finish is a no-op: ``on_rename_finish``)
         yield from _run(inner(src, req))
-        if not req.commit:
+        if not fresh:
             return
         if req.old in self.unsynced:  # the copy to be renamed may be stale: drop it, copy the new name whole
             yield from self.replicate(req.old)
             yield from self.replicate(req.new)
         else:
             yield from self._forward(req.new, ReplicaRename(req.old, req.new), strict=False)
+            if req.new in self.unsynced:
+                # Not taken: the secondary may still hold the copy under the
+                # old name; the repair drops it there too (the old name is
+                # gone here), not only copies the new one whole.
+                yield from self._mark_unsynced(req.old)
 
     def _rep_rename_drop(self, inner: Any, src: int, req: RenameDrop) -> Gen:
         yield from _run(inner(src, req))
