@@ -32,15 +32,17 @@ there).
 
 Every schedule starts with six files, made and written through different
 nodes.  The property runs 120 derandomized examples (the same ones in every
-run: CI stays reproducible); long random runs of the same player still fail
-a few schedules in 300 (hypothesis draws near-copies of one, so mostly one
-or two rare interleavings per run: a copy missing at a successor after a
-partition and a leave, a walk's stale view after a loss and a join; both
-fail with the clients kept off the leaver as well); the ones understood are
-pinned below (``test_found_...``).
-The in-memory variant plays the same schedules one operation at a time.
+run: CI stays reproducible); ``python -m tests.dynamics_random sim|mem N``
+plays N random ones and prints each failing schedule, to replay with
+``_replay`` or ``_replay_in_memory``; the ones understood are pinned below
+(``test_found_...``).
+The in-memory variant (``_replay_in_memory``) plays the same schedules one
+operation at a time.  Its clock moves only when the player advances it, so
+a background repair (a home's ``Settle`` after a lost DelEntry, a rename's
+retried rollback) waits parked on a timer until then: ``settled`` counts
+those as unsettled (``repairs_pending``, ``renames_coordinated``).
 
-Excluded (known failures, pinned below as strict xfails):
+Excluded (known failures):
 
 * in the in-memory variant only, no client uses a node while it is cut off
   by a partition.  The simulator's player lets them (a change is
