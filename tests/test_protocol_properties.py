@@ -384,6 +384,14 @@ def test_a_rename_that_fails_before_its_commit_point_leaves_no_trace():
     c.down.add(homes["/d/f1"])
     assert outcome(c.op, 2, "rename", "/d/f0", "/d/f1") == ("err", errno.EHOSTDOWN)
     c.down.clear()
+    # The unanswered step may have marked or gated the target (its reply
+    # lost): its rollback is retried in the background, the directory's
+    # rename in flight at its manager until it got through (``Renaming._tell``).
+    assert c.nodes[c.nodes[0].manager_of("/d")].renames
+    mark = len(c.trace)
+    c.advance(1.0)
+    retried = [kind for _, dst, kind in c.messages_since(mark) if dst == homes["/d/f1"]]
+    assert retried in (["RenameUncheck"], ["RenameDrop"])
     for node in c.nodes:
         assert not node.rename_marks and not node.gates and not node.renames
     assert fed_read(c, 4, "/d/f0", 0, 10) == b"file 0"

@@ -72,6 +72,9 @@ class RenameFlight:
     old: str  # the two names, within the directory
     new: str
     home: int | None = None  # set at the commit point: the home ``new`` now names
+    #: its rollback or post-commit steps are still being retried (``Renaming._tell``):
+    #: the directory stays busy until every participant got them
+    telling: bool = False
 
 
 class Directory(Summaries):

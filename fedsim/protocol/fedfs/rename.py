@@ -83,6 +83,24 @@ Renaming across directories is EXDEV (``mv`` then copies by itself), and so
 is renaming a directory: every name below it would change manager, which is
 redistribution (the dynamics issue), not a rename.
 
+Lost messages (``_tell``).  A participant whose reply was lost ran its
+step: a prepare step that ends in ``PeerUnavailable`` is rolled back too
+(a rollback of a step that never ran is a no-op: a home opens only the
+gates a rename set, ``rename_gated``).  A ``RenameFinish`` that got no
+answer is past the commit point: the rename goes forward, the finish is
+asked again (H_a renames only while its gates are the rename's, so a second
+one is a no-op), and until H_a answered the client is told
+``PeerUnavailable`` (it may or may not have happened).  The rollbacks and the post-commit
+steps (RenameDone, RenameDrop) are each tried once; from the first one
+whose participant does not answer, the rest are retried in order in the
+background, with back-off, until they get through or the participant is no
+member any more (evicted or gone: its marks and gates went with it), and
+the directory's rename stays in flight at PM meanwhile (``RenameFlight.
+telling``: the next rename in it is told EAGAIN), so a late retry never
+opens a newer rename's mark or gate.  Before this, one lost reply (of
+RenamePrepare, say) left the names gated for good: every later operation
+on them was EAGAIN (found by the in-memory dynamics property).
+
 Known limits: a name that collides (a file of the same name on several
 nodes) is renamed or replaced only in the copy it resolves to; the other
 copies keep the name, as after an unlink, and the next merge shows them.
@@ -96,8 +114,8 @@ import errno
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from fedsim.protocol.effects import Compute, Local
-from fedsim.protocol.fedfs.directory import RenameFlight
+from fedsim.protocol.effects import Compute, Local, Sleep, Spawn
+from fedsim.protocol.fedfs.directory import REPAIR_FIRST_S, REPAIR_MAX_S, RenameFlight
 from fedsim.protocol.fedfs.requester import Requester
 from fedsim.protocol.messages import Forget, PeerUnavailable, Request, Stat, fs_error, register_request
 from fedsim.protocol.names import ROOT, normalize, split
@@ -219,6 +237,12 @@ def _lagging(gen: Gen, node: int) -> Gen:
 
 
 class Renaming(Requester):
+    def __init__(self, node_id: int, spec: Any, **kw: Any) -> None:
+        super().__init__(node_id, spec, **kw)
+        # The names of ``gates`` a rename's prepare or target gate set here
+        # (not a migration's freeze): only these does a rename's end open.
+        self.rename_gated: set[str] = set()
+
     def describe(self) -> dict[str, Any]:
         """Status adds what renames hold here: a name that stays held long
         after its rename names a participant that crashed mid-rename."""
@@ -268,7 +292,8 @@ class Renaming(Requester):
         try:
             return (yield from self._rename(d, req.old, req.new, flight))
         finally:
-            del self.renames[d]
+            if not flight.telling:  # (else ``_tell_later`` ends the flight)
+                del self.renames[d]
 
     def _rename(self, d: str, old: str, new: str, flight: RenameFlight) -> Gen:
         vd, _ = yield from self.ensure_vd(d)
@@ -288,26 +313,43 @@ class Renaming(Requester):
         h_b = None if dst is None or dst.home == h_a else dst.home
         m_b = self.manager_of(new)
 
-        # Prepare: mark, then gate; each failure undoes what came before it.
-        yield from self.call(m_b, RenameCheck(new, -1 if dst is None else dst.home))
-        undo: list[tuple[int, Request]] = [(m_b, RenameUncheck(new))]
+        # Prepare: mark, then gate; each failure undoes what came before it,
+        # and a step without an answer itself too (its reply may be what was lost).
+        steps: list[tuple[int, Request, Request]] = [
+            (m_b, RenameCheck(new, -1 if dst is None else dst.home), RenameUncheck(new)),
+            (h_a, RenamePrepare(old, new), RenameFinish(old, new, False)),
+        ]
+        if h_b is not None:
+            steps.append((h_b, RenameGate(new), RenameDrop(new, False)))
+        undo: list[tuple[int, Request]] = []
         try:
-            yield from self.call(h_a, RenamePrepare(old, new))
-            undo.append((h_a, RenameFinish(old, new, False)))
-            if h_b is not None:
-                yield from self.call(h_b, RenameGate(new))
-                undo.append((h_b, RenameDrop(new, False)))
+            for node, request, rollback in steps:
+                undo.append((node, rollback))
+                try:
+                    yield from self.call(node, request)
+                except Exception as exc:
+                    if not isinstance(exc, PeerUnavailable):
+                        undo.pop()  # refused: it holds nothing
+                    raise
         except Exception:  # not GeneratorExit: an abandoned generator must not yield its rollback
-            for node, request in reversed(undo):
-                yield from _best_effort(self.call(node, request))
+            yield from self._tell(d, flight, undo[::-1])
             raise
 
         # The commit point: from here on, PM answers with the new state.
         flight.home = h_a
         self._vd_update(d, ("del", flight.old))
         self._vd_update(d, ("add", flight.new, DTEntry(False, h_a)))
+        done: list[tuple[int, Request]] = [(m_b, RenameDone(old, new, h_a))]
+        if h_b is not None:
+            done.append((h_b, RenameDrop(new, True)))
         try:
             lag = yield from _lagging(self.call(h_a, RenameFinish(old, new, True)), h_a)
+        except PeerUnavailable:
+            # H_a may have renamed (its reply lost) or not (the request
+            # lost): the rename goes forward, its finish retried with the
+            # rest (a second one is a no-op: ``on_rename_finish``).
+            lag = None
+            done.insert(0, (h_a, RenameFinish(old, new, True)))
         except Exception:
             # The local tree changed outside the federation, or H_a failed:
             # restore the VD and undo the rest (see the module docstring).
@@ -316,19 +358,59 @@ class Renaming(Requester):
             self._vd_update(d, ("add", flight.old, src))
             if dst is not None:
                 self._vd_update(d, ("add", flight.new, dst))
-            for node, request in reversed(undo[:1] + undo[2:]):
-                yield from _best_effort(self.call(node, request))
+            yield from self._tell(d, flight, (undo[:1] + undo[2:])[::-1])
             raise
-        yield from _best_effort(self.call(m_b, RenameDone(old, new, h_a)))
-        if h_b is not None:
-            lag_b = yield from _best_effort(_lagging(self.call(h_b, RenameDrop(new, True)), h_b))
-            lag = lag or lag_b
+        pending, lag_done = yield from self._tell(d, flight, done)
         m_a = self.manager_of(old)
         if m_a != m_b:
             yield from _best_effort(self.notify(m_a, Forget(old)))
-        if lag is not None:
-            raise lag  # renamed, but a home's secondary did not take its step: not acknowledged
+        if pending and isinstance(pending[0][1], RenameFinish):
+            raise PeerUnavailable(h_a, f"the rename of {old} to {new} is committed, its home has not answered yet")
+        if lag or lag_done:
+            raise lag or lag_done  # renamed, but a home's secondary did not take its step: not acknowledged
         return h_a
+
+    def _tell(self, d: str, flight: RenameFlight, steps: list[tuple[int, Request]]) -> Gen:
+        """Deliver a rename's rollback or post-commit ``steps`` (idempotent:
+        each undoes or ends what the rename holds at one participant), in
+        order: at once, and from the first participant that does not answer
+        on, in the background (see the module docstring: a lost message
+        must not leave a name marked or gated for good).  Returns the steps
+        left to the background (empty: all delivered), and the error of a
+        step done whose copy lags (``_lagging``: its home's secondary did
+        not take it; not retried, the home's repair completes it)."""
+        lag: PeerUnavailable | None = None
+        for i, (node, request) in enumerate(steps):
+            try:
+                lag = lag or (yield from _lagging(self.call(node, request), node))
+            except PeerUnavailable:
+                flight.telling = True
+                yield Spawn(self._tell_later(d, flight, steps[i:]))
+                return steps[i:], lag
+            except OSError:
+                pass  # answered: nothing of ours is held there (a participant that crashed and restarted)
+        return [], lag
+
+    def _tell_later(self, d: str, flight: RenameFlight, steps: list[tuple[int, Request]]) -> Gen:
+        """``_tell``'s retries, with back-off; the directory's rename stays in
+        flight here until they end, so no newer rename's mark or gate can be
+        opened by one of them."""
+        delay = REPAIR_FIRST_S
+        try:
+            for node, request in steps:
+                while node in self.members:  # (one evicted or gone holds nothing any more)
+                    yield Sleep(delay)
+                    delay = min(2 * delay, REPAIR_MAX_S)
+                    try:
+                        yield from _lagging(self.call(node, request), node)  # (done: the copy is its repair)
+                    except PeerUnavailable:
+                        continue
+                    except OSError:
+                        pass
+                    break
+        finally:
+            if self.renames.get(d) is flight:
+                del self.renames[d]
 
     # ------------------------------------------------------------------ M_b: the target's manager
     @handles(RenameCheck)
@@ -381,6 +463,16 @@ class Renaming(Requester):
             if self.opens.get(p):
                 raise fs_error(errno.EBUSY, p, "the file is open: an open file pins its name")
         self.gates.update(paths)
+        self.rename_gated.update(paths)
+
+    def _ungate(self, *paths: str) -> None:
+        """Open the gates a rename set on ``paths`` (none it did not set: a
+        rollback of a prepare that never ran here, its request lost, leaves
+        a migration's freeze alone)."""
+        for p in paths:
+            if p in self.rename_gated:
+                self.rename_gated.discard(p)
+                self.gates.discard(p)
 
     @handles(RenamePrepare)
     def on_rename_prepare(self, src: int, req: RenamePrepare) -> Gen:
@@ -396,11 +488,13 @@ class Renaming(Requester):
             if is_dir:
                 raise fs_error(errno.EISDIR, req.new)
         except BaseException:
-            self.gates.difference_update((req.old, req.new))
+            self._ungate(req.old, req.new)
             raise
 
     @handles(RenameFinish)
     def on_rename_finish(self, src: int, req: RenameFinish) -> Gen:
+        if req.commit and req.old not in self.rename_gated:
+            return  # done already (PM asks again when a reply was lost), or never prepared here
         try:
             if req.commit:
                 yield Local("rename", req.old, (req.new,))
@@ -408,7 +502,7 @@ class Renaming(Requester):
                 self.dt.pop(req.old)
                 self.dt.put(req.new, DTEntry(False, self.id))
         finally:
-            self.gates.difference_update((req.old, req.new))
+            self._ungate(req.old, req.new)
 
     @handles(RenameGate)
     def on_rename_gate(self, src: int, req: RenameGate) -> Gen:
@@ -422,7 +516,7 @@ class Renaming(Requester):
             if is_dir:
                 raise fs_error(errno.EISDIR, req.path)
         except BaseException:
-            self.gates.discard(req.path)
+            self._ungate(req.path)
             raise
 
     @handles(RenameDrop)
@@ -442,7 +536,7 @@ class Renaming(Requester):
                 if d in self.implicit_dirs:
                     yield from self._prune(d)
         finally:
-            self.gates.discard(path)
+            self._ungate(path)
 
 
 __all__ = [

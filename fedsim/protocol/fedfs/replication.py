@@ -506,9 +506,12 @@ class Replication(Membership):
         at the secondary, before the reply.  Not taken, both names are copied
         whole by the repair (the copy of ``old`` dropped, ``new`` put), and the
         step answers ``PeerUnavailable`` naming the secondary: the coordinator
-        finishes the rename and tells the client so (``rename._lagging``)."""
+        finishes the rename and tells the client so (``rename._lagging``).  A
+        second finish (the coordinator's retry after a lost reply) is a no-op
+        here (``on_rename_finish``) and forwards nothing."""
+        fresh = req.commit and req.old in self.rename_gated
         yield from _run(inner(src, req))
-        if req.commit:
+        if fresh:
             yield from self._forward(ReplicaRename(req.old, req.new), req.new, req.old)
 
     def _rep_rename_drop(self, inner: Any, src: int, req: RenameDrop) -> Gen:
