@@ -731,3 +731,18 @@ def test_found_in_memory_settled_waits_for_the_repair_of_an_unlink_its_parents_m
     repairs it once time passes): ``settled`` waits for ``repairs_pending``
     (and for a rename's retried steps), in both variants."""
     _replay_in_memory(4, "with_manager", "mod_n", [("partition", 0, False, [[("unlink", 1, "/b/f0")]])])
+
+
+def test_found_a_rename_whose_directory_merge_misses_a_holder_does_not_take_the_target_name():
+    """Found by ``tests.dynamics_random mem`` (the final walk read the old
+    /a/f0 at two nodes): with 7 nodes, one evicted after a partition, /a's
+    manager rebuilds /a's VD while another node, the home of /a/f0, is cut
+    off.  The merge serves a partial VD (``VirtualDirectory.unreachable``),
+    and the rename of /a/f2 onto f0 took it for a rename onto a free name:
+    /a/f0 was left at its home beside the renamed file, two files of one
+    name for good.  Fixed: a rename whose VD lacks either name and missed a
+    holder fails naming it (EHOSTDOWN), as a create's check does."""
+    _replay_in_memory(7, "round_robin", "mod_n", [
+        ("partition", 50, True, [[]]),
+        ("partition", 16, False, [[("rename", 78, "/a/f2", "f0")], []]),
+    ])  # fmt: skip

@@ -296,8 +296,15 @@ class Renaming(Requester):
                 del self.renames[d]
 
     def _rename(self, d: str, old: str, new: str, flight: RenameFlight) -> Gen:
-        vd, _ = yield from self.ensure_vd(d)
+        vd, _ = yield from self.ensure_vd(d, ask_all=True)  # (as a create's check: every candidate asked)
         src = vd.entries.get(flight.old)
+        missing = old if src is None else new if flight.new not in vd.entries else None
+        if missing is not None and vd.unreachable >= 0:
+            # A name the VD lacks may be on the node that did not answer its
+            # merge: a rename must not report it missing, nor take it (a
+            # target there would stay beside the renamed file: two files of
+            # one name; found by the dynamics property).
+            raise PeerUnavailable(vd.unreachable, f"may hold {missing} and did not answer its dirmerge")
         if src is None:
             raise fs_error(errno.ENOENT, old)
         if src.is_dir:
