@@ -17,6 +17,7 @@ import simpy
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from fednode.cli import format_status
 from fedsim.direct import DirectCluster
 from fedsim.faults import FaultPlan, Partition
 from fedsim.memfs import MemFS
@@ -1340,7 +1341,13 @@ def test_a_cut_off_node_that_was_evicted_serves_no_stale_read():
     assert read_all(c, 1, p) == b"new"
     with pytest.raises(PeerUnavailable, match="read lease"):
         read_all(c, 0, p)  # no stale read at the evicted node
-    assert c.nodes[0].describe()["heartbeat"]["lease"]["refused"] >= 2
+    lease = c.nodes[0].describe()["heartbeat"]["lease"]
+    assert lease["left_s"] == 0 and lease["refused"] >= 2, lease
+    row = {"node": 0, "reachable": True, "uptime_s": 1.0, "members": [0, 1, 2], "transport": "mem", "local_files": 1,
+           "managed_names": 0, "dt_entries": 0, "vd_entries": 0, "collisions": [], **c.nodes[0].describe()}  # fmt: skip
+    assert f"node 0: read lease LAPSED ({lease['pings']} pings, {lease['refused']} client requests refused)" in (
+        format_status([row])
+    )
     c.heal()
     _evicted(c, 0)
     c.restart(0)
