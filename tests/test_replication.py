@@ -1374,6 +1374,25 @@ def test_a_node_whose_predecessor_crashed_keeps_serving_its_clients():
     assert leases[2]["pings"] == leases[3]["pings"] == 0, leases  # (heartbeats reach them: no ping)
 
 
+def test_the_survivor_of_two_serves_again_once_it_evicted_the_other():
+    """Two members: when node 1 crashes, node 0 hears from nobody (its ping
+    goes to node 1 too) and cannot tell a crash from being cut off, so its
+    lease lapses; it still evicts node 1 (the membership requests it makes
+    of itself are free of the lease) and, alone, serves its clients again."""
+    c = DirectCluster(2, config=CRASHING)
+    c.op(0, "mkdir", "/d")
+    p = _homed_at(c, 0, 1)[0]
+    c.op(0, "create", p)
+    _write(c, 0, p, b"mine")
+    c.crash(1)
+    c.advance(CRASHING.heartbeat_misses * HB)
+    with pytest.raises(PeerUnavailable, match="read lease"):
+        read_all(c, 0, p)
+    _evicted(c, 1)
+    assert c.nodes[0].members == (0,)
+    assert read_all(c, 0, p) == b"mine"
+
+
 def test_without_a_second_copy_there_is_no_read_lease():
     """With ``replicas: 1`` nothing is promoted: a cut-off node's files are
     its own, and it serves its clients as before (no lease, no ping)."""
