@@ -365,6 +365,12 @@ def format_status(rows: list[dict[str, Any]]) -> str:
             age = "never" if hb["last_heard_age_s"] is None else f"{hb['last_heard_age_s']:g} s ago"
             notes.append(f"node {r['node']}: heard its predecessor node {hb['predecessor']} {age}"
                          + (" (SUSPECTED)" if hb["suspected"] else ""))  # fmt: skip
+            lease = hb.get("lease")
+            if lease:
+                left = lease["left_s"]
+                state = "not started" if left is None else (f"{left:g} s left" if left else "LAPSED")
+                notes.append(f"node {r['node']}: read lease {state} ({lease['pings']} pings, "
+                             f"{lease['refused']} client requests refused)")  # fmt: skip
         for gone, epoch in r.get("absent", {}).items():
             notes.append(f"node {r['node']}: node {gone} left the federation in view {epoch}: "
                          "its files are unavailable until it rejoins")  # fmt: skip

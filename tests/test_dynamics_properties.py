@@ -42,22 +42,15 @@ a background repair (a home's ``Settle`` after a lost DelEntry, a rename's
 retried rollback) waits parked on a timer until then: ``settled`` counts
 those as unsettled (``repairs_pending``, ``renames_coordinated``).
 
-Excluded (known failures):
-
-* in the in-memory variant only, no client uses a node while it is cut off
-  by a partition.  The simulator's player lets them (a change, the steps
-  of a rename's or a migration's commit included, is acknowledged only
-  once both copies hold it, so the cut-off primary acknowledges none).
-  A cut-off node evicted by the others does not know it, though, and
-  still serves reads of the files it homed from its own copies while
-  their promoted copies take new writes (no read lease): the in-memory
-  player, which runs a write and a later read of one file in order, finds
-  that stale read (pinned in ``tests/test_replication.py``,
-  ``test_a_cut_off_node_that_was_evicted_serves_no_stale_read``).  The
-  simulator's player meets it only with the write and the read in two
-  batches (one batch skips a second step on a path), e.g. ``_replay(3,
-  "with_manager", "ring", [("partition", 0, True, [[("overwrite", 2,
-  "/a/f0", b"new")], [("read", 0, "/a/f0")]])], files=True)`` fails.
+Clients use a node while it is cut off by a partition, in both variants:
+it acknowledges no change with one copy (a change, the steps of a rename's
+or a migration's commit included, is acknowledged only once both copies
+hold it), and past its read lease (``FailureDetection``: before the others
+can evict it) it refuses its own clients, so an evicted node that does
+not know it serves no stale read of the files it homed while their
+promoted copies take new writes (pinned:
+``test_found_a_cut_off_node_serves_no_stale_read_after_its_eviction``;
+before the lease the in-memory player kept its clients off such a node).
 
 Clients use a node while it leaves (a leaver serves them until it installs
 the view without itself): what it acknowledges after its successor promoted
@@ -585,6 +578,17 @@ def test_found_a_rename_over_an_existing_file_during_a_leave_replaces_it():
     ], files=True)  # fmt: skip
 
 
+def test_found_a_cut_off_node_serves_no_stale_read_after_its_eviction():
+    """Node 0 is cut off and evicted; a client at node 2 overwrites /a/f0,
+    homed at node 0 (its promoted copy takes it); node 0's client then read
+    the old content from node 0's tree.  Fixed: node 0's read lease ended
+    before its eviction, and it refuses its clients (EHOSTDOWN)."""
+    player = _replay(3, "with_manager", "ring", [
+        ("partition", 0, True, [[("overwrite", 2, "/a/f0", b"new")], [("read", 0, "/a/f0")]]),
+    ], files=True)  # fmt: skip
+    assert ("read", ("/a/f0",), 0, "EHOSTDOWN") in player.log, player.log
+
+
 # ---------------------------------------------------------------------------- the in-memory variant
 def _direct_op(c: DirectCluster, at: int, step: tuple[Any, ...]) -> Any:
     """``_op_gen``'s operation, run to its end in the in-memory runtime."""
@@ -662,7 +666,7 @@ def _replay_in_memory(n: int, placement: str, hashing: str, schedule: list[tuple
                 c.inject(FaultPlan.of(partitions=[Partition(frozenset({node}))]))
             if step[2]:
                 _evicted(c, node)
-            ops(step[3], avoid=node)  # (not at a cut-off node: its stale reads, see the module docstring)
+            ops(step[3])  # (clients at a cut-off node too: past its read lease it refuses them)
         else:
             c.inject(FaultPlan.of(lose=step[1]))
             ops(step[2])

@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import simpy
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from fednode.cli import format_status
 from fedsim.direct import DirectCluster
 from fedsim.faults import FaultPlan, Partition
 from fedsim.memfs import MemFS
@@ -1308,30 +1310,165 @@ def test_a_removal_acknowledged_with_two_copies_does_not_come_back_after_its_hom
     assert_replicated(c.fs, c.members)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an evicted node that cannot hear it was evicted still serves reads of "
-    "the files it homed, from its own copy, while their promoted copies take the writes (no read lease)",
-)
 def test_a_cut_off_node_that_was_evicted_serves_no_stale_read():
-    """Why the in-memory dynamics property still keeps its clients off a
-    cut-off node (found there, 3 nodes): node 0 is cut off and evicted; a
-    client elsewhere overwrites a file node 0 homed (its promoted copy,
-    acknowledged by both copies); node 0's own client then reads the old
-    content from node 0's tree (it never heard of its eviction).  Ack-both
-    keeps such a node from acknowledging changes, not from serving reads:
-    that needs a read lease (stop serving once the predecessor's heartbeats
-    stop for less than the eviction takes), a change to failure detection."""
+    """Found by the in-memory dynamics property with clients at a cut-off
+    node (3 nodes): node 0 is cut off and evicted; a client elsewhere
+    overwrites a file node 0 homed (its promoted copy, acknowledged by both
+    copies); node 0's own client then read the old content from node 0's
+    tree (it never heard of its eviction).  Ack-both keeps such a node from
+    acknowledging changes, not from serving reads: its read lease
+    (``FailureDetection``) ends before the others can evict it, and from
+    then on it refuses its own clients (EHOSTDOWN naming itself)."""
     c = DirectCluster(3, config=CRASHING)
     c.op(0, "mkdir", "/d")
     p = _homed_at(c, 0, 1)[0]
     c.op(0, "create", p)
     _write(c, 0, p, b"old")
     c.inject(FaultPlan.of(partitions=[Partition(frozenset({0}))]))
-    _evicted(c, 0)
+    refused = evicted = None
+    for step in range(40):  # a quarter period at a time: node 0's client reads, the others may evict it
+        try:
+            assert read_all(c, 0, p) == b"old"  # (nobody could have changed it yet)
+        except PeerUnavailable as exc:
+            assert exc.node == 0 and "read lease" in str(exc), exc
+            refused = step if refused is None else refused
+        if evicted is None and all(0 not in c.nodes[n].members for n in (1, 2)):
+            evicted = step
+            break
+        c.advance(HB / 4)
+    assert refused is not None and evicted is not None and refused < evicted, (refused, evicted)
     _write(c, 1, p, b"new")  # acknowledged: the promoted copy and its secondary hold it
     assert read_all(c, 1, p) == b"new"
-    assert read_all(c, 0, p) != b"old", "a stale read at the evicted node"
+    with pytest.raises(PeerUnavailable, match="read lease"):
+        read_all(c, 0, p)  # no stale read at the evicted node
+    lease = c.nodes[0].describe()["heartbeat"]["lease"]
+    assert lease["left_s"] == 0 and lease["refused"] >= 2, lease
+    row = {"node": 0, "reachable": True, "uptime_s": 1.0, "members": [0, 1, 2], "transport": "mem", "local_files": 1,
+           "managed_names": 0, "dt_entries": 0, "vd_entries": 0, "collisions": [], **c.nodes[0].describe()}  # fmt: skip
+    assert f"node 0: read lease LAPSED ({lease['pings']} pings, {lease['refused']} client requests refused)" in (
+        format_status([row])
+    )
+    c.heal()
+    _evicted(c, 0)
+    c.restart(0)
+    assert read_all(c, 0, p) == b"new"
+
+
+def test_a_node_whose_predecessor_crashed_keeps_serving_its_clients():
+    """Node 1's predecessor, node 0, crashes: no heartbeat reaches node 1
+    until node 0 is evicted, and its pings to its successor keep its lease:
+    its clients are served all along, and only node 1 pinged."""
+    c = DirectCluster(4, config=CRASHING)
+    c.op(1, "mkdir", "/d")
+    p = _homed_at(c, 1, 1)[0]
+    c.op(1, "create", p)
+    _write(c, 1, p, b"mine")
+    c.crash(0)
+    for _ in range(4 * (CRASHING.heartbeat_misses + 3)):  # past the eviction, a quarter period at a time
+        assert read_all(c, 1, p) == b"mine"
+        c.advance(HB / 4)
+    assert all(0 not in c.nodes[n].members for n in (1, 2, 3))
+    assert read_all(c, 1, p) == b"mine"
+    leases = {n: c.nodes[n].describe()["heartbeat"]["lease"] for n in (1, 2, 3)}
+    assert leases[1]["pings"] > 0 and leases[1]["refused"] == 0, leases
+    assert leases[2]["pings"] == leases[3]["pings"] == 0, leases  # (heartbeats reach them: no ping)
+
+
+def test_the_survivor_of_two_serves_again_once_it_evicted_the_other():
+    """Two members: when node 1 crashes, node 0 hears from nobody (its ping
+    goes to node 1 too) and cannot tell a crash from being cut off, so its
+    lease lapses; it still evicts node 1 (the membership requests it makes
+    of itself are free of the lease) and, alone, serves its clients again."""
+    c = DirectCluster(2, config=CRASHING)
+    c.op(0, "mkdir", "/d")
+    p = _homed_at(c, 0, 1)[0]
+    c.op(0, "create", p)
+    _write(c, 0, p, b"mine")
+    c.crash(1)
+    c.advance(CRASHING.heartbeat_misses * HB)
+    with pytest.raises(PeerUnavailable, match="read lease"):
+        read_all(c, 0, p)
+    _evicted(c, 1)
+    assert c.nodes[0].members == (0,)
+    assert read_all(c, 0, p) == b"mine"
+
+
+def test_without_a_second_copy_there_is_no_read_lease():
+    """With ``replicas: 1`` nothing is promoted: a cut-off node's files are
+    its own, and it serves its clients as before (no lease, no ping)."""
+    c = DirectCluster(3, config=ProtocolConfig(heartbeat_s=HB, heartbeat_misses=3))
+    c.op(0, "mkdir", "/d")
+    p = _homed_at(c, 0, 1)[0]
+    c.op(0, "create", p)
+    _write(c, 0, p, b"old")
+    c.inject(FaultPlan.of(partitions=[Partition(frozenset({0}))]))
+    for _ in range(4 * (CRASHING.heartbeat_misses + 3)):
+        assert read_all(c, 0, p) == b"old"
+        c.advance(HB / 4)
+    assert "lease" not in c.nodes[0].describe()["heartbeat"]
+    assert c.nodes[0].pings == 0 and c.nodes[0].refused == 0
+
+
+def _sim_read(c: SimCluster, node: int, path: str) -> Any:
+    """A client's open, read, close at ``node`` (a generator for a process)."""
+    fd = yield from c.call_op(node, "open", path)
+    try:
+        return (yield from c.call_op(node, "read", fd, 0, 64))
+    finally:
+        yield from c.call_op(node, "close", fd)
+
+
+def test_a_simulated_cut_off_node_refuses_its_clients_before_it_is_evicted():
+    """In simulated time, with heartbeats and a network: node 0 is cut off;
+    its client reads every 10 ms.  Its first refused read (begun past its
+    read lease) comes before the first view without node 0 is installed
+    anywhere (the eviction, then the promotion of its files), and every
+    read after it is refused; node 1, whose predecessor it was, serves its
+    clients all along (it pings node 2)."""
+    c = SimCluster(3, network=preset("tcp_loopback"), keep_data=True, protocol=CRASHING)
+    c.preload_summaries()
+    for node in c.nodes:  # what start() runs: heartbeats, the initial sync
+        for timer in node.background():
+            c.spawn(node.id, timer)
+    c.run_op(0, "mkdir", "/d")
+    p = next(f"/d/f{i}" for i in range(64) if c.nodes[0].manager_of(f"/d/f{i}") == 0)
+    q = next(f"/d/g{i}" for i in range(64) if c.nodes[0].manager_of(f"/d/g{i}") == 1)
+    for path, at in ((p, 0), (q, 1)):
+        c.run_op(at, "create", path)
+        fd = c.run_op(at, "open", path)
+        c.run_op(at, "write", fd, 0, b"old")
+        c.run_op(at, "close", fd)
+    c.env.run(until=c.env.now + 2 * HB * 1e6)  # (the initial sync done)
+    c.inject(FaultPlan.of(partitions=[Partition(frozenset({0}))]))
+    cut = c.env.now
+    reads: dict[int, list[tuple[float, Any]]] = {0: [], 1: []}
+    evicted_at: list[float] = []
+
+    def client(node: int, path: str) -> Any:
+        while c.env.now < cut + 8 * HB * 1e6:
+            start = c.env.now
+            try:
+                got = yield from _sim_read(c, node, path)
+            except PeerUnavailable as exc:
+                got = exc  # (after the failover to node 0's secondary, which waits out a timeout)
+            reads[node].append((start, got))
+            yield c.env.timeout(10_000)
+
+    def watch() -> Any:
+        while not any(0 not in c.nodes[n].members for n in (1, 2)):
+            yield c.env.timeout(1_000)
+        evicted_at.append(c.env.now)
+
+    procs = [c.env.process(client(0, p)), c.env.process(client(1, q)), c.env.process(watch())]
+    c.env.run(until=simpy.AllOf(c.env, procs))
+    first = next(i for i, (_, got) in enumerate(reads[0]) if isinstance(got, PeerUnavailable))
+    assert all(got == b"old" for _, got in reads[0][:first])
+    assert all(isinstance(got, PeerUnavailable) and got.node == 0 for _, got in reads[0][first:])
+    assert reads[0][first][0] < evicted_at[0], (reads[0][first][0] - cut, evicted_at[0] - cut)
+    lease = CRASHING.heartbeat_s * (CRASHING.heartbeat_misses - 1) * 1e6
+    assert reads[0][first][0] - cut <= lease + 20_000  # (one read's period, one read's time)
+    assert all(got == b"old" for _, got in reads[1]), reads[1]
+    assert c.nodes[1].pings > 0 and c.nodes[1].refused == 0
 
 
 def test_a_simulated_rename_and_migration_are_acknowledged_only_once_both_copies_hold_them():

@@ -50,6 +50,52 @@ it is found out and the view changes without it:
   its tree shows it was a member (``was_member``: with two copies, its
   replica space).
 
+* **The read lease** (``replicas: 2``, ``heartbeat_misses >= 2``).  A node
+  cut off by a partition never hears of its eviction, while its successor
+  promotes its files and they take new writes: served from its own tree,
+  its clients' reads would be stale.  So a member serves *its own clients*
+  (requests from itself: its client operations' local calls, short-circuited
+  in ``Node.call``) only while it has heard from the federation within
+  ``LEASE = (heartbeat_misses - 1) * heartbeat_s``; past it such a request
+  fails with a PeerUnavailable naming the node itself (EHOSTDOWN), which
+  every client path already meets when a node is down (the requester's
+  failover to the secondary, unreachable too when it is cut off, gives
+  the client that error).  Renewals: a heartbeat from a member (stamped
+  with the ``Now`` of its receipt), a view change from one (likewise), and
+  a member's answer to a *ping* (a ``GetView`` to the successor, stamped
+  with the ``Now`` it was sent: conservative), sent in the background by
+  the timer, which checks the lease every half period, when nothing
+  renewed it for a whole period: so a live node whose predecessor crashed
+  (no heartbeat reaches it) keeps its lease.  Pings exist only on that
+  failure path (a late heartbeat may cost one).  Why a cut-off node stops
+  before any promotion: cut off at ``t``, its last renewal is at ``t`` at
+  the latest (a message already on its way may still arrive: a transit
+  time, far below the check's rpc timeout), so its lease ends by
+  ``t + (misses - 1) * hb``; its successor heard its last heartbeat no
+  earlier than ``t - hb`` (one goes every period), so suspects it no
+  earlier than ``t + (misses - 1) * hb``, and the eviction (hence any
+  promotion) follows the coordinator's check of it, which waits out an
+  rpc timeout (in the in-memory runtime, which has no timeouts, the
+  timers run in one phase: the successor's suspicion comes a whole period
+  after the lease ended).  The clocks need the same rate, not the same
+  time: every span is measured on one node's clock.  Peers' requests are
+  served as before (a peer that reaches the node is not cut off from it;
+  refusing them would make a node whose pings failed look down to all),
+  and so are the membership protocol's own requests (``LEASE_FREE``: a
+  node must evict its crashed peer to serve again, e.g. the survivor of
+  two).  Background work that calls this node itself (a repair, a
+  resync, a promotion's ``AddEntry`` to itself) meets the refusal as it
+  meets a node that is down, and retries or leaves it to the next view
+  change.  Limits: a member alone in its view needs no lease; with
+  ``heartbeat_misses: 2`` the lease is one period, so a heartbeat a little
+  late already lapses it for a moment (use 3 or more); the argument
+  assumes the node and its successor agree on who is whose successor (a
+  node that missed a view change and is cut off just then may be suspected
+  by a new successor that never heard from it, before its lease ends), and
+  at most one node cut off: two nodes cut off together from the majority
+  renew each other's leases (outside the one-node-down promise, which
+  their eviction breaks anyway).
+
 A member that learns nodes have left the view remembers the most recent of
 them (``absent``), so that a lookup that misses names them: "No such file or
 directory (node 2 left the federation in view 5: its files are unavailable
@@ -67,10 +113,10 @@ from math import inf
 from typing import Any, ClassVar
 
 from fedsim.protocol.effects import NOW, Call, Multicast, Send, Sleep, Spawn
-from fedsim.protocol.fedfs.membership import Membership, ViewChange, ViewSettled
+from fedsim.protocol.fedfs.membership import Join, Leave, Membership, ViewChange, ViewSettled
 from fedsim.protocol.messages import PeerUnavailable, Request, fs_error, register_request
 from fedsim.protocol.node import Gen, handles
-from fedsim.protocol.view import GetView, View, check_epoch, check_members
+from fedsim.protocol.view import GetView, View, check_contacts, check_epoch, check_members
 
 #: how many times ``recover`` asks for its own eviction before giving up
 RECOVER_TRIES = 8
@@ -131,6 +177,10 @@ class Evict(Request):
 
 #: the requests an evicted node still answers: those that tell it the view
 EVICTED_SERVES: tuple[type[Request], ...] = (GetView, ViewChange, ViewSettled, Heartbeat)
+#: the requests a node serves itself past its read lease: the membership
+#: protocol's own, which read no file or name (its eviction of a crashed peer
+#: is what lets the survivor of two serve again)
+LEASE_FREE: frozenset[type[Request]] = frozenset({*EVICTED_SERVES, Suspect, Evict, Join, Leave})
 
 
 class FailureDetection(Membership):
@@ -151,6 +201,13 @@ class FailureDetection(Membership):
         self.absent: dict[int, int] = {}
         self.suspicions = 0  # Suspects this node sent
         self.evictions = 0  # evictions this node made as the coordinator
+        c = self.config
+        #: the read lease's length (module docstring); 0: no lease (one copy, or no heartbeats)
+        self.lease_s = (c.heartbeat_misses - 1) * c.heartbeat_s if c.replicas == 2 else 0.0
+        self.renewed = -inf  # the ``Now`` of the lease's last renewal (set as the timer starts)
+        self._pinging = False  # a ping is in flight
+        self.pings = 0  # pings this node sent to keep its lease
+        self.refused = 0  # its own clients' requests it refused past its lease
 
     def describe(self) -> dict[str, Any]:
         out = {**super().describe(), "evicted": self.evicted}
@@ -163,6 +220,13 @@ class FailureDetection(Membership):
                 "suspected": pred in self._suspecting,
                 "suspicions": self.suspicions,
             }
+            if self.lease_s:
+                left = self.renewed + self.lease_s - self._clock
+                out["heartbeat"]["lease"] = {
+                    "left_s": round(max(left, 0.0), 3) if self._leasing else None,
+                    "pings": self.pings,
+                    "refused": self.refused,
+                }
         if self.absent:
             out["absent"] = {str(n): e for n, e in self.absent.items()}
         return out
@@ -185,17 +249,71 @@ class FailureDetection(Membership):
         self._heartbeats = True
         try:
             period = self.config.heartbeat_s
+            if self.lease_s:
+                self.renewed = self._clock = yield NOW  # the lease starts with the timer
             while self.member:
                 succ = successor(self.members, self.id)
                 if succ != self.id:
                     yield Send(succ, Heartbeat(self.epoch))
-                yield Sleep(period)
+                if self.lease_s:  # the lease is checked every half period (see ``_keep_lease``)
+                    yield Sleep(period / 2)
+                    if not self.member:
+                        return
+                    yield from self._keep_lease((yield NOW))
+                    yield Sleep(period / 2)
+                else:
+                    yield Sleep(period)
                 if not self.member:
                     return
                 now = self._clock = yield NOW
                 yield from self._watch(now)
+                if self.lease_s:
+                    yield from self._keep_lease(now)
         finally:
             self._heartbeats = False
+
+    @property
+    def _leasing(self) -> bool:
+        """Whether the read lease is in force here: two copies, heartbeats
+        (``lease_s``), and a member whose heartbeat timer runs."""
+        return self._heartbeats and self.lease_s > 0
+
+    def _renew(self, when: float) -> None:
+        if when > self.renewed:
+            self.renewed = when
+
+    def _keep_lease(self, now: float) -> Gen:
+        """Ping the successor if nothing renewed the lease for a whole period
+        (checked every half period, the ping leaves at least half a period
+        before the lease ends with ``heartbeat_misses: 3``; checked once per
+        period, the heartbeats' phase could leave it a transit time)."""
+        self._clock = now
+        if now - self.renewed > self.config.heartbeat_s and not self._pinging:
+            succ = successor(self.members, self.id)
+            if succ != self.id:
+                self._pinging = True
+                self.pings += 1
+                yield Spawn(self._ping(succ, now))
+
+    def _ping(self, node: int, sent: float) -> Gen:
+        """A ``GetView`` to ``node`` (a background generator of its own: an
+        unanswered ping waits out an rpc timeout, and the heartbeats go on
+        meanwhile).  An answer from a member that counts this node one
+        renews the lease as of ``sent``; a newer view is installed (one
+        without this node: it was evicted, and learns it here)."""
+        try:
+            epoch, members, contacts = yield Call(node, GetView())
+            members = check_members(members)
+            if self.id in members:
+                self._renew(sent)
+            if epoch > self.epoch:
+                view = self.view.adopt(epoch, members, check_contacts(contacts, members))
+                if self.adopts(view):
+                    yield from self.install_view(view)
+        except OSError:
+            pass  # unanswered: pinged again at the next check
+        finally:
+            self._pinging = False
 
     def _watch(self, now: float) -> Gen:
         """Suspect the predecessor if it was silent ``heartbeat_misses``
@@ -236,7 +354,8 @@ class FailureDetection(Membership):
         change, or it was evicted meanwhile) is sent the current one; a newer
         epoch is fetched from it."""
         if src in self.members:
-            self.last_heard[src] = yield NOW
+            self.last_heard[src] = now = yield NOW
+            self._renew(now)
         if req.epoch > self.epoch:
             try:
                 yield from self.fetch_view(src)
@@ -244,6 +363,13 @@ class FailureDetection(Membership):
                 pass  # learnt from the next request or heartbeat
         elif req.epoch < self.epoch:
             yield Send(src, ViewChange(self.epoch, self.view.to_bytes()))
+
+    @handles(ViewChange)
+    def on_view_change(self, src: int, req: ViewChange) -> Gen:
+        """A view change from a member renews the lease, as a heartbeat does."""
+        if self.lease_s and src != self.id and src in self.members:
+            self._renew((yield NOW))
+        return (yield from super().on_view_change(src, req))
 
     # ------------------------------------------------------------------ eviction, at the coordinator
     def _evictable(self, node: int) -> tuple[int, ...]:
@@ -361,8 +487,11 @@ class FailureDetection(Membership):
         or no member and not joining (a restarted node before its join:
         the members may still list its old incarnation, but it holds no
         view of its own to serve or redirect by, and its tree is not
-        reconciled yet).  A node that left gracefully still redirects."""
-        if type(request) not in EVICTED_SERVES:
+        reconciled yet).  A node that left gracefully still redirects.
+        A request of this node's own (its clients') past its read lease is
+        refused (``_within_lease``)."""
+        t = type(request)
+        if t not in EVICTED_SERVES:
             if self.evicted is not None:
                 return self._refuse()
             view = self.view
@@ -370,7 +499,25 @@ class FailureDetection(Membership):
                 self._view_seen, self._in_view = view, self.id in view.members
             if not self._in_view and self._joining is None and not self._leaving:
                 return self._refuse_outsider()
+        if src == self.id and self._heartbeats and self.lease_s and t not in LEASE_FREE:
+            return self._within_lease(src, request)
         return super().handle(src, request)
+
+    def _within_lease(self, src: int, request: Request) -> Gen:
+        """Serve this node's own request if its read lease holds (or it is
+        alone in its view: nobody could have promoted its files); else a
+        PeerUnavailable naming it, as if it were down (module docstring)."""
+        now = yield NOW
+        heard = now - self.renewed
+        if heard >= self.lease_s and len(self.members) > 1:
+            self.refused += 1
+            raise PeerUnavailable(
+                self.id,
+                f"node {self.id} heard from no member for {heard:.3g} s (read lease {self.lease_s:g} s): it may "
+                "be cut off from the federation, whose members may have promoted its files; it serves its "
+                "clients again once it hears from one",
+            )
+        return (yield from super().handle(src, request))
 
     def _refuse_outsider(self) -> Gen:
         raise PeerUnavailable(
