@@ -589,6 +589,18 @@ def test_found_a_cut_off_node_serves_no_stale_read_after_its_eviction():
     assert ("read", ("/a/f0",), 0, "EHOSTDOWN") in player.log, player.log
 
 
+def test_found_a_rename_during_a_leave_points_the_new_manager_at_the_renamed_file():
+    """Node 2 leaves while /a/f0 is renamed onto /a/f1: /a/f1's manager in
+    the old view (node 0, the leave's coordinator, in the new view already)
+    forwards the rename's RenameDone to the name's new manager (node 3),
+    which had not installed the new view: it kept the entry as a hint,
+    dropped it when the view came, then took node 0's hand-off, which named
+    the replaced file's home: /a/f1 was ENOENT for good.  Fixed: RenameDone
+    carries the sender's epoch, and a receiver under an older view fetches
+    the newer one first."""
+    _replay(5, "with_manager", "mod_n", [("leave", 47, [[("rename", 85, "/a/f0", "f1")]])], files=True)
+
+
 # ---------------------------------------------------------------------------- the in-memory variant
 def _direct_op(c: DirectCluster, at: int, step: tuple[Any, ...]) -> Any:
     """``_op_gen``'s operation, run to its end in the in-memory runtime."""

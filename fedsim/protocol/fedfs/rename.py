@@ -111,7 +111,7 @@ restarts (crash-stop; there is no lease yet).
 from __future__ import annotations
 
 import errno
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from fedsim.protocol.effects import Compute, Local, Sleep, Spawn
@@ -159,12 +159,15 @@ class RenameUncheck(Request):
 @register_request
 @dataclass(slots=True, frozen=True)
 class RenameDone(Request):
-    """Committed: ``new`` lives at ``home``; unmark it (and forget ``old`` if managed here)."""
+    """Committed: ``new`` lives at ``home``; unmark it (and forget ``old`` if
+    managed here).  ``epoch``: the sender's view (a receiver under an older
+    one fetches it first: ``on_rename_done``)."""
 
     reply: ClassVar[Any] = None
     old: str
     new: str
     home: int
+    epoch: int = 0
 
 
 # --- at the homes (H_a keeps the file, H_b held the replaced target) ----------------------
@@ -346,7 +349,7 @@ class Renaming(Requester):
         flight.home = h_a
         self._vd_update(d, ("del", flight.old))
         self._vd_update(d, ("add", flight.new, DTEntry(False, h_a)))
-        done: list[tuple[int, Request]] = [(m_b, RenameDone(old, new, h_a))]
+        done: list[tuple[int, Request]] = [(m_b, RenameDone(old, new, h_a, self.epoch))]
         if h_b is not None:
             done.append((h_b, RenameDrop(new, True)))
         try:
@@ -436,6 +439,18 @@ class Renaming(Requester):
 
     @handles(RenameDone)
     def on_rename_done(self, src: int, req: RenameDone) -> Gen:
+        if req.epoch > self.epoch and src != self.id:
+            # Sent (or forwarded, below) under a view this node has not
+            # installed yet: take it first, or this node, not yet the name's
+            # manager, would keep the entry only as a hint, drop it when the
+            # view arrives, and then take the old manager's hand-off, which
+            # names the replaced file's home (found by the dynamics property:
+            # a rename during a leave left /a/f1 pointing at the old target's
+            # home, ENOENT for good).
+            try:
+                yield from self.fetch_view(src)
+            except OSError:
+                pass  # (its next view change or request brings it)
         self.rename_marks.discard(req.new)
         self.dt_epoch += 1
         if self.manager_of(req.old) == self.id:
@@ -449,7 +464,7 @@ class Renaming(Requester):
             # name pointing at the old target's home, ENOENT for good).
             self.dt.pop(req.new)
             try:
-                yield from self.call(m, req)
+                yield from self.call(m, replace(req, epoch=self.epoch))
             except OSError:
                 pass  # soft state: its next miss asks the parent's VD, which PM committed
             return
