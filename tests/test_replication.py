@@ -1310,6 +1310,15 @@ def test_a_removal_acknowledged_with_two_copies_does_not_come_back_after_its_hom
     assert_replicated(c.fs, c.members)
 
 
+def _own_file(c: DirectCluster, node: int, data: bytes) -> str:
+    """A file in a new directory /d, homed at ``node`` and written there by its own client."""
+    c.op(node, "mkdir", "/d")
+    p = _homed_at(c, node, 1)[0]
+    c.op(node, "create", p)
+    _write(c, node, p, data)
+    return p
+
+
 def test_a_cut_off_node_that_was_evicted_serves_no_stale_read():
     """Found by the in-memory dynamics property with clients at a cut-off
     node (3 nodes): node 0 is cut off and evicted; a client elsewhere
@@ -1320,10 +1329,7 @@ def test_a_cut_off_node_that_was_evicted_serves_no_stale_read():
     (``FailureDetection``) ends before the others can evict it, and from
     then on it refuses its own clients (EHOSTDOWN naming itself)."""
     c = DirectCluster(3, config=CRASHING)
-    c.op(0, "mkdir", "/d")
-    p = _homed_at(c, 0, 1)[0]
-    c.op(0, "create", p)
-    _write(c, 0, p, b"old")
+    p = _own_file(c, 0, b"old")
     c.inject(FaultPlan.of(partitions=[Partition(frozenset({0}))]))
     refused = evicted = None
     for step in range(40):  # a quarter period at a time: node 0's client reads, the others may evict it
@@ -1359,10 +1365,7 @@ def test_a_node_whose_predecessor_crashed_keeps_serving_its_clients():
     until node 0 is evicted, and its pings to its successor keep its lease:
     its clients are served all along, and only node 1 pinged."""
     c = DirectCluster(4, config=CRASHING)
-    c.op(1, "mkdir", "/d")
-    p = _homed_at(c, 1, 1)[0]
-    c.op(1, "create", p)
-    _write(c, 1, p, b"mine")
+    p = _own_file(c, 1, b"mine")
     c.crash(0)
     for _ in range(4 * (CRASHING.heartbeat_misses + 3)):  # past the eviction, a quarter period at a time
         assert read_all(c, 1, p) == b"mine"
@@ -1380,10 +1383,7 @@ def test_the_survivor_of_two_serves_again_once_it_evicted_the_other():
     lease lapses; it still evicts node 1 (the membership requests it makes
     of itself are free of the lease) and, alone, serves its clients again."""
     c = DirectCluster(2, config=CRASHING)
-    c.op(0, "mkdir", "/d")
-    p = _homed_at(c, 0, 1)[0]
-    c.op(0, "create", p)
-    _write(c, 0, p, b"mine")
+    p = _own_file(c, 0, b"mine")
     c.crash(1)
     c.advance(CRASHING.heartbeat_misses * HB)
     with pytest.raises(PeerUnavailable, match="read lease"):
@@ -1397,10 +1397,7 @@ def test_without_a_second_copy_there_is_no_read_lease():
     """With ``replicas: 1`` nothing is promoted: a cut-off node's files are
     its own, and it serves its clients as before (no lease, no ping)."""
     c = DirectCluster(3, config=ProtocolConfig(heartbeat_s=HB, heartbeat_misses=3))
-    c.op(0, "mkdir", "/d")
-    p = _homed_at(c, 0, 1)[0]
-    c.op(0, "create", p)
-    _write(c, 0, p, b"old")
+    p = _own_file(c, 0, b"old")
     c.inject(FaultPlan.of(partitions=[Partition(frozenset({0}))]))
     for _ in range(4 * (CRASHING.heartbeat_misses + 3)):
         assert read_all(c, 0, p) == b"old"
