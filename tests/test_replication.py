@@ -593,6 +593,23 @@ def _write(c: DirectCluster, node: int, path: str, data: bytes) -> None:
         c.op(node, "close", fd)
 
 
+def _changed_while_evicted(
+    c: DirectCluster, ref: dict[str, bytes], victim: int, mine: list[str]
+) -> tuple[list[int], str]:
+    """Crash ``victim`` and let the heartbeats evict it; meanwhile the others
+    unlink its file ``mine[0]`` and overwrite the start of ``mine[1]``
+    (``ref`` follows).  Returns the other nodes and the unlinked path."""
+    c.crash(victim)
+    _evicted(c, victim)
+    rest = [n for n in c.live if n != victim]
+    gone, kept = mine[0], mine[1]
+    c.op(rest[0], "unlink", gone)
+    del ref[gone]
+    _write(c, rest[1], kept, b"newer")
+    ref[kept] = b"newer" + ref[kept][5:]
+    return rest, gone
+
+
 def test_files_unlinked_while_their_home_was_down_do_not_come_back():
     """The availability study's bug: a restarted node kept its files that
     were unlinked (after their promotion) while it was down, and copied them
@@ -606,14 +623,7 @@ def test_files_unlinked_while_their_home_was_down_do_not_come_back():
     c.op(0, "mkdir", "/gone")
     home = c.op(victim, "create", "/gone/x")
     assert home == victim or "/gone/x" in files_of(c.fs[home])
-    c.crash(victim)
-    _evicted(c, victim)
-    rest = [n for n in c.live if n != victim]
-    gone, kept = mine[0], mine[1]
-    c.op(rest[0], "unlink", gone)
-    del ref[gone]
-    _write(c, rest[1], kept, b"newer")
-    ref[kept] = b"newer" + ref[kept][5:]
+    rest, gone = _changed_while_evicted(c, ref, victim, mine)
     c.op(rest[0], "unlink", "/gone/x")
     c.op(rest[0], "rmdir", "/gone")
     c.restart(victim)
@@ -1025,14 +1035,7 @@ def test_an_agent_restarted_after_its_eviction_reconciles_before_it_joins():
     victim = 2
     mine = sorted(files_of(c.fs[victim]))
     assert len(mine) >= 2
-    c.crash(victim)
-    _evicted(c, victim)
-    rest = [n for n in c.live if n != victim]
-    gone, kept = mine[0], mine[1]
-    c.op(rest[0], "unlink", gone)
-    del ref[gone]
-    _write(c, rest[1], kept, b"newer")
-    ref[kept] = b"newer" + ref[kept][5:]
+    rest, gone = _changed_while_evicted(c, ref, victim, mine)
     _rejoin(c, victim, rest[0])
     c.advance(5 * HB)
     assert c.members == (0, 1, 2, 3)
