@@ -20,7 +20,7 @@ import os
 import stat
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -956,19 +956,26 @@ def _view_of(status: dict[str, Any]) -> tuple[tuple[int, ...], bool]:
 DETECT_LIMIT_S = 600.0
 
 
-def _until_detected(crashed: int, views: Any) -> None:
-    """Poll ``views()`` (live node -> (members, view settled)) until every
-    live member has installed and settled a view without ``crashed``: the
-    readiness signal of the DETECT step in the agents' worlds, which detect
-    on the wall clock."""
-    end = time.monotonic() + DETECT_LIMIT_S
-    while True:
-        now = views()
-        if all(crashed not in members and settled for members, settled in now.values()):
-            return
+def until(what: str, cond: Callable[[], bool], limit_s: float = 120.0) -> None:
+    """Poll ``cond`` (a question to the agents) until it holds: a readiness
+    signal for what the agents do on the wall clock; the limit only turns a
+    hang into a failure."""
+    end = time.monotonic() + limit_s
+    while not cond():
         if time.monotonic() > end:
-            raise AssertionError(f"node {crashed}'s crash not found out within {DETECT_LIMIT_S} s; views: {now}")
+            raise AssertionError(f"not within {limit_s} s: {what}")
         time.sleep(0.05)
+
+
+def _until_detected(crashed: int, views: Any) -> None:
+    """Until every live member (``views()``: live node -> (members, view
+    settled)) has installed and settled a view without ``crashed``: the DETECT
+    step in the agents' worlds, which detect on the wall clock."""
+    until(
+        f"every live member settled a view without node {crashed}",
+        lambda: all(crashed not in members and settled for members, settled in views().values()),
+        DETECT_LIMIT_S,
+    )
 
 
 def run_verbs(sc: Scenario) -> Outcome:
@@ -1005,5 +1012,5 @@ def verbs_missing() -> str | None:
 __all__ = [
     "CRASH", "DETECT", "GUEST_RPC_TIMEOUT_MS", "JOIN", "LEAVE", "OUTSIDE", "RDMA_DEVICES", "RESTART", "SCENARIOS",
     "Outcome", "Scenario",
-    "check_inos", "run_direct", "run_inproc", "run_sim", "run_tcp", "run_verbs", "verbs_missing",
+    "check_inos", "run_direct", "run_inproc", "run_sim", "run_tcp", "run_verbs", "until", "verbs_missing",
 ]  # fmt: skip

@@ -13,7 +13,6 @@ import errno
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import pytest
 from fednode.client import Client
 from fednode.cluster import ProcessCluster, local_spec
 from fednode.config import Cluster, write_cluster
+from tests.conformance import until
 
 CLOSED_WORLD = {"summary_refresh_s": 0.0, "vd_max_age_s": 0.0, "vd_miss_age_s": 0.0, "placement": "round_robin"}
 
@@ -33,16 +33,6 @@ def _fednode(*args: str) -> subprocess.CompletedProcess[str]:
 def _status(cluster_file: Path) -> dict[int, dict]:
     r = _fednode("status", "--cluster", str(cluster_file), "--json")
     return {row["node"]: row for row in json.loads(r.stdout)}
-
-
-def _until(what: str, cond: Callable[[], bool], limit_s: float = 120.0) -> None:
-    """Poll ``cond`` (a question to the agents) until it holds; the limit only
-    turns a hang into a failure."""
-    end = time.monotonic() + limit_s
-    while not cond():
-        if time.monotonic() > end:
-            raise AssertionError(f"not within {limit_s} s: {what}")
-        time.sleep(0.05)
 
 
 def _views(cluster_file: Path, nodes: tuple[int, ...]) -> dict[int, tuple[int, list[int]]]:
@@ -82,7 +72,7 @@ def test_a_killed_agent_is_evicted_by_heartbeats_and_rejoins_with_its_files(tmp_
         text = _fednode("status", "--cluster", str(path)).stdout
         assert "heard its predecessor node 1" in text
         pc.kill(2)
-        _until("the others' views exclude node 2", lambda: _views(path, (0, 1, 3)) == {
+        until("the others' views exclude node 2", lambda: _views(path, (0, 1, 3)) == {
             n: (1, [0, 1, 3]) for n in (0, 1, 3)})  # fmt: skip
         with Client(cluster, node=1) as c:
             for p, data in files.items():
@@ -212,15 +202,15 @@ def test_with_replication_a_killed_agent_under_load_loses_no_acknowledged_file(t
                     w.acked >= m for w, m in zip(workers, marks, strict=True)
                 )
 
-            _until("the workload runs", progress(20))
+            until("the workload runs", progress(20))
             pc.kill(2)
-            _until("the others' views exclude node 2", lambda: _views(path, (0, 1, 3)) == {
+            until("the others' views exclude node 2", lambda: _views(path, (0, 1, 3)) == {
                 n: (1, [0, 1, 3]) for n in (0, 1, 3)})  # fmt: skip
-            _until("the workload goes on without node 2", progress(20))
+            until("the workload goes on without node 2", progress(20))
             with ProcessCluster(path, nodes=[2], log_dir=tmp_path / "logs", join=True) as back:
                 back.wait_ready()
                 assert _views(path, (0, 1, 2, 3)) == {n: (2, [0, 1, 2, 3]) for n in range(4)}
-                _until("the workload goes on with node 2 back", progress(20))
+                until("the workload goes on with node 2 back", progress(20))
                 for w in workers:
                     w.stop = True
                 for t in threads:
