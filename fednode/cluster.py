@@ -337,8 +337,16 @@ class ProcessCluster:
         simulator crashes a node; a SIGKILL would refuse them at once).
         ``kill`` ends it for good (SIGKILL reaches a stopped process)."""
         p = self.procs[node]
-        p.send_signal(signal.SIGSTOP)
-        os.waitpid(p.pid, os.WUNTRACED)  # until it has stopped (a stop is reported, nothing is reaped)
+        if p.poll() is None:
+            p.send_signal(signal.SIGSTOP)
+            _, status = os.waitpid(p.pid, os.WUNTRACED)  # until it has stopped (a stop is reported, nothing reaped)
+            if os.WIFSTOPPED(status):
+                return
+            p.returncode = os.waitstatus_to_exitcode(status)  # it exited, reaped here: Popen learns its status from us
+        raise AgentExited(
+            f"agent {node} exited with status {p.returncode} before it could be frozen; the end of its stderr:\n"
+            + self.stderr_tail(node)
+        )
 
     def kill(self, node: int, sig: int = signal.SIGKILL) -> None:
         p = self.procs[node]

@@ -71,3 +71,16 @@ def test_an_agent_that_exits_before_it_is_ready_gives_its_status_and_stderr(tmp_
     msg = str(ei.value)
     assert "agent 1 exited with status 1 before it was ready" in msg
     assert f"cannot listen on {taken.host}:{taken.port}" in msg
+
+
+def test_freezing_an_agent_that_has_exited_says_so_with_its_status(tmp_path: Path) -> None:
+    """``freeze`` waits for the stop; an agent that exited instead is reaped
+    there, so its status is kept for ``Popen`` and reported, not lost."""
+    path = write_local(tmp_path, 1)
+    with ProcessCluster(path) as pc:
+        pc.wait_ready()
+        pc.freeze(0)
+        pc.kill(0)  # SIGKILL reaches the stopped agent
+        with pytest.raises(AgentExited, match="before it could be frozen"):
+            pc.freeze(0)
+        assert pc.procs[0].poll() == -signal.SIGKILL
