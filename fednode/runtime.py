@@ -304,7 +304,11 @@ class Agent:
                 elif t is Send:
                     await self._send_oneway(eff.node, eff.request, depth, trace)
                 elif t is Sleep:
-                    await asyncio.sleep(eff.seconds)
+                    # At least ``seconds`` on the protocol's clock (``Now``): the
+                    # loop may wake a timer up to its clock resolution early.
+                    end = self.clock() + eff.seconds
+                    while (left := end - self.clock()) > 0:
+                        await asyncio.sleep(left)
                 else:  # Await
                     fut = self._waits.get(eff.key)
                     if fut is None:
