@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from fedsim.config import Config
+from fedsim.machine import MachineParams
 from fedsim.network import LogGP, preset
 from fedsim.runtime import CpuCosts, SimCluster, long_run_gc
 from fedsim.storage import EXT2_PAPER, StorageParams
@@ -29,6 +30,18 @@ def network_of(cfg: Config) -> LogGP:
         G=base.G if n.G_us_per_byte is None else n.G_us_per_byte,
         name=base.name,
     )
+
+
+def machine_of(cfg: Config) -> MachineParams | None:
+    """The calibrated machine of ``cfg.machine`` (None: the papers' model)."""
+    m = cfg.machine
+    if m.model == "none":
+        return None
+    return MachineParams(
+        hosts=m.hosts, cores=m.cores, o_us=m.o_us or 0.0, L_us=m.L_us or 0.0, byte_us=m.byte_us,
+        G_us_per_byte=m.G_us_per_byte, call_us=m.call_us, dispatch_us=dict(m.dispatch_us), api_us=dict(m.api_us),
+        client_us=dict(m.client_us), clients=m.clients,
+    )  # fmt: skip
 
 
 def build_cluster(cfg: Config, **overrides: Any) -> SimCluster:
@@ -52,6 +65,7 @@ def build_cluster(cfg: Config, **overrides: Any) -> SimCluster:
         cpu=CpuCosts(hash_us=cfg.cpu.hash_us, cores=cl.cores),
         seed=cfg.seed,
         rpc_timeout_us=cl.rpc_timeout_ms * 1000.0,
+        machine=machine_of(cfg),
     )
     n = overrides.pop("n_nodes", cl.nodes)
     kw.update(overrides)
@@ -104,8 +118,10 @@ class RunOutcome:
     def speed(self) -> str:
         """One line for a study's report: simulator events/s and peak memory."""
         rate = self.events / self.wall_s if self.wall_s > 0 else float("nan")
-        return (f"simulator: {self.events:,} events in {self.wall_s:.1f} s wall ({rate:,.0f} events/s), "
-                f"peak memory {self.peak_rss_mb:,.0f} MB")
+        return (
+            f"simulator: {self.events:,} events in {self.wall_s:.1f} s wall ({rate:,.0f} events/s), "
+            f"peak memory {self.peak_rss_mb:,.0f} MB"
+        )
 
 
 def metrics_between(before: dict[str, Any], after: dict[str, Any], rec: Recorder, sim_us: float) -> dict[str, float]:

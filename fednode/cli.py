@@ -20,6 +20,9 @@
     fednode bench  [--cluster FILE]... [--transport verbs,tcp] [--out P]
                                                   raw round trip vs FedFS ops at 0-3 hops vs local ops,
                                                   one column per transport or per running federation
+    fednode calibrate [--cluster FILE] [--mount] [--out P]
+                                                  what the simulator's machine model needs, measured here:
+                                                  LogGP fit, CPU per message, request, call, local op
 
 Exit status: 0 on success, 1 when an operation failed (the message says
 why), 2 for a usage or cluster-file error.
@@ -376,8 +379,10 @@ def format_status(rows: list[dict[str, Any]]) -> str:
                          "its files are unavailable until it rejoins")  # fmt: skip
         bc = r.get("block_cache")
         if bc:
-            notes.append(f"node {r['node']}: block cache {bc['hits']} hits, {bc['misses']} misses, "
-                         f"{bc['blocks']}/{bc['capacity']} blocks, {bc['invalidations']} invalidations")
+            notes.append(
+                f"node {r['node']}: block cache {bc['hits']} hits, {bc['misses']} misses, "
+                f"{bc['blocks']}/{bc['capacity']} blocks, {bc['invalidations']} invalidations"
+            )
         if r.get("replicas", 1) > 1:
             notes.append(
                 f"node {r['node']}: replicas {r['replicas']}: {r.get('replica_files', 0)} copies held for its "
@@ -518,6 +523,14 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--requester", type=int, default=None, help="node that issues the operations (default: the first)")
     b.add_argument("--repeat", type=int, default=200, help="timed calls per cell")
     b.add_argument("--out", default="results/fednode_bench", help="directory for the table and the profile")
+    cb = sub.add_parser("calibrate", help="measure this machine for the simulator's machine model (a profile)")
+    cb.add_argument("--cluster", default=None, help="a running federation (default: start 2 local agents)")
+    cb.add_argument("--transport", default="tcp", choices=["tcp", "verbs", "auto"], help="for local agents")
+    cb.add_argument("--devices", default="", help="for local agents: RDMA devices, node i gets the i-th (cycled)")
+    cb.add_argument("--repeat", type=int, default=100, help="calls per operation per round")
+    cb.add_argument("--max-rounds", type=int, default=5, help="rounds at most while the costs' spread is too wide")
+    cb.add_argument("--mount", action="store_true", help="calibrate the FUSE mount too (needs /dev/fuse)")
+    cb.add_argument("--out", default="results/calibration", help="directory for profile.yaml and calibration.txt")
     args = ap.parse_args(argv)
     _setup_logging(args.verbose)
     try:
@@ -548,6 +561,15 @@ def main(argv: list[str] | None = None) -> int:
             return client_file(args.cluster, args.out)
         if args.cmd == "testbed":
             return testbed.main(args)
+        if args.cmd == "calibrate":
+            from fednode.tools.calibrate import calibrate
+
+            if args.repeat < 10:
+                raise ConfigError(f"--repeat must be at least 10, not {args.repeat}")
+            devs = tuple(d for d in args.devices.split(",") if d)
+            calibrate(args.cluster, Path(args.out), args.repeat, args.transport, devs, args.max_rounds,
+                      mount=args.mount)  # fmt: skip
+            return 0
         from fednode.tools.bench import bench
 
         transports = [t for t in args.transport.split(",") if t]

@@ -88,6 +88,40 @@ class _ClientState:
         self.reserved = 0
 
 
+class Profile:
+    """What ``fednode calibrate`` reads off a running agent (the ``profile``
+    admin call): the local operations it ran and their time, the requests it
+    served by kind and the client calls by operation, beside the process's
+    CPU time.  Off (None on the agent) unless a calibration asked: then the
+    hot path pays one test per local operation and per request."""
+
+    __slots__ = ("calls", "local", "served")
+
+    def __init__(self) -> None:
+        self.local: dict[str, list[int]] = {}  # op -> [count, ns]
+        self.served: dict[str, int] = {}  # request kind -> count (requests from peers)
+        self.calls: dict[str, int] = {}  # client operation -> count
+
+    def timed_local(self, apply: Callable[..., Any], eff: Local) -> Any:
+        t0 = time.perf_counter_ns()
+        try:
+            return apply(eff.op, eff.path, eff.args)
+        finally:
+            entry = self.local.get(eff.op)
+            if entry is None:
+                entry = self.local[eff.op] = [0, 0]
+            entry[0] += 1
+            entry[1] += time.perf_counter_ns() - t0
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "cpu_ns": time.process_time_ns(),
+            "local": {k: list(v) for k, v in self.local.items()},
+            "served": dict(self.served),
+            "calls": dict(self.calls),
+        }
+
+
 class Agent:
     """One federation member: a node of the cluster file's design, its local
     directory and a transport."""
@@ -145,6 +179,7 @@ class Agent:
         self._clients: dict[Conn, _ClientState] = {}
         self._reported: set[str] = set()
         self.bad_frames = 0
+        self.prof: Profile | None = None  # ``admin_profile``: counters for a calibration
         self._said_evicted = False
         self.loop: asyncio.AbstractEventLoop
 
@@ -263,7 +298,9 @@ class Agent:
             t = type(eff)
             if t is Local:
                 try:
-                    value = apply(eff.op, eff.path, eff.args)
+                    value = (
+                        apply(eff.op, eff.path, eff.args) if self.prof is None else self.prof.timed_local(apply, eff)
+                    )
                 except Exception as e:  # delivered into the protocol generator
                     exc = e
             elif t is Compute:
@@ -505,6 +542,8 @@ class Agent:
             raise ProtocolError(f"{req.kind}.{bound} {getattr(req, bound)} outside 0..{self.max_io}")
         oneway = kind == wire.ONEWAY
         log: Log = [] if trace else None
+        if self.prof is not None:
+            self.prof.served[req.kind] = self.prof.served.get(req.kind, 0) + 1
         if self._sem(depth).locked():  # every worker of this stage busy: queue for one
             self._spawn(self._serve(conn, rid, depth, log, req, oneway, None, None))
             return
@@ -621,6 +660,8 @@ class Agent:
             self._reply(conn, (wire.ERROR, rid, encode_error(OSError(errno.EAGAIN, err.strerror)), None))
             return
         meta = self.api_meta.get(op)
+        if self.prof is not None and meta is not None:
+            self.prof.calls[op] = self.prof.calls.get(op, 0) + 1
         started = None
         if meta is not None and not self._sem(0).locked():  # as _on_request: run it here until it must wait
             log: Log = [] if trace else None
@@ -831,6 +872,18 @@ class Agent:
             out.append(time.perf_counter_ns() - t0)
         return out
 
+    async def admin_profile(self, conn: Conn | None, action: str) -> dict[str, Any]:
+        """``start``: count from zero (``Profile``); ``read``: the counts so
+        far and the process's CPU time; ``stop``: the counts, and counting ends."""
+        if action not in ("start", "read", "stop"):
+            raise OSError(errno.EINVAL, f"profile: action must be start, read or stop, not {action!r}")
+        if action == "start":
+            self.prof = Profile()
+        prof = self.prof or Profile()
+        if action == "stop":
+            self.prof = None
+        return prof.snapshot()
+
     async def admin_bench(
         self, conn: Conn | None, kind: str, op: str, calls: tuple[Any, ...], ping: int = -1
     ) -> list[list[int]]:
@@ -908,6 +961,7 @@ ADMIN: dict[str, tuple[Callable[..., Any], tuple[type, ...], int]] = {
     "ping": (Agent.admin_ping, (int, int, int), 0),
     "bench": (Agent.admin_bench, (str, str, tuple, int), 1),
     "refresh": (Agent.admin_refresh, (), 0),
+    "profile": (Agent.admin_profile, (str,), 0),
     "leave": (Agent.admin_leave, (bytes,), 0),
 }
 ADMIN_OPS = tuple(ADMIN)

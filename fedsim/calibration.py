@@ -11,10 +11,21 @@ system's per-operation costs).  A config names it::
 and the profile's values fill in every network and storage key the config
 does not set itself (the config's own keys win), so a study then predicts the
 machine the profile was measured on.
+
+A profile of ``fednode calibrate`` also has a ``machine`` section: the CPU
+each message, request, local operation and client call costs, and the host
+it was measured on (``fedsim.machine``).  It fills ``machine:`` the same way
+and turns the model on (``model: calibrated``) unless the config says
+``model: none``.  A profile taken on another host, or on one with another
+number of cores, is used with a warning naming both: its costs describe
+that machine, not this one.
 """
 
 from __future__ import annotations
 
+import os
+import platform
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +65,17 @@ def apply_calibration(raw: dict[str, Any], source: str | Path) -> dict[str, Any]
     network = raw.setdefault("network", {})
     for k, v in net.items():
         network.setdefault(k, v)
+    mach = profile.get("machine")
+    if mach is not None:
+        if not isinstance(mach, dict):
+            raise CalibrationError(f"{source}: calibration: {path}: machine: expected a mapping")
+        own_m = raw.setdefault("machine", {})
+        own_m.setdefault("model", "calibrated")
+        for k, v in mach.items():
+            own_m.setdefault(k, v)
+        other = foreign(mach.get("measured_on") or {})
+        if other:
+            warnings.warn(f"{source}: calibration: {path} {other}", ProfileElsewhere, stacklevel=2)
     costs = ((profile.get("storage") or {}).get("costs_us")) or {}
     if costs:
         storage = raw.setdefault("storage", {})
@@ -61,3 +83,26 @@ def apply_calibration(raw: dict[str, Any], source: str | Path) -> dict[str, Any]
         for k, v in costs.items():
             own.setdefault(k, v)
     return raw
+
+
+class ProfileElsewhere(UserWarning):
+    """A profile measured on another machine than the one reading it."""
+
+
+def this_machine() -> dict[str, Any]:
+    """What a profile records of the machine it was taken on (and a reader compares)."""
+    return {"host": platform.node(), "cores": os.cpu_count() or 1}
+
+
+def foreign(measured_on: dict[str, Any]) -> str:
+    """'' when ``measured_on`` describes this machine, else a sentence naming both."""
+    here = this_machine()
+    diff = [k for k in ("host", "cores") if k in measured_on and measured_on[k] != here[k]]
+    if not diff:
+        return ""
+    theirs = ", ".join(f"{k} {measured_on[k]}" for k in ("host", "cores") if k in measured_on)
+    ours = ", ".join(f"{k} {here[k]}" for k in ("host", "cores"))
+    return (
+        f"was measured on another machine ({theirs}) than this one ({ours}): its predictions describe that machine; "
+        "run `fednode calibrate` here for this one's"
+    )

@@ -29,6 +29,7 @@ from pydantic import (
     PositiveInt,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from fedsim.calibration import CalibrationError, apply_calibration
@@ -88,6 +89,40 @@ class StorageConfig(Strict):
 
 class CpuConfig(Strict):
     hash_us: NonNegativeFloat = 6.7  # ~2000 instructions on the prototype's 300 MHz PII
+
+
+class MachineConfig(Strict):
+    """The machine the federation runs on (``fedsim.machine``): ``model:
+    none`` is the papers' model (a host per node, messages priced by the
+    network's delays alone); ``calibrated`` charges CPU for messages,
+    requests, local operations and clients on hosts' cores, with the costs a
+    ``fednode calibrate`` profile measured (``calibration:`` fills this section)."""
+
+    model: Literal["none", "calibrated"] = "none"
+    hosts: NonNegativeInt = 0  # 0: one host per node; k: node i on host i % k
+    cores: PositiveInt = 2  # per host
+    clients: Literal["shared", "own"] = "shared"  # the client programs: one process (threads), or one each
+    o_us: NonNegativeFloat | None = None  # CPU per message at each end
+    L_us: NonNegativeFloat | None = None  # a message's flight beyond the CPU
+    byte_us: NonNegativeFloat = 0.0  # CPU per message byte at each end
+    G_us_per_byte: NonNegativeFloat = 0.0  # the wire per byte
+    call_us: NonNegativeFloat = 0.0  # CPU at a caller per request it waits for, beyond the messages
+    dispatch_us: dict[str, NonNegativeFloat] = Field(default_factory=dict)  # per request kind ("*": others)
+    api_us: dict[str, NonNegativeFloat] = Field(default_factory=dict)  # per client call at the agent
+    client_us: dict[str, NonNegativeFloat] = Field(default_factory=dict)  # per call at the client program
+    fuse: dict[str, Any] = Field(default_factory=dict)  # the mount's costs (``fedsim.workloads.fuse_sim``)
+    measured_on: dict[str, Any] = Field(default_factory=dict)  # host, cores, when: for the warning on reuse
+
+    @model_validator(mode="after")
+    def _measured(self) -> MachineConfig:
+        if self.model == "calibrated":
+            missing = [k for k in ("o_us", "L_us") if getattr(self, k) is None]
+            if missing:
+                raise ValueError(
+                    f"model: calibrated needs {', '.join(missing)}, which a profile measures: run "
+                    "`fednode calibrate --out DIR` and name DIR/profile.yaml under calibration:"
+                )
+        return self
 
 
 MixOp = Literal["lookup", "read", "write", "create", "remove"]
@@ -151,6 +186,7 @@ class Config(Strict):
     network: NetworkConfig = NetworkConfig()
     storage: StorageConfig = StorageConfig()
     cpu: CpuConfig = CpuConfig()
+    machine: MachineConfig = MachineConfig()
     workload: WorkloadConfig = WorkloadConfig()
     params: dict[str, Any] = Field(default_factory=dict)
 

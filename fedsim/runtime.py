@@ -41,6 +41,7 @@ import simpy
 from simpy.events import NORMAL, PENDING
 
 from fedsim.faults import FaultInjector, FaultPlan
+from fedsim.machine import Machine, MachineParams
 from fedsim.memfs import MemFS, union_tree
 from fedsim.network import LogGP
 from fedsim.protocol.config import FederationSpec, ProtocolConfig
@@ -65,6 +66,10 @@ from fedsim.protocol.messages import PeerUnavailable, Request, wire_size
 from fedsim.protocol.policies.homes import PlacementPolicy
 from fedsim.protocol.view import View
 from fedsim.storage import StorageModel, StorageParams
+
+#: Bytes of a client request's or reply's envelope beyond its names and data
+#: (operation, request id, descriptor, offset, count).
+CLIENT_HEADER = 64
 
 
 @dataclass(slots=True)
@@ -167,6 +172,7 @@ class SimCluster:
         record_messages: bool = False,
         env: simpy.Environment | None = None,
         faults: FaultPlan | None = None,
+        machine: MachineParams | None = None,
     ) -> None:
         if n_nodes <= 0:
             raise ValueError(f"n_nodes must be positive, got {n_nodes}")
@@ -217,6 +223,9 @@ class SimCluster:
         self.message_bytes = 0
         #: network faults being injected (``inject``); None: a perfect network, and no cost for checking
         self.faults: FaultInjector | None = FaultInjector(faults) if faults is not None else None
+        #: the calibrated machine (``fedsim.machine``): CPU for messages, handlers, local operations and
+        #: clients, on processes sharing hosts' cores; None: the papers' model, and no cost for checking
+        self.machine: Machine | None = Machine(machine, n_nodes) if machine is not None else None
 
     def _clock_ns(self) -> int:
         return round(self.env.now * 1000)
@@ -357,6 +366,56 @@ class SimCluster:
         heappush(env._queue, (done, NORMAL, next(env._eid), ev))
         return ev
 
+    def cpu_at(self, proc: Any, us: float) -> simpy.Event:
+        """An event that fires when ``us`` of CPU, submitted now by process
+        ``proc`` (a node id, or a client's or mount's key), is done on the
+        machine model (``fedsim.machine``)."""
+        env = self.env
+        assert self.machine is not None
+        done = self.machine.run(proc, env._now, us)
+        ev = simpy.Event(env)
+        ev._ok = True
+        ev._value = None
+        heappush(env._queue, (done, NORMAL, next(env._eid), ev))
+        return ev
+
+    def client_op(
+        self, client: int, node_id: int, name: str, *args: Any, trace: OpTrace | None = None
+    ) -> Generator[Any, Any, Any]:
+        """API operation ``name`` called by client program ``client`` at
+        ``node_id``: ``call_op`` in the papers' model; on a machine, the
+        client's CPU, its request's and reply's messages to the agent (not
+        federation messages: not counted) and the agent's CPU for the call."""
+        if self.machine is None:
+            return self.call_op(node_id, name, *args, trace=trace)
+        return self._client_call(client, node_id, name, args, trace)
+
+    def _client_call(
+        self, client: int, node_id: int, name: str, args: tuple[Any, ...], trace: OpTrace | None
+    ) -> Generator[Any, Any, Any]:
+        mach = self.machine
+        assert mach is not None
+        proc = mach.client_proc(client, node_id)
+        half = mach.client(name) / 2  # the client's CPU per call: its request, then its reply
+        size = CLIENT_HEADER + sum(len(a) for a in args if isinstance(a, (bytes, str)))
+        yield self.cpu_at(proc, half)
+        yield self.env.timeout(mach.flight_us(size))
+        yield self.cpu_at(node_id, mach.message_us(size) + mach.api(name))
+        self.client_ops[node_id] += 1
+        err: BaseException | None = None
+        value: Any = None
+        try:
+            value = yield from self._drive(node_id, getattr(self.nodes[node_id], name)(*args), trace, 0)
+        except OSError as e:
+            err = e
+        size = CLIENT_HEADER + (len(value) if isinstance(value, bytes) else 0)
+        yield self.cpu_at(node_id, mach.message_us(size))
+        yield self.env.timeout(mach.flight_us(size))
+        yield self.cpu_at(proc, half)
+        if err is not None:
+            raise err
+        return value
+
     def fail(self, node: int) -> None:
         """The node stops answering: requests to it time out as PeerUnavailable."""
         self.down.add(node)
@@ -431,6 +490,7 @@ class SimCluster:
         env = self.env
         request = self._request
         incarnation = self.incarnation
+        mach = self.machine
         value: Any = None
         exc: BaseException | None = None
         while True:
@@ -445,13 +505,17 @@ class SimCluster:
             t = type(eff)
             try:
                 if t is Call:
+                    if mach is not None:
+                        yield self.cpu_at(node_id, mach.message_us(wire_size(eff.request)) + mach.p.call_us)
                     ok, value = yield request(node_id, eff.node, eff.request, trace, depth, True)
+                    if mach is not None:
+                        yield self.cpu_at(node_id, mach.message_us(wire_size(value)))
                     if not ok:
                         exc, value = value, None
                 elif t is Local:
                     delay, value, err = self._local(node_id, eff)
                     if delay > 0:
-                        yield env.timeout(delay)
+                        yield env.timeout(delay) if mach is None else self.cpu_at(node_id, delay)
                     if err is not None:
                         raise err
                 elif t is Compute:
@@ -459,15 +523,22 @@ class SimCluster:
                     if cost is None:
                         raise UnknownWork(eff.work)
                     cost *= eff.units
-                    if cost > 0:
+                    if cost > 0 and mach is None:  # on a machine, inside the measured handler costs
                         yield self.cpu_work(node_id, cost)
                 elif t is Multicast:
+                    if mach is not None:
+                        cost = mach.message_us(wire_size(eff.request)) + mach.p.call_us
+                        yield self.cpu_at(node_id, len(eff.nodes) * cost)
                     events = [request(node_id, n, eff.request, trace, depth, True) for n in eff.nodes]
                     value = []
                     for ev in events:
                         ok, v = yield ev
                         value.append(v)
+                    if mach is not None:
+                        yield self.cpu_at(node_id, sum(mach.message_us(wire_size(v)) for v in value))
                 elif t is Send:
+                    if mach is not None:
+                        yield self.cpu_at(node_id, mach.message_us(wire_size(eff.request)))
                     request(node_id, eff.node, eff.request, trace, depth, False)
                 elif t is Spawn:
                     env.process(self._drive(node_id, eff.gen, trace, depth))
@@ -507,6 +578,8 @@ class SimCluster:
             cost = storage.cost(eff.op, eff.path, eff.args, result)
         except OSError as e:
             result, err, cost = None, e, storage.error_cost
+        if self.machine is not None:
+            return cost, result, err  # CPU of the node's process (the caller books it)
         now = self.env._now
         start = self.disk_free[node_id]
         if start < now:
@@ -518,6 +591,10 @@ class SimCluster:
     # ------------------------------------------------------------------ network
     def _transmit(self, src: int, dst: int, size: int) -> float:
         """Delay until a message sent now from src arrives at dst (LogGP, NIC busy)."""
+        if self.machine is not None:
+            self.messages += 1
+            self.message_bytes += size
+            return self.machine.flight_us(size)
         now = self.env._now
         start = self.tx_free[src]
         if start < now:
@@ -651,6 +728,9 @@ class SimCluster:
             node = nodes[node_id]
             inc = incarnation[node_id]
             node.stats.requests_served += 1
+            mach = self.machine
+            if mach is not None:  # the request's receipt and dispatch, on the node's CPU
+                yield self.cpu_at(node_id, mach.message_us(wire_size(msg.req)) + mach.dispatch(msg.req.kind))
             try:
                 value = yield from self._drive(node_id, node.handle(msg.src, msg.req), msg.trace, msg.depth)
                 ok = True
@@ -667,6 +747,8 @@ class SimCluster:
             # link, like any message: LogGP has no per-byte cost at the receiver,
             # so an RDMA WRITE and a SEND of the same bytes cost the same here.
             size = wire_size(value)
+            if mach is not None:
+                yield self.cpu_at(node_id, mach.message_us(size))
             delay = self._transmit(node_id, msg.src, size)
             if msg.trace is not None:
                 msg.trace.record(node_id, msg.src, "reply", size, msg.req.probe)

@@ -36,14 +36,9 @@ from collections.abc import Generator
 from typing import Any
 
 from fedsim.protocol.routing import Route, Router
-from fedsim.runtime import OpTrace, SimCluster
+from fedsim.runtime import CLIENT_HEADER, OpTrace, SimCluster
 from fedsim.workloads.postmark import Clients, Op, PostMark, op_calls
 from fedsim.workloads.sfs97 import Recorder
-
-#: Bytes of a client request's or reply's envelope on the client network (a
-#: DAFS request header: operation, handle, offset, count; the same order as
-#: the federation's own ``HEADER_BYTES``).
-CLIENT_HEADER = 64
 
 
 class PostMarkDriver:
@@ -78,9 +73,14 @@ class PostMarkDriver:
         done = sum(pm.counts.transactions_done for pm in self.streams)
         return done / ((end - start) / 1e6) if end > start else 0.0
 
-    def _call(self, node: int, name: str, args: tuple[Any, ...], trace: OpTrace) -> Generator[Any, Any, Any]:
-        """One client API call at ``node`` (across the client network with ``client_link``)."""
+    def _call(
+        self, client: int, node: int, name: str, args: tuple[Any, ...], trace: OpTrace
+    ) -> Generator[Any, Any, Any]:
+        """One call of client ``client`` at ``node`` (across the client network with
+        ``client_link``; on a machine model, a client program's call, ``SimCluster.client_op``)."""
         c = self.c
+        if c.machine is not None:
+            return (yield from c.client_op(client, node, name, *args, trace=trace))
         if not self.client_link:
             return (yield from c.call_op(node, name, *args, trace=trace))
         sent = CLIENT_HEADER + sum(len(a) for a in args if isinstance(a, (bytes, str)))
@@ -89,12 +89,12 @@ class PostMarkDriver:
         yield c.env.timeout(c.to_client(node, CLIENT_HEADER + (len(value) if isinstance(value, bytes) else 0)))
         return value
 
-    def _op(self, node: int, op: Op, pm: PostMark, trace: OpTrace) -> Generator[Any, Any, None]:
+    def _op(self, client: int, node: int, op: Op, pm: PostMark, trace: OpTrace) -> Generator[Any, Any, None]:
         calls = op_calls(op, pm)
         call = next(calls)
         while True:
             try:
-                value = yield from self._call(node, *call, trace=trace)
+                value = yield from self._call(client, node, *call, trace=trace)
             except OSError as exc:
                 call = calls.throw(exc)  # the stream closes its descriptor, then the error goes on
                 continue
@@ -109,7 +109,7 @@ class PostMarkDriver:
         env, pm = self.c.env, self.streams[i]
         home = self.clients.location(i)
         try:
-            yield from self.c.call_op(self.router.entry(i, home), "mkdir", home)
+            yield from self.c.client_op(i, self.router.entry(i, home), "mkdir", home)
         except OSError as exc:
             if exc.errno != errno.EEXIST:
                 raise
@@ -123,7 +123,7 @@ class PostMarkDriver:
             self.rec.started += 1
             node = self.router.entry(i, op.path)
             try:
-                yield from self._op(node, op, pm, trace)
+                yield from self._op(i, node, op, pm, trace)
             except OSError:
                 if self.measuring:
                     self.rec.errors[op.kind] += 1

@@ -154,15 +154,18 @@ class Sfs97:
             return self._zipf_files[min(bisect_right(self._zipf_cdf, self.rng.random()), len(self._zipf_files) - 1)]
         return self.files[int(self.rng.integers(0, len(self.files)))]
 
-    def _fd(self, node: int, path: str, trace: OpTrace) -> Generator[Any, Any, int]:
+    def _fd(self, client: int, node: int, path: str, trace: OpTrace) -> Generator[Any, Any, int]:
         fd = self.fds[node].get(path)
         if fd is None:
-            fd = yield from self.c.call_op(node, "open", path, trace=trace)
+            fd = yield from self.c.client_op(client, node, "open", path, trace=trace)
             self.fds[node][path] = fd
         return fd
 
-    def one(self, node: int) -> Generator[Any, Any, None]:
-        """One operation from a client attached to ``node`` (a SimPy process body)."""
+    def one(self, node: int, client: int | None = None) -> Generator[Any, Any, None]:
+        """One operation from a client attached to ``node`` (a SimPy process
+        body); ``client`` numbers the client program (default: one per node),
+        which a machine model (``fedsim.machine``) places and charges."""
+        client = node if client is None else client
         c, env = self.c, self.c.env
         op = self.op_names[bisect_right(self._op_cdf, self.rng.random())]
         trace = OpTrace()
@@ -173,23 +176,23 @@ class Sfs97:
             yield c.cpu_work(node, self.frontend_us)
         try:
             if op == "lookup":
-                yield from c.call_op(node, "stat", self._pick(node), trace=trace)
+                yield from c.client_op(client, node, "stat", self._pick(node), trace=trace)
             elif op in ("read", "write"):
                 path = self._pick(node)
-                fd = yield from self._fd(node, path, trace)
+                fd = yield from self._fd(client, node, path, trace)
                 size = self.sizes.get(path, 0)
                 blocks = max(1, -(-size // self.io_size))
                 off = int(self.rng.integers(0, blocks)) * self.io_size
                 if op == "read":
-                    yield from c.call_op(node, "read", fd, off, self.io_size, trace=trace)
+                    yield from c.client_op(client, node, "read", fd, off, self.io_size, trace=trace)
                 else:
-                    yield from c.call_op(node, "write", fd, off, bytes(self.io_size), trace=trace)
+                    yield from c.client_op(client, node, "write", fd, off, bytes(self.io_size), trace=trace)
                     self.sizes[path] = max(size, off + self.io_size)
             elif op == "create":
                 d = self.fs.dirs[int(self.rng.integers(0, len(self.fs.dirs)))]
                 path = join(d, f"n{node:04d}_{self.created:06d}")
                 self.created += 1
-                yield from c.call_op(node, "create", path, trace=trace)
+                yield from c.client_op(client, node, "create", path, trace=trace)
                 self.files.append(path)
                 self.sizes[path] = 0
             elif op == "remove":
@@ -200,7 +203,7 @@ class Sfs97:
                 self.files[i] = self.files[-1]
                 self.files.pop()
                 self.sizes.pop(path, None)
-                yield from c.call_op(node, "unlink", path, trace=trace)
+                yield from c.client_op(client, node, "unlink", path, trace=trace)
         except OSError as exc:
             if exc.errno in (errno.ENOENT, errno.EHOSTDOWN) and path:
                 self.fds[node].pop(path, None)
@@ -237,12 +240,12 @@ class Sfs97:
         n = len(self.c.nodes)
         remaining = [n_ops]
 
-        def client(node: int) -> Generator[Any, Any, None]:
+        def client(i: int) -> Generator[Any, Any, None]:
             while remaining[0] > 0:
                 remaining[0] -= 1
-                yield from self.one(node)
+                yield from self.one(i % n, i)
                 if think_us:
                     yield env.timeout(float(self.rng.exponential(think_us)))
 
-        procs = [env.process(client(i % n)) for i in range(clients)]
+        procs = [env.process(client(i)) for i in range(clients)]
         yield from procs

@@ -1,0 +1,500 @@
+"""``fednode calibrate``: measure what the simulator's machine model needs, on this machine.
+
+    fednode calibrate [--cluster FILE] [--transport tcp|verbs] [--repeat N] [--out DIR]
+
+The simulator predicts real agents only if it knows what they cost here
+(``fedsim.machine``).  This command measures each cost with microbenchmarks
+of its own -- never with the workloads a validation then compares against --
+on a federation of two agents (R, whose client this process is, and A), or
+the running federation a cluster file names:
+
+* **the transport, as LogGP**: raw round trips (PING/PONG) from R to A over
+  a range of sizes, with the CPU time both agents spent on them.  Each end of
+  a message costs ``o + size * byte_us`` of CPU (fitted over the sizes); what
+  the round trip takes beyond the four ends' CPU is the flight, ``2 (L + size
+  * G)``.  Both fits print their residuals per size; a poor fit says so;
+* **the agents' CPU per request**: batches of client calls of each operation
+  on names R manages and holds (``local``: every request the call makes is
+  R's own, no message) and on names A manages and holds (``remote``: every
+  request goes to A).  Each agent reports its process CPU time, the local
+  operations it ran with their time, the requests it served by kind and the
+  client calls by operation (the ``profile`` admin call).  Then ``api_us[op]``
+  is R's CPU per call in ``local`` less its two client messages and its local
+  operations, and ``dispatch_us[kind]`` is A's CPU per request in ``remote``
+  less the request's two messages and its local operations (least squares
+  over the batches, residuals printed);
+* **the client's CPU per call** (this process's thread time), by operation;
+* **the local file system**, per operation: the time of each local operation
+  the agents ran in those batches (warm: on the page cache);
+* **the host**: its name and cores; which agents share it (a local
+  federation: all of them, ``machine.hosts: 1``);
+* **the mount** (``--mount``, where FUSE works): the FUSE layer's costs and
+  the kernel requests each system call becomes (``fednode.tools.calibrate_fuse``).
+
+The whole set of batches is repeated until every cost's spread over the
+repeats is within ``--spread`` (or ``--max-rounds`` is reached, which the
+profile and the report then say), and the load of the machine before and
+after is recorded: a machine too busy to measure is reported, not hidden.
+
+Writes ``OUT/profile.yaml`` (``calibration: OUT/profile.yaml`` in a fedsim
+config) and ``OUT/calibration.txt``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import platform
+import statistics
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from fednode.client import Client
+from fednode.config import Cluster
+from fednode.tools.bench import federation
+from fedsim.calibration import this_machine
+from fedsim.protocol.hashing import names_managed_by
+from fedsim.schema import table
+
+#: payload sizes of the round trips the LogGP fit is made over
+SIZES = (0, 1024, 4096, 16384, 65536)
+#: a client call's envelope beyond its names and data, as the simulator counts it (``runtime.CLIENT_HEADER``)
+IO = 4096
+#: the operations calibrated, in the order a batch runs them
+OPS = ("mkdir", "rmdir", "create", "stat", "getattr", "open", "write", "read", "close", "unlink")
+#: a spread (max - min over median) above which a round is repeated
+SPREAD = 0.10
+
+
+@dataclass
+class Batch:
+    """One batch of ``n`` calls of ``op`` in one arrangement, as the agents and the client saw it."""
+
+    op: str
+    where: str  # local | remote
+    n: int
+    client_cpu_ns: int
+    wall_ns: list[int]
+    agents: dict[int, dict[str, Any]]  # node -> profile deltas (cpu_ns, local, served, calls)
+
+
+@dataclass
+class Round:
+    pings: dict[int, dict[str, float]] = field(default_factory=dict)  # size -> rtt_us, cpu_r_us, cpu_a_us
+    batches: list[Batch] = field(default_factory=list)
+
+
+def _delta(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"cpu_ns": after["cpu_ns"] - before["cpu_ns"], "local": {}, "served": {}, "calls": {}}
+    for op, (n, ns) in after["local"].items():
+        b = before["local"].get(op, [0, 0])
+        if n - b[0]:
+            out["local"][op] = [n - b[0], ns - b[1]]
+    for key in ("served", "calls"):
+        for k, n in after[key].items():
+            if n - before[key].get(k, 0):
+                out[key][k] = n - before[key].get(k, 0)
+    return out
+
+
+class Calibration:
+    """The microbenchmarks on a running federation: R (this process's agent) and A."""
+
+    def __init__(self, cluster: Cluster, repeat: int) -> None:
+        members = cluster.spec.members
+        if len(members) < 2:
+            raise ValueError("calibration needs a federation of at least two agents (R and A)")
+        self.cluster = cluster
+        self.R, self.A = members[0], members[1]
+        self.repeat = repeat
+        self.hashing = cluster.spec.hashing_fn()
+        self.clients = {n: Client(cluster, node=n) for n in (self.R, self.A)}
+        self.top = f"/fednode-calibrate-{int(time.time() * 1000) % 10**8}"
+        self.rounds = 0
+
+    def close(self) -> None:
+        for c in self.clients.values():
+            c.disconnect()
+
+    @contextlib.contextmanager
+    def profiled(self) -> Iterator[dict[int, dict[str, Any]]]:
+        """The agents' profile deltas over the block (filled in on exit)."""
+        out: dict[int, dict[str, Any]] = {}
+        before = {n: c.call("profile", "read") for n, c in self.clients.items()}
+        yield out
+        for n, c in self.clients.items():
+            out[n] = _delta(c.call("profile", "read"), before[n])
+
+    def pings(self, rnd: Round) -> None:
+        R = self.clients[self.R]
+        R.call("ping", self.A, 20, 0)  # connection up, caches warm
+        count = max(20, self.repeat)
+        for size in SIZES:
+            with self.profiled() as prof:
+                rtts = R.call("ping", self.A, count, size)
+            rnd.pings[size] = {
+                "rtt_us": statistics.median(rtts) / 1000,
+                "cpu_r_us": prof[self.R]["cpu_ns"] / count / 1000,
+                "cpu_a_us": prof[self.A]["cpu_ns"] / count / 1000,
+            }
+
+    def batches(self, rnd: Round, where: str) -> None:
+        """Every operation of ``OPS``, ``repeat`` calls each, on names managed and held by R or by A."""
+        node = self.R if where == "local" else self.A
+        R = self.clients[self.R]
+        at = self.clients[node]
+        n = self.repeat
+        self.rounds += 1
+        parent = names_managed_by(self.hashing, node, f"{self.top}/{where}{self.rounds}_")[0]
+        at.call("pin", parent, node)
+        R.mkdir(parent)
+        files = names_managed_by(self.hashing, node, f"{parent}/f", n)
+        dirs = names_managed_by(self.hashing, node, f"{parent}/d", n)
+        for p in files + dirs:
+            at.call("pin", p, node)
+        fds: list[int] = []
+
+        def calls(op: str) -> list[tuple[Any, ...]]:
+            if op in ("mkdir", "rmdir"):
+                return [(d,) for d in dirs]
+            if op in ("create", "stat", "getattr", "open", "unlink"):
+                return [(f,) for f in files]
+            if op == "write":
+                return [(fds[0], bytes(IO), 0)] * n
+            if op == "read":
+                return [(fds[0], IO, 0)] * n
+            return [(fd,) for fd in fds]  # close
+
+        for op in OPS:
+            self.timed(rnd, op, where, calls(op), fds)
+        if where == "remote":
+            # names R's DT does not know (another client made them): a lookup at their manager first
+            # (HomeInfo, then the Stat at the home), which tells HomeInfo's cost from the others'
+            for f in files:
+                at.create(f)
+            self.timed(rnd, "stat", "lookup", [(f,) for f in files], fds)
+            for f in files:
+                at.unlink(f)
+        R.rmdir(parent)
+
+    def timed(self, rnd: Round, op: str, where: str, args: list[tuple[Any, ...]], fds: list[int]) -> None:
+        R = self.clients[self.R]
+        wall = []
+        with self.profiled() as prof:
+            t0 = time.thread_time_ns()
+            for a in args:
+                w0 = time.perf_counter_ns()
+                value = getattr(R, op)(*a)
+                wall.append(time.perf_counter_ns() - w0)
+                if op == "open":
+                    fds.append(value)
+            cpu = time.thread_time_ns() - t0
+        rnd.batches.append(Batch(op, where, len(args), cpu, wall, prof))
+
+    def round(self) -> Round:
+        rnd = Round()
+        self.pings(rnd)
+        for where in ("local", "remote"):
+            self.batches(rnd, where)
+        return rnd
+
+    def run(self, max_rounds: int, spread: float) -> tuple[list[Round], dict[str, Any]]:
+        for c in self.clients.values():
+            c.call("profile", "start")
+        R = self.clients[self.R]
+        R.mkdir(self.top)
+        rounds: list[Round] = []
+        try:
+            while True:
+                rounds.append(self.round())
+                fits = [fit(r) for r in rounds]
+                worst = spread_of(fits)
+                if (len(rounds) >= 3 and worst[1] <= spread) or len(rounds) >= max_rounds:
+                    break
+        finally:
+            for c in self.clients.values():
+                c.call("profile", "stop")
+            with contextlib.suppress(OSError):
+                R.rmdir(self.top)
+        return rounds, fits[-1]
+
+
+# ---------------------------------------------------------------------------------------- fitting
+def _lstsq(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    return coef, y - x @ coef
+
+
+def fit(rnd: Round) -> dict[str, Any]:
+    """The machine model's parameters from one round's measurements."""
+    sizes = np.array(sorted(rnd.pings), float)
+    rtt = np.array([rnd.pings[int(s)]["rtt_us"] for s in sizes])
+    # each ping is four message ends (R sends, A receives, A answers, R receives), each of ``size`` bytes
+    end = np.array([(rnd.pings[int(s)]["cpu_r_us"] + rnd.pings[int(s)]["cpu_a_us"]) / 4 for s in sizes])
+    x = np.column_stack([np.ones_like(sizes), sizes])
+    (o, byte_us), end_res = _lstsq(x, end)
+    (a, b), rtt_res = _lstsq(x, rtt)
+    o, byte_us = max(o, 0.0), max(byte_us, 0.0)
+    L = max((a - 4 * o) / 2, 0.0)
+    G = max((b - 4 * byte_us) / 2, 0.0)
+    out: dict[str, Any] = {
+        "o_us": o, "byte_us": byte_us, "L_us": L, "G_us_per_byte": G,
+        "ping": {int(s): {"rtt_us": float(r), "fit_us": float(r - e), "cpu_end_us": float(c),
+                          "cpu_fit_us": float(c - ce)}
+                 for s, r, e, c, ce in zip(sizes, rtt, rtt_res, end, end_res, strict=True)},
+    }  # fmt: skip
+    msg = 2 * o  # a client call's request and reply at the agent (small: their bytes are left to byte_us)
+    api: dict[str, float] = {}
+    client: dict[str, float] = {}
+    local: dict[str, list[int]] = {}
+    latency: dict[str, dict[str, float]] = {}
+    rows, ys, kinds_seen = [], [], []
+    for b in rnd.batches:
+        latency.setdefault(b.where, {})[b.op] = statistics.median(b.wall_ns) / 1000
+        for agent in b.agents.values():
+            for op, (n, ns) in agent["local"].items():
+                acc = local.setdefault(op, [0, 0])
+                acc[0] += n
+                acc[1] += ns
+    local_us = {op: ns / n / 1000 for op, (n, ns) in local.items() if n}
+
+    def local_cpu(agent: dict[str, Any]) -> float:
+        return sum(n * local_us[op] for op, (n, _) in agent["local"].items())
+
+    R = min(rnd.batches[0].agents)
+    A = max(rnd.batches[0].agents)
+    for b in rnd.batches:
+        if b.where == "local":
+            r = b.agents[R]
+            api[b.op] = max((r["cpu_ns"] / 1000 - local_cpu(r)) / b.n - msg, 0.0)
+            client[b.op] = b.client_cpu_ns / b.n / 1000
+        else:
+            a = b.agents[A]
+            served = a["served"]
+            if not served:
+                continue
+            for k in served:
+                if k not in kinds_seen:
+                    kinds_seen.append(k)
+            rows.append(served)
+            ys.append(a["cpu_ns"] / 1000 - local_cpu(a) - msg * sum(served.values()))
+    dispatch: dict[str, float] = {}
+    dispatch_res: list[float] = []
+    if rows:
+        x = np.array([[r.get(k, 0) for k in kinds_seen] for r in rows], float)
+        coef, res = _lstsq(x, np.array(ys))
+        dispatch = {k: max(float(c), 0.0) for k, c in zip(kinds_seen, coef, strict=True)}
+        totals = x.sum(axis=1)
+        dispatch_res = [float(r / t) for r, t in zip(res, totals, strict=True)]
+        dispatch["*"] = float(statistics.median(dispatch.values()))
+    # The requester's CPU for each request it sends and waits for, beyond the request's and the
+    # reply's ends: the task and the future the wait takes (a call that never waits runs to its
+    # reply inside the frame's callback, as ``api_us`` measured).
+    per_call = []
+    for b in rnd.batches:
+        if b.where != "remote" or b.op not in api:
+            continue
+        sent = sum(b.agents[A]["served"].values())
+        if sent:
+            r = b.agents[R]
+            beyond = (r["cpu_ns"] / 1000 - local_cpu(r)) - b.n * (msg + api[b.op])
+            per_call.append(beyond / sent - msg)
+    call_us = max(float(statistics.median(per_call)), 0.0) if per_call else 0.0
+    api["*"] = float(statistics.median(api.values())) if api else 0.0
+    client["*"] = float(statistics.median(client.values())) if client else 0.0
+    out.update(api_us=api, client_us=client, dispatch_us=dispatch, call_us=call_us, call_samples_us=per_call,
+               dispatch_residual_us=dispatch_res, local_us=local_us, latency_us=latency)  # fmt: skip
+    return out
+
+
+def _flat(f: dict[str, Any]) -> dict[str, float]:
+    """The fitted costs of one round as one flat mapping (for the spread)."""
+    flat = {k: f[k] for k in ("o_us", "L_us", "call_us")}
+    for key in ("api_us", "client_us", "dispatch_us", "local_us"):
+        flat.update({f"{key}.{k}": v for k, v in f[key].items()})
+    return flat
+
+
+def spread_of(fits: list[dict[str, Any]]) -> tuple[str, float]:
+    """The cost whose medians over the rounds vary most, and by how much
+    ((max - min) / median of the per-round values; costs under 2 us, whose
+    spread is noise of the clock, are left out)."""
+    if len(fits) < 2:
+        return "", float("inf")
+    flats = [_flat(f) for f in fits]
+    worst = ("", 0.0)
+    for k in flats[0]:
+        vals = [fl[k] for fl in flats if k in fl]
+        med = statistics.median(vals)
+        if med < 2.0:
+            continue
+        s = (max(vals) - min(vals)) / med
+        if s > worst[1]:
+            worst = (k, s)
+    return worst
+
+
+def combine(fits: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median of each cost over the rounds (a cost seen in only some rounds: over those)."""
+    out = dict(fits[-1])
+    for key in ("o_us", "L_us", "byte_us", "G_us_per_byte", "call_us"):
+        out[key] = statistics.median(f[key] for f in fits)
+    for key in ("api_us", "client_us", "dispatch_us", "local_us"):
+        names = {k for f in fits for k in f[key]}
+        out[key] = {k: statistics.median(f[key][k] for f in fits if k in f[key]) for k in sorted(names)}
+    return out
+
+
+# ---------------------------------------------------------------------------------------- the profile
+STORAGE_OF_LOCAL = {"read": ("read_hit", "read_miss"), "write": ("write",)}
+
+
+def profile_of(fitted: dict[str, Any], rounds: int, spread: tuple[str, float], load: tuple[float, float],
+               transport: str, hosts: int) -> dict[str, Any]:  # fmt: skip
+    """The profile a fedsim config loads (``calibration:``)."""
+    r3 = lambda v: round(float(v), 3)  # noqa: E731
+    costs: dict[str, float] = {}
+    for op, us in fitted["local_us"].items():
+        for key in STORAGE_OF_LOCAL.get(op, (op,)):
+            costs[key] = r3(us)
+    o, L = fitted["o_us"], fitted["L_us"]
+    return {
+        "measured_by": "fednode calibrate",
+        "transport": transport,
+        "python": platform.python_version(),
+        "network": {  # plain LogGP (the papers' model): o as a delay, the bytes as G
+            "L_us": r3(L), "o_us": r3(o), "g_us": r3(o),
+            "G_us_per_byte": round(float(fitted["G_us_per_byte"] + 2 * fitted["byte_us"]), 6),
+        },
+        "storage": {"costs_us": costs},
+        "machine": {
+            "hosts": hosts,
+            "cores": this_machine()["cores"],
+            "o_us": r3(o),
+            "L_us": r3(L),
+            "byte_us": round(float(fitted["byte_us"]), 6),
+            "G_us_per_byte": round(float(fitted["G_us_per_byte"]), 6),
+            "call_us": r3(fitted["call_us"]),
+            "dispatch_us": {k: r3(v) for k, v in fitted["dispatch_us"].items()},
+            "api_us": {k: r3(v) for k, v in fitted["api_us"].items()},
+            "client_us": {k: r3(v) for k, v in fitted["client_us"].items()},
+            "measured_on": {
+                **this_machine(),
+                "date": datetime.date.today().isoformat(),
+                "load_before": r3(load[0]),
+                "load_after": r3(load[1]),
+                "rounds": rounds,
+                "worst_spread": r3(spread[1]) if spread[1] != float("inf") else None,
+                "worst_spread_cost": spread[0],
+            },
+        },
+    }  # fmt: skip
+
+
+def report(fitted: dict[str, Any], prof: dict[str, Any], spread_target: float) -> str:
+    lines = []
+    rows = []
+    worst = 0.0
+    for s, p in fitted["ping"].items():
+        err = (p["rtt_us"] - p["fit_us"]) / p["rtt_us"]
+        worst = max(worst, abs(err))
+        rows.append([s, f"{p['rtt_us']:.1f}", f"{p['fit_us']:.1f}", f"{100 * err:+.1f}%", f"{p['cpu_end_us']:.2f}",
+                     f"{p['cpu_fit_us']:.2f}"])  # fmt: skip
+    lines.append("LogGP from raw round trips (PING/PONG, R -> A), fitted over the sizes:")
+    lines.append(table(["bytes", "RTT us", "fit us", "residual", "CPU per end us", "fit us"], rows))
+    m = prof["machine"]
+    lines.append(
+        f"o = {m['o_us']:.2f} us CPU per message end (+{m['byte_us'] * 1024:.3f} us per KiB), "
+        f"L = {m['L_us']:.2f} us flight (+{m['G_us_per_byte'] * 1024:.3f} us per KiB)"
+        + ("" if worst <= 0.10 else f"  -- POOR FIT: a residual of {100 * worst:.0f}% (the model is linear in size)")
+    )
+    rows = []
+    for op in OPS:
+        lat = fitted["latency_us"]
+        rows.append([op, f"{fitted['client_us'].get(op, 0):.1f}", f"{fitted['api_us'].get(op, 0):.1f}",
+                     f"{lat.get('local', {}).get(op, 0):.1f}", f"{lat.get('remote', {}).get(op, 0):.1f}"])  # fmt: skip
+    lines.append("\nCPU per client call (us): the client program; the agent beyond its two messages and local ops")
+    lines.append(table(["op", "client", "agent (api)", "latency local", "latency remote"], rows))
+    rows = [[k, f"{v:.1f}"] for k, v in fitted["dispatch_us"].items()]
+    lines.append("\nCPU to serve a request beyond its two messages and local ops (us), least squares over batches:")
+    lines.append(table(["request", "dispatch us"], rows))
+    if fitted["dispatch_residual_us"]:
+        lines.append("residuals per request (us): " + ", ".join(f"{r:+.1f}" for r in fitted["dispatch_residual_us"]))
+    lines.append(
+        f"a request sent and waited for costs its sender {m['call_us']:.1f} us beyond its two message ends "
+        "(per operation: " + ", ".join(f"{v:.1f}" for v in fitted["call_samples_us"]) + ")"
+    )
+    rows = [[k, f"{v:.2f}"] for k, v in sorted(fitted["local_us"].items())]
+    lines.append("\nlocal file system (us per operation, warm, as the agents ran them):")
+    lines.append(table(["op", "us"], rows))
+    on = m["measured_on"]
+    noisy = on["worst_spread"] is None or on["worst_spread"] > spread_target
+    lines.append(
+        f"\nhost {on['host']}, {on['cores']} cores, load {on['load_before']:.2f} before and {on['load_after']:.2f} "
+        f"after; {on['rounds']} rounds, worst spread {on['worst_spread']} ({on['worst_spread_cost']})"
+        + (f"  -- NOISY: above the {spread_target:.0%} target; the machine was busy or too small" if noisy else "")
+    )
+    return "\n".join(lines)
+
+
+def busy(load: float, cores: int) -> str:
+    """Why this machine is too busy to measure ('' if it is not)."""
+    if load <= 0.5 * cores:
+        return ""
+    return (
+        f"this machine is busy: load average {load:.2f} on {cores} cores (calibration wants under {0.5 * cores:.1f}):"
+        " its costs would include others' work; stop what runs here, or use the profile with care"
+    )
+
+
+def calibrate(
+    cluster_file: str | None,
+    out: Path,
+    repeat: int = 100,
+    transport: str = "tcp",
+    devices: tuple[str, ...] = (),
+    max_rounds: int = 5,
+    spread: float = SPREAD,
+    mount: bool = False,
+    quiet: bool = False,
+) -> dict[str, Any]:
+    """Measure, write ``OUT/profile.yaml`` and ``OUT/calibration.txt``; return the profile."""
+    cores = this_machine()["cores"]
+    load0 = os.getloadavg()[0]
+    warn = busy(load0, cores)
+    if warn and not quiet:
+        print(f"warning: {warn}", flush=True)
+    with federation(cluster_file, nodes=2, transport=transport, devices=devices) as cluster:
+        cal = Calibration(cluster, repeat)
+        try:
+            label = cal.clients[cal.R].status()["transport"]
+            rounds, _ = cal.run(max_rounds, spread)
+        finally:
+            cal.close()
+        hosts = len({cluster.spec.node(n).host for n in cluster.spec.members})
+        fuse = None
+        if mount:
+            from fednode.tools.calibrate_fuse import measure_fuse
+
+            fuse = measure_fuse(Path(cluster.path), cal.R, out / "fuse", repeat=repeat)
+    fits = [fit(r) for r in rounds]
+    fitted = combine(fits)
+    worst = spread_of(fits)
+    prof = profile_of(fitted, len(rounds), worst, (load0, os.getloadavg()[0]), label, hosts)
+    if fuse is not None:
+        prof["machine"]["fuse"] = fuse
+    text = report(fitted, prof, spread)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "profile.yaml").write_text(yaml.safe_dump(prof, sort_keys=False))
+    (out / "calibration.txt").write_text(text + "\n")
+    if not quiet:
+        print(text)
+        print(f"\n-> {out / 'profile.yaml'}, {out / 'calibration.txt'} (in a fedsim config: calibration: PROFILE)")
+    return prof

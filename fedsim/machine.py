@@ -1,0 +1,147 @@
+"""The machine a federation runs on: hosts, their cores, and the processes sharing them.
+
+The papers' model (``fedsim.runtime`` without a machine) gives every node its
+own CPU, prices a message by LogGP's delays alone, and puts the clients on
+the nodes for free.  That predicts the hardware of the papers, where a node
+was a host and the messaging was a NIC's.  It does not predict agents written
+in Python sharing a 2-core machine with their clients: there a message costs
+CPU at both ends, a request costs its handler's CPU, a client costs CPU per
+call, one agent runs one request at a time (one thread: the GIL), and every
+process competes for the host's cores.  ``fedsim.runtime`` asks this module
+for each of those costs when a config's ``machine:`` section (usually filled
+from a ``fednode calibrate`` profile) turns the model on:
+
+* **processes**: each node is one process, as an agent is; so is each client
+  program (``clients: shared`` puts every client in one process, as threads of
+  one Python program share a GIL; ``own``, one process each), and each mount.
+  A process runs one CPU job at a time;
+* **hosts**: ``hosts`` hosts of ``cores`` cores each; node i on host
+  ``i % hosts`` (``hosts: 0``: a host per node, the papers' cluster), clients
+  on the host of the node they are attached to unless there is one host;
+* **messages**: LogGP's overhead ``o`` (and ``byte_us`` per byte) is CPU at
+  the sender's and the receiver's process; the flight is ``L`` plus the wire
+  (``G`` per byte);
+* **requests**: ``call_us`` of CPU at the caller for each request it waits
+  for (an agent's task and future), ``dispatch_us[kind]`` of CPU to serve a request beyond its
+  messages and its local operations (``*``: any kind not listed), and
+  ``api_us[op]`` at the requester for a client's call;
+* **local file system**: the storage model's cost of a ``Local`` operation is
+  CPU of the node's process (a local file system on a warm page cache is the
+  kernel's CPU, not a disk's queue);
+* **clients**: ``client_us[op]`` of CPU per call at the client's process
+  (``*``: any call not listed), half before the request and half after the
+  reply, and a message each way to the agent.
+
+CPU jobs are served first come first served: a job starts when its process
+and a core of its host are both free (the core that frees first).  Every
+cost is a plain number from the profile; nothing here is fitted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Literal
+
+#: processes of the clients: all in one program (threads), or one program each
+ClientProcs = Literal["shared", "own"]
+
+
+@dataclass(slots=True)
+class MachineParams:
+    """What a calibrated profile says the machine costs (microseconds)."""
+
+    hosts: int = 0  # 0: one host per node
+    cores: int = 2  # per host
+    o_us: float = 0.0  # CPU per message at each end
+    L_us: float = 0.0  # a message's flight beyond CPU (wake-ups, the loopback's softirq)
+    byte_us: float = 0.0  # CPU per byte at each end
+    G_us_per_byte: float = 0.0  # the wire per byte
+    call_us: float = 0.0  # CPU at a caller per request it waits for, beyond the messages
+    dispatch_us: dict[str, float] = field(default_factory=dict)
+    api_us: dict[str, float] = field(default_factory=dict)
+    client_us: dict[str, float] = field(default_factory=dict)
+    clients: ClientProcs = "shared"
+
+
+class Machine:
+    """The hosts' cores and the processes' threads, as "busy until" times.
+
+    ``run(proc, us)`` books ``us`` of CPU for process ``proc`` submitted now
+    and returns when it ends.  A job waits for its process (one thread) and
+    then for its host's earliest-free core; both are then busy until it ends.
+    Booking at submission keeps it one heap entry per job, as the runtime's
+    other queues do."""
+
+    __slots__ = ("core_free", "n_nodes", "p", "proc_free", "proc_host")
+
+    def __init__(self, params: MachineParams, n_nodes: int) -> None:
+        if params.cores <= 0:
+            raise ValueError(f"machine.cores must be positive, got {params.cores}")
+        if params.hosts < 0:
+            raise ValueError(f"machine.hosts must be 0 (a host per node) or positive, got {params.hosts}")
+        self.p = params
+        self.n_nodes = n_nodes
+        self.core_free: dict[int, list[float]] = {}
+        self.proc_free: dict[Hashable, float] = {}
+        self.proc_host: dict[Hashable, int] = {}
+
+    def host_of_node(self, node: int) -> int:
+        hosts = self.p.hosts
+        return node % hosts if hosts else node
+
+    def client_proc(self, client: int, node: int) -> Hashable:
+        """The process of client ``client`` (attached to ``node``), placed on its host."""
+        proc: Hashable = ("client", 0 if self.p.clients == "shared" else client)
+        if proc not in self.proc_host:
+            self.proc_host[proc] = 0 if self.p.hosts == 1 else self.host_of_node(node)
+        return proc
+
+    def add_proc(self, proc: Hashable, host: int) -> Hashable:
+        self.proc_host.setdefault(proc, host)
+        return proc
+
+    def run(self, proc: Hashable, now: float, us: float) -> float:
+        """When ``us`` of CPU submitted now by ``proc`` ends."""
+        host = self.proc_host.get(proc)
+        if host is None:  # a node: on its host
+            host = self.proc_host[proc] = self.host_of_node(proc)  # type: ignore[arg-type]
+        cores = self.core_free.get(host)
+        if cores is None:
+            cores = self.core_free[host] = [0.0] * self.p.cores
+        start = self.proc_free.get(proc, 0.0)
+        if start < now:
+            start = now
+        core = 0
+        free = cores[0]
+        for i in range(1, len(cores)):
+            if cores[i] < free:
+                core, free = i, cores[i]
+        if free > start:
+            start = free
+        cores[core] = done = start + us
+        self.proc_free[proc] = done
+        return done
+
+    # -------------------------------------------------------------- prices
+    def message_us(self, size: int) -> float:
+        """CPU at one end of a message of ``size`` bytes."""
+        return self.p.o_us + size * self.p.byte_us
+
+    def flight_us(self, size: int) -> float:
+        return self.p.L_us + max(size - 1, 0) * self.p.G_us_per_byte
+
+    def dispatch(self, kind: str) -> float:
+        d = self.p.dispatch_us
+        v = d.get(kind)
+        return d.get("*", 0.0) if v is None else v
+
+    def api(self, op: str) -> float:
+        a = self.p.api_us
+        v = a.get(op)
+        return a.get("*", 0.0) if v is None else v
+
+    def client(self, op: str) -> float:
+        c = self.p.client_us
+        v = c.get(op)
+        return c.get("*", 0.0) if v is None else v
