@@ -64,7 +64,9 @@ import contextlib
 import ctypes
 import errno
 import functools
+import inspect
 import itertools
+import json
 import logging
 import os
 import queue
@@ -109,6 +111,8 @@ _DEFAULT_DIR_MODE = 0o755
 # create's attributes answer the getattr libfuse makes right after it only this soon (the same thread, at
 # once): no older than the attributes a getattr round trip would bring, so the coherence bound is unchanged
 _PREFETCH_AGE_S = 0.02
+#: names the file a mount writes its callback counters to (``MountStats``); unset, nothing is counted
+STATS_ENV = "FEDNODE_MOUNT_STATS"
 
 
 def check_name(path: str) -> None:
@@ -231,11 +235,116 @@ def _errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _fuse_ops(cls: type) -> type:
-    """Wrap every FUSE callback ``cls`` defines in ``_errors``."""
+    """Wrap every FUSE callback ``cls`` defines in ``_errors``; their names are
+    ``cls._fuse_callbacks`` (what ``MountStats.install`` counts)."""
+    names = []
     for name, value in list(vars(cls).items()):
         if callable(value) and not name.startswith("_") and hasattr(mfusepy.Operations, name):
             setattr(cls, name, _errors(value))
+            names.append(name)
+    cls._fuse_callbacks = tuple(names)  # type: ignore[attr-defined]
     return cls
+
+
+_STAT_FIELDS = ("calls", "cpu_ns", "round_trips", "client_calls")
+
+
+class MountStats:
+    """Counters per FUSE callback of one mount: calls, the thread CPU time
+    spent in the callback (``time.thread_time_ns``: Python, the client's
+    packing and its socket system calls), and the ``Client`` round trips
+    (``Client._exchange``: a ``pipeline`` of k calls is one) and calls the
+    callback made.  What ``fednode.tools.calibrate_fuse`` measures the FUSE
+    layer with.
+
+    Off by default and then free: ``mount`` makes one only when ``STATS_ENV``
+    names a file, and only then are the callbacks (per ``FedOps`` instance)
+    and the pool's clients wrapped.  ``write`` replaces that file (atomically)
+    with a JSON snapshot of the cumulative counters: ``serve_fuse`` calls it
+    on SIGUSR1 and when the mount ends (``"final": true``).  Each snapshot has
+    a ``seq`` (1, 2, ...: a reader waits for it to grow), the mount's ``pid``,
+    ``process_cpu_ns`` (the process's CPU clock, every thread, when it was
+    taken) and ``snapshot_cpu_ns`` (the CPU the earlier snapshots cost, to
+    subtract).  Callbacks run on several libfuse threads: the counters are
+    updated under a lock; a callback's client round trips are counted in the
+    thread that makes them (a callback's calls all run on its thread)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._by: dict[str, list[int]] = {}  # callback -> [calls, cpu_ns, round_trips, client_calls]
+        self._thread = threading.local()  # round_trips, client_calls: this thread's running totals
+        self._seq = 0
+        self._snapshot_cpu_ns = 0
+
+    @classmethod
+    def from_env(cls) -> MountStats | None:
+        path = os.environ.get(STATS_ENV)
+        return cls(path) if path else None
+
+    def install(self, ops: Any) -> None:
+        """Count the FUSE callbacks of ``ops`` (a ``_fuse_ops`` class's instance)."""
+        for name in type(ops)._fuse_callbacks:
+            setattr(ops, name, self._counted(name, getattr(ops, name)))
+
+    def watch(self, client: fclient.Client) -> fclient.Client:
+        """Count ``client``'s round trips and calls (returned, for a pool's factory)."""
+        exchange = client._exchange
+        here = self._thread
+
+        def counted_exchange(calls: Any, trace: bool) -> Any:
+            here.round_trips = getattr(here, "round_trips", 0) + 1
+            here.client_calls = getattr(here, "client_calls", 0) + len(calls)
+            return exchange(calls, trace)
+
+        client._exchange = counted_exchange  # type: ignore[method-assign]
+        return client
+
+    def _counted(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        here, lock, by = self._thread, self._lock, self._by
+
+        @functools.wraps(fn)
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            rt0, calls0 = getattr(here, "round_trips", 0), getattr(here, "client_calls", 0)
+            t0 = time.thread_time_ns()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                cpu = time.thread_time_ns() - t0
+                rt, calls = getattr(here, "round_trips", 0) - rt0, getattr(here, "client_calls", 0) - calls0
+                with lock:
+                    c = by.get(name)
+                    if c is None:
+                        c = by[name] = [0, 0, 0, 0]
+                    c[0] += 1
+                    c[1] += cpu
+                    c[2] += rt
+                    c[3] += calls
+
+        counted.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]  # mfusepy counts create's
+        return counted
+
+    def snapshot(self) -> dict[str, Any]:
+        """The counters now (cumulative), as ``write`` writes them."""
+        cpu = time.process_time_ns()
+        with self._lock:
+            by = {name: dict(zip(_STAT_FIELDS, c, strict=True)) for name, c in sorted(self._by.items())}
+        return {"seq": self._seq, "pid": os.getpid(), "process_cpu_ns": cpu,
+                "snapshot_cpu_ns": self._snapshot_cpu_ns, "callbacks": by}  # fmt: skip
+
+    def write(self, final: bool = False) -> None:
+        """Replace the file with a snapshot (one thread at a time: ``serve_fuse``'s main thread)."""
+        t0 = time.thread_time_ns()
+        self._seq += 1
+        snap = self.snapshot()
+        snap["final"] = final
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps(snap, indent=1) + "\n")
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            log.warning("mount statistics not written to %s: %s", self.path, exc)
+        self._snapshot_cpu_ns += time.thread_time_ns() - t0
 
 
 @_fuse_ops
@@ -243,6 +352,7 @@ class FedOps(mfusepy.Operations):
     """FUSE callbacks as ``Client`` calls at one node (see the module docstring)."""
 
     use_ns = True  # times in nanoseconds, as the client carries them
+    _fuse_callbacks: tuple[str, ...]  # set by _fuse_ops
 
     def __init__(
         self,
@@ -251,13 +361,21 @@ class FedOps(mfusepy.Operations):
         pool_size: int = POOL_SIZE,
         on_ready: Callable[[], None] | None = None,
         timeout: float | None = None,
+        stats: MountStats | None = None,
     ) -> None:
         self.cluster = cluster
         self.node = node
-        self.pool = ClientPool(lambda: fclient.Client(cluster, node=node, timeout=timeout), pool_size)
+
+        def connect() -> fclient.Client:
+            c = fclient.Client(cluster, node=node, timeout=timeout)
+            return c if stats is None else stats.watch(c)
+
+        self.pool = ClientPool(connect, pool_size)
         self.handles: dict[int, _Handle] = {}
         self._fh = itertools.count(1)
         self._on_ready = on_ready
+        if stats is not None:
+            stats.install(self)
 
     # ------------------------------------------------------------------ set-up
     def init_with_config(self, conn_info: Any, config: Any) -> None:
@@ -498,7 +616,10 @@ _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def serve_fuse(
-    make_ops: Callable[[Callable[[], None]], mfusepy.Operations], mountpoint: str | Path, fsname: str
+    make_ops: Callable[[Callable[[], None]], mfusepy.Operations],
+    mountpoint: str | Path,
+    fsname: str,
+    snapshot: Callable[[bool], None] | None = None,
 ) -> int:
     """Run a FUSE file system from this process until it is unmounted or the
     process gets SIGINT/SIGTERM/SIGHUP; 0 when it ended either way.
@@ -516,7 +637,11 @@ def serve_fuse(
     wake-up byte, whichever thread took the signal, reaches the main thread
     through a pipe.  It asks libfuse to exit (``fuse_exit``, what libfuse's
     handlers do) and sends one request (``statvfs``, never answered from a
-    cache) for a worker to notice that; ``fuse_main`` then unmounts and returns."""
+    cache) for a worker to notice that; ``fuse_main`` then unmounts and returns.
+
+    ``snapshot`` (``MountStats.write``), if given, is called on the main
+    thread with False on SIGUSR1 (which then neither unmounts nor ends the
+    process) and with True once the mount has ended."""
     mp = str(Path(mountpoint).resolve())
     session: list[Any] = []
 
@@ -537,7 +662,8 @@ def serve_fuse(
         finally:
             os.write(wfd, b"\0")
 
-    old = {sig: signal.signal(sig, lambda *_: None) for sig in _STOP_SIGNALS}
+    handled = _STOP_SIGNALS if snapshot is None else (*_STOP_SIGNALS, signal.SIGUSR1)
+    old = {sig: signal.signal(sig, lambda *_: None) for sig in handled}
     old_wakeup = signal.set_wakeup_fd(wfd)
     signalled = None
     try:
@@ -546,6 +672,8 @@ def serve_fuse(
         while not outcome:
             select.select([rfd], [], [])
             got = os.read(rfd, 64)
+            if snapshot is not None and signal.SIGUSR1 in got:
+                snapshot(False)
             if signalled is None and (sigs := [b for b in got if b in _STOP_SIGNALS]):
                 signalled = sigs[0]
                 log.info("signal %d: unmounting %s", signalled, mp)
@@ -556,6 +684,8 @@ def serve_fuse(
                     unmount(mp)
         fuse.join()
     finally:
+        if snapshot is not None:
+            snapshot(True)
         signal.set_wakeup_fd(old_wakeup)
         for sig, handler in old.items():
             signal.signal(sig, handler)
@@ -577,8 +707,10 @@ def mount(cluster_file: str | Path, node: int, mountpoint: str | Path) -> int:
     """``fednode mount --foreground``: serve until unmounted or signalled; 0 when it ended cleanly."""
     cluster = load_cluster(cluster_file)
     cluster.spec.node(node)
-    return serve_fuse(lambda ready: FedOps(cluster, node, on_ready=ready), mountpoint,
-                      fsname=f"fedfs:{Path(cluster_file).resolve()}#{node}")  # fmt: skip
+    stats = MountStats.from_env()  # STATS_ENV: count the callbacks
+    return serve_fuse(lambda ready: FedOps(cluster, node, on_ready=ready, stats=stats), mountpoint,
+                      fsname=f"fedfs:{Path(cluster_file).resolve()}#{node}",
+                      snapshot=None if stats is None else stats.write)  # fmt: skip
 
 
 def is_mounted(mountpoint: str | Path) -> bool:
@@ -616,9 +748,12 @@ class MountProcess:
     ``stop`` sends SIGTERM (the mount unmounts and exits 0) and, if the process
     is gone without unmounting, cleans up with ``unmount``."""
 
-    def __init__(self, cmd: list[str], mountpoint: str | Path, stderr: Any = None) -> None:
+    def __init__(
+        self, cmd: list[str], mountpoint: str | Path, stderr: Any = None, env: dict[str, str] | None = None
+    ) -> None:
+        """``env``: variables set for the mount process besides this one's (``STATS_ENV``)."""
         self.mountpoint = Path(mountpoint)
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, **(env or {}), PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, env=env, bufsize=0,
             start_new_session=True,
@@ -626,11 +761,17 @@ class MountProcess:
 
     @classmethod
     def federation(
-        cls, cluster_file: str | Path, node: int, mountpoint: str | Path, stderr: Any = None
+        cls,
+        cluster_file: str | Path,
+        node: int,
+        mountpoint: str | Path,
+        stderr: Any = None,
+        env: dict[str, str] | None = None,
     ) -> MountProcess:
+        """``fednode mount --foreground``; ``proc.pid`` is the process serving the mount (no shell between)."""
         cmd = [sys.executable, "-m", "fednode.cli", "mount", "--cluster", str(cluster_file), "--node", str(node),
                "--foreground", str(mountpoint)]  # fmt: skip
-        return cls(cmd, mountpoint, stderr)
+        return cls(cmd, mountpoint, stderr, env)
 
     def wait_ready(self, timeout: float | None = None) -> str:
         """Until the readiness line (returned); ``RuntimeError`` if the process exits first."""
