@@ -76,9 +76,7 @@ class Params(BaseModel):
     invalid: PositiveInt = PAPER_INVALID
     """Non-existent directories queried (false-positive probes)."""
     hashes: list[PositiveInt] = Field(default_factory=lambda: [3, 5], min_length=1)
-    layouts: list[LayoutName] = Field(
-        default_factory=lambda: ["shared", "per_hash", "partitioned"], min_length=1
-    )
+    layouts: list[LayoutName] = Field(default_factory=lambda: ["shared", "per_hash", "partitioned"], min_length=1)
     top_dirs: PositiveInt = 20
     """Directories directly under "/" (depth 1)."""
     mean_depth: float = Field(default=5.0, ge=2.0, le=64.0)
@@ -101,14 +99,10 @@ class Params(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> Params:
         if self.top_dirs > self.valid:
-            raise ValueError(
-                f"top_dirs ({self.top_dirs}) cannot exceed valid ({self.valid})"
-            )
+            raise ValueError(f"top_dirs ({self.top_dirs}) cannot exceed valid ({self.valid})")
         for k in self.hashes:
             for layout in self.layouts:
-                expected_fp_rate(
-                    0, self.bits, k, layout
-                )  # raises ValueError on bad geometry
+                expected_fp_rate(0, self.bits, k, layout)  # raises ValueError on bad geometry
         return self
 
 
@@ -133,9 +127,7 @@ def _level_sizes(params: Params, rng: np.random.Generator) -> list[int]:
     lam = params.mean_depth - 2.0  # depth - 2 ~ Poisson(lam), truncated at max_depth
     weights = np.array(
         [
-            math.exp(j * math.log(lam) - lam - math.lgamma(j + 1))
-            if lam > 0
-            else float(j == 0)
+            math.exp(j * math.log(lam) - lam - math.lgamma(j + 1)) if lam > 0 else float(j == 0)
             for j in range(params.max_depth - 1)
         ]
     )
@@ -149,9 +141,7 @@ def _level_sizes(params: Params, rng: np.random.Generator) -> list[int]:
     return sizes
 
 
-def _unique_paths(
-    parents: Sequence[str], names: list[str], taken: set[str]
-) -> list[str]:
+def _unique_paths(parents: Sequence[str], names: list[str], taken: set[str]) -> list[str]:
     """parent + "/" + name for each pair, renaming (name-2, name-3, ...) on clashes."""
     out = []
     for parent, name in zip(parents, names, strict=True):
@@ -180,22 +170,16 @@ def make_keys(params: Params, seed: int) -> tuple[list[str], list[str], list[int
     level = ["/"]
     for depth, size in enumerate(sizes, start=1):
         weights = rng.lognormal(0.0, params.fanout_skew, size=len(level))
-        parent_idx = np.sort(
-            rng.choice(len(level), size=size, p=weights / weights.sum())
-        )
+        parent_idx = np.sort(rng.choice(len(level), size=size, p=weights / weights.sum()))
         parents = [level[i] for i in parent_idx.tolist()]
-        level = _unique_paths(
-            parents, _names(rng, size, params.mean_name_length), taken
-        )
+        level = _unique_paths(parents, _names(rng, size, params.mean_name_length), taken)
         valid.extend(level)
         depths.extend([depth] * size)
     # invalid: a new name under an existing directory ("/" included), uniformly chosen
     candidates = ["/", *valid]
     parent_idx = rng.integers(0, len(candidates), size=params.invalid)
     parents = [candidates[i] for i in parent_idx.tolist()]
-    invalid = _unique_paths(
-        parents, _names(rng, params.invalid, params.mean_name_length), taken
-    )
+    invalid = _unique_paths(parents, _names(rng, params.invalid, params.mean_name_length), taken)
     return valid, invalid, depths
 
 
@@ -314,8 +298,7 @@ def measure(params: Params, seed: int) -> tuple[list[Row], str]:
             f"bits={params.bits} (2^{math.log2(params.bits):.4g}): the one array (shared), "
             "each hash's own array (per_hash), or cut into k slices (partitioned)"
         ),
-        "coll = valid keys whose k bits were all set before insertion; "
-        + "fp = invalid keys reported present",
+        "coll = valid keys whose k bits were all set before insertion; " + "fp = invalid keys reported present",
         "",
     ]
     header = (
@@ -333,9 +316,7 @@ def measure(params: Params, seed: int) -> tuple[list[Row], str]:
         "fp/paper",
     )
     lines += format_table(header, table, left=2).splitlines()
-    lines.append(
-        "(memory: bits of the whole summary; x/paper: measured rate / paper's rate)"
-    )
+    lines.append("(memory: bits of the whole summary; x/paper: measured rate / paper's rate)")
     lines.append("")
     fit_rows, fit_lines = _fit(params, measured, same_geometry)
     rows += fit_rows
@@ -371,9 +352,7 @@ def _fit(
         ),
     ]
     if same_geometry:
-        lines.append(
-            "  measured X^2 = sum (measured - paper)^2 / (measured + paper), this run's counts"
-        )
+        lines.append("  measured X^2 = sum (measured - paper)^2 / (measured + paper), this run's counts")
     rows: list[Row] = []
     table = []
     scores: dict[str, float] = {}
@@ -381,9 +360,7 @@ def _fit(
         expected = []
         for k in ks:
             expected.append(expected_collisions(PAPER_VALID, PAPER_BITS, k, layout))
-            expected.append(
-                PAPER_INVALID * expected_fp_rate(PAPER_VALID, PAPER_BITS, k, layout)
-            )
+            expected.append(PAPER_INVALID * expected_fp_rate(PAPER_VALID, PAPER_BITS, k, layout))
         x2 = _pearson(paper, expected)
         p = chi2_sf(x2, dof)
         scores[layout] = x2
@@ -411,26 +388,20 @@ def _fit(
     lines += ["  " + line for line in format_table(header, table, left=2).splitlines()]
     lines.append(
         "  paper: "
-        + ", ".join(
-            f"k={k} {c}/{PAPER_VALID} coll, {f}/{PAPER_INVALID} fp"
-            for k in ks
-            for c, f in [PAPER_COUNTS[k]]
-        )
+        + ", ".join(f"k={k} {c}/{PAPER_VALID} coll, {f}/{PAPER_INVALID} fp" for k in ks for c, f in [PAPER_COUNTS[k]])
     )
 
     p_best = chi2_sf(scores[best], dof)
     others = [lay for lay in params.layouts if lay != best]
     verdict = "consistent with" if p_best >= 0.01 else "NOT consistent with"
     lines.append(
-        f"best fit: {best} (X^2 = {scores[best]:.3g}, p = {_fmt_p(p_best)}; "
-        f"{verdict} the paper at the 1% level)"
+        f"best fit: {best} (X^2 = {scores[best]:.3g}, p = {_fmt_p(p_best)}; {verdict} the paper at the 1% level)"
     )
     if others:
         worst_p = max(chi2_sf(scores[lay], dof) for lay in others)
         bound = "p < 1e-300" if worst_p == 0.0 else f"p <= {worst_p:.3g}"
         lines.append(
-            f"  the other layouts ({', '.join(others)}) have X^2 >= "
-            f"{min(scores[lay] for lay in others):.4g} ({bound})"
+            f"  the other layouts ({', '.join(others)}) have X^2 >= {min(scores[lay] for lay in others):.4g} ({bound})"
         )
     if best == "per_hash":
         mem = ", ".join(f"k={k}: {_kib(k * PAPER_BITS)}" for k in ks)

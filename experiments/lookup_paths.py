@@ -49,16 +49,28 @@ def run(cfg: Config, params: Params) -> StudyResult:
             printed.append(
                 [dt, f"{loc:g}"]
                 + [f"{m[f'lookup_path_share_{i}']:.1%}" for i in range(1, 5)]
-                + [f"{m.get('messages_per_op.lookup', float('nan')):.2f}", f"{m['dt_hit_rate']:.1%}",
-                   f"{m.get('latency_mean_us.lookup', float('nan')):.0f}"]
+                + [
+                    f"{m.get('messages_per_op.lookup', float('nan')):.2f}",
+                    f"{m['dt_hit_rate']:.1%}",
+                    f"{m.get('latency_mean_us.lookup', float('nan')):.0f}",
+                ]
             )
     res.report = "\n".join(
         [
             f"Lookup paths, {cfg.cluster.nodes} nodes, {cfg.workload.files} files in {cfg.workload.dirs} "
             f"directories, {cfg.workload.ops} SFS97 operations per point",
             table(
-                ["DT entries", "locality", "1 own DT", "2 mgr DT", "3 parent VD", "4 dirmerge",
-                 "msgs/lookup op", "DT hit", "lookup us"],
+                [
+                    "DT entries",
+                    "locality",
+                    "1 own DT",
+                    "2 mgr DT",
+                    "3 parent VD",
+                    "4 dirmerge",
+                    "msgs/lookup op",
+                    "DT hit",
+                    "lookup us",
+                ],
                 printed,
             ),
             "msgs/lookup op counts every message of a 'lookup' (stat) operation: resolving the home "

@@ -145,8 +145,19 @@ def run(cfg: Config, params: Params) -> StudyResult:
             f"{params.names_per_node} files and {params.dirs_per_node} directories per node, "
             f"placement {cfg.protocol.placement}, {cfg.protocol.vnodes} vnodes per ring member.",
             table(
-                ["hashing", "N", "event", "DT entries", "moved", "handed off", "theory", "VDs cached",
-                 "VDs moved", "messages", "sim us"],
+                [
+                    "hashing",
+                    "N",
+                    "event",
+                    "DT entries",
+                    "moved",
+                    "handed off",
+                    "theory",
+                    "VDs cached",
+                    "VDs moved",
+                    "messages",
+                    "sim us",
+                ],
                 printed,
             ),
             "moved = share of the managers' exact DT entries whose manager changed; handed off = share sent "

@@ -66,9 +66,18 @@ def run(cfg: Config, params: Params) -> StudyResult:
             },
         )
         printed.append(
-            [vd, max_lookup_nodes, int(m["max_nodes_per_op"]), int(m["dirmerges"]), int(m["dirs_merged"]),
-             int(m["max_merges_per_dir"]), f"{m['dirmerge_contacted_mean']:.1f}",
-             f"{m['dirmerge_holders_mean']:.1f}", n - 1, f"{m['messages_per_op']:.2f}"]
+            [
+                vd,
+                max_lookup_nodes,
+                int(m["max_nodes_per_op"]),
+                int(m["dirmerges"]),
+                int(m["dirs_merged"]),
+                int(m["max_merges_per_dir"]),
+                f"{m['dirmerge_contacted_mean']:.1f}",
+                f"{m['dirmerge_holders_mean']:.1f}",
+                n - 1,
+                f"{m['messages_per_op']:.2f}",
+            ]
         )
         once = m["max_merges_per_dir"] <= 1
         verdicts.append(
@@ -87,8 +96,18 @@ def run(cfg: Config, params: Params) -> StudyResult:
             f"{cfg.workload.ops} SFS97 operations, summaries {cfg.protocol.summary_bits} bits x "
             f"{cfg.protocol.summary_hashes} hashes",
             table(
-                ["VD cache", "max nodes/lookup", "max nodes/op", "dirmerges", "dirs merged", "max merges/dir",
-                 "asked/merge", "of them held", "N-1", "msgs/op"],
+                [
+                    "VD cache",
+                    "max nodes/lookup",
+                    "max nodes/op",
+                    "dirmerges",
+                    "dirs merged",
+                    "max merges/dir",
+                    "asked/merge",
+                    "of them held",
+                    "N-1",
+                    "msgs/op",
+                ],
                 printed,
             ),
             *verdicts,

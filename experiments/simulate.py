@@ -23,25 +23,33 @@ def run(cfg: Config, params: Params) -> StudyResult:
     res.extend(f"nodes={cfg.cluster.nodes}", m)
     ops = sorted(out.recorder.latency)
     rows = [
-        [op, int(m[f"count.{op}"]), f"{m[f'latency_mean_us.{op}']:.0f}", f"{m[f'latency_p95_us.{op}']:.0f}",
-         f"{m[f'messages_per_op.{op}']:.2f}"]
+        [
+            op,
+            int(m[f"count.{op}"]),
+            f"{m[f'latency_mean_us.{op}']:.0f}",
+            f"{m[f'latency_p95_us.{op}']:.0f}",
+            f"{m[f'messages_per_op.{op}']:.2f}",
+        ]
         for op in ops
     ]
     w = cfg.workload
     if w.kind == "postmark":
         pm = w.postmark
-        offered = (f"{w.clients} PostMark clients ({pm.number} files of {pm.size_low}-{pm.size_high} B, "
-                   f"{pm.transactions} transactions each, route {pm.route})")
-        result = (f"PostMark: {m['postmark_tps']:.0f} transactions/s; created {int(m['postmark.created'])}, "
-                  f"read {int(m['postmark.read'])}, appended {int(m['postmark.appended'])}, "
-                  f"deleted {int(m['postmark.deleted'])}")
+        offered = (
+            f"{w.clients} PostMark clients ({pm.number} files of {pm.size_low}-{pm.size_high} B, "
+            f"{pm.transactions} transactions each, route {pm.route})"
+        )
+        result = (
+            f"PostMark: {m['postmark_tps']:.0f} transactions/s; created {int(m['postmark.created'])}, "
+            f"read {int(m['postmark.read'])}, appended {int(m['postmark.appended'])}, "
+            f"deleted {int(m['postmark.deleted'])}"
+        )
     else:
         offered, result = f"{w.arrivals}-loop {w.rate:g} ops/s offered", ""
     shares = ", ".join(f"{i}: {m[f'lookup_path_share_{i}']:.1%}" for i in range(1, 5))
     res.report = "\n".join(
         [
-            f"{cfg.cluster.nodes} nodes, {cfg.network.preset} network, {cfg.protocol.placement} placement, "
-            + offered,
+            f"{cfg.cluster.nodes} nodes, {cfg.network.preset} network, {cfg.protocol.placement} placement, " + offered,
             table(["op", "count", "mean us", "p95 us", "msgs/op"], rows),
             *([result] if result else []),
             f"throughput {m['throughput_ops_s']:.0f} ops/s, mean latency {m['latency_mean_us']:.0f} us, "

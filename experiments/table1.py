@@ -78,8 +78,9 @@ def client_files(pm: PostMark) -> tuple[list[str], list[str]]:
     return pool, created
 
 
-def files_per_server(files: list[tuple[int, str]], n: int, hashing: str, placement: str, vnodes: int,
-                     seed: int) -> list[int]:
+def files_per_server(
+    files: list[tuple[int, str]], n: int, hashing: str, placement: str, vnodes: int, seed: int
+) -> list[int]:
     """Files per server 0..n-1: each (client, path) homed where ``placement``
     puts it, at the manager ``hashing`` names, for a request arriving at the
     client's server (client ``i`` -> server ``i mod n``)."""
@@ -122,25 +123,39 @@ def run(cfg: Config, params: Params) -> StudyResult:
                 columns[(n, which, h)] = counts
                 case = f"servers={n} files={which} hashing={h}"
                 res.extend(case, {f"server_{s + 1}": c for s, c in enumerate(counts)})
-                res.extend(case, {"clients": k, "files": sum(counts), "max_over_mean": balance(counts),
-                                  "random_hash_max_over_mean": expected[(n, which)][0],
-                                  "random_hash_max_over_mean_p95": expected[(n, which)][1]})
+                res.extend(
+                    case,
+                    {
+                        "clients": k,
+                        "files": sum(counts),
+                        "max_over_mean": balance(counts),
+                        "random_hash_max_over_mean": expected[(n, which)][0],
+                        "random_hash_max_over_mean_p95": expected[(n, which)][1],
+                    },
+                )
         if n in PAPER and PAPER[n][0] == k:
-            res.extend(f"servers={n} paper", {"clients": k, "files": sum(PAPER[n][1]),
-                                               "max_over_mean": balance(PAPER[n][1])})
+            res.extend(
+                f"servers={n} paper", {"clients": k, "files": sum(PAPER[n][1]), "max_over_mean": balance(PAPER[n][1])}
+            )
     res.report = _report(cfg, params, columns, expected)
     return res
 
 
-def _report(cfg: Config, params: Params, columns: dict[tuple[int, str, str], list[int]],
-            expected: dict[tuple[int, str], tuple[float, float]]) -> str:
+def _report(
+    cfg: Config,
+    params: Params,
+    columns: dict[tuple[int, str, str], list[int]],
+    expected: dict[tuple[int, str], tuple[float, float]],
+) -> str:
     pm = cfg.workload.postmark
     lines = [
         f"Federated DAFS Table I: files per server by the hash ({cfg.protocol.placement} placement); "
         f"PostMark clients of {pm.number} files, {pm.transactions} transactions each, in /pm<i>",
     ]
-    for which, what in (("pool", "the pool of files (the paper's count)"),
-                        ("created", "every file created, pool and transactions")):
+    for which, what in (
+        ("pool", "the pool of files (the paper's count)"),
+        ("created", "every file created, pool and transactions"),
+    ):
         # one printed column: (header, clients, files per server, random-hash expectation or None)
         cols: list[tuple[str, int, list[int], tuple[float, float] | None]] = []
         for n, k in zip(params.servers, params.clients, strict=True):
@@ -155,8 +170,10 @@ def _report(cfg: Config, params: Params, columns: dict[tuple[int, str, str], lis
         for label, q in (("random hash", 0), ("random p95", 1)):
             rows.append([label, *("" if e is None else f"{e[q]:.3f}" for _, _, _, e in cols)])
         lines += ["", f"{what}:", table(["# servers", *(h for h, _, _, _ in cols)], rows)]
-    lines.append(f"random hash / p95: mean and 95th percentile of max/mean over {params.trials} uniformly random "
-                 "placements of the same files; paper columns where the paper has that server and client count")
+    lines.append(
+        f"random hash / p95: mean and 95th percentile of max/mean over {params.trials} uniformly random "
+        "placements of the same files; paper columns where the paper has that server and client count"
+    )
     return "\n".join(lines)
 
 

@@ -71,16 +71,35 @@ def run(cfg: Config, params: Params) -> StudyResult:
                 "count": sim["dnfs"].get(f"count.{op}", sim["dnfs"]["ops_done"]),
             },
         )
-        printed.append([op, f"{s_nfs:.3f}", f"{s_dnfs:.3f}", f"{p_nfs:.2f}", f"{p_dnfs:.2f}",
-                        f"{(s_dnfs - s_nfs) * 1000:.1f}", f"{(p_dnfs - p_nfs) * 1000:.0f}"])
+        printed.append(
+            [
+                op,
+                f"{s_nfs:.3f}",
+                f"{s_dnfs:.3f}",
+                f"{p_nfs:.2f}",
+                f"{p_dnfs:.2f}",
+                f"{(s_dnfs - s_nfs) * 1000:.1f}",
+                f"{(p_dnfs - p_nfs) * 1000:.0f}",
+            ]
+        )
     w = cfg.workload
     res.report = "\n".join(
         [
             f"FedFS Table 3: one server, one client, {w.arrivals}-loop {w.rate:g} ops/s, {w.ops} SFS97 operations "
             f"over {w.files} files in {w.dirs} directories; NFS = cpu.hash_us 0, DNFS = cpu.hash_us "
             f"{cfg.cpu.hash_us:g}; workload.frontend_us {w.frontend_us:g} (server work per request) in both",
-            table(["op", "sim NFS ms", "sim DNFS ms", "paper NFS ms", "paper DNFS ms", "sim overhead us",
-                   "paper overhead us"], printed),
+            table(
+                [
+                    "op",
+                    "sim NFS ms",
+                    "sim DNFS ms",
+                    "paper NFS ms",
+                    "paper DNFS ms",
+                    "sim overhead us",
+                    "paper overhead us",
+                ],
+                printed,
+            ),
             "The simulation has no client/server network: its absolute latencies leave out the paper's UDP/Ethernet "
             "client path.  Compare the overheads: ours is the federal layer's path hashing only.",
         ]

@@ -530,6 +530,7 @@ def main(argv: list[str] | None = None) -> int:
     cb.add_argument("--repeat", type=int, default=100, help="calls per operation per round")
     cb.add_argument("--max-rounds", type=int, default=5, help="rounds at most while the costs' spread is too wide")
     cb.add_argument("--mount", action="store_true", help="calibrate the FUSE mount too (needs /dev/fuse)")
+    cb.add_argument("--base", default=None, help="for local agents: where their directories go (default: $TMPDIR)")
     cb.add_argument("--out", default="results/calibration", help="directory for profile.yaml and calibration.txt")
     args = ap.parse_args(argv)
     _setup_logging(args.verbose)
@@ -568,7 +569,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError(f"--repeat must be at least 10, not {args.repeat}")
             devs = tuple(d for d in args.devices.split(",") if d)
             calibrate(args.cluster, Path(args.out), args.repeat, args.transport, devs, args.max_rounds,
-                      mount=args.mount)  # fmt: skip
+                      mount=args.mount, base=args.base)  # fmt: skip
             return 0
         from fednode.tools.bench import bench
 

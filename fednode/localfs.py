@@ -155,6 +155,7 @@ class RootUnusable(ValueError):
         self.root = root
         self.errno = code
 
+
 #: errno of any operation that reaches a symlink or special file (see module docstring).
 FOREIGN_ERRNO = errno.ELOOP
 _FOREIGN_DETAIL = "symlink or special file: not part of the federated namespace"

@@ -425,10 +425,18 @@ def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) 
     ap.add_argument("--network", default="via_clan", help="LogGP preset (default via_clan)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--nodes", type=int, nargs="*", help="only these cluster sizes")
-    ap.add_argument("--repeat", type=int, default=1,
-                    help="run each pair N times, alternately, and keep each model's fastest run (a shared machine)")
-    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                    help="time the measured phases by the wall clock (default) or by this process's CPU time")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run each pair N times, alternately, and keep each model's fastest run (a shared machine)",
+    )
+    ap.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="time the measured phases by the wall clock (default) or by this process's CPU time",
+    )
     args = ap.parse_args(argv)
     net = preset(args.network)
     sizes = QUICK if args.quick else FULL
@@ -437,14 +445,18 @@ def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) 
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     rows = [compare(s, net, args.seed, args.repeat, clock) for s in sizes]
     mix = ", ".join(f"{k} {w:.0%}" for k, w in OP_MIX)
-    out(f"fedsim throughput: protocol messages per {'CPU' if args.clock == 'cpu' else 'wall-clock'} second "
-        f"(network {net.name})")
+    out(
+        f"fedsim throughput: protocol messages per {'CPU' if args.clock == 'cpu' else 'wall-clock'} second "
+        f"(network {net.name})"
+    )
     out(f"framework: SimCluster, preloaded summaries, op mix {mix}")
     out("bare: hand-written SimPy request/reply, same nodes, workers, clients, LogGP delay, message count")
     out(format_table(rows))
     out("ops: framework = API calls completed (open/read/close count separately); bare = request/reply pairs")
-    out("events/msg: SimPy events scheduled per message; ratio: framework msgs/s / bare msgs/s"
-        + (f"; each model's fastest of {args.repeat} alternating runs" if args.repeat > 1 else ""))
+    out(
+        "events/msg: SimPy events scheduled per message; ratio: framework msgs/s / bare msgs/s"
+        + (f"; each model's fastest of {args.repeat} alternating runs" if args.repeat > 1 else "")
+    )
     target = all(fw.msgs_per_s >= 0.5 * bare.msgs_per_s for fw, bare in rows)
     out(f"target (framework >= 0.5 x bare msgs/s): {'met' if target else 'NOT met'}")
     return rows

@@ -47,15 +47,27 @@ def sweep_command(args: argparse.Namespace) -> int:
 
     check_executor(args.executor, args.scheduler, args.workers)
     sweep = load_sweep(args.sweep, args.set)
-    print(f"{sweep.source}: study {sweep.base.study}, {len(sweep.points)} points "
-          f"({', '.join(sweep.keys) or 'no parameters'}; seeds {sorted({p.seed for p in sweep.points})}), "
-          f"executor {args.executor}" + (f" at {args.scheduler}" if args.scheduler else ""), flush=True)
+    print(
+        f"{sweep.source}: study {sweep.base.study}, {len(sweep.points)} points "
+        f"({', '.join(sweep.keys) or 'no parameters'}; seeds {sorted({p.seed for p in sweep.points})}), "
+        f"executor {args.executor}" + (f" at {args.scheduler}" if args.scheduler else ""),
+        flush=True,
+    )
     try:
-        outcome = run_sweep(sweep, args.out, executor=args.executor, workers=args.workers,
-                            scheduler=args.scheduler, progress=not args.no_progress)
+        outcome = run_sweep(
+            sweep,
+            args.out,
+            executor=args.executor,
+            workers=args.workers,
+            scheduler=args.scheduler,
+            progress=not args.no_progress,
+        )
     except KeyboardInterrupt:
-        print("\nfedsim sweep: interrupted; the points that finished are recorded. Run the same command again "
-              "to run only the missing ones.", file=sys.stderr)
+        print(
+            "\nfedsim sweep: interrupted; the points that finished are recorded. Run the same command again "
+            "to run only the missing ones.",
+            file=sys.stderr,
+        )
         return 130
     print(summary(sweep, outcome))
     return 1 if outcome.failed else 0
@@ -64,8 +76,10 @@ def sweep_command(args: argparse.Namespace) -> int:
 def demo_command(out: Path, quick: bool) -> int:
     eps = list(metadata.entry_points(group=DEMO_GROUP, name="demo"))
     if not eps:
-        raise ConfigError(f"fedsim demo: no '{DEMO_GROUP}' entry point named 'demo' is installed; "
-                          "install fedfs (pip install -e . in the repository, or ./dev.sh setup)")
+        raise ConfigError(
+            f"fedsim demo: no '{DEMO_GROUP}' entry point named 'demo' is installed; "
+            "install fedfs (pip install -e . in the repository, or ./dev.sh setup)"
+        )
     eps[0].load()(out, quick=quick)
     return 0
 
@@ -100,12 +114,24 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--out", default=None, help="output directory (default results/<config name>)")
     s = sub.add_parser("sweep", help="run a parameter sweep (grid, zip, random samples x seeds)")
     s.add_argument("sweep", help="the sweep file (see README: Parameter sweeps)")
-    s.add_argument("--executor", choices=("local", "dask"), default="local",
-                   help="local: a process pool on this machine (default); dask: dask.distributed")
-    s.add_argument("--workers", type=_positive, default=None,
-                   help="processes (local) or LocalCluster workers (dask); default: the machine's cores")
-    s.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                   help="a running Dask scheduler, e.g. tcp://10.0.0.5:8786 (with --executor dask)")
+    s.add_argument(
+        "--executor",
+        choices=("local", "dask"),
+        default="local",
+        help="local: a process pool on this machine (default); dask: dask.distributed",
+    )
+    s.add_argument(
+        "--workers",
+        type=_positive,
+        default=None,
+        help="processes (local) or LocalCluster workers (dask); default: the machine's cores",
+    )
+    s.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="a running Dask scheduler, e.g. tcp://10.0.0.5:8786 (with --executor dask)",
+    )
     s.add_argument("--out", default=None, help="output directory (default results/sweeps/<sweep name>)")
     s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a base config key for every point")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")

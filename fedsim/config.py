@@ -110,6 +110,8 @@ class MachineConfig(Strict):
     dispatch_us: dict[str, NonNegativeFloat] = Field(default_factory=dict)  # per request kind ("*": others)
     api_us: dict[str, NonNegativeFloat] = Field(default_factory=dict)  # per client call at the agent
     client_us: dict[str, NonNegativeFloat] = Field(default_factory=dict)  # per call at the client program
+    mix_agent: NonNegativeFloat = 0.0  # api/dispatch CPU's extra share for work of a kind unlike the last
+    mix_client: NonNegativeFloat = 0.0  # the same at a client program
     fuse: dict[str, Any] = Field(default_factory=dict)  # the mount's costs (``fedsim.workloads.fuse_sim``)
     measured_on: dict[str, Any] = Field(default_factory=dict)  # host, cores, when: for the warning on reuse
 

@@ -25,6 +25,10 @@ from a ``fednode calibrate`` profile) turns the model on:
   for (an agent's task and future), ``dispatch_us[kind]`` of CPU to serve a request beyond its
   messages and its local operations (``*``: any kind not listed), and
   ``api_us[op]`` at the requester for a client's call;
+* **mixes**: the api, dispatch and client costs are measured in batches of
+  one kind of call; a job of another kind than its process's last costs
+  ``mix_agent`` (``mix_client`` at a client) more, measured on an interleaved
+  cycle of every call;
 * **local file system**: the storage model's cost of a ``Local`` operation is
   CPU of the node's process (a local file system on a warm page cache is the
   kernel's CPU, not a disk's queue);
@@ -62,6 +66,8 @@ class MachineParams:
     api_us: dict[str, float] = field(default_factory=dict)
     client_us: dict[str, float] = field(default_factory=dict)
     clients: ClientProcs = "shared"
+    mix_agent: float = 0.0  # extra share of api/dispatch CPU for work of another kind than the process's last
+    mix_client: float = 0.0  # the same for a client's calls
 
 
 class Machine:
@@ -73,7 +79,7 @@ class Machine:
     Booking at submission keeps it one heap entry per job, as the runtime's
     other queues do."""
 
-    __slots__ = ("core_free", "n_nodes", "p", "proc_free", "proc_host")
+    __slots__ = ("busy", "core_free", "last", "n_nodes", "p", "proc_free", "proc_host")
 
     def __init__(self, params: MachineParams, n_nodes: int) -> None:
         if params.cores <= 0:
@@ -85,6 +91,10 @@ class Machine:
         self.core_free: dict[int, list[float]] = {}
         self.proc_free: dict[Hashable, float] = {}
         self.proc_host: dict[Hashable, int] = {}
+        #: CPU booked per process so far (us): utilisations, for naming the bottleneck
+        self.busy: dict[Hashable, float] = {}
+        #: the kind of work each process did last (``mixed``)
+        self.last: dict[Hashable, str] = {}
 
     def host_of_node(self, node: int) -> int:
         hosts = self.p.hosts
@@ -121,7 +131,16 @@ class Machine:
             start = free
         cores[core] = done = start + us
         self.proc_free[proc] = done
+        self.busy[proc] = self.busy.get(proc, 0.0) + us
         return done
+
+    def mixed(self, proc: Hashable, label: str, us: float, share: float) -> float:
+        """``us`` of work of kind ``label`` at ``proc``, ``share`` dearer when the
+        process's last work was of another kind: a batch of one kind of call
+        runs on warm caches and an interpreter specialised for it, a mix does not."""
+        last = self.last.get(proc)
+        self.last[proc] = label
+        return us if last == label else us * (1.0 + share)
 
     # -------------------------------------------------------------- prices
     def message_us(self, size: int) -> float:

@@ -396,11 +396,11 @@ class SimCluster:
         mach = self.machine
         assert mach is not None
         proc = mach.client_proc(client, node_id)
-        half = mach.client(name) / 2  # the client's CPU per call: its request, then its reply
+        half = mach.mixed(proc, name, mach.client(name), mach.p.mix_client) / 2  # its request, then its reply
         size = CLIENT_HEADER + sum(len(a) for a in args if isinstance(a, (bytes, str)))
         yield self.cpu_at(proc, half)
         yield self.env.timeout(mach.flight_us(size))
-        yield self.cpu_at(node_id, mach.message_us(size) + mach.api(name))
+        yield self.cpu_at(node_id, mach.message_us(size) + mach.mixed(node_id, name, mach.api(name), mach.p.mix_agent))
         self.client_ops[node_id] += 1
         err: BaseException | None = None
         value: Any = None
@@ -730,7 +730,11 @@ class SimCluster:
             node.stats.requests_served += 1
             mach = self.machine
             if mach is not None:  # the request's receipt and dispatch, on the node's CPU
-                yield self.cpu_at(node_id, mach.message_us(wire_size(msg.req)) + mach.dispatch(msg.req.kind))
+                kind = msg.req.kind
+                cost = mach.message_us(wire_size(msg.req)) + mach.mixed(
+                    node_id, kind, mach.dispatch(kind), mach.p.mix_agent
+                )
+                yield self.cpu_at(node_id, cost)
             try:
                 value = yield from self._drive(node_id, node.handle(msg.src, msg.req), msg.trace, msg.depth)
                 ok = True

@@ -77,8 +77,9 @@ def measure(layout: str, n_keys: int, n_queries: int, bits: int, hashes: int, re
 
 
 def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) -> list[LayoutResult]:
-    ap = argparse.ArgumentParser(prog="python -m fedsim.summary_bench", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m fedsim.summary_bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--keys", type=int, default=300_000, help="keys inserted (default 300,000: the paper's tree)")
     ap.add_argument("--queries", type=int, default=100_000, help="membership queries (default 100,000)")
     ap.add_argument("--bits", type=int, default=1 << 20, help="summary bits (default 2^20)")
@@ -90,16 +91,20 @@ def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) 
     if args.quick:
         args.keys, args.queries, args.repeats = 20_000, 10_000, 1
     layouts = LAYOUTS if args.layout == "all" else (args.layout,)
-    out(f"Bloom summary, {args.bits} bits, {args.hashes} hashes: add {args.keys} keys, then query "
-        f"{min(args.queries, args.keys)} of them; best of {args.repeats}")
+    out(
+        f"Bloom summary, {args.bits} bits, {args.hashes} hashes: add {args.keys} keys, then query "
+        f"{min(args.queries, args.keys)} of them; best of {args.repeats}"
+    )
     out(f"{'layout':<12} {'per key s':>10} {'batched s':>10} {'keys/s batched':>15} {'speed-up':>9}  same result")
     results = []
     for layout in layouts:
         r = measure(layout, args.keys, min(args.queries, args.keys), args.bits, args.hashes, args.repeats)
         results.append(r)
         rate = (r.keys + r.queries) / r.batched_s if r.batched_s > 0 else float("nan")
-        out(f"{layout:<12} {r.per_key_s:10.3f} {r.batched_s:10.3f} {rate:15,.0f} {r.speedup:8.1f}x  "
-            f"{'yes' if r.identical else 'NO'}")
+        out(
+            f"{layout:<12} {r.per_key_s:10.3f} {r.batched_s:10.3f} {rate:15,.0f} {r.speedup:8.1f}x  "
+            f"{'yes' if r.identical else 'NO'}"
+        )
     ratios = np.array([r.speedup for r in results])
     out(f"speed-up of the batched calls over the per-key loop: {ratios.min():.1f}x-{ratios.max():.1f}x")
     return results

@@ -201,9 +201,7 @@ def _axes(spec: SweepSpec) -> list[list[dict[str, Any]]]:
         axes.append([dict(zip(keys, vals, strict=True)) for vals in zip(*spec.zip.values(), strict=True)])
     if spec.random is not None:
         rng = np.random.default_rng(spec.random.seed)
-        axes.append(
-            [{k: d.draw(rng) for k, d in spec.random.params.items()} for _ in range(spec.random.samples)]
-        )
+        axes.append([{k: d.draw(rng) for k, d in spec.random.params.items()} for _ in range(spec.random.samples)])
     return axes
 
 
@@ -474,10 +472,13 @@ def versions() -> dict[str, Any]:
             out[pkg] = None
     repo = Path(__file__).resolve().parents[1]
     try:
-        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=10)
-        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10)
+        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(
+            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         if head.returncode == 0:
             out["git_commit"] = head.stdout.strip()
             out["git_dirty"] = bool(dirty.stdout.strip())
@@ -624,8 +625,14 @@ def _run(sweep: Sweep, out_dir: Path, workers: int, client: Any, progress: bool)
     if progress and todo:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(todo), unit="pt", desc=f"sweep {sweep.name}", dynamic_ncols=True,
-                   file=sys.stderr, postfix={"failed": 0})
+        bar = tqdm(
+            total=len(todo),
+            unit="pt",
+            desc=f"sweep {sweep.name}",
+            dynamic_ncols=True,
+            file=sys.stderr,
+            postfix={"failed": 0},
+        )
     t0 = time.perf_counter()
     with (out_dir / LEDGER).open("a") as led, (out_dir / RESULTS).open("a", newline="") as res:
         writer = csv.writer(res, lineterminator="\n")
@@ -669,8 +676,7 @@ def _run(sweep: Sweep, out_dir: Path, workers: int, client: Any, progress: bool)
 def summary(sweep: Sweep, o: SweepOutcome) -> str:
     """What a person wants to read when a sweep stops."""
     lines = [
-        f"{o.points} points: {o.ok} run ok, {o.failed} failed, "
-        f"{o.skipped} already done; {o.elapsed_s:.1f} s",
+        f"{o.points} points: {o.ok} run ok, {o.failed} failed, {o.skipped} already done; {o.elapsed_s:.1f} s",
     ]
     for pid, err in list(o.errors.items())[:10]:
         p = next(p for p in sweep.points if p.id == pid)
@@ -682,7 +688,9 @@ def summary(sweep: Sweep, o: SweepOutcome) -> str:
     if o.ok and sweep.spec.metrics:
         unmatched = [m for m in sweep.spec.metrics if not fnmatch.filter(o.metrics_seen, m)]
         if unmatched:
-            lines.append(f"warning: metrics: {', '.join(unmatched)} matched no row of study '{sweep.base.study}' "
-                         "(misspelt? `fedsim run` on the base config lists its metrics in results.csv)")
+            lines.append(
+                f"warning: metrics: {', '.join(unmatched)} matched no row of study '{sweep.base.study}' "
+                "(misspelt? `fedsim run` on the base config lists its metrics in results.csv)"
+            )
     lines.append(f"results -> {o.results}")
     return "\n".join(lines)

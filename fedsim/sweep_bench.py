@@ -63,8 +63,9 @@ def measure(ops: int, workers: int) -> BenchResult:
 
 
 def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) -> BenchResult:
-    ap = argparse.ArgumentParser(prog="python -m fedsim.sweep_bench", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m fedsim.sweep_bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--workers", type=int, default=2, help="processes of the parallel run (default 2)")
     ap.add_argument("--ops", type=int, default=18000, help="measured SFS97 operations per point")
     ap.add_argument("--quick", action="store_true", help="300 operations per point: checks the machinery only")
@@ -74,8 +75,10 @@ def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) 
     out(f"sweep: {SWEEP.name}, {r.points} points, {ops} operations per point")
     out(f"serial (1 process):       {r.serial_s:7.2f} s  ({r.serial_s / r.points:.2f} s per point)")
     out(f"parallel ({r.workers} workers):     {r.parallel_s:7.2f} s")
-    out(f"speed-up: {r.speedup:.2f}x on {r.workers} workers (target >= 1.7x on 2 cores); "
-        f"results.csv {'identical' if r.identical else 'DIFFERENT'}")
+    out(
+        f"speed-up: {r.speedup:.2f}x on {r.workers} workers (target >= 1.7x on 2 cores); "
+        f"results.csv {'identical' if r.identical else 'DIFFERENT'}"
+    )
     return r
 
 

@@ -66,14 +66,16 @@ def federation(
     transport: str = "tcp",
     devices: Sequence[str] = (),
     loop: str | None = None,
+    base: str | Path | None = None,
 ) -> Iterator[Cluster]:
     """The cluster file's running federation, or ``nodes`` local agents
     started for the run on ``transport`` (with ``devices``: node i's RDMA
-    device is ``devices[i % len(devices)]``) and event ``loop``."""
+    device is ``devices[i % len(devices)]``) and event ``loop``, their
+    directories under ``base`` (default: the system's temporary directory)."""
     if cluster_file is not None:
         yield load_cluster(cluster_file)
         return
-    with tempfile.TemporaryDirectory(prefix="fednode-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="fednode-bench-", dir=base) as tmp:
         path = write_local(tmp, nodes, transport=transport, devices=devices)
         with ProcessCluster(path, log_dir=Path(tmp) / "logs", loop=loop) as pc:
             pc.wait_ready()

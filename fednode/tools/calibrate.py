@@ -182,7 +182,33 @@ class Calibration:
             self.timed(rnd, "stat", "lookup", [(f,) for f in files], fds)
             for f in files:
                 at.unlink(f)
+        self.cycle(rnd, where, node, parent)
         R.rmdir(parent)
+
+    def cycle(self, rnd: Round, where: str, node: int, parent: str) -> None:
+        """Every operation in turn on each of ``repeat`` fresh names (mkdir, create, stat, getattr,
+        open, write, read, close, unlink, rmdir): no call follows one of its own kind, which is
+        what a mix costs beyond the batches (``mix_agent``, ``mix_client``)."""
+        R, at = self.clients[self.R], self.clients[node]
+        files = names_managed_by(self.hashing, node, f"{parent}/c", self.repeat)
+        dirs = names_managed_by(self.hashing, node, f"{parent}/e", self.repeat)
+        for p in files + dirs:
+            at.call("pin", p, node)
+        with self.profiled() as prof:
+            t0 = time.thread_time_ns()
+            for f, d in zip(files, dirs, strict=True):
+                R.mkdir(d)
+                R.create(f)
+                R.stat(f)
+                R.getattr(f)
+                fd = R.open(f)
+                R.write(fd, bytes(IO), 0)
+                R.read(fd, IO, 0)
+                R.close(fd)
+                R.unlink(f)
+                R.rmdir(d)
+            cpu = time.thread_time_ns() - t0
+        rnd.batches.append(Batch("cycle", where, len(files), cpu, [], prof))
 
     def timed(self, rnd: Round, op: str, where: str, args: list[tuple[Any, ...]], fds: list[int]) -> None:
         R = self.clients[self.R]
@@ -257,7 +283,8 @@ def fit(rnd: Round) -> dict[str, Any]:
     latency: dict[str, dict[str, float]] = {}
     rows, ys, kinds_seen = [], [], []
     for b in rnd.batches:
-        latency.setdefault(b.where, {})[b.op] = statistics.median(b.wall_ns) / 1000
+        if b.wall_ns:
+            latency.setdefault(b.where, {})[b.op] = statistics.median(b.wall_ns) / 1000
         for agent in b.agents.values():
             for op, (n, ns) in agent["local"].items():
                 acc = local.setdefault(op, [0, 0])
@@ -271,6 +298,8 @@ def fit(rnd: Round) -> dict[str, Any]:
     R = min(rnd.batches[0].agents)
     A = max(rnd.batches[0].agents)
     for b in rnd.batches:
+        if b.op == "cycle":
+            continue
         if b.where == "local":
             r = b.agents[R]
             api[b.op] = max((r["cpu_ns"] / 1000 - local_cpu(r)) / b.n - msg, 0.0)
@@ -299,7 +328,7 @@ def fit(rnd: Round) -> dict[str, Any]:
     # reply inside the frame's callback, as ``api_us`` measured).
     per_call = []
     for b in rnd.batches:
-        if b.where != "remote" or b.op not in api:
+        if b.where != "remote" or b.op not in api or b.op == "cycle":
             continue
         sent = sum(b.agents[A]["served"].values())
         if sent:
@@ -307,8 +336,30 @@ def fit(rnd: Round) -> dict[str, Any]:
             beyond = (r["cpu_ns"] / 1000 - local_cpu(r)) - b.n * (msg + api[b.op])
             per_call.append(beyond / sent - msg)
     call_us = max(float(statistics.median(per_call)), 0.0) if per_call else 0.0
+    # The interleaved cycles: what the same calls cost when no call follows one of its kind.
+    num = den = cnum = cden = 0.0
+    for b in rnd.batches:
+        if b.op != "cycle":
+            continue
+        calls = b.agents[R]["calls"]
+        warm_client = sum(n * client.get(op, 0.0) for op, n in calls.items())
+        cnum += b.client_cpu_ns / 1000 - warm_client
+        cden += warm_client
+        if b.where == "local":
+            r = b.agents[R]
+            warm = sum(n * api.get(op, 0.0) for op, n in calls.items())
+            num += r["cpu_ns"] / 1000 - local_cpu(r) - sum(calls.values()) * msg - warm
+            den += warm
+        else:
+            a = b.agents[A]
+            warm = sum(n * dispatch.get(k, 0.0) for k, n in a["served"].items())
+            num += a["cpu_ns"] / 1000 - local_cpu(a) - sum(a["served"].values()) * msg - warm
+            den += warm
+    mix_agent = max(num / den, 0.0) if den else 0.0
+    mix_client = max(cnum / cden, 0.0) if cden else 0.0
     api["*"] = float(statistics.median(api.values())) if api else 0.0
     client["*"] = float(statistics.median(client.values())) if client else 0.0
+    out.update(mix_agent=mix_agent, mix_client=mix_client)
     out.update(api_us=api, client_us=client, dispatch_us=dispatch, call_us=call_us, call_samples_us=per_call,
                dispatch_residual_us=dispatch_res, local_us=local_us, latency_us=latency)  # fmt: skip
     return out
@@ -316,7 +367,7 @@ def fit(rnd: Round) -> dict[str, Any]:
 
 def _flat(f: dict[str, Any]) -> dict[str, float]:
     """The fitted costs of one round as one flat mapping (for the spread)."""
-    flat = {k: f[k] for k in ("o_us", "L_us", "call_us")}
+    flat = {k: f[k] for k in ("o_us", "L_us", "call_us", "mix_agent", "mix_client")}
     for key in ("api_us", "client_us", "dispatch_us", "local_us"):
         flat.update({f"{key}.{k}": v for k, v in f[key].items()})
     return flat
@@ -344,7 +395,7 @@ def spread_of(fits: list[dict[str, Any]]) -> tuple[str, float]:
 def combine(fits: list[dict[str, Any]]) -> dict[str, Any]:
     """The median of each cost over the rounds (a cost seen in only some rounds: over those)."""
     out = dict(fits[-1])
-    for key in ("o_us", "L_us", "byte_us", "G_us_per_byte", "call_us"):
+    for key in ("o_us", "L_us", "byte_us", "G_us_per_byte", "call_us", "mix_agent", "mix_client"):
         out[key] = statistics.median(f[key] for f in fits)
     for key in ("api_us", "client_us", "dispatch_us", "local_us"):
         names = {k for f in fits for k in f[key]}
@@ -382,6 +433,8 @@ def profile_of(fitted: dict[str, Any], rounds: int, spread: tuple[str, float], l
             "byte_us": round(float(fitted["byte_us"]), 6),
             "G_us_per_byte": round(float(fitted["G_us_per_byte"]), 6),
             "call_us": r3(fitted["call_us"]),
+            "mix_agent": r3(fitted["mix_agent"]),
+            "mix_client": r3(fitted["mix_client"]),
             "dispatch_us": {k: r3(v) for k, v in fitted["dispatch_us"].items()},
             "api_us": {k: r3(v) for k, v in fitted["api_us"].items()},
             "client_us": {k: r3(v) for k, v in fitted["client_us"].items()},
@@ -431,6 +484,10 @@ def report(fitted: dict[str, Any], prof: dict[str, Any], spread_target: float) -
         f"a request sent and waited for costs its sender {m['call_us']:.1f} us beyond its two message ends "
         "(per operation: " + ", ".join(f"{v:.1f}" for v in fitted["call_samples_us"]) + ")"
     )
+    lines.append(
+        f"in an interleaved cycle (no call after one of its kind) the agents' request CPU is {m['mix_agent']:.0%} "
+        f"and the client's {m['mix_client']:.0%} above the batches' (mix_agent, mix_client)"
+    )
     rows = [[k, f"{v:.2f}"] for k, v in sorted(fitted["local_us"].items())]
     lines.append("\nlocal file system (us per operation, warm, as the agents ran them):")
     lines.append(table(["op", "us"], rows))
@@ -464,14 +521,17 @@ def calibrate(
     spread: float = SPREAD,
     mount: bool = False,
     quiet: bool = False,
+    base: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Measure, write ``OUT/profile.yaml`` and ``OUT/calibration.txt``; return the profile."""
+    """Measure, write ``OUT/profile.yaml`` and ``OUT/calibration.txt``; return the profile.
+    Local agents keep their directories under ``base`` (default: the system's temporary
+    directory): the local file system's costs are those of the file system there."""
     cores = this_machine()["cores"]
     load0 = os.getloadavg()[0]
     warn = busy(load0, cores)
     if warn and not quiet:
         print(f"warning: {warn}", flush=True)
-    with federation(cluster_file, nodes=2, transport=transport, devices=devices) as cluster:
+    with federation(cluster_file, nodes=2, transport=transport, devices=devices, base=base) as cluster:
         cal = Calibration(cluster, repeat)
         try:
             label = cal.clients[cal.R].status()["transport"]

@@ -77,9 +77,7 @@ class _Sides:
     def print(self, title: str) -> None:
         print(title)
         heads = ["op", *(f"{n} µs" for n in self.names), *(f"{n}/direct" for n in self.names[:-1])]
-        body = [
-            [name, *(f"{t:.2f}" for t in ts), *(f"{t / ts[-1]:.2f}" for t in ts[:-1])] for name, ts in self.rows
-        ]
+        body = [[name, *(f"{t:.2f}" for t in ts), *(f"{t / ts[-1]:.2f}" for t in ts[:-1])] for name, ts in self.rows]
         for line in table(heads, body).splitlines():
             print("  " + line)
 

@@ -46,10 +46,7 @@ def build_nodes(
     force homes)."""
     cls = design_class(spec.design)
     ids = list(spec.members if ids is None else ids)
-    return [
-        cls(i, spec, placement=None if placements is None else placements[k])
-        for k, i in enumerate(ids)
-    ]
+    return [cls(i, spec, placement=None if placements is None else placements[k]) for k, i in enumerate(ids)]
 
 
 def _load_builtin() -> None:

@@ -64,9 +64,7 @@ class Ring:
         self.members = tuple(sorted(members))
         self.vnodes = vnodes
         points = sorted(
-            (mmh3.hash(f"node-{m}-vnode-{v}", 0x5EED, signed=False), m)
-            for m in self.members
-            for v in range(vnodes)
+            (mmh3.hash(f"node-{m}-vnode-{v}", 0x5EED, signed=False), m) for m in self.members for v in range(vnodes)
         )
         self._keys = [p for p, _ in points]
         self._owners = [m for _, m in points]

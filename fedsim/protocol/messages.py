@@ -224,7 +224,6 @@ def register_request(cls: type[Request]) -> type[Request]:
     return cls
 
 
-
 # --- at the manager of a pathname -------------------------------------------------------
 @register_request
 @dataclass(slots=True, frozen=True)
@@ -490,7 +489,6 @@ class Truncate(Request):
     reply: ClassVar[Any] = None
     path: str
     size: int
-
 
 
 # --- codec ------------------------------------------------------------------------------

@@ -99,20 +99,14 @@ _LAYOUT_CODES: Final[dict[str, int]] = {name: code for code, name in enumerate(L
 _CHUNK: Final = 1 << 20
 
 
-def _check_geometry(
-    bits: object, hashes: object, layout: object
-) -> tuple[int, int, str]:
+def _check_geometry(bits: object, hashes: object, layout: object) -> tuple[int, int, str]:
     """Validate a geometry and return it as (bits, hashes, layout)."""
     for name, value in (("bits", bits), ("hashes", hashes)):
         if isinstance(value, bool) or not isinstance(value, int | np.integer):
-            raise TypeError(
-                f"{name} must be an int, got {type(value).__name__} {value!r}"
-            )
+            raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
     bits, hashes = int(bits), int(hashes)  # type: ignore[call-overload]
     if not isinstance(layout, str) or layout not in LAYOUTS:
-        raise ValueError(
-            f"unknown layout {layout!r}: allowed layouts are {', '.join(LAYOUTS)}"
-        )
+        raise ValueError(f"unknown layout {layout!r}: allowed layouts are {', '.join(LAYOUTS)}")
     if bits <= 0:
         raise ValueError(f"bits must be a positive integer (> 0), got {bits}")
     if hashes <= 0:
@@ -145,9 +139,7 @@ def _index_range(bits: int, hashes: int, layout: str) -> int:
 
 def _encode(key: object) -> bytes:
     if not isinstance(key, str):
-        raise TypeError(
-            f"summary keys are str pathnames, got {type(key).__name__} {key!r}"
-        )
+        raise TypeError(f"summary keys are str pathnames, got {type(key).__name__} {key!r}")
     # surrogatepass: os.fsdecode()d names with undecodable bytes still hash
     # deterministically instead of raising; identical to UTF-8 for all other text.
     return key.encode("utf-8", "surrogatepass")
@@ -165,9 +157,7 @@ _PROBE_MEMO: list[tuple[str, tuple[int, int, int], tuple[tuple[int, int], ...]] 
 def _hash_pairs(keys: Sequence[object]) -> npt.NDArray[np.uint64]:
     """(n, 2) array of the two unsigned 64-bit MurmurHash3 halves of each key."""
     n = len(keys)
-    flat = np.fromiter(
-        (half for key in keys for half in _hash_pair(key)), dtype=np.uint64, count=2 * n
-    )
+    flat = np.fromiter((half for key in keys for half in _hash_pair(key)), dtype=np.uint64, count=2 * n)
     return flat.reshape(n, 2)
 
 
@@ -179,9 +169,7 @@ def _check_count(n: object, what: str = "n") -> int:
     return int(n)
 
 
-def _fp_rates(
-    n: npt.NDArray[np.float64], bits: int, hashes: int, layout: str
-) -> npt.NDArray[np.float64]:
+def _fp_rates(n: npt.NDArray[np.float64], bits: int, hashes: int, layout: str) -> npt.NDArray[np.float64]:
     """Theoretical false-positive rate after each insertion count in ``n``.
 
     Every layout is "k arrays/ranges, each hit by ``draws`` uniform draws per key":
@@ -213,9 +201,7 @@ def expected_fp_rate(n: int, bits: int, hashes: int, layout: str = "shared") -> 
     return float(_fp_rates(np.array([n], dtype=np.float64), bits, hashes, layout)[0])
 
 
-def expected_collisions(
-    n: int, bits: int, hashes: int, layout: str = "shared"
-) -> float:
+def expected_collisions(n: int, bits: int, hashes: int, layout: str = "shared") -> float:
     """Expected number of n distinct keys whose k bits were all set before insertion.
 
     Key i (0-based) collides exactly when it would have been a false positive of
@@ -257,9 +243,7 @@ class BloomSummary:
         self._size = _index_range(self._bits, self._hashes, self._layout)
         # offset between the ranges of hash i and hash i+1 (0: all share one range)
         self._stride = 0 if self._layout == "shared" else self._size
-        self._used = (
-            self._size if self._layout == "shared" else self._size * self._hashes
-        )
+        self._used = self._size if self._layout == "shared" else self._size * self._hashes
         # little bit order: bit p lives in byte p >> 3 at bit p & 7
         self._array = np.zeros((self.total_bits + 7) // 8, dtype=np.uint8)
         self._count = 0
@@ -367,9 +351,7 @@ class BloomSummary:
 
     def _set(self, sorted_unique_pos: npt.NDArray[np.int64]) -> None:
         byte = sorted_unique_pos >> 3
-        mask = (np.uint8(1) << (sorted_unique_pos & 7).astype(np.uint8)).astype(
-            np.uint8
-        )
+        mask = (np.uint8(1) << (sorted_unique_pos & 7).astype(np.uint8)).astype(np.uint8)
         starts = np.flatnonzero(np.r_[True, byte[1:] != byte[:-1]])
         self._array[byte[starts]] |= np.bitwise_or.reduceat(mask, starts)
 
@@ -405,9 +387,7 @@ class BloomSummary:
 
     def expected_fp_rate(self, n: int | None = None) -> float:
         """Theoretical false-positive rate of this geometry after n keys (default: count)."""
-        return expected_fp_rate(
-            self._count if n is None else n, self._bits, self._hashes, self._layout
-        )
+        return expected_fp_rate(self._count if n is None else n, self._bits, self._hashes, self._layout)
 
     # -- combination and copies -----------------------------------------------------
     def _geometry(self) -> tuple[int, int, str]:
@@ -415,9 +395,7 @@ class BloomSummary:
 
     def _check_same_geometry(self, other: object) -> BloomSummary:
         if not isinstance(other, BloomSummary):
-            raise TypeError(
-                f"can only combine with a BloomSummary, got {type(other).__name__}"
-            )
+            raise TypeError(f"can only combine with a BloomSummary, got {type(other).__name__}")
         if other._geometry() != self._geometry():
             raise ValueError(
                 "union needs summaries of the same geometry: "
@@ -504,33 +482,22 @@ class BloomSummary:
     def from_bytes(cls, data: bytes | bytearray | memoryview) -> BloomSummary:
         """Parse :meth:`to_bytes` output; any malformed input raises ValueError."""
         if not isinstance(data, bytes | bytearray | memoryview):
-            raise TypeError(
-                f"from_bytes needs a bytes-like object, got {type(data).__name__}"
-            )
+            raise TypeError(f"from_bytes needs a bytes-like object, got {type(data).__name__}")
         data = bytes(data)
         minimum = _HEADER.size + _TRAILER.size
         if len(data) < minimum:
             raise ValueError(
-                f"truncated BloomSummary: got {len(data)} bytes, the header and checksum "
-                f"alone take {minimum}"
+                f"truncated BloomSummary: got {len(data)} bytes, the header and checksum alone take {minimum}"
             )
         magic, version, code, reserved, bits, hashes, count = _HEADER.unpack_from(data)
         if magic != _MAGIC:
-            raise ValueError(
-                f"not a BloomSummary: magic {magic!r}, expected {_MAGIC!r}"
-            )
+            raise ValueError(f"not a BloomSummary: magic {magic!r}, expected {_MAGIC!r}")
         if version != _VERSION:
-            raise ValueError(
-                f"unsupported BloomSummary version {version}; this code reads {_VERSION}"
-            )
+            raise ValueError(f"unsupported BloomSummary version {version}; this code reads {_VERSION}")
         if code >= len(LAYOUTS):
-            raise ValueError(
-                f"corrupt BloomSummary: layout code {code}, allowed 0..{len(LAYOUTS) - 1}"
-            )
+            raise ValueError(f"corrupt BloomSummary: layout code {code}, allowed 0..{len(LAYOUTS) - 1}")
         if reserved != 0:
-            raise ValueError(
-                f"corrupt BloomSummary: reserved header field is {reserved}, expected 0"
-            )
+            raise ValueError(f"corrupt BloomSummary: reserved header field is {reserved}, expected 0")
         layout = LAYOUTS[code]
         try:  # validate before allocating: a garbled header may claim 2^40 bits
             _check_geometry(bits, hashes, layout)
@@ -550,9 +517,7 @@ class BloomSummary:
         payload = np.frombuffer(data, dtype=np.uint8, count=nbytes, offset=_HEADER.size)
         tail = _total_bits(bits, hashes, layout) % 8
         if tail and int(payload[-1]) >> tail:
-            raise ValueError(
-                "corrupt BloomSummary: padding bits after the last bit are set"
-            )
+            raise ValueError("corrupt BloomSummary: padding bits after the last bit are set")
         summary = cls(bits, hashes, layout)
         summary._array[:] = payload
         summary._count = count

@@ -18,9 +18,7 @@ from fedsim.protocol.registry import Registry
 class PlacementPolicy(Protocol):
     name: str
 
-    def choose_home(
-        self, path: str, is_dir: bool, requester: int, manager: int, members: Sequence[int]
-    ) -> int:
+    def choose_home(self, path: str, is_dir: bool, requester: int, manager: int, members: Sequence[int]) -> int:
         """Return the node (one of ``members``) that will hold ``path``."""
         ...
 

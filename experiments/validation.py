@@ -1,0 +1,494 @@
+"""Validation: the simulator's prediction beside the real federation's measurement, point by point.
+
+    fedsim run configs/validation/small.yaml     # what CI runs: 1, 2 agents, small workloads
+    fedsim run configs/validation/tcp.yaml       # 1, 2, 4 agents, the full table
+
+The framework's promise is that the simulator can be trusted where no
+testbed reaches, because it runs the agents' own protocol code.  The
+semantics agree (the conformance suite); this study checks the performance.
+On this machine it starts real agents (TCP on loopback, the cluster file's
+default protocol) and runs, for 1, 2 and 4 agents:
+
+* **per-operation latency** at each hop count: FedFS Table 2's cells
+  (``fedsim.table2_cells``, the arrangements ``fednode bench`` forces: names
+  hashed to the cell's managers, the home pinned), timed through the client
+  API from this process, median of ``latency_repeat`` calls;
+* **SPEC SFS97, closed loop**: a file set laid into the agents' directories
+  before they start (as the simulator's ``place`` lays it), then 1, 2, 4 ...
+  client threads, each attached to one agent, running the mix back to back:
+  throughput per client count, up to saturation;
+* **PostMark through the client API** (``experiments.postmark_agents``:
+  one client per agent, ``route: hash``) and, where FUSE works, **through
+  the mount**: the real ``postmark`` binary on a mount of each agent.
+
+Each point is then simulated on the same federation: the cluster file's
+protocol section and workers, its hashing and placement, the same names and
+pins, the same client streams; the machine as the calibrated profile says
+(``machine: model: calibrated``, all agents and this process on one host of
+this machine's cores, the client threads one process).  The profile comes
+from ``fednode calibrate``'s microbenchmarks, run first unless ``profile:``
+names one (a cached one is reused while the code and the machine are those
+it was taken with): no parameter is fitted to the numbers it is compared with.
+
+Every row: workload, agents, point, measured, predicted, relative error
+(predicted / measured - 1).  The summary gives the issue's measures: the
+mean absolute relative error of the latencies and of the throughputs below
+saturation, the saturation point, and the 1 -> 2 -> 4 agent scaling; and,
+where a prediction misses, which model it points at (the report says how
+busy the machine was: a 2-core machine shared with other work measures that
+work too).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import os
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from experiments.common import build_cluster, run_postmark, run_workload
+from fednode.client import Client
+from fednode.cluster import ProcessCluster, write_local
+from fednode.config import Cluster, load_cluster
+from fedsim.calibration import apply_calibration, foreign
+from fedsim.config import SFS97_MIX, Config, validate
+from fedsim.protocol.hashing import names_managed_by
+from fedsim.protocol.policies.homes import Pinned
+from fedsim.results import StudyResult
+from fedsim.schema import table
+from fedsim.studies import register_study
+from fedsim.table2_cells import CELLS, Cell
+from fedsim.workloads.postmark import PostMarkParams
+from fedsim.workloads.sfs97 import make_fileset
+
+IO = 4096
+#: the Table 2 cells both worlds can arrange (as ``fednode bench``): warm reads and writes, no all-R DT miss
+LAT_CELLS: tuple[Cell, ...] = tuple(
+    c
+    for c in CELLS
+    if c.roles is not None and c.variant != "cache-hit" and (c.dt_hit or c.op != "unlink" or set(c.roles) != {"R"})
+)
+
+
+class Params(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    agents: list[int] = Field(default_factory=lambda: [1, 2, 4])
+    latency_repeat: int = Field(30, ge=5)
+    sfs_clients: list[int] = Field(default_factory=lambda: [1, 2, 4, 8])
+    sfs_ops: int = Field(600, ge=50)  # per client count
+    sfs_files: int = Field(300, ge=10)
+    sfs_dirs: int = Field(12, ge=1)
+    postmark: PostMarkParams = PostMarkParams(number=60, transactions=300, subdirectories=3, seed=42)
+    mount: bool = True  # PostMark through a FUSE mount too, where FUSE works
+    profile: str | None = None  # a fednode calibrate profile; None: calibrate here first (cached)
+    calibrate_repeat: int = Field(60, ge=10)
+    cache: str = "results/calibration"  # where a calibration made here is kept for reuse
+    # where the agents' directories go, for the calibration and the validation alike (""; the system's
+    # temporary directory): the local file system's costs are those of the file system there
+    agent_dir: str = ""
+
+
+# ----------------------------------------------------------------------------------------- two worlds
+class Real:
+    """A running local federation, driven from this process (one client per agent)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.clients = {n: Client(cluster, node=n) for n in cluster.spec.members}
+
+    def close(self) -> None:
+        for c in self.clients.values():
+            c.disconnect()
+
+    def pin(self, manager: int, path: str, home: int) -> None:
+        self.clients[manager].call("pin", path, home)
+
+    def call(self, node: int, op: str, *args: Any) -> Any:
+        return self.clients[node].call(op, *args)
+
+    def timed(self, node: int, op: str, calls: list[tuple[Any, ...]]) -> list[float]:
+        c = self.clients[node]
+        out = []
+        for args in calls:
+            t0 = time.perf_counter_ns()
+            c.call(op, *args)
+            out.append((time.perf_counter_ns() - t0) / 1000)
+        return out
+
+
+class Sim:
+    """The same federation on the simulator, its calls made by one client program (this process's model)."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.c = build_cluster(cfg)
+        self.c.preload_summaries()
+        for node in self.c.nodes:
+            for timer in node.background():
+                self.c.spawn(node.id, timer)
+
+    def pin(self, manager: int, path: str, home: int) -> None:
+        node = self.c.nodes[manager]
+        if not isinstance(node.placement, Pinned):
+            node.placement = Pinned({}, node.placement)
+        node.placement.homes[path] = home
+
+    def call(self, node: int, op: str, *args: Any) -> Any:
+        p = self.c.env.process(self.c.client_op(0, node, op, *args))
+        self.c.env.run(until=p)
+        return p.value
+
+    def timed(self, node: int, op: str, calls: list[tuple[Any, ...]]) -> list[float]:
+        out = []
+        for args in calls:
+            t0 = self.c.env.now
+            self.call(node, op, *args)
+            out.append(self.c.env.now - t0)
+        return out
+
+
+def cell_latency(world: Real | Sim, cell: Cell, n: int, repeat: int, top: str, hashing: Any) -> float:
+    """Median latency (us) of ``cell``'s call at R = node 0, arranged as ``fednode bench`` arranges it."""
+    assert cell.roles is not None
+    role = {"R": 0, **{x: i + 1 if i + 1 < n else None for i, x in enumerate("ABC")}}
+    m, pm, h = (role[x] for x in cell.roles)
+    assert m is not None and pm is not None and h is not None
+    tag = cell.case.replace(" ", "_")
+    parent = names_managed_by(hashing, pm, f"{top}/{tag}_")[0]
+    world.pin(pm, parent, h)
+    world.call(0, "mkdir", parent)
+    paths = names_managed_by(hashing, m, f"{parent}/n", repeat + 1)
+    for p in paths:
+        world.pin(m, p, h)
+    calls: list[tuple[Any, ...]]
+    if cell.api in ("create", "mkdir"):
+        calls = [(p,) for p in paths]
+    else:
+        maker = 0 if cell.dt_hit else next((x for x in (m, pm, h) if x != 0), 0)
+        if cell.api in ("read", "write"):
+            world.call(maker, "create", paths[0])
+            fd = world.call(maker, "open", paths[0])
+            world.call(maker, "write", fd, 0, bytes(IO))
+            world.call(maker, "close", fd)
+            fd = world.call(0, "open", paths[0])
+            calls = [(fd, 0, IO) if cell.api == "read" else (fd, 0, bytes(IO))] * (repeat + 1)
+        else:
+            for p in paths:
+                world.call(maker, "create", p)
+            calls = [(p,) for p in paths]
+    lat = world.timed(0, cell.api, calls)
+    return float(statistics.median(lat[1:]))  # the first warms the connections and caches
+
+
+# ----------------------------------------------------------------------------------------- SFS97 on agents
+def lay_out(cluster: Cluster, files: list[str], dirs: list[str], sizes: dict[str, int]) -> None:
+    """The file set in the agents' directories before they start, each name
+    at its manager (placement ``with_manager``), as ``sfs97.place`` lays it."""
+    hashing = cluster.spec.hashing_fn()
+    for d in dirs:
+        root = cluster.root_of(hashing.manager_of(d))
+        (root / d.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    for f in files:
+        path = cluster.root_of(hashing.manager_of(f)) / f.lstrip("/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(bytes(sizes[f]))
+
+
+def sfs_real(cluster: Cluster, files: list[str], clients: int, ops: int, seed: int) -> float:
+    """Closed-loop SFS97 on the agents: ``clients`` threads (client i at agent i mod N), ``ops`` in all; ops/s."""
+    members = cluster.spec.members
+    names, weights = zip(*SFS97_MIX.items(), strict=True)
+    p = np.array(weights, float) / sum(weights)
+    left = [ops]
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    # Every client's operations drawn before the clock starts: the simulator's driver costs no
+    # simulated time, so the real one must not spend its CPU choosing either.
+    plans = []
+    for i in range(clients):
+        rng = np.random.default_rng(seed * 1000 + i)
+        kinds = rng.choice(len(names), size=ops, p=p)
+        picks = rng.integers(0, len(files), size=ops)
+        plans.append([(names[int(k)], files[int(f)]) for k, f in zip(kinds, picks, strict=True)])
+
+    def client(i: int) -> None:
+        c = Client(cluster, node=members[i % len(members)])
+        fds: dict[str, int] = {}
+        made: list[str] = []
+        plan = iter(plans[i])
+        try:
+            while True:
+                with lock:
+                    if left[0] <= 0:
+                        return
+                    left[0] -= 1
+                op, path = next(plan)
+                if op == "lookup":
+                    c.call("stat", path)
+                elif op in ("read", "write"):
+                    fd = fds.get(path)
+                    if fd is None:
+                        fd = fds[path] = c.call("open", path)
+                    c.call(op, fd, 0, IO if op == "read" else bytes(IO))
+                elif op == "create":
+                    new = f"{path}.c{i}_{len(made)}"
+                    c.call("create", new)
+                    made.append(new)
+                elif made:
+                    c.call("unlink", made.pop())
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            c.disconnect()
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    if errors:
+        raise errors[0]
+    return ops / wall
+
+
+# ----------------------------------------------------------------------------------------- the profile
+def code_digest() -> str:
+    """What the calibration's numbers depend on: the agents' and the simulator's code."""
+    h = hashlib.sha1()
+    base = Path(__file__).resolve().parents[1]
+    for d in ("fednode", "fedsim/protocol"):
+        for f in sorted((base / d).rglob("*.py")):
+            h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def profile_for(params: Params, say: Callable[[str], None]) -> Path:
+    """The profile to predict with: ``params.profile``, or a cached calibration of
+    this machine and code, or a new one (``fednode calibrate``)."""
+    if params.profile:
+        return Path(params.profile)
+    from fednode.tools.calibrate import calibrate
+
+    path = Path(params.cache) / "profile.yaml"
+    digest = code_digest()
+    if path.exists():
+        prof = yaml.safe_load(path.read_text()) or {}
+        on = (prof.get("machine") or {}).get("measured_on") or {}
+        if prof.get("code") == digest and prof.get("agent_dir") == params.agent_dir and not foreign(on):
+            say(f"calibration: reusing {path} (this machine, this code)")
+            return path
+    say("calibration: measuring this machine (fednode calibrate)")
+    calibrate(None, path.parent, repeat=params.calibrate_repeat, quiet=True, base=params.agent_dir or None)
+    prof = yaml.safe_load(path.read_text())
+    prof["code"] = digest
+    prof["agent_dir"] = params.agent_dir
+    path.write_text(yaml.safe_dump(prof, sort_keys=False))
+    return path
+
+
+def sim_config(cfg: Config, cluster: Cluster, profile: Path, n: int, workload: dict[str, Any]) -> Config:
+    """The simulator's config of the federation ``cluster`` describes, on this machine."""
+    raw: dict[str, Any] = {
+        "study": "simulate",
+        "seed": cfg.seed,
+        "cluster": {"nodes": n, "workers": cluster.spec.workers, "rpc_timeout_ms": cluster.spec.rpc_timeout_ms},
+        "protocol": cluster.spec.protocol.model_dump(),
+        "machine": {"hosts": 1},  # every agent and this process on this one machine
+        "calibration": str(profile.resolve()),
+        "workload": workload,
+    }
+    apply_calibration(raw, "validation")
+    return validate(raw, "validation")
+
+
+# ----------------------------------------------------------------------------------------- the study
+@dataclass
+class Point:
+    workload: str
+    agents: int
+    point: str
+    measured: float
+    predicted: float
+    unit: str
+    saturated: bool = False
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.measured - 1 if self.measured else float("nan")
+
+
+@dataclass
+class Outcome:
+    points: list[Point] = field(default_factory=list)
+    load: list[float] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def agents(n: int, base: Path, prepare: Callable[[Cluster], None] | None = None) -> Iterator[tuple[Path, Cluster]]:
+    """``n`` local agents (TCP, the default cluster file) in ``base``, ready;
+    ``prepare`` gets the cluster before they start (to lay files into their directories)."""
+    path = write_local(base, n)
+    if prepare is not None:
+        prepare(load_cluster(path))
+    with ProcessCluster(path, log_dir=base / "logs") as pc:
+        pc.wait_ready()
+        yield path, pc.cluster
+
+
+def run_points(cfg: Config, params: Params, say: Callable[[str], None]) -> Outcome:
+    from experiments.postmark_agents import client_api
+
+    out = Outcome(load=[os.getloadavg()[0]])
+    profile = profile_for(params, say)
+    pm_params = params.postmark
+    for n in params.agents:
+        with tempfile.TemporaryDirectory(prefix="val", dir=params.agent_dir or None) as tmp:
+            base = Path(tmp)
+            # 1. per-operation latency, Table 2's cells
+            with agents(n, base / "lat") as (path, cluster):
+                real = Real(cluster)
+                try:
+                    sim = Sim(sim_config(cfg, cluster, profile, n, {}))
+                    hashing = cluster.spec.hashing_fn()
+                    real.call(0, "mkdir", "/v")
+                    sim.call(0, "mkdir", "/v")
+                    for cell in LAT_CELLS:
+                        needed = {x for x in cell.roles or () if x != "R"}
+                        if len({"A", "B", "C"} & needed) and max("ABC".index(x) + 2 for x in needed) > n:
+                            continue
+                        measured = cell_latency(real, cell, n, params.latency_repeat, "/v", hashing)
+                        predicted = cell_latency(sim, cell, n, params.latency_repeat, "/v", hashing)
+                        out.points.append(Point("latency", n, cell.case, measured, predicted, "us"))
+                finally:
+                    real.close()
+            say(f"{n} agents: latency cells done")
+            # 2. SFS97 closed loop over a laid-out file set
+            rng = np.random.default_rng(cfg.seed)
+            fs = make_fileset(params.sfs_files, params.sfs_dirs, rng)
+            sizes = {f: min(s, 64 * 1024) for f, s in fs.sizes.items()}
+            best = 0.0
+            rates: list[tuple[int, float, float]] = []
+            for k in params.sfs_clients:
+                lay = functools.partial(lay_out, files=fs.files, dirs=fs.dirs, sizes=sizes)
+                with agents(n, base / f"sfs{k}", lay) as (path, cluster):
+                    measured = sfs_real(cluster, fs.files, k, params.sfs_ops, cfg.seed)
+                    scfg = sim_config(cfg, cluster, profile, n, {
+                        "kind": "sfs97", "files": params.sfs_files, "dirs": params.sfs_dirs, "arrivals": "closed",
+                        "clients": k, "ops": params.sfs_ops, "io_size": IO,
+                    })  # fmt: skip
+                predicted = run_workload(scfg).metrics["throughput_ops_s"]
+                rates.append((k, measured, predicted))
+                best = max(best, measured)
+            for k, measured, predicted in rates:
+                out.points.append(Point("sfs97", n, f"{k} clients", measured, predicted, "ops/s",
+                                        saturated=measured >= 0.9 * best and k != rates[0][0]))  # fmt: skip
+            say(f"{n} agents: SFS97 done")
+            # 3. PostMark through the client API (and the mount)
+            from fedsim.workloads.postmark import Clients
+
+            clients = Clients(pm_params, clients=n)
+            with agents(n, base / "pm") as (path, cluster):
+                api = client_api(path, clients)
+                pcfg = sim_config(cfg, cluster, profile, n, {
+                    "kind": "postmark", "clients": n, "postmark": {**pm_params.model_dump(), "route": "hash"},
+                })  # fmt: skip
+            predicted = run_postmark(pcfg).metrics["postmark_tps"]
+            out.points.append(Point("postmark api", n, "transactions/s", api.tps, predicted, "tx/s"))
+            say(f"{n} agents: PostMark done")
+    out.load.append(os.getloadavg()[0])
+    return out
+
+
+# ----------------------------------------------------------------------------------------- summary
+#: what a miss of each workload points at first, in the words of the models (``fedsim.machine``)
+SUSPECTS = {
+    "latency": "the per-request CPU costs (dispatch_us, call_us) or the flight L: a cell's path is sequential",
+    "sfs97": "the shared cores and the client program's one process (the GIL): contention among processes",
+    "postmark api": "the shared cores, the client threads' GIL and the local file system's create/mkdir",
+    "postmark mount": "the FUSE layer: callbacks per system call, the mount's CPU outside callbacks",
+}
+
+
+def summarize(points: list[Point]) -> dict[str, float]:
+    """The issue's measures: mean absolute relative errors, saturation and scaling."""
+    m: dict[str, float] = {}
+    lat = [abs(p.error) for p in points if p.workload == "latency"]
+    if lat:
+        m["latency_mare"] = float(np.mean(lat))
+    below = [abs(p.error) for p in points if p.workload != "latency" and not p.saturated]
+    if below:
+        m["throughput_mare"] = float(np.mean(below))
+    for n in sorted({p.agents for p in points}):
+        sfs = [p for p in points if p.workload == "sfs97" and p.agents == n]
+        if sfs:
+            meas = max(p.measured for p in sfs)
+            pred = max(p.predicted for p in sfs)
+            m[f"sfs97_saturation_error.{n}"] = pred / meas - 1
+    for wl in ("postmark api", "postmark mount", "sfs97"):
+        by_n: dict[int, tuple[float, float]] = {}
+        for p in points:
+            if p.workload == wl:
+                meas, pred = by_n.get(p.agents, (0.0, 0.0))
+                by_n[p.agents] = (max(meas, p.measured), max(pred, p.predicted))
+        if 1 in by_n:
+            for n, (meas, pred) in by_n.items():
+                if n != 1 and by_n[1][0] and by_n[1][1]:
+                    sm, sp = meas / by_n[1][0], pred / by_n[1][1]
+                    m[f"scaling_error.{wl}.{n}"] = sp / sm - 1
+    return m
+
+
+def report(out: Outcome, summary: dict[str, float]) -> str:
+    rows = [[p.workload, p.agents, p.point, f"{p.measured:,.1f}", f"{p.predicted:,.1f}", p.unit,
+             f"{100 * p.error:+.1f}%" + (" (sat)" if p.saturated else "")] for p in out.points]  # fmt: skip
+    lines = [
+        "Validation: the simulator (calibrated machine model) beside real agents on this machine (TCP loopback)",
+        table(["workload", "agents", "point", "measured", "predicted", "unit", "error"], rows),
+        "",
+        "error = predicted / measured - 1; (sat) marks SFS97 points at saturation (90 % of the best measured)",
+    ]
+    targets = {"latency_mare": 0.15, "throughput_mare": 0.20}
+    for k, v in summary.items():
+        bound = targets.get(k, 0.25)
+        verdict = "within" if abs(v) <= bound else "MISSED"
+        lines.append(f"{k}: {100 * v:+.1f}% ({verdict} the {bound:.0%} target)")
+    missed = {p.workload for p in out.points if abs(p.error) > (0.15 if p.workload == "latency" else 0.20)}
+    for wl in sorted(missed):
+        lines.append(f"misses in {wl}: look first at {SUSPECTS.get(wl, 'the machine model')}")
+    lines.append(
+        f"machine: {os.cpu_count()} cores, load average {out.load[0]:.2f} before and {out.load[-1]:.2f} after "
+        "(a busy machine measures the other work too)"
+    )
+    return "\n".join(lines)
+
+
+def run(cfg: Config, params: Params) -> StudyResult:
+    out = run_points(cfg, params, lambda s: print(s, flush=True))
+    summary = summarize(out.points)
+    res = StudyResult()
+    for p in out.points:
+        case = f"{p.workload} agents={p.agents} {p.point}"
+        res.extend(case, {"measured": p.measured, "predicted": p.predicted, "error": p.error})
+    res.extend("summary", summary)
+    res.add("summary", "load_before", out.load[0])
+    res.add("summary", "load_after", out.load[-1])
+    res.report = report(out, summary)
+    return res
+
+
+register_study("validation", Params, run)
