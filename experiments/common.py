@@ -11,9 +11,11 @@ from typing import Any
 import numpy as np
 
 from fedsim.config import Config
+from fedsim.fuse import FuseParams
 from fedsim.machine import MachineParams
 from fedsim.network import LogGP, preset
 from fedsim.runtime import CpuCosts, SimCluster, long_run_gc
+from fedsim.schema import ConfigError
 from fedsim.storage import EXT2_PAPER, StorageParams
 from fedsim.workloads.postmark import Clients, PostMarkParams
 from fedsim.workloads.postmark_sim import PostMarkDriver
@@ -227,7 +229,7 @@ def postmark_clients(cfg: Config, clients: int | None = None) -> Clients:
     """The PostMark clients ``cfg.workload`` describes (client i in /pm<i>);
     ``clients`` overrides how many."""
     pm = cfg.workload.postmark
-    params = PostMarkParams(**pm.model_dump(exclude={"seed_step", "route", "client_link"}))  # the generator's own
+    params = PostMarkParams(**pm.model_dump(exclude={"seed_step", "route", "client_link", "mount"}))  # its own
     return Clients(params, clients=clients or cfg.workload.clients, seed_step=pm.seed_step)
 
 
@@ -239,7 +241,15 @@ def run_postmark(cfg: Config, **overrides: Any) -> RunOutcome:
     c = build_cluster(cfg, **overrides)
     start_federation(cfg, c)
     pm = cfg.workload.postmark
-    drv = PostMarkDriver(c, postmark_clients(cfg), route=pm.route, client_link=pm.client_link)
+    fuse = None
+    if pm.mount:
+        if not cfg.machine.fuse:
+            raise ConfigError(
+                "workload.postmark.mount: the FUSE model needs machine.fuse: run `fednode calibrate --mount` "
+                "and name its profile under calibration:"
+            )
+        fuse = FuseParams.from_profile(cfg.machine.fuse)
+    drv = PostMarkDriver(c, postmark_clients(cfg), route=pm.route, client_link=pm.client_link, mount=fuse)
     with long_run_gc():
         e0 = simulator_events(c)
         t_wall = time.perf_counter()
@@ -251,6 +261,7 @@ def run_postmark(cfg: Config, **overrides: Any) -> RunOutcome:
     events = simulator_events(c) - e0 - 1
     m = metrics_between(before, after, drv.rec, c.env.now - t0)
     m["postmark_tps"] = drv.transactions_per_s()
+    m["postmark_binary_tps"] = drv.binary_tps()
     for key in drv.counts[0]:
         m[f"postmark.{key}"] = sum(cnt[key] for cnt in drv.counts)
     out = RunOutcome(m, drv.rec, c)

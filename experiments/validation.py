@@ -289,11 +289,16 @@ def profile_for(params: Params, say: Callable[[str], None]) -> Path:
     if path.exists():
         prof = yaml.safe_load(path.read_text()) or {}
         on = (prof.get("machine") or {}).get("measured_on") or {}
-        if prof.get("code") == digest and prof.get("agent_dir") == params.agent_dir and not foreign(on):
+        has_fuse = bool((prof.get("machine") or {}).get("fuse"))
+        wanted = prof.get("code") == digest and prof.get("agent_dir") == params.agent_dir
+        if wanted and not foreign(on) and (has_fuse or not params.mount):
             say(f"calibration: reusing {path} (this machine, this code)")
             return path
     say("calibration: measuring this machine (fednode calibrate)")
-    calibrate(None, path.parent, repeat=params.calibrate_repeat, quiet=True, base=params.agent_dir or None)
+    from experiments.postmark_agents import mount_missing
+
+    fuse = params.mount and not mount_missing()
+    calibrate(None, path.parent, repeat=params.calibrate_repeat, quiet=True, base=params.agent_dir or None, mount=fuse)
     prof = yaml.safe_load(path.read_text())
     prof["code"] = digest
     prof["agent_dir"] = params.agent_dir
@@ -351,7 +356,7 @@ def agents(n: int, base: Path, prepare: Callable[[Cluster], None] | None = None)
 
 
 def run_points(cfg: Config, params: Params, say: Callable[[str], None]) -> Outcome:
-    from experiments.postmark_agents import client_api
+    from experiments.postmark_agents import client_api, mount_missing, mounted
 
     out = Outcome(load=[os.getloadavg()[0]])
     profile = profile_for(params, say)
@@ -409,6 +414,15 @@ def run_points(cfg: Config, params: Params, say: Callable[[str], None]) -> Outco
                 })  # fmt: skip
             predicted = run_postmark(pcfg).metrics["postmark_tps"]
             out.points.append(Point("postmark api", n, "transactions/s", api.tps, predicted, "tx/s"))
+            if params.mount and not mount_missing():
+                with agents(n, base / "pmm") as (path, cluster):
+                    mnt = mounted(path, clients, base)
+                    mcfg = sim_config(cfg, cluster, profile, n, {
+                        "kind": "postmark", "clients": n,
+                        "postmark": {**pm_params.model_dump(), "route": "fixed", "mount": True},
+                    })  # fmt: skip
+                predicted = run_postmark(mcfg).metrics["postmark_binary_tps"]
+                out.points.append(Point("postmark mount", n, "transactions/s", mnt.tps, predicted, "tx/s"))
             say(f"{n} agents: PostMark done")
     out.load.append(os.getloadavg()[0])
     return out

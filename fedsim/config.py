@@ -145,6 +145,9 @@ class PostMarkConfig(PostMarkParams):
     # clients across a network from the servers (the paper's DAFS clients): each
     # call's request and reply cross it, replies occupying the server's NIC
     client_link: bool = False
+    # each client is the PostMark binary on a FUSE mount of node i mod N (the fixed route): its
+    # system calls go through the FUSE model (``fedsim.fuse``, costs from ``machine.fuse``)
+    mount: bool = False
 
 
 class WorkloadConfig(Strict):

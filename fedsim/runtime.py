@@ -397,21 +397,43 @@ class SimCluster:
         assert mach is not None
         proc = mach.client_proc(client, node_id)
         half = mach.mixed(proc, name, mach.client(name), mach.p.mix_client) / 2  # its request, then its reply
-        size = CLIENT_HEADER + sum(len(a) for a in args if isinstance(a, (bytes, str)))
         yield self.cpu_at(proc, half)
+        try:
+            return (yield from self.agent_call(node_id, [(name, args)], trace))
+        finally:
+            yield self.cpu_at(proc, half)
+
+    def agent_call(
+        self, node_id: int, calls: list[tuple[str, tuple[Any, ...]]], trace: OpTrace | None
+    ) -> Generator[Any, Any, Any]:
+        """One round trip of a client program to agent ``node_id`` on the
+        machine model, carrying ``calls`` (API operations run one after the
+        other, as ``Client.pipeline`` does): the request's flight, the agent's
+        receipt and its CPU per call, the protocol running each call, the
+        reply's CPU and flight.  The client's own CPU is the caller's.  The
+        value (or error) is the first call's; a later call's error is dropped
+        (a pipelined getattr after an open, which only warms a cache)."""
+        mach = self.machine
+        assert mach is not None
+        size = CLIENT_HEADER + sum(len(a) for _, args in calls for a in args if isinstance(a, (bytes, str)))
         yield self.env.timeout(mach.flight_us(size))
-        yield self.cpu_at(node_id, mach.message_us(size) + mach.mixed(node_id, name, mach.api(name), mach.p.mix_agent))
-        self.client_ops[node_id] += 1
+        api = sum(mach.mixed(node_id, name, mach.api(name), mach.p.mix_agent) for name, _ in calls)
+        yield self.cpu_at(node_id, mach.message_us(size) + api)
         err: BaseException | None = None
         value: Any = None
-        try:
-            value = yield from self._drive(node_id, getattr(self.nodes[node_id], name)(*args), trace, 0)
-        except OSError as e:
-            err = e
+        for i, (name, args) in enumerate(calls):
+            self.client_ops[node_id] += 1
+            try:
+                v = yield from self._drive(node_id, getattr(self.nodes[node_id], name)(*args), trace, 0)
+            except OSError as e:
+                if i == 0:
+                    err = e
+                continue
+            if i == 0:
+                value = v
         size = CLIENT_HEADER + (len(value) if isinstance(value, bytes) else 0)
         yield self.cpu_at(node_id, mach.message_us(size))
         yield self.env.timeout(mach.flight_us(size))
-        yield self.cpu_at(proc, half)
         if err is not None:
             raise err
         return value

@@ -47,6 +47,7 @@ import datetime
 import os
 import platform
 import statistics
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -543,7 +544,9 @@ def calibrate(
         if mount:
             from fednode.tools.calibrate_fuse import measure_fuse
 
-            fuse = measure_fuse(Path(cluster.path), cal.R, out / "fuse", repeat=repeat)
+            assert cluster.source is not None
+            with tempfile.TemporaryDirectory(prefix="fednode-calibrate-fuse-", dir=base) as work:
+                fuse = measure_fuse(cluster.source, cal.R, Path(work), repeat=repeat)["fuse"]
     fits = [fit(r) for r in rounds]
     fitted = combine(fits)
     worst = spread_of(fits)

@@ -35,6 +35,7 @@ import errno
 from collections.abc import Generator
 from typing import Any
 
+from fedsim.fuse import FuseParams, Mount
 from fedsim.protocol.routing import Route, Router
 from fedsim.runtime import CLIENT_HEADER, OpTrace, SimCluster
 from fedsim.workloads.postmark import Clients, Op, PostMark, op_calls
@@ -47,7 +48,13 @@ class PostMarkDriver:
     PostMark counts) and the simulated span of each client's transactions."""
 
     def __init__(
-        self, cluster: SimCluster, clients: Clients, *, route: Route = "fixed", client_link: bool = False
+        self,
+        cluster: SimCluster,
+        clients: Clients,
+        *,
+        route: Route = "fixed",
+        client_link: bool = False,
+        mount: FuseParams | None = None,
     ) -> None:
         self.c = cluster
         self.client_link = client_link
@@ -58,10 +65,29 @@ class PostMarkDriver:
         self.measuring = True
         self.streams = [clients.client(i) for i in range(clients.clients)]
         self.tx_span: list[tuple[float, float]] = [(0.0, 0.0)] * clients.clients
+        #: each client's whole run (its directory, pool, transactions, clean-up): what a binary's wall time spans
+        self.span: list[tuple[float, float]] = [(0.0, 0.0)] * clients.clients
+        #: with ``mount``: client i is the PostMark binary on a FUSE mount of node i (the fixed route),
+        #: its system calls simulated by the FUSE model (``fedsim.fuse``; needs the machine model)
+        self.mounts: list[Mount] | None = None
+        if mount is not None:
+            if cluster.machine is None:
+                raise ValueError("PostMark on a mount needs the machine model (machine: model: calibrated)")
+            n = len(cluster.nodes)
+            self.mounts = [Mount(cluster, mount, i, i % n) for i in range(clients.clients)]
 
     @property
     def counts(self) -> list[dict[str, int]]:
         return [pm.counts.as_dict() for pm in self.streams]
+
+    def binary_tps(self) -> float:
+        """Transactions over the wall time of the longest client, pool creation
+        and deletion included: what ``experiments.postmark_agents`` measures of
+        the binaries on mounts (which report no finer time)."""
+        start = min(s for s, _ in self.span)
+        end = max(e for _, e in self.span)
+        total = self.clients.clients * self.clients.params.transactions
+        return total / ((end - start) / 1e6) if end > start else 0.0
 
     def transactions_per_s(self) -> float:
         """PostMark's headline number for all clients together: transactions
@@ -89,7 +115,47 @@ class PostMarkDriver:
         yield c.env.timeout(c.to_client(node, CLIENT_HEADER + (len(value) if isinstance(value, bytes) else 0)))
         return value
 
+    def _mount_op(self, mount: Mount, op: Op, pm: PostMark, trace: OpTrace) -> Generator[Any, Any, None]:
+        """One PostMark operation as the binary's system calls on the mount."""
+        calls = op_calls(op, pm)
+        call = next(calls)
+        fd = -1
+        while True:
+            name, args = call
+            try:
+                if name == "create":
+                    path = args[0]
+                    mount.seen[path] = self.c.env.now
+                    fd = yield from mount.syscall(
+                        "creat", [("create", args), ("open", args), ("getattr", args)], path, trace
+                    )
+                    call = calls.send(None)  # its open, which the create's own pipeline made
+                    value: Any = fd
+                elif name == "open":
+                    fresh = mount._fresh(args[0])
+                    phase = "open_cold" if not fresh else "open_append" if op.kind == "append" else "open_cached"
+                    value = fd = yield from mount.syscall(phase, [("open", args)], args[0], trace)
+                elif name == "write":
+                    value = yield from mount.syscall("write4k", [("write", args)], "", trace)
+                elif name == "read":
+                    value = yield from mount.read(args[0], args[1], args[2], op.size, trace)
+                elif name == "close":
+                    mount.closed(fd)
+                    phase = "close_read" if op.kind == "read" else "close_written"
+                    value = yield from mount.syscall(phase, [("close", args)], "", trace)
+                else:  # unlink, mkdir, rmdir
+                    value = yield from mount.syscall(name, [(name, args)], args[0], trace)
+            except OSError as exc:
+                call = calls.throw(exc)
+                continue
+            try:
+                call = calls.send(value)
+            except StopIteration:
+                return
+
     def _op(self, client: int, node: int, op: Op, pm: PostMark, trace: OpTrace) -> Generator[Any, Any, None]:
+        if self.mounts is not None:
+            return (yield from self._mount_op(self.mounts[client], op, pm, trace))
         calls = op_calls(op, pm)
         call = next(calls)
         while True:
@@ -108,8 +174,12 @@ class PostMarkDriver:
         then its PostMark stream, one operation at a time."""
         env, pm = self.c.env, self.streams[i]
         home = self.clients.location(i)
+        begun = env.now
         try:
-            yield from self.c.client_op(i, self.router.entry(i, home), "mkdir", home)
+            if self.mounts is not None:
+                yield from self.mounts[i].syscall("mkdir", [("mkdir", (home,))], home, None)
+            else:
+                yield from self.c.client_op(i, self.router.entry(i, home), "mkdir", home)
         except OSError as exc:
             if exc.errno != errno.EEXIST:
                 raise
@@ -137,6 +207,7 @@ class PostMarkDriver:
                 r.nodes[op.kind].append(len(trace.nodes - {node}))
                 r.done += 1
         self.tx_span[i] = (t_end if t_start is None else t_start, t_end)
+        self.span[i] = (begun, env.now)
 
     def run(self) -> Generator[Any, Any, None]:
         procs = [self.c.env.process(self.client(i)) for i in range(self.clients.clients)]

@@ -1,0 +1,166 @@
+"""The FUSE layer as a runtime model: a program's system calls on a mount, simulated.
+
+A program on a mount (``fednode mount``) does not call the federation: its
+system calls enter the kernel, which sends FUSE requests to the mount
+process, whose callbacks (``fednode.mount.FedOps``) make client calls to the
+mount's agent.  ``fednode.tools.calibrate_fuse`` measures what that costs on a
+machine: for each kind of system call (a *phase*: ``creat``, ``write4k``,
+``close_written``, ``open_cached``, ``open_cold``, ``open_append``,
+``unlink``, ``mkdir``, ``rmdir`` ...), how many FUSE callbacks of each kind
+and how many round trips to the agent it became, the program's own CPU per
+call, and the mount's CPU per callback (inside the callback, its client
+calls' encoding included, and outside it: libfuse, ctypes, ``/dev/fuse``).
+That is the ``fuse:`` section of a profile (``machine.fuse`` in a config).
+
+``Mount.syscall`` replays one system call in the simulator: the program's
+CPU; the kernel's request to the mount (the message flight ``L``); the
+mount's CPU for every callback the phase makes; the phase's round trips to
+the agent, each the agent's receipt, its API call run by the protocol (so
+messages, local operations and errors are the protocol's), and its reply; the
+answer back to the program.  Round trips beyond the call's own (the kernel's
+``getattr`` of the name before a create, of the parent after a change) are
+``getattr`` calls, on the name first and then on its parent, as FedOps makes
+them.  What a phase costs is measured; which protocol operations it runs is
+FedOps' translation, written once here.
+
+The kernel's caches are modelled where they decide the count: an entry looked
+up within ``entry_timeout_s`` (1 s, the mount's) opens with one round trip
+(``open_cached``) instead of two (``open_cold``), and a file read after its
+open is fetched by the first ``read`` in one request of up to the readahead
+window (``read_window``); later reads of it hit the page cache (the program's
+CPU only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fedsim.protocol.names import split
+
+#: the phases a program's calls map onto, and the calls each must make (the rest are getattrs)
+ESSENTIAL = {"creat": 2, "open_cached": 1, "open_cold": 1, "open_append": 1, "write4k": 1, "close_written": 1,
+             "close_read": 1, "unlink": 1, "mkdir": 1, "rmdir": 1}  # fmt: skip
+
+
+class FuseProfileError(ValueError):
+    """A ``fuse:`` section the model cannot use, worded for the user."""
+
+
+@dataclass(slots=True)
+class Phase:
+    callbacks: float  # FUSE callbacks per call
+    round_trips: int  # to the agent
+    app_us: float  # the program's CPU (its side of the kernel included)
+    mount_us: float  # the mount process's CPU
+
+
+@dataclass(slots=True)
+class FuseParams:
+    phases: dict[str, Phase]
+    read_window: int = 131072
+    entry_timeout_s: float = 1.0
+    read_app_us: float = 3.0  # a read served by the page cache: the program's CPU only
+
+    @classmethod
+    def from_profile(cls, fuse: dict[str, Any]) -> FuseParams:
+        """From a profile's ``fuse:`` section (``fednode calibrate --mount``)."""
+        fuse = fuse.get("fuse", fuse)
+        try:
+            syscalls, callbacks = fuse["syscalls"], fuse["callbacks"]
+            outside = float(fuse["mount_cpu_outside_callbacks_us"])
+        except KeyError as exc:
+            raise FuseProfileError(
+                f"machine.fuse: no {exc.args[0]!r}: measure the mount with `fednode calibrate --mount`"
+            ) from None
+        missing = [p for p in ESSENTIAL if p not in syscalls]
+        if missing:
+            raise FuseProfileError(
+                f"machine.fuse.syscalls: no {', '.join(missing)}: measure the mount with `fednode calibrate --mount`"
+            )
+        phases = {}
+        for name, ph in syscalls.items():
+            cbs = ph.get("callbacks") or {}
+            mount = sum(n * (outside + float((callbacks.get(cb) or {}).get("cpu_us", 0.0))) for cb, n in cbs.items())
+            phases[name] = Phase(float(sum(cbs.values())), round(float(ph.get("round_trips", 0.0))),
+                                 float(ph.get("app_cpu_us", 0.0)), mount)  # fmt: skip
+        cache = fuse.get("cache") or {}
+        read_app = phases["read4k"].app_us if "read4k" in phases else 3.0
+        return cls(phases, entry_timeout_s=float(cache.get("entry_timeout_s", 1.0)), read_app_us=read_app)
+
+
+@dataclass
+class Mount:
+    """One program on one mount of ``node`` (``client`` numbers both processes)."""
+
+    cluster: Any  # SimCluster
+    params: FuseParams
+    client: int
+    node: int
+    app: Hashable = None
+    proc: Hashable = None
+    seen: dict[str, float] = field(default_factory=dict)  # path -> when the kernel last looked it up (us)
+    fetched: set[int] = field(default_factory=set)  # descriptors whose data the first read brought
+
+    def __post_init__(self) -> None:
+        m = self.cluster.machine
+        host = 0 if m.p.hosts == 1 else m.host_of_node(self.node)
+        self.app = m.add_proc(("app", self.client), host)
+        self.proc = m.add_proc(("mount", self.client), host)
+
+    def _fresh(self, path: str) -> bool:
+        t = self.seen.get(path)
+        now = self.cluster.env.now
+        self.seen[path] = now
+        return t is not None and now - t < self.params.entry_timeout_s * 1e6
+
+    def syscall(self, phase: str, calls: list[tuple[str, tuple[Any, ...]]], path: str, trace: Any) -> Generator:
+        """One system call of ``phase`` whose own round trips are ``calls`` (a
+        pipeline, one round trip, where it is a list of more than one); the
+        value of its last call."""
+        c, ph = self.cluster, self.params.phases[phase]
+        mach = c.machine
+        yield c.cpu_at(self.app, ph.app_us)
+        yield c.env.timeout(mach.p.L_us)  # the kernel hands the request to the mount
+        own = ESSENTIAL.get(phase, 1)
+        extra = max(ph.round_trips - own, 0)
+        steps = extra + (1 if phase != "creat" else 2) + 1
+        share = ph.mount_us / steps
+        parent = split(path)[0] if path else "/"
+        for i in range(extra):
+            yield c.cpu_at(self.proc, share)
+            try:
+                yield from c.agent_call(self.node, [("getattr", (path if i == 0 else parent,))], trace)
+            except OSError:
+                pass  # a lookup of a name not made yet: ENOENT, as the kernel expects
+        value = None
+        batches = [calls[:1], calls[1:]] if phase == "creat" else [calls]
+        for batch in batches:
+            yield c.cpu_at(self.proc, share)
+            value = yield from c.agent_call(self.node, batch, trace)
+        yield c.cpu_at(self.proc, share)
+        yield c.env.timeout(mach.p.L_us)  # the answer back to the program
+        return value
+
+    def read(self, fd: int, offset: int, size: int, file_size: int, trace: Any) -> Generator:
+        """A read(2): the first after the open fetches up to the readahead
+        window in one READ (``read4k``'s costs); the rest come from the page cache."""
+        c = self.cluster
+        if fd in self.fetched and offset + size <= self.params.read_window:
+            yield c.cpu_at(self.app, self.params.read_app_us)
+            return b""
+        self.fetched.add(fd)
+        want = min(max(file_size, offset + size), self.params.read_window) - offset
+        phase = "read4k" if "read4k" in self.params.phases else "write4k"
+        ph = self.params.phases[phase]
+        yield c.cpu_at(self.app, ph.app_us)
+        yield c.env.timeout(c.machine.p.L_us)
+        yield c.cpu_at(self.proc, ph.mount_us / max(ph.callbacks, 1e-9) / 2 if ph.callbacks else 0.0)
+        value = yield from c.agent_call(self.node, [("read", (fd, offset, max(want, size)))], trace)
+        yield c.cpu_at(self.proc, ph.mount_us / max(ph.callbacks, 1e-9) / 2 if ph.callbacks else 0.0)
+        yield c.env.timeout(c.machine.p.L_us)
+        return value
+
+    def closed(self, fd: int) -> None:
+        self.fetched.discard(fd)
