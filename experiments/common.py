@@ -262,6 +262,7 @@ def run_postmark(cfg: Config, **overrides: Any) -> RunOutcome:
     m = metrics_between(before, after, drv.rec, c.env.now - t0)
     m["postmark_tps"] = drv.transactions_per_s()
     m["postmark_binary_tps"] = drv.binary_tps()
+    m["postmark_span_s"] = (max(e for _, e in drv.span) - min(b for b, _ in drv.span)) / 1e6
     for key in drv.counts[0]:
         m[f"postmark.{key}"] = sum(cnt[key] for cnt in drv.counts)
     out = RunOutcome(m, drv.rec, c)

@@ -121,11 +121,12 @@ def real_federation(out: Path, quick: bool = False) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from experiments.validation import Params, Sim, profile_for, sim_config
     from fednode.client import Client
     from fednode.cluster import ProcessCluster, write_local
-    from fedsim.network import preset
-    from fedsim.runtime import OpTrace, SimCluster
+    from fedsim.runtime import OpTrace
 
+    profile = profile_for(Params(), lambda s: print(s, flush=True))
     ops = script(30 if quick else 120)
     lat: dict[str, list[float]] = defaultdict(list)
     real_msgs: dict[str, list[int]] = defaultdict(list)
@@ -145,32 +146,35 @@ def real_federation(out: Path, quick: bool = False) -> Path:
             finally:
                 for c in clients.values():
                     c.disconnect()
-    sim = SimCluster(3, network=preset("tcp_loopback"), keep_data=True)
+            sim = Sim(sim_config(validate({"study": "validation"}, "demo"), pc.cluster, profile, 3, {}))
     sim_msgs: dict[str, list[int]] = defaultdict(list)
+    sim_lat: dict[str, list[float]] = defaultdict(list)
     for node, op, args in ops:
         trace = OpTrace(log=[])
-        sim.run_op(node, op, *args, trace=trace)
-        sim.env.run()
+        t0 = sim.c.env.now
+        p = sim.c.env.process(sim.c.client_op(0, node, op, *args, trace=trace))
+        sim.c.env.run(until=p)
+        sim_lat[op].append(sim.c.env.now - t0)
         sim_msgs[op].append(trace.messages)
     kinds = list(lat)
-    rows = [
-        [
-            k,
-            len(lat[k]),
-            f"{statistics.median(lat[k]):.0f}",
-            f"{statistics.mean(real_msgs[k]):.2f}",
-            f"{statistics.mean(sim_msgs[k]):.2f}",
-        ]
-        for k in kinds
-    ]
-    print("\nA real federation on this machine: 3 agents, TCP loopback, operations through the client API")
-    print(table(["operation", "count", "median latency us", "messages/op real", "messages/op simulated"], rows))
+    rows = []
+    for k in kinds:
+        real_us, pred_us = statistics.median(lat[k]), statistics.median(sim_lat[k])
+        rows.append([k, len(lat[k]), f"{real_us:.0f}", f"{pred_us:.0f}", f"{100 * (pred_us / real_us - 1):+.0f}%",
+                     f"{statistics.mean(real_msgs[k]):.2f}", f"{statistics.mean(sim_msgs[k]):.2f}"])  # fmt: skip
+    print("\nA real federation on this machine: 3 agents, TCP loopback, operations through the client API,")
+    print(f"beside the simulator's prediction from the calibrated profile {profile}")
+    print(table(["operation", "count", "median us", "predicted us", "error", "msgs/op real", "msgs/op sim"], rows))
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.6))
     x = range(len(kinds))
-    a1.bar(x, [statistics.median(lat[k]) for k in kinds], color="tab:green")
+    w = 0.4
+    a1.bar([i - w / 2 for i in x], [statistics.median(lat[k]) for k in kinds], w, color="tab:green", label="measured")
+    a1.bar([i + w / 2 for i in x], [statistics.median(sim_lat[k]) for k in kinds], w, color="tab:blue",
+           label="predicted (calibrated)")  # fmt: skip
     a1.set_xticks(list(x), kinds)
     a1.set_ylabel("median latency (us), client to agent included")
-    a1.set_title("Real agents on this machine")
+    a1.set_title("Real agents on this machine, and the prediction")
+    a1.legend()
     w = 0.4
     a2.bar([i - w / 2 for i in x], [statistics.mean(real_msgs[k]) for k in kinds], w, label="real agents")
     a2.bar([i + w / 2 for i in x], [statistics.mean(sim_msgs[k]) for k in kinds], w, label="simulator")
@@ -206,6 +210,9 @@ def mounted_postmark(out: Path, quick: bool = False) -> Path | None:
         what = ", ".join(missing) or "/dev/fuse"
         print(f"\nPostMark on a mount: skipped, {what} missing (./dev.sh setup installs them)")
         return None
+    from experiments.validation import Params, profile_for, sim_config
+
+    profile = profile_for(Params(mount=True), lambda s: print(s, flush=True))
     nodes = 3
     params = PostMarkParams(
         number=60 if quick else 200, transactions=200 if quick else 1000, size_low=500, size_high=10000,
@@ -227,37 +234,32 @@ def mounted_postmark(out: Path, quick: bool = False) -> Path | None:
             finally:
                 mount.stop()
                 log.close()
-    cfg = validate(
-        {
-            "study": "simulate",
-            "seed": 1,
-            "cluster": {"nodes": nodes},
-            "protocol": {"placement": "with_manager"},
-            "network": {"preset": "tcp_loopback"},
-            "workload": {"kind": "postmark", "clients": 1, "postmark": {**params.model_dump(), "route": "fixed"}},
-        },
-        "demo",
-    )
+            cfg = sim_config(validate({"study": "validation"}, "demo"), pc.cluster, profile, nodes, {
+                "kind": "postmark", "clients": 1, "postmark": {**params.model_dump(), "route": "fixed", "mount": True},
+            })  # fmt: skip
     m = run_postmark(cfg).metrics
     keys = ("created", "read", "appended", "deleted_alone", "deleted_mixed")
     rows = [[k, report[k], int(m[f"postmark.{k}"])] for k in keys]
-    rows.append(["seconds", f"{wall_s:.2f}", f"{m['sim_seconds']:.3f}"])
+    predicted_s = m["postmark_span_s"]
+    rows.append(["seconds", f"{wall_s:.2f}", f"{predicted_s:.2f}"])
     print(f"\nPostMark ({params.number} files, {params.transactions} transactions) on a FUSE mount of {nodes} agents,")
-    print("real binary beside the simulated run of the same operations (tcp_loopback network)")
-    print(table(["", "measured on the mount", "simulated"], rows))
-    ratio = wall_s / m["sim_seconds"]
-    print(f"the mount took {ratio:.1f}x the simulated time: FUSE and the agents' own CPU are not modelled")
+    print(f"the real binary beside the simulated run of the same operations on the mount (FUSE model, {profile})")
+    print(table(["", "measured on the mount", "predicted"], rows))
+    print(
+        f"predicted / measured time: {predicted_s / wall_s:.2f} (the calibrated machine: CPU per message, request "
+        "and call, the cores the agents, the mount and postmark share, the FUSE layer's callbacks)"
+    )
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.6))
     x = range(len(keys))
     w = 0.4
     a1.bar([i - w / 2 for i in x], [report[k] for k in keys], w, label="postmark on the mount")
-    a1.bar([i + w / 2 for i in x], [m[f"postmark.{k}"] for k in keys], w, label="simulated")
+    a1.bar([i + w / 2 for i in x], [m[f"postmark.{k}"] for k in keys], w, label="simulated")  # equal
     a1.set_xticks(list(x), [k.replace("_", "\n") for k in keys])
     a1.set_ylabel("files")
     a1.set_title("What PostMark did")
     a1.legend()
-    a2.bar([0, 1], [wall_s, m["sim_seconds"]], color=["tab:green", "tab:blue"])
-    a2.set_xticks([0, 1], ["measured (mount)", "simulated"])
+    a2.bar([0, 1], [wall_s, predicted_s], color=["tab:green", "tab:blue"])
+    a2.set_xticks([0, 1], ["measured (mount)", "predicted"])
     a2.set_ylabel("seconds")
     a2.set_yscale("log")
     a2.set_title("How long it took")

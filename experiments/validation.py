@@ -284,7 +284,8 @@ def profile_for(params: Params, say: Callable[[str], None]) -> Path:
         return Path(params.profile)
     from fednode.tools.calibrate import calibrate
 
-    path = Path(params.cache) / "profile.yaml"
+    where = params.agent_dir.strip("/").replace("/", "-") or "tmp"
+    path = Path(params.cache) / where / "profile.yaml"  # one per file system the agents' directories are on
     digest = code_digest()
     if path.exists():
         prof = yaml.safe_load(path.read_text()) or {}
