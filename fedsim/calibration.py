@@ -73,6 +73,8 @@ def apply_calibration(raw: dict[str, Any], source: str | Path) -> dict[str, Any]
         own_m.setdefault("model", "calibrated")
         for k, v in mach.items():
             own_m.setdefault(k, v)
+        if "contention" in mach and "oversub_share" not in own_m:
+            own_m["oversub_share"] = fitted_share(path, mach)
         other = foreign(mach.get("measured_on") or {})
         if other:
             warnings.warn(f"{source}: calibration: {path} {other}", ProfileElsewhere, stacklevel=2)
@@ -106,3 +108,20 @@ def foreign(measured_on: dict[str, Any]) -> str:
         f"was measured on another machine ({theirs}) than this one ({ours}): its predictions describe that machine; "
         "run `fednode calibrate` here for this one's"
     )
+
+
+_FITTED: dict[tuple[str, int], float] = {}
+
+
+def fitted_share(path: Path, mach: dict[str, Any]) -> float:
+    """The profile's ``oversub_share``, fitted by simulating its contention
+    microbenchmark (``fedsim.machine.fit_contention``), once per profile file."""
+    key = (str(path.resolve()), path.stat().st_mtime_ns)
+    if key not in _FITTED:
+        from fedsim.machine import MachineParams, fit_contention
+
+        fields = set(MachineParams.__dataclass_fields__) - {"oversub_share", "hosts"}
+        params = MachineParams(**{k: v for k, v in mach.items() if k in fields})
+        measured = {int(k): float(v["cpu_per_call_us"]) for k, v in (mach.get("contention") or {}).items()}
+        _FITTED[key] = fit_contention(params, measured)
+    return _FITTED[key]

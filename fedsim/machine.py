@@ -29,6 +29,11 @@ from a ``fednode calibrate`` profile) turns the model on:
   one kind of call; a job of another kind than its process's last costs
   ``mix_agent`` (``mix_client`` at a client) more, measured on an interleaved
   cycle of every call;
+* **oversubscribed cores**: a job started while more of its host's
+  processes are runnable (have CPU work booked) than the host has cores costs
+  ``oversub_share`` more per process beyond the cores: the context switches
+  and the caches each process finds cold, which a contention microbenchmark
+  of ``fednode calibrate`` measures (``fit_contention``);
 * **local file system**: the storage model's cost of a ``Local`` operation is
   CPU of the node's process (a local file system on a warm page cache is the
   kernel's CPU, not a disk's queue);
@@ -44,7 +49,7 @@ cost is a plain number from the profile; nothing here is fitted.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 #: processes of the clients: all in one program (threads), or one program each
@@ -68,6 +73,7 @@ class MachineParams:
     clients: ClientProcs = "shared"
     mix_agent: float = 0.0  # extra share of api/dispatch CPU for work of another kind than the process's last
     mix_client: float = 0.0  # the same for a client's calls
+    oversub_share: float = 0.0  # extra share of every job per runnable process beyond the host's cores
 
 
 class Machine:
@@ -79,7 +85,7 @@ class Machine:
     Booking at submission keeps it one heap entry per job, as the runtime's
     other queues do."""
 
-    __slots__ = ("busy", "core_free", "last", "n_nodes", "p", "proc_free", "proc_host")
+    __slots__ = ("busy", "core_free", "host_procs", "last", "n_nodes", "p", "proc_free", "proc_host")
 
     def __init__(self, params: MachineParams, n_nodes: int) -> None:
         if params.cores <= 0:
@@ -95,6 +101,8 @@ class Machine:
         self.busy: dict[Hashable, float] = {}
         #: the kind of work each process did last (``mixed``)
         self.last: dict[Hashable, str] = {}
+        #: the processes of each host (``oversub_share`` counts the runnable ones)
+        self.host_procs: dict[int, list[Hashable]] = {}
 
     def host_of_node(self, node: int) -> int:
         hosts = self.p.hosts
@@ -104,24 +112,35 @@ class Machine:
         """The process of client ``client`` (attached to ``node``), placed on its host."""
         proc: Hashable = ("client", 0 if self.p.clients == "shared" else client)
         if proc not in self.proc_host:
-            self.proc_host[proc] = 0 if self.p.hosts == 1 else self.host_of_node(node)
+            self.add_proc(proc, 0 if self.p.hosts == 1 else self.host_of_node(node))
         return proc
 
     def add_proc(self, proc: Hashable, host: int) -> Hashable:
-        self.proc_host.setdefault(proc, host)
+        if proc not in self.proc_host:
+            self.proc_host[proc] = host
+            self.host_procs.setdefault(host, []).append(proc)
         return proc
 
     def run(self, proc: Hashable, now: float, us: float) -> float:
         """When ``us`` of CPU submitted now by ``proc`` ends."""
         host = self.proc_host.get(proc)
         if host is None:  # a node: on its host
-            host = self.proc_host[proc] = self.host_of_node(proc)  # type: ignore[arg-type]
+            host = self.host_of_node(proc)  # type: ignore[arg-type]
+            self.add_proc(proc, host)
         cores = self.core_free.get(host)
         if cores is None:
             cores = self.core_free[host] = [0.0] * self.p.cores
         start = self.proc_free.get(proc, 0.0)
         if start < now:
             start = now
+        share = self.p.oversub_share
+        if share:
+            # Oversubscribed cores: the other processes of the host with work booked beyond now are
+            # runnable; beyond the cores each one makes this job dearer (switches, cold caches).
+            free = self.proc_free
+            runnable = 1 + sum(1 for q in self.host_procs[host] if q != proc and free.get(q, 0.0) > now)
+            if runnable > len(cores):
+                us *= 1.0 + share * (runnable - len(cores))
         core = 0
         free = cores[0]
         for i in range(1, len(cores)):
@@ -164,3 +183,61 @@ class Machine:
         c = self.p.client_us
         v = c.get(op)
         return c.get("*", 0.0) if v is None else v
+
+
+# ---------------------------------------------------------------------------------------------- calibration
+def contention_bench(params: MachineParams, threads: int, calls: int = 300) -> tuple[float, float]:
+    """The contention microbenchmark of ``fednode calibrate``, simulated: ``threads``
+    client threads of one program, thread i calling ``stat`` at node i on files it
+    manages and holds, all on one host.  (CPU per call over all processes, calls per s.)"""
+    from fedsim.network import LogGP
+    from fedsim.protocol.config import ProtocolConfig
+    from fedsim.protocol.hashing import names_managed_by
+    from fedsim.runtime import SimCluster
+
+    n = max(threads, 2)
+    p = replace(params, hosts=1)
+    c = SimCluster(n, network=LogGP(0, 0, 0, 0), protocol=ProtocolConfig(), machine=p)
+    c.preload_summaries()
+    files = {}
+    for i in range(threads):
+        files[i] = names_managed_by(c.nodes[i].view.hashing, i, f"/c{i}/f", 20)
+        c.env.run(until=c.env.process(c.client_op(0, i, "mkdir", f"/c{i}")))
+        for f in files[i]:
+            c.env.run(until=c.env.process(c.client_op(0, i, "create", f)))
+    assert c.machine is not None
+    c.machine.busy.clear()
+    t0 = c.env.now
+
+    def client(i: int):
+        for j in range(calls):
+            yield from c.client_op(0, i, "stat", files[i][j % 20])
+
+    procs = [c.env.process(client(i)) for i in range(threads)]
+    c.env.run(until=c.env.all_of(procs))
+    span = c.env.now - t0
+    total = threads * calls
+    return sum(c.machine.busy.values()) / total, total / span * 1e6
+
+
+def fit_contention(params: MachineParams, measured: dict[int, float]) -> float:
+    """``oversub_share``: the value for which the simulated contention microbenchmark
+    spends the CPU per call the real one did with the most threads (``measured``:
+    threads -> CPU per call over all processes, us).  0 when the real one shows no
+    growth; bisection otherwise (the simulated CPU per call grows with the share)."""
+    if not measured:
+        return 0.0
+    k = max(measured)
+    target = measured[k]
+    lo, hi = 0.0, 4.0
+    if contention_bench(replace(params, oversub_share=0.0), k)[0] >= target:
+        return 0.0
+    if contention_bench(replace(params, oversub_share=hi), k)[0] < target:
+        return hi
+    for _ in range(14):
+        mid = (lo + hi) / 2
+        if contention_bench(replace(params, oversub_share=mid), k)[0] < target:
+            lo = mid
+        else:
+            hi = mid
+    return round((lo + hi) / 2, 4)

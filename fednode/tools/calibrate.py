@@ -5,7 +5,8 @@
 The simulator predicts real agents only if it knows what they cost here
 (``fedsim.machine``).  This command measures each cost with microbenchmarks
 of its own -- never with the workloads a validation then compares against --
-on a federation of two agents (R, whose client this process is, and A), or
+on a federation of four agents (R, whose client this process is, A, and two
+more for the contention microbenchmark), or
 the running federation a cluster file names:
 
 * **the transport, as LogGP**: raw round trips (PING/PONG) from R to A over
@@ -27,13 +28,17 @@ the running federation a cluster file names:
 * **the local file system**, per operation: the time of each local operation
   the agents ran in those batches (warm: on the page cache);
 * **the host**: its name and cores; which agents share it (a local
-  federation: all of them, ``machine.hosts: 1``);
+  federation: all of them, ``machine.hosts: 1``); and what oversubscribing
+  its cores costs: 1 to 4 client threads calling 4 agents at once, the CPU
+  per call over every process (the simulator fits ``oversub_share`` to it,
+  ``fedsim.machine.fit_contention``);
 * **the mount** (``--mount``, where FUSE works): the FUSE layer's costs and
   the kernel requests each system call becomes (``fednode.tools.calibrate_fuse``).
 
-The whole set of batches is repeated until every cost's spread over the
-repeats is within ``--spread`` (or ``--max-rounds`` is reached, which the
-profile and the report then say), and the load of the machine before and
+A first round warms the agents up and is discarded.  The whole set of
+batches is repeated until every cost's spread over the repeats is within
+``--spread`` (or ``--max-rounds`` is reached, which the profile and the
+report then say), and the load of the machine before and
 after is recorded: a machine too busy to measure is reported, not hidden.
 
 Writes ``OUT/profile.yaml`` (``calibration: OUT/profile.yaml`` in a fedsim
@@ -48,6 +53,7 @@ import os
 import platform
 import statistics
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -119,6 +125,7 @@ class Calibration:
         self.clients = {n: Client(cluster, node=n) for n in (self.R, self.A)}
         self.top = f"/fednode-calibrate-{int(time.time() * 1000) % 10**8}"
         self.rounds = 0
+        self.contended: dict[int, dict[str, float]] = {}
 
     def close(self) -> None:
         for c in self.clients.values():
@@ -225,6 +232,58 @@ class Calibration:
             cpu = time.thread_time_ns() - t0
         rnd.batches.append(Batch(op, where, len(args), cpu, wall, prof))
 
+    def contention(self, calls: int) -> dict[int, dict[str, float]]:
+        """1 to 4 client threads of this program at once, thread i calling ``stat`` at
+        agent i on names it manages and holds: the CPU per call over every process
+        (agents and this one) and the calls per second, as the cores fill up and
+        then are oversubscribed (``machine.oversub_share``, fitted by the simulator)."""
+        members = self.cluster.spec.members
+        ks = [k for k in (1, 2, 3, 4) if k <= len(members)]
+        clients = {n: Client(self.cluster, node=n) for n in members[: max(ks)]}
+        admin = {n: Client(self.cluster, node=n) for n in members}
+        try:
+            files = {}
+            for i, n in enumerate(clients):
+                d = f"{self.top}/contention{n}"
+                admin[n].call("pin", d, n)
+                clients[n].mkdir(d)
+                files[i] = names_managed_by(self.hashing, n, f"{d}/f", 20)
+                for f in files[i]:
+                    admin[n].call("pin", f, n)
+                    clients[n].create(f)
+            out: dict[int, dict[str, float]] = {}
+            for k in ks:
+                cpu: dict[int, int] = {}
+                nodes = list(clients)[:k]
+
+                def one(i: int, node: int, cpu: dict[int, int] = cpu) -> None:
+                    t0 = time.thread_time_ns()
+                    c = clients[node]
+                    for j in range(calls):
+                        c.stat(files[i][j % 20])
+                    cpu[i] = time.thread_time_ns() - t0
+
+                before = {n: a.call("profile", "read")["cpu_ns"] for n, a in admin.items()}
+                threads = [threading.Thread(target=one, args=(i, n)) for i, n in enumerate(nodes)]
+                w0 = time.perf_counter()
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                wall = time.perf_counter() - w0
+                agents = sum(a.call("profile", "read")["cpu_ns"] - before[n] for n, a in admin.items())
+                total = k * calls
+                out[k] = {"cpu_per_call_us": round((agents + sum(cpu.values())) / total / 1000, 3),
+                          "calls_per_s": round(total / wall, 1)}  # fmt: skip
+            for i, n in enumerate(clients):
+                for f in files[i]:
+                    clients[n].unlink(f)
+                clients[n].rmdir(f"{self.top}/contention{n}")
+            return out
+        finally:
+            for c in [*clients.values(), *admin.values()]:
+                c.disconnect()
+
     def round(self) -> Round:
         rnd = Round()
         self.pings(rnd)
@@ -233,21 +292,27 @@ class Calibration:
         return rnd
 
     def run(self, max_rounds: int, spread: float) -> tuple[list[Round], dict[str, Any]]:
-        for c in self.clients.values():
-            c.call("profile", "start")
+        for n in self.cluster.spec.members:
+            with Client(self.cluster, node=n) as c:
+                c.call("profile", "start")
         R = self.clients[self.R]
         R.mkdir(self.top)
         rounds: list[Round] = []
         try:
+            self.round()  # warm-up, discarded: fresh agents run their first requests slower
             while True:
                 rounds.append(self.round())
                 fits = [fit(r) for r in rounds]
                 worst = spread_of(fits)
                 if (len(rounds) >= 3 and worst[1] <= spread) or len(rounds) >= max_rounds:
                     break
+            runs = [self.contention(self.repeat * 4) for _ in range(3)]
+            self.contended = {k: {key: statistics.median(r[k][key] for r in runs) for key in runs[0][k]}
+                              for k in runs[0]}  # fmt: skip
         finally:
-            for c in self.clients.values():
-                c.call("profile", "stop")
+            for n in self.cluster.spec.members:
+                with Client(self.cluster, node=n) as c:
+                    c.call("profile", "stop")
             with contextlib.suppress(OSError):
                 R.rmdir(self.top)
         return rounds, fits[-1]
@@ -492,6 +557,10 @@ def report(fitted: dict[str, Any], prof: dict[str, Any], spread_target: float) -
     rows = [[k, f"{v:.2f}"] for k, v in sorted(fitted["local_us"].items())]
     lines.append("\nlocal file system (us per operation, warm, as the agents ran them):")
     lines.append(table(["op", "us"], rows))
+    if m.get("contention"):
+        rows = [[k, f"{v['cpu_per_call_us']:.1f}", f"{v['calls_per_s']:,.0f}"] for k, v in m["contention"].items()]
+        lines.append("\ncontention: client threads calling agents at once (stat, 0 hop), all processes' CPU per call:")
+        lines.append(table(["threads", "CPU us per call", "calls/s"], rows))
     on = m["measured_on"]
     noisy = on["worst_spread"] is None or on["worst_spread"] > spread_target
     lines.append(
@@ -532,7 +601,7 @@ def calibrate(
     warn = busy(load0, cores)
     if warn and not quiet:
         print(f"warning: {warn}", flush=True)
-    with federation(cluster_file, nodes=2, transport=transport, devices=devices, base=base) as cluster:
+    with federation(cluster_file, nodes=4, transport=transport, devices=devices, base=base) as cluster:
         cal = Calibration(cluster, repeat)
         try:
             label = cal.clients[cal.R].status()["transport"]
@@ -551,6 +620,7 @@ def calibrate(
     fitted = combine(fits)
     worst = spread_of(fits)
     prof = profile_of(fitted, len(rounds), worst, (load0, os.getloadavg()[0]), label, hosts)
+    prof["machine"]["contention"] = cal.contended
     if fuse is not None:
         prof["machine"]["fuse"] = fuse
     text = report(fitted, prof, spread)
