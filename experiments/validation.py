@@ -52,7 +52,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import yaml
@@ -99,6 +99,13 @@ class Params(BaseModel):
     # where the agents' directories go, for the calibration and the validation alike (""; the system's
     # temporary directory): the local file system's costs are those of the file system there
     agent_dir: str = ""
+    # the agents' transport: tcp (loopback), or verbs with RDMA ``devices`` (the Soft-RoCE guest:
+    # ``fednode testbed rxe -- python3 -m fedsim.cli run configs/validation/verbs.yaml``)
+    transport: Literal["tcp", "verbs"] = "tcp"
+    devices: list[str] = Field(default_factory=list)
+    workloads: list[Literal["latency", "sfs97", "postmark"]] = Field(
+        default_factory=lambda: ["latency", "sfs97", "postmark"]
+    )
 
 
 # ----------------------------------------------------------------------------------------- two worlds
@@ -284,7 +291,7 @@ def profile_for(params: Params, say: Callable[[str], None]) -> Path:
         return Path(params.profile)
     from fednode.tools.calibrate import calibrate
 
-    where = params.agent_dir.strip("/").replace("/", "-") or "tmp"
+    where = (params.agent_dir.strip("/").replace("/", "-") or "tmp") + ("" if params.transport == "tcp" else "-verbs")
     path = Path(params.cache) / where / "profile.yaml"  # one per file system the agents' directories are on
     digest = code_digest()
     if path.exists():
@@ -299,7 +306,8 @@ def profile_for(params: Params, say: Callable[[str], None]) -> Path:
     from experiments.postmark_agents import mount_missing
 
     fuse = params.mount and not mount_missing()
-    calibrate(None, path.parent, repeat=params.calibrate_repeat, quiet=True, base=params.agent_dir or None, mount=fuse)
+    calibrate(None, path.parent, repeat=params.calibrate_repeat, quiet=True, base=params.agent_dir or None, mount=fuse,
+              transport=params.transport, devices=tuple(params.devices))  # fmt: skip
     prof = yaml.safe_load(path.read_text())
     prof["code"] = digest
     prof["agent_dir"] = params.agent_dir
@@ -372,11 +380,14 @@ def warm_up(cluster: Cluster, rounds: int = 40) -> None:
 
 
 @contextlib.contextmanager
-def agents(n: int, base: Path, prepare: Callable[[Cluster], None] | None = None) -> Iterator[tuple[Path, Cluster]]:
-    """``n`` local agents (TCP, the default cluster file) in ``base``, ready and
-    warmed up (``warm_up``); ``prepare`` gets the cluster before they start (to
-    lay files into their directories)."""
-    path = write_local(base, n)
+def agents(
+    n: int, base: Path, prepare: Callable[[Cluster], None] | None = None, transport: str = "tcp",
+    devices: tuple[str, ...] = (),
+) -> Iterator[tuple[Path, Cluster]]:  # fmt: skip
+    """``n`` local agents (the default cluster file, on ``transport``) in ``base``,
+    ready and warmed up (``warm_up``); ``prepare`` gets the cluster before they
+    start (to lay files into their directories)."""
+    path = write_local(base, n, transport=transport, devices=devices)
     if prepare is not None:
         prepare(load_cluster(path))
     with ProcessCluster(path, log_dir=base / "logs") as pc:
@@ -386,76 +397,88 @@ def agents(n: int, base: Path, prepare: Callable[[Cluster], None] | None = None)
 
 
 def run_points(cfg: Config, params: Params, say: Callable[[str], None]) -> Outcome:
-    from experiments.postmark_agents import client_api, mount_missing, mounted
-
     out = Outcome(load=[os.getloadavg()[0]])
     profile = profile_for(params, say)
-    pm_params = params.postmark
     for n in params.agents:
         with tempfile.TemporaryDirectory(prefix="val", dir=params.agent_dir or None) as tmp:
-            base = Path(tmp)
-            # 1. per-operation latency, Table 2's cells
-            with agents(n, base / "lat") as (path, cluster):
-                real = Real(cluster)
-                try:
-                    sim = Sim(sim_config(cfg, cluster, profile, n, {}))
-                    hashing = cluster.spec.hashing_fn()
-                    real.call(0, "mkdir", "/v")
-                    sim.call(0, "mkdir", "/v")
-                    for cell in LAT_CELLS:
-                        needed = {x for x in cell.roles or () if x != "R"}
-                        if len({"A", "B", "C"} & needed) and max("ABC".index(x) + 2 for x in needed) > n:
-                            continue
-                        measured = cell_latency(real, cell, n, params.latency_repeat, "/v", hashing)
-                        predicted = cell_latency(sim, cell, n, params.latency_repeat, "/v", hashing)
-                        out.points.append(Point("latency", n, cell.case, measured, predicted, "us"))
-                finally:
-                    real.close()
-            say(f"{n} agents: latency cells done")
-            # 2. SFS97 closed loop over a laid-out file set
-            rng = np.random.default_rng(cfg.seed)
-            fs = make_fileset(params.sfs_files, params.sfs_dirs, rng)
-            sizes = {f: min(s, 64 * 1024) for f, s in fs.sizes.items()}
-            best = 0.0
-            rates: list[tuple[int, float, float]] = []
-            for k in params.sfs_clients:
-                lay = functools.partial(lay_out, files=fs.files, dirs=fs.dirs, sizes=sizes)
-                with agents(n, base / f"sfs{k}", lay) as (path, cluster):
-                    measured = sfs_real(cluster, fs.files, k, params.sfs_ops, cfg.seed)
-                    scfg = sim_config(cfg, cluster, profile, n, {
-                        "kind": "sfs97", "files": params.sfs_files, "dirs": params.sfs_dirs, "arrivals": "closed",
-                        "clients": k, "ops": params.sfs_ops, "io_size": IO,
-                    })  # fmt: skip
-                predicted = run_workload(scfg).metrics["throughput_ops_s"]
-                rates.append((k, measured, predicted))
-                best = max(best, measured)
-            for k, measured, predicted in rates:
-                out.points.append(Point("sfs97", n, f"{k} clients", measured, predicted, "ops/s",
-                                        saturated=measured >= 0.9 * best and k != rates[0][0]))  # fmt: skip
-            say(f"{n} agents: SFS97 done")
-            # 3. PostMark through the client API (and the mount)
-            from fedsim.workloads.postmark import Clients
-
-            clients = Clients(pm_params, clients=n)
-            with agents(n, base / "pm") as (path, cluster):
-                api = client_api(path, clients)
-                pcfg = sim_config(cfg, cluster, profile, n, {
-                    "kind": "postmark", "clients": n, "postmark": {**pm_params.model_dump(), "route": "hash"},
-                })  # fmt: skip
-            predicted = run_postmark(pcfg).metrics["postmark_tps"]
-            out.points.append(Point("postmark api", n, "transactions/s", api.tps, predicted, "tx/s"))
-            if params.mount and not mount_missing():
-                with agents(n, base / "pmm") as (path, cluster):
-                    mnt = mounted(path, clients, base)
-                    mcfg = sim_config(cfg, cluster, profile, n, {
-                        "kind": "postmark", "clients": n,
-                        "postmark": {**pm_params.model_dump(), "route": "fixed", "mount": True},
-                    })  # fmt: skip
-                predicted = run_postmark(mcfg).metrics["postmark_binary_tps"]
-                out.points.append(Point("postmark mount", n, "transactions/s", mnt.tps, predicted, "tx/s"))
-            say(f"{n} agents: PostMark done")
+            start = functools.partial(agents, transport=params.transport, devices=tuple(params.devices))
+            for workload in params.workloads:
+                POINTS[workload](cfg, params, profile, n, Path(tmp), start, out.points)
+                say(f"{n} agents: {workload} done")
     out.load.append(os.getloadavg()[0])
     return out
+
+
+def latency_points(cfg: Config, params: Params, profile: Path, n: int, base: Path, start: Any,
+                   points: list[Point]) -> None:  # fmt: skip
+    """Table 2's cells: each call's median latency at R, measured and predicted."""
+    with start(n, base / "lat") as (_path, cluster):
+        real = Real(cluster)
+        try:
+            sim = Sim(sim_config(cfg, cluster, profile, n, {}))
+            hashing = cluster.spec.hashing_fn()
+            real.call(0, "mkdir", "/v")
+            sim.call(0, "mkdir", "/v")
+            for cell in LAT_CELLS:
+                needed = {x for x in cell.roles or () if x != "R"}
+                if needed and max("ABC".index(x) + 2 for x in needed) > n:
+                    continue  # the cell needs more agents than run
+                measured = cell_latency(real, cell, n, params.latency_repeat, "/v", hashing)
+                predicted = cell_latency(sim, cell, n, params.latency_repeat, "/v", hashing)
+                points.append(Point("latency", n, cell.case, measured, predicted, "us"))
+        finally:
+            real.close()
+
+
+def sfs_points(cfg: Config, params: Params, profile: Path, n: int, base: Path, start: Any,
+               points: list[Point]) -> None:  # fmt: skip
+    """SFS97 closed loop over a laid-out file set, at each client count."""
+    rng = np.random.default_rng(cfg.seed)
+    fs = make_fileset(params.sfs_files, params.sfs_dirs, rng)
+    sizes = {f: min(s, 64 * 1024) for f, s in fs.sizes.items()}
+    rates: list[tuple[int, float, float]] = []
+    for k in params.sfs_clients:
+        lay = functools.partial(lay_out, files=fs.files, dirs=fs.dirs, sizes=sizes)
+        with start(n, base / f"sfs{k}", lay) as (_path, cluster):
+            measured = sfs_real(cluster, fs.files, k, params.sfs_ops, cfg.seed)
+            scfg = sim_config(cfg, cluster, profile, n, {
+                "kind": "sfs97", "files": params.sfs_files, "dirs": params.sfs_dirs, "arrivals": "closed",
+                "clients": k, "ops": params.sfs_ops, "io_size": IO,
+            })  # fmt: skip
+        rates.append((k, measured, run_workload(scfg).metrics["throughput_ops_s"]))
+    best = max(m for _, m, _ in rates)
+    for k, measured, predicted in rates:
+        points.append(Point("sfs97", n, f"{k} clients", measured, predicted, "ops/s",
+                            saturated=measured >= 0.9 * best and k != rates[0][0]))  # fmt: skip
+
+
+def postmark_points(cfg: Config, params: Params, profile: Path, n: int, base: Path, start: Any,
+                    points: list[Point]) -> None:  # fmt: skip
+    """PostMark through the client API, and the binary on FUSE mounts where FUSE works."""
+    from experiments.postmark_agents import client_api, mount_missing, mounted
+    from fedsim.workloads.postmark import Clients
+
+    pm = params.postmark
+    clients = Clients(pm, clients=n)
+    with start(n, base / "pm") as (path, cluster):
+        api = client_api(path, clients)
+        pcfg = sim_config(cfg, cluster, profile, n, {
+            "kind": "postmark", "clients": n, "postmark": {**pm.model_dump(), "route": "hash"},
+        })  # fmt: skip
+    predicted = run_postmark(pcfg).metrics["postmark_tps"]
+    points.append(Point("postmark api", n, "transactions/s", api.tps, predicted, "tx/s"))
+    if params.mount and not mount_missing():
+        with start(n, base / "pmm") as (path, cluster):
+            mnt = mounted(path, clients, base)
+            mcfg = sim_config(cfg, cluster, profile, n, {
+                "kind": "postmark", "clients": n, "postmark": {**pm.model_dump(), "route": "fixed", "mount": True},
+            })  # fmt: skip
+        predicted = run_postmark(mcfg).metrics["postmark_binary_tps"]
+        points.append(Point("postmark mount", n, "transactions/s", mnt.tps, predicted, "tx/s"))
+
+
+#: the workloads a validation can run, by name (``params.workloads``)
+POINTS = {"latency": latency_points, "sfs97": sfs_points, "postmark": postmark_points}
 
 
 # ----------------------------------------------------------------------------------------- summary
