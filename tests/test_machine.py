@@ -1,0 +1,194 @@
+"""The machine model (fedsim.machine): cores and processes, mixes, its config, and the runtime on it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from experiments.common import run_postmark
+from fedsim.config import Config, ConfigError, validate
+from fedsim.machine import Machine, MachineParams
+from fedsim.network import preset
+from fedsim.runtime import SimCluster
+
+#: a small calibrated machine: every cost non-zero (the order of a 2-core VM's profile)
+COSTS: dict[str, Any] = {
+    "model": "calibrated",
+    "o_us": 12.0,
+    "L_us": 2.0,
+    "byte_us": 0.0002,
+    "call_us": 10.0,
+    "dispatch_us": {"*": 12.0},
+    "api_us": {"*": 15.0},
+    "client_us": {"*": 30.0},
+    "mix_agent": 0.14,
+    "mix_client": 0.2,
+}
+
+
+def postmark_config(nodes: int = 4, **machine: Any) -> Config:
+    """A short PostMark (4 clients, a few hundred transactions) on ``nodes`` nodes."""
+    return validate(
+        {
+            "study": "simulate",
+            "seed": 3,
+            "cluster": {"nodes": nodes},
+            "protocol": {"placement": "with_manager", "hashing": "mod_n"},
+            "network": {"preset": "fedfs_prototype"},
+            "machine": machine,
+            "workload": {
+                "kind": "postmark",
+                "clients": 4,
+                "postmark": {
+                    "number": 40,
+                    "transactions": 120,
+                    "size_low": 2048,
+                    "size_high": 8192,
+                    "subdirectories": 4,
+                    "route": "hash",
+                },
+            },
+        }
+    )
+
+
+# ------------------------------------------------------------------ Machine.run
+def test_one_core_serialises_two_processes_two_cores_overlap_them() -> None:
+    one = Machine(MachineParams(hosts=1, cores=1), n_nodes=2)
+    assert one.run(0, 0.0, 10.0) == 10.0
+    assert one.run(1, 0.0, 5.0) == 15.0  # waits for the only core: ends at the sum
+
+    two = Machine(MachineParams(hosts=1, cores=2), n_nodes=2)
+    assert two.run(0, 0.0, 10.0) == 10.0
+    assert two.run(1, 0.0, 5.0) == 5.0  # the second core: they overlap
+    assert two.run(1, 1.0, 5.0) == 10.0  # its process is busy until 5, a core is free then
+    assert two.busy == {0: 10.0, 1: 10.0}
+
+    # a host per node (hosts: 0): one core each, no sharing
+    apart = Machine(MachineParams(hosts=0, cores=1), n_nodes=2)
+    assert apart.run(0, 0.0, 10.0) == 10.0 and apart.run(1, 0.0, 5.0) == 5.0
+
+
+def test_a_process_runs_one_job_at_a_time_even_with_cores_free() -> None:
+    m = Machine(MachineParams(hosts=1, cores=2), n_nodes=1)
+    assert m.run(0, 0.0, 10.0) == 10.0
+    assert m.run(0, 0.0, 5.0) == 15.0  # one thread: after its first job, though a core is idle
+    assert m.run(0, 20.0, 1.0) == 21.0  # submitted when free: starts at once
+    client = m.client_proc(7, node=0)
+    # another process, booked last: the core that frees first (at 15), not a gap before it ("busy until")
+    assert m.run(client, 0.0, 3.0) == 18.0
+
+
+def test_shared_clients_are_one_process_own_clients_one_each() -> None:
+    shared = Machine(MachineParams(hosts=1, cores=4, clients="shared"), n_nodes=2)
+    a, b = shared.client_proc(0, node=0), shared.client_proc(1, node=1)
+    assert a == b
+    assert shared.run(a, 0.0, 4.0) == 4.0 and shared.run(b, 0.0, 4.0) == 8.0
+
+    own = Machine(MachineParams(hosts=2, cores=1, clients="own"), n_nodes=2)
+    a, b = own.client_proc(0, node=0), own.client_proc(1, node=1)
+    assert a != b
+    assert own.run(a, 0.0, 4.0) == 4.0 and own.run(b, 0.0, 4.0) == 4.0  # on their nodes' hosts 0 and 1
+    assert own.run(0, 0.0, 1.0) == 5.0  # node 0 shares host 0's core with client 0
+
+
+def test_mixed_charges_the_extra_share_only_when_the_kind_changes() -> None:
+    m = Machine(MachineParams(), n_nodes=1)
+    assert m.mixed(0, "stat", 10.0, 0.5) == 15.0  # nothing before: not a batch of stat
+    assert m.mixed(0, "stat", 10.0, 0.5) == 10.0
+    assert m.mixed(0, "stat", 10.0, 0.5) == 10.0
+    assert m.mixed(0, "read", 10.0, 0.5) == 15.0
+    assert m.mixed(0, "stat", 10.0, 0.5) == 15.0
+    assert m.mixed(1, "stat", 10.0, 0.5) == 15.0  # per process: node 1 did nothing yet
+    assert m.mixed(0, "stat", 10.0, 0.0) == 10.0
+
+
+def test_unlisted_kinds_cost_the_star_entry_or_nothing() -> None:
+    m = Machine(MachineParams(dispatch_us={"*": 12.0, "lookup": 9.0}, api_us={"stat": 5.0}), n_nodes=1)
+    assert m.dispatch("lookup") == 9.0 and m.dispatch("getattr") == 12.0
+    assert m.api("stat") == 5.0 and m.api("read") == 0.0
+    assert m.client("read") == 0.0
+
+
+# ------------------------------------------------------------------ the runtime on a machine
+def test_one_client_call_costs_its_cpu_and_two_flights_end_to_end() -> None:
+    """One call on a one-node federation, nothing else running: the call's
+    latency is the CPU its client and its node booked plus the request's and
+    the reply's flights (every step is serial: nothing overlaps)."""
+    mp = MachineParams(hosts=1, cores=2, o_us=12.0, L_us=2.0, byte_us=0.001, call_us=10.0,
+                       dispatch_us={"*": 12.0}, api_us={"*": 15.0}, client_us={"*": 30.0}, mix_agent=0.14)  # fmt: skip
+    c = SimCluster(1, network=preset("fedfs_prototype"), machine=mp)
+    c.populate(0, [("/d/f", 4096)], ["/d"])
+    c.preload_summaries()
+    t0 = c.env.now
+    c.env.run(until=c.env.process(c.client_op(0, 0, "stat", "/d/f")))
+    m = c.machine
+    assert m is not None
+    client = m.client_proc(0, 0)
+    assert m.busy[client] == pytest.approx(30.0 * 1.0)  # first call of its kind: mix_client is 0
+    assert m.busy[0] >= 2 * 12.0 + 15.0 * 1.14  # two message ends and the call
+    flights = c.env.now - t0 - m.busy[client] - m.busy[0]
+    assert flights == pytest.approx(2 * 2.0)  # G_us_per_byte is 0: L each way
+    assert c.messages == 0  # a client's messages are no federation messages
+
+
+def test_a_call_between_nodes_costs_cpu_at_both_ends_of_each_message() -> None:
+    """A stat at node 0 of a file node 1 holds, alone: its latency is the CPU
+    the client and both nodes booked plus one flight per message (the client's
+    two and the federation's), as no step overlaps another."""
+    mp = MachineParams(hosts=1, cores=2, o_us=12.0, L_us=2.0, call_us=10.0, dispatch_us={"*": 12.0},
+                       api_us={"*": 15.0}, client_us={"*": 30.0}, mix_agent=0.14)  # fmt: skip
+    c = SimCluster(2, network=preset("fedfs_prototype"), machine=mp)
+    c.populate(1, [("/d/f", 4096)], ["/d"])
+    c.preload_summaries()
+    t0, m0 = c.env.now, c.messages
+    c.env.run(until=c.env.process(c.client_op(0, 0, "stat", "/d/f")))
+    m = c.machine
+    assert m is not None
+    messages = c.messages - m0
+    assert messages >= 2  # at least a request to node 1 and its reply
+    cpu = sum(m.busy.values())
+    assert c.env.now - t0 == pytest.approx(cpu + (2 + messages) * 2.0)
+    # node 0 booked its call's CPU (o and call_us) for each request it sent
+    assert m.busy[0] >= 15.0 * 1.14 + (messages // 2) * (2 * 12.0 + 10.0)
+
+
+def test_fewer_cores_predict_lower_postmark_throughput() -> None:
+    one = run_postmark(postmark_config(4, **COSTS, hosts=1, cores=1)).metrics
+    four = run_postmark(postmark_config(4, **COSTS, hosts=1, cores=4)).metrics
+    assert one["ops_done"] == four["ops_done"] > 0 and one["errors"] == four["errors"] == 0
+    assert one["postmark_tps"] < four["postmark_tps"]
+    assert one["throughput_ops_s"] < four["throughput_ops_s"]
+    assert one["latency_mean_us"] > four["latency_mean_us"]
+
+
+def test_the_machine_costs_simulated_time_and_the_papers_model_is_unchanged_by_it() -> None:
+    off = run_postmark(postmark_config(4)).metrics
+    on = run_postmark(postmark_config(4, **COSTS, hosts=1, cores=2)).metrics
+    assert off["ops_done"] == on["ops_done"]  # the same PostMark, on another machine
+    assert on["latency_mean_us"] > off["latency_mean_us"]
+    assert (
+        run_postmark(postmark_config(4, model="none", **{k: v for k, v in COSTS.items() if k != "model"})).metrics
+        == off
+    )
+
+
+def test_the_same_config_twice_gives_the_same_metrics_on_a_machine() -> None:
+    cfg = postmark_config(4, **COSTS, hosts=2, cores=1, clients="own")
+    a, b = run_postmark(cfg), run_postmark(cfg)
+    assert a.metrics == b.metrics
+    assert a.cluster.env.now == b.cluster.env.now
+    ma, mb = a.cluster.machine, b.cluster.machine
+    assert ma is not None and mb is not None and ma.busy == mb.busy
+
+
+# ------------------------------------------------------------------ config
+def test_a_calibrated_machine_without_its_measurements_names_fednode_calibrate() -> None:
+    with pytest.raises(ConfigError, match="fednode calibrate") as err:
+        validate({"study": "simulate", "machine": {"model": "calibrated"}}, "x.yaml")
+    assert "o_us" in str(err.value)
+    with pytest.raises(ConfigError, match="o_us"):
+        validate({"study": "simulate", "machine": {"model": "calibrated", "L_us": 2.0}}, "x.yaml")
+    cfg = validate({"study": "simulate", "machine": {"model": "calibrated", "o_us": 12.0, "L_us": 2.0}})
+    assert cfg.machine.o_us == 12.0
