@@ -76,6 +76,19 @@ class MachineParams:
     oversub_share: float = 0.0  # extra share of every job per runnable process beyond the host's cores
 
 
+class _Proc:
+    """A process's state: its host's cores (the host's list, shared), its
+    host's processes' states (the host's list, shared: ``oversub_share``) and
+    when its thread is free."""
+
+    __slots__ = ("cores", "free", "peers")
+
+    def __init__(self, cores: list[float], peers: list[_Proc]) -> None:
+        self.cores = cores
+        self.peers = peers
+        self.free = 0.0
+
+
 class Machine:
     """The hosts' cores and the processes' threads, as "busy until" times.
 
@@ -85,7 +98,7 @@ class Machine:
     Booking at submission keeps it one heap entry per job, as the runtime's
     other queues do."""
 
-    __slots__ = ("busy", "core_free", "host_procs", "last", "n_nodes", "p", "proc_free", "proc_host")
+    __slots__ = ("busy", "core_free", "host_procs", "host_states", "last", "n_nodes", "p", "proc_host", "procs")
 
     def __init__(self, params: MachineParams, n_nodes: int) -> None:
         if params.cores <= 0:
@@ -95,14 +108,16 @@ class Machine:
         self.p = params
         self.n_nodes = n_nodes
         self.core_free: dict[int, list[float]] = {}
-        self.proc_free: dict[Hashable, float] = {}
         self.proc_host: dict[Hashable, int] = {}
+        #: each process's state (``_Proc``): one look-up per job
+        self.procs: dict[Hashable, _Proc] = {}
         #: CPU booked per process so far (us): utilisations, for naming the bottleneck
         self.busy: dict[Hashable, float] = {}
         #: the kind of work each process did last (``mixed``)
         self.last: dict[Hashable, str] = {}
-        #: the processes of each host (``oversub_share`` counts the runnable ones)
+        #: the processes of each host (``oversub_share`` counts the runnable ones), and their states
         self.host_procs: dict[int, list[Hashable]] = {}
+        self.host_states: dict[int, list[_Proc]] = {}
 
     def host_of_node(self, node: int) -> int:
         hosts = self.p.hosts
@@ -119,38 +134,38 @@ class Machine:
         if proc not in self.proc_host:
             self.proc_host[proc] = host
             self.host_procs.setdefault(host, []).append(proc)
+            cores = self.core_free.get(host)
+            if cores is None:
+                cores = self.core_free[host] = [0.0] * self.p.cores
+            peers = self.host_states.setdefault(host, [])
+            st = self.procs[proc] = _Proc(cores, peers)
+            peers.append(st)
         return proc
 
     def run(self, proc: Hashable, now: float, us: float) -> float:
         """When ``us`` of CPU submitted now by ``proc`` ends."""
-        host = self.proc_host.get(proc)
-        if host is None:  # a node: on its host
-            host = self.host_of_node(proc)  # type: ignore[arg-type]
-            self.add_proc(proc, host)
-        cores = self.core_free.get(host)
-        if cores is None:
-            cores = self.core_free[host] = [0.0] * self.p.cores
-        start = self.proc_free.get(proc, 0.0)
+        st = self.procs.get(proc)
+        if st is None:  # a node: on its host
+            self.add_proc(proc, self.host_of_node(proc))  # type: ignore[arg-type]
+            st = self.procs[proc]
+        start = st.free
         if start < now:
             start = now
+        cores = st.cores
         share = self.p.oversub_share
         if share:
             # Oversubscribed cores: the other processes of the host with work booked beyond now are
             # runnable; beyond the cores each one makes this job dearer (switches, cold caches).
-            free = self.proc_free
-            runnable = 1 + sum(1 for q in self.host_procs[host] if q != proc and free.get(q, 0.0) > now)
+            runnable = 1 + sum(1 for q in st.peers if q is not st and q.free > now)
             if runnable > len(cores):
                 us *= 1.0 + share * (runnable - len(cores))
-        core = 0
-        free = cores[0]
-        for i in range(1, len(cores)):
-            if cores[i] < free:
-                core, free = i, cores[i]
+        free = min(cores)  # the core that frees first (the lowest on a tie, as index finds it)
         if free > start:
             start = free
-        cores[core] = done = start + us
-        self.proc_free[proc] = done
-        self.busy[proc] = self.busy.get(proc, 0.0) + us
+        cores[cores.index(free)] = done = start + us
+        st.free = done
+        busy = self.busy
+        busy[proc] = busy.get(proc, 0.0) + us
         return done
 
     def mixed(self, proc: Hashable, label: str, us: float, share: float) -> float:
