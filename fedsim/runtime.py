@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import gc
 from collections import deque
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from heapq import heappush
@@ -93,14 +93,17 @@ class OpTrace:
 
 
 class _Msg:
-    __slots__ = ("depth", "reply", "req", "src", "trace")
+    __slots__ = ("depth", "reply", "req", "size", "src", "trace")
 
-    def __init__(self, src: int, req: Request, reply: simpy.Event | None, trace: OpTrace | None, depth: int):
+    def __init__(
+        self, src: int, req: Request, reply: simpy.Event | None, trace: OpTrace | None, depth: int, size: int
+    ) -> None:
         self.src = src
         self.req = req
         self.reply = reply
         self.trace = trace
         self.depth = depth
+        self.size = size  # the request's wire_size (its receiver's CPU on a machine model)
 
 
 @dataclass(slots=True)
@@ -370,14 +373,83 @@ class SimCluster:
         """An event that fires when ``us`` of CPU, submitted now by process
         ``proc`` (a node id, or a client's or mount's key), is done on the
         machine model (``fedsim.machine``)."""
-        env = self.env
-        assert self.machine is not None
-        done = self.machine.run(proc, env._now, us)
-        ev = simpy.Event(env)
-        ev._ok = True
-        ev._value = None
-        heappush(env._queue, (done, NORMAL, next(env._eid), ev))
+        ev = simpy.Event(self.env)
+        self._book(ev, proc, us, None)
         return ev
+
+    def _book(self, ev: simpy.Event, proc: Any, us: float, value: Any) -> None:
+        """Book ``us`` of CPU for ``proc`` now; ``ev`` fires with ``value`` when it is done."""
+        env = self.env
+        done = self.machine.run(proc, env._now, us)  # type: ignore[union-attr]
+        ev._ok = True
+        ev._value = value
+        heappush(env._queue, (done, NORMAL, next(env._eid), ev))
+
+    # A step of a client call or a federation call on a machine (the CPU to
+    # send, the flight, the CPU to receive) is a callback of the event that
+    # ends the step before it, not a resumption of the calling process: the
+    # same work at the same instant, in the same order of events (every event
+    # is still scheduled when the process would have scheduled it), with one
+    # process resumption per message instead of two or three.
+    def _hop(self, src: Any, src_us: float, size: int, dst: Any, dst_us: Callable[[], float] | None) -> simpy.Event:
+        """A message of ``size`` bytes between a client program (or a mount)
+        and its agent, no federation message (not counted): ``src_us`` of CPU
+        at process ``src`` now (``src`` None: none), the flight, then
+        ``dst_us()`` (priced on arrival) at ``dst`` (None: none).  The event
+        fires when ``dst`` has received it."""
+        env = self.env
+        mach = self.machine
+        assert mach is not None
+        got = simpy.Event(env)
+
+        def fly(_ev: simpy.Event | None) -> None:
+            flight = got if dst is None else simpy.Event(env)  # env.timeout(flight_us), inlined
+            flight._ok = True
+            flight._value = None
+            if dst is not None:
+                flight.callbacks.append(arrive)
+            heappush(env._queue, (env._now + mach.flight_us(size), NORMAL, next(env._eid), flight))
+
+        def arrive(_ev: simpy.Event) -> None:
+            self._book(got, dst, dst_us(), None)  # type: ignore[misc]
+
+        if src is None:
+            fly(None)
+        else:
+            sent = simpy.Event(env)
+            sent.callbacks.append(fly)
+            self._book(sent, src, src_us, None)
+        return got
+
+    def _machine_call(self, node_id: int, dst: int, req: Request, trace: OpTrace | None, depth: int) -> simpy.Event:
+        """A ``Call`` on a machine: the caller's CPU to send (``o``, its bytes,
+        ``call_us``), the request, and on its reply the caller's CPU to receive
+        it.  The event fires with the reply, (ok, value), once received."""
+        env = self.env
+        mach = self.machine
+        assert mach is not None
+        size = wire_size(req)
+        got = simpy.Event(env)
+
+        def send(_ev: simpy.Event) -> None:
+            try:
+                reply = self._request(node_id, dst, req, trace, depth, True, size)
+            except Exception as e:  # what the process would have delivered into the protocol
+                got.fail(e)
+                return
+            reply.callbacks.append(receive)  # type: ignore[union-attr]
+
+        def receive(reply: _Reply) -> None:
+            answer = reply._value
+            size = reply.size
+            if size < 0:  # not a handler's reply (a timeout's, a late one under faults)
+                size = wire_size(answer[1])
+            self._book(got, node_id, mach.message_us(size), answer)
+
+        sent = simpy.Event(env)
+        sent.callbacks.append(send)
+        self._book(sent, node_id, mach.message_us(size) + mach.p.call_us, None)
+        return got
 
     def client_op(
         self, client: int, node_id: int, name: str, *args: Any, trace: OpTrace | None = None
@@ -397,43 +469,53 @@ class SimCluster:
         assert mach is not None
         proc = mach.client_proc(client, node_id)
         half = mach.mixed(proc, name, mach.client(name), mach.p.mix_client) / 2  # its request, then its reply
-        yield self.cpu_at(proc, half)
-        try:
-            return (yield from self.agent_call(node_id, [(name, args)], trace))
-        finally:
-            yield self.cpu_at(proc, half)
+        return (yield from self.agent_call(node_id, [(name, args)], trace, proc, half))
 
     def agent_call(
-        self, node_id: int, calls: list[tuple[str, tuple[Any, ...]]], trace: OpTrace | None
+        self,
+        node_id: int,
+        calls: list[tuple[str, tuple[Any, ...]]],
+        trace: OpTrace | None,
+        client: Hashable | None = None,
+        client_us: float = 0.0,
     ) -> Generator[Any, Any, Any]:
         """One round trip of a client program to agent ``node_id`` on the
         machine model, carrying ``calls`` (API operations run one after the
         other, as ``Client.pipeline`` does): the request's flight, the agent's
         receipt and its CPU per call, the protocol running each call, the
-        reply's CPU and flight.  The client's own CPU is the caller's.  The
-        value (or error) is the first call's; a later call's error is dropped
-        (a pipelined getattr after an open, which only warms a cache)."""
+        reply's CPU and flight.  The client's own CPU is the caller's, or with
+        ``client`` (a process) ``client_us`` of it before the request and as
+        much after the reply.  The value (or error) is the first call's; a
+        later call's error is dropped (a pipelined getattr after an open,
+        which only warms a cache)."""
         mach = self.machine
         assert mach is not None
         size = CLIENT_HEADER + sum(len(a) for _, args in calls for a in args if isinstance(a, (bytes, str)))
-        yield self.env.timeout(mach.flight_us(size))
-        api = sum(mach.mixed(node_id, name, mach.api(name), mach.p.mix_agent) for name, _ in calls)
-        yield self.cpu_at(node_id, mach.message_us(size) + api)
+
+        def receipt() -> float:  # priced on arrival: ``mixed`` follows the agent's last work
+            return mach.message_us(size) + sum(mach.mixed(node_id, name, mach.api(name), mach.p.mix_agent)
+                                               for name, _ in calls)  # fmt: skip
+
+        yield self._hop(client, client_us, size, node_id, receipt)
         err: BaseException | None = None
         value: Any = None
-        for i, (name, args) in enumerate(calls):
-            self.client_ops[node_id] += 1
-            try:
-                v = yield from self._drive(node_id, getattr(self.nodes[node_id], name)(*args), trace, 0)
-            except OSError as e:
+        try:
+            for i, (name, args) in enumerate(calls):
+                self.client_ops[node_id] += 1
+                try:
+                    v = yield from self._drive(node_id, getattr(self.nodes[node_id], name)(*args), trace, 0)
+                except OSError as e:
+                    if i == 0:
+                        err = e
+                    continue
                 if i == 0:
-                    err = e
-                continue
-            if i == 0:
-                value = v
-        size = CLIENT_HEADER + (len(value) if isinstance(value, bytes) else 0)
-        yield self.cpu_at(node_id, mach.message_us(size))
-        yield self.env.timeout(mach.flight_us(size))
+                    value = v
+        except BaseException:
+            if client is not None:  # the client's CPU after the call, as when it returns
+                yield self.cpu_at(client, client_us)
+            raise
+        back = CLIENT_HEADER + (len(value) if isinstance(value, bytes) else 0)  # (``receipt`` has ``size``)
+        yield self._hop(node_id, mach.message_us(back), back, client, None if client is None else lambda: client_us)
         if err is not None:
             raise err
         return value
@@ -527,11 +609,10 @@ class SimCluster:
             t = type(eff)
             try:
                 if t is Call:
-                    if mach is not None:
-                        yield self.cpu_at(node_id, mach.message_us(wire_size(eff.request)) + mach.p.call_us)
-                    ok, value = yield request(node_id, eff.node, eff.request, trace, depth, True)
-                    if mach is not None:
-                        yield self.cpu_at(node_id, mach.message_us(wire_size(value)))
+                    if mach is None:
+                        ok, value = yield request(node_id, eff.node, eff.request, trace, depth, True)
+                    else:
+                        ok, value = yield self._machine_call(node_id, eff.node, eff.request, trace, depth)
                     if not ok:
                         exc, value = value, None
                 elif t is Local:
@@ -548,20 +629,27 @@ class SimCluster:
                     if cost > 0 and mach is None:  # on a machine, inside the measured handler costs
                         yield self.cpu_work(node_id, cost)
                 elif t is Multicast:
-                    if mach is not None:
-                        cost = mach.message_us(wire_size(eff.request)) + mach.p.call_us
+                    if mach is None:
+                        events = [request(node_id, n, eff.request, trace, depth, True) for n in eff.nodes]
+                    else:
+                        size = wire_size(eff.request)
+                        cost = mach.message_us(size) + mach.p.call_us
                         yield self.cpu_at(node_id, len(eff.nodes) * cost)
-                    events = [request(node_id, n, eff.request, trace, depth, True) for n in eff.nodes]
+                        events = [request(node_id, n, eff.request, trace, depth, True, size) for n in eff.nodes]
                     value = []
                     for ev in events:
                         ok, v = yield ev
                         value.append(v)
                     if mach is not None:
-                        yield self.cpu_at(node_id, sum(mach.message_us(wire_size(v)) for v in value))
+                        sizes = [ev.size if ev.size >= 0 else wire_size(v) for ev, v in zip(events, value, strict=True)]
+                        yield self.cpu_at(node_id, sum(mach.message_us(n) for n in sizes))
                 elif t is Send:
-                    if mach is not None:
-                        yield self.cpu_at(node_id, mach.message_us(wire_size(eff.request)))
-                    request(node_id, eff.node, eff.request, trace, depth, False)
+                    if mach is None:
+                        request(node_id, eff.node, eff.request, trace, depth, False)
+                    else:
+                        size = wire_size(eff.request)
+                        yield self.cpu_at(node_id, mach.message_us(size))
+                        request(node_id, eff.node, eff.request, trace, depth, False, size)
                 elif t is Spawn:
                     env.process(self._drive(node_id, eff.gen, trace, depth))
                 elif t is Await:
@@ -639,10 +727,9 @@ class SimCluster:
         self.message_bytes -= size
         return delay
 
-    def _send(self, src: int, dst: int, req: Request, trace: OpTrace | None) -> float:
-        """Put ``req`` on the wire (its size, the sender's NIC) and in the
-        operation's trace; the delay until it arrives."""
-        size = wire_size(req)
+    def _send(self, src: int, dst: int, req: Request, trace: OpTrace | None, size: int) -> float:
+        """Put ``req`` (``size`` bytes on the wire) on the wire (the sender's
+        NIC) and in the operation's trace; the delay until it arrives."""
         delay = self._transmit(src, dst, size)
         if trace is not None:
             probe = req.probe
@@ -652,12 +739,16 @@ class SimCluster:
         return delay
 
     def _request(
-        self, src: int, dst: int, req: Request, trace: OpTrace | None, depth: int, want_reply: bool
+        self, src: int, dst: int, req: Request, trace: OpTrace | None, depth: int, want_reply: bool, size: int = -1
     ) -> simpy.Event | None:
+        """Send ``req`` (``size``: its ``wire_size``, if the caller has it);
+        the event its reply triggers, if ``want_reply``."""
+        if size < 0:
+            size = wire_size(req)
         if self.faults is not None:
-            return self._request_under_faults(src, dst, req, trace, depth, want_reply)
-        delay = self._send(src, dst, req, trace)
-        reply = simpy.Event(self.env) if want_reply else None
+            return self._request_under_faults(src, dst, req, trace, depth, want_reply, size)
+        delay = self._send(src, dst, req, trace, size)
+        reply = _Reply(self.env) if want_reply else None
         if dst in self.down:
             if reply is not None:
                 t = self.env.timeout(nested_timeout(self.rpc_timeout_us, depth))
@@ -665,13 +756,13 @@ class SimCluster:
                     lambda _e: reply.succeed((False, PeerUnavailable(dst, "no reply within the timeout")))
                 )
             return reply
-        msg = _Msg(src, req, reply, trace, depth + 1)
+        msg = _Msg(src, req, reply, trace, depth + 1, size)
         queue = self._queues[dst].get(depth + 1) or self._queue(dst, depth + 1)
         self.env.schedule(_Arrival(self.env, queue, msg), delay=delay)
         return reply
 
     def _request_under_faults(
-        self, src: int, dst: int, req: Request, trace: OpTrace | None, depth: int, want_reply: bool
+        self, src: int, dst: int, req: Request, trace: OpTrace | None, depth: int, want_reply: bool, size: int
     ) -> simpy.Event | None:
         """``_request`` with the fault plan applied (kept apart so that a run
         without faults pays nothing for them).  The caller waits on ``reply``,
@@ -679,8 +770,8 @@ class SimCluster:
         reply if the plan lets it through (``_reply_under_faults``, which
         numbers the reply when it reaches the caller)."""
         env = self.env
-        delay = self._send(src, dst, req, trace)
-        reply = env.event() if want_reply else None
+        delay = self._send(src, dst, req, trace, size)
+        reply = _Reply(env) if want_reply else None
         if reply is not None:
             late = (False, PeerUnavailable(dst, "no reply within the timeout"))
             timer = env.timeout(nested_timeout(self.rpc_timeout_us, depth))
@@ -695,7 +786,7 @@ class SimCluster:
         if reply is not None:
             inner = env.event()
             inner.callbacks.append(lambda ev: self._reply_under_faults(ev, reply, dst, src))
-        msg = _Msg(src, req, inner, trace, depth + 1)
+        msg = _Msg(src, req, inner, trace, depth + 1, size)
         env.schedule(_Arrival(env, self._queue(dst, depth + 1), msg), delay=delay + fate * 1e6)
         return reply
 
@@ -735,6 +826,7 @@ class SimCluster:
         env = self.env
         nodes, crashed, incarnation = self.nodes, self.crashed, self.incarnation
         pending, idle = queue.pending, queue.idle
+        mach = self.machine
         wake = simpy.Event(env)  # reused: triggered only by _RecvQueue.put, never twice per wait
         while True:
             if pending:
@@ -750,12 +842,9 @@ class SimCluster:
             node = nodes[node_id]
             inc = incarnation[node_id]
             node.stats.requests_served += 1
-            mach = self.machine
             if mach is not None:  # the request's receipt and dispatch, on the node's CPU
                 kind = msg.req.kind
-                cost = mach.message_us(wire_size(msg.req)) + mach.mixed(
-                    node_id, kind, mach.dispatch(kind), mach.p.mix_agent
-                )
+                cost = mach.message_us(msg.size) + mach.mixed(node_id, kind, mach.dispatch(kind), mach.p.mix_agent)
                 yield self.cpu_at(node_id, cost)
             try:
                 value = yield from self._drive(node_id, node.handle(msg.src, msg.req), msg.trace, msg.depth)
@@ -775,6 +864,7 @@ class SimCluster:
             size = wire_size(value)
             if mach is not None:
                 yield self.cpu_at(node_id, mach.message_us(size))
+                msg.reply.size = size  # type: ignore[attr-defined]  # for its receiver's CPU (``_machine_call``)
             delay = self._transmit(node_id, msg.src, size)
             if msg.trace is not None:
                 msg.trace.record(node_id, msg.src, "reply", size, msg.req.probe)
@@ -785,6 +875,14 @@ class SimCluster:
             reply._ok = True
             reply._value = (ok, value)
             heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), reply))  # env.schedule, inlined
+
+
+class _Reply(simpy.Event):
+    """The event a request's reply triggers.  On a machine model the worker
+    that sends the reply sets its wire size, so that its receiver does not
+    size it again; -1: not known (a timeout's answer, a reply under faults)."""
+
+    size: int = -1
 
 
 class _RecvQueue:
