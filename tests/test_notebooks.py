@@ -178,6 +178,25 @@ def check_availability(d: dict) -> None:
             assert m["files_lost"] == m["theory_files_lost"], key  # exactly what the lost disks held
 
 
+def check_validation(d: dict) -> None:
+    points = d["points"]
+    for p in points:
+        assert p["measured"] > 0 and p["predicted"] > 0, p
+    # Table 2's cells measured and predicted on one agent and on two
+    for n in (1, 2):
+        assert any(p["workload"] == "latency" and p["agents"] == n for p in points), n
+    assert {"sfs97", "postmark api"} <= {p["workload"] for p in points}
+    assert "latency_mare" in d["summary"] and d["summary"]["latency_mare"] >= 0
+    assert len(d["load"]) == 2
+    # the predictions beyond this machine: a host per node, so more nodes, more throughput
+    scale = d["scale"]
+    assert scale["predicted"] is True
+    assert _increasing(scale["nodes"]) and len(scale["nodes"]) >= 3
+    assert _increasing(scale["tps"]["calibrated"]), scale["tps"]["calibrated"]
+    for kind in ("infiniband_hdr", "via_clan"):
+        assert len(scale["tps"][kind]) == len(scale["nodes"]) and min(scale["tps"][kind]) > 0, kind
+
+
 CHECKS: dict[str, tuple[str, Callable[[dict], None]]] = {
     "dafs_table1": ("dafs_table1", check_dafs_table1),
     "dafs_fig6": ("dafs_fig6", check_dafs_fig6),
@@ -192,6 +211,7 @@ CHECKS: dict[str, tuple[str, Callable[[dict], None]]] = {
     "scale": ("scale", check_scale),
     "migration": ("migration", check_migration),
     "availability": ("availability", check_availability),
+    "validation": ("validation", check_validation),
 }
 
 
