@@ -1,0 +1,156 @@
+"""The validation study (experiments.validation) as CI's regression check, and its parts.
+
+``test_small_validation_predicts_this_machine`` runs the small validation
+(configs/validation/small.yaml: real agents on TCP loopback beside the
+calibrated simulator), calibrating fresh into the test's directory, and
+fails when the simulator's predictions drift far from the measurements.  Its
+bounds are much wider than the study's targets (15 % latency, 20 %
+throughput): a 2-core machine shared with other work measures that work too,
+so the check catches a broken model or a broken calibration, not noise.  On a
+failure it prints the study's whole report, load average included.
+
+The other tests need no agents: the summary's arithmetic, and the checks a
+calibrated profile goes through when a config loads it.
+"""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+
+import pytest
+import yaml
+
+from experiments import get_study
+from experiments.validation import Params, Point, report, run, run_points, summarize
+from fedsim.calibration import ProfileElsewhere
+from fedsim.config import load, validate_params
+from fedsim.schema import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = ROOT / "configs" / "validation" / "small.yaml"
+
+#: the regression bounds: mean absolute relative errors, and any one point's factor
+LATENCY_MARE = 0.5
+THROUGHPUT_MARE = 0.6
+FACTOR = 3.0
+
+
+# ----------------------------------------------------------------------------------------- with agents
+def test_small_validation_predicts_this_machine(tmp_path):
+    cfg = load(SMALL)
+    params = validate_params(cfg, Params, str(SMALL))
+    assert isinstance(params, Params)
+    update: dict = {"cache": str(tmp_path / "calibration"), "profile": None}  # calibrate fresh, here
+    if params.agent_dir and not Path(params.agent_dir).is_dir():
+        update["agent_dir"] = ""  # no /dev/shm: the system's temporary directory
+    params = params.model_copy(update=update)
+    out = run_points(cfg, params, lambda s: None)
+    summary = summarize(out.points)
+    table = report(out, summary)
+
+    assert (tmp_path / "calibration" / "profile.yaml").exists(), "the study calibrated elsewhere"
+    assert {(p.workload, p.agents) for p in out.points} >= {
+        (wl, n) for wl in ("latency", "sfs97", "postmark api") for n in (1, 2)
+    }, table
+    assert all(p.measured > 0 and p.predicted > 0 for p in out.points), table
+    assert summary["latency_mare"] <= LATENCY_MARE, f"latency MARE {summary['latency_mare']:.2f}\n{table}"
+    assert summary["throughput_mare"] <= THROUGHPUT_MARE, f"throughput MARE {summary['throughput_mare']:.2f}\n{table}"
+    worst = max(out.points, key=lambda p: max(p.predicted / p.measured, p.measured / p.predicted))
+    factor = max(worst.predicted / worst.measured, worst.measured / worst.predicted)
+    assert factor <= FACTOR, f"{worst.workload} {worst.agents} agents {worst.point}: off by {factor:.1f}x\n{table}"
+
+
+def test_the_study_is_registered_and_both_configs_validate():
+    assert get_study("validation").run is run
+    for name in ("small.yaml", "tcp.yaml"):
+        path = ROOT / "configs" / "validation" / name
+        cfg = load(path)
+        assert cfg.study == "validation"
+        validate_params(cfg, Params, str(path))
+
+
+# ----------------------------------------------------------------------------------------- the summary
+def _p(workload: str, agents: int, measured: float, predicted: float, point: str = "x", sat: bool = False) -> Point:
+    return Point(workload, agents, point, measured, predicted, "us" if workload == "latency" else "ops/s", sat)
+
+
+def test_an_exact_prediction_has_no_error():
+    pts = [_p("latency", 1, 120.0, 120.0), _p("postmark api", 1, 900.0, 900.0)]
+    assert pts[0].error == 0.0
+    m = summarize(pts)
+    assert m["latency_mare"] == 0.0 and m["throughput_mare"] == 0.0
+
+
+def test_errors_are_relative_and_their_mean_absolute():
+    pts = [_p("latency", 1, 100.0, 110.0), _p("latency", 2, 200.0, 150.0)]
+    assert pts[0].error == pytest.approx(0.10) and pts[1].error == pytest.approx(-0.25)
+    assert summarize(pts)["latency_mare"] == pytest.approx(0.175)
+    assert "throughput_mare" not in summarize(pts)
+
+
+def test_saturated_points_leave_the_throughput_error_but_set_the_saturation_error():
+    pts = [
+        _p("sfs97", 1, 1000.0, 1100.0, "1 clients"),
+        _p("sfs97", 1, 2000.0, 3000.0, "2 clients", sat=True),
+        _p("sfs97", 1, 1900.0, 2500.0, "4 clients", sat=True),
+    ]
+    m = summarize(pts)
+    assert m["throughput_mare"] == pytest.approx(0.10)  # the one point below saturation
+    assert m["sfs97_saturation_error.1"] == pytest.approx(3000.0 / 2000.0 - 1)  # best predicted / best measured
+
+
+def test_scaling_error_says_which_way_the_model_scales_wrong():
+    over = [_p("postmark api", 1, 100.0, 100.0), _p("postmark api", 2, 150.0, 200.0)]
+    under = [_p("postmark api", 1, 100.0, 100.0), _p("postmark api", 2, 200.0, 150.0)]
+    exact = [_p("postmark api", 1, 100.0, 80.0), _p("postmark api", 2, 180.0, 144.0)]
+    high, low = summarize(over)["scaling_error.postmark api.2"], summarize(under)["scaling_error.postmark api.2"]
+    assert high > 0 and high == pytest.approx(2.0 / 1.5 - 1)  # the model scales better than the agents
+    assert low < 0 and low == pytest.approx(1.5 / 2.0 - 1)  # worse
+    # a prediction 20 % low at every size scales exactly
+    assert summarize(exact)["scaling_error.postmark api.2"] == pytest.approx(0.0)
+    assert "scaling_error.postmark api.1" not in summarize(over)
+
+
+def test_the_report_names_the_suspect_of_a_miss_and_the_load():
+    from experiments.validation import SUSPECTS, Outcome
+
+    out = Outcome([_p("latency", 1, 100.0, 100.0), _p("sfs97", 1, 1000.0, 2000.0)], load=[0.5, 1.25])
+    text = report(out, summarize(out.points))
+    assert SUSPECTS["sfs97"] in text and SUSPECTS["latency"] not in text
+    assert "load average 0.50 before and 1.25 after" in text
+    assert "MISSED" in text
+
+
+# ----------------------------------------------------------------------------------------- the profile
+def _config(tmp_path: Path, machine: dict) -> Path:
+    (tmp_path / "profile.yaml").write_text(yaml.safe_dump({"network": {"L_us": 2.0, "o_us": 10.0}, "machine": machine}))
+    path = tmp_path / "sim.yaml"
+    path.write_text(yaml.safe_dump({"study": "simulate", "calibration": "profile.yaml"}))
+    return path
+
+
+def test_a_profile_from_another_host_is_used_with_a_warning_naming_both(tmp_path):
+    path = _config(tmp_path, {"o_us": 10.0, "L_us": 2.0, "measured_on": {"host": "other", "cores": 64}})
+    with pytest.warns(ProfileElsewhere) as rec:
+        cfg = load(path)
+    text = str(rec[0].message)
+    assert "host other" in text and "cores 64" in text  # theirs
+    assert f"host {platform.node()}" in text  # ours
+    assert "fednode calibrate" in text
+    assert cfg.machine.model == "calibrated" and cfg.machine.o_us == 10.0
+
+
+def test_a_profile_of_this_host_loads_without_a_warning(tmp_path, recwarn):
+    from fedsim.calibration import this_machine
+
+    cfg = load(_config(tmp_path, {"o_us": 10.0, "L_us": 2.0, "measured_on": this_machine()}))
+    assert cfg.machine.model == "calibrated"
+    assert not [w for w in recwarn if issubclass(w.category, ProfileElsewhere)]
+
+
+def test_a_calibrated_machine_without_o_us_asks_for_fednode_calibrate(tmp_path):
+    path = _config(tmp_path, {"model": "calibrated", "L_us": 2.0, "cores": 2})
+    with pytest.raises(ConfigError, match="fednode calibrate") as ei:
+        load(path)
+    assert "o_us" in str(ei.value)
