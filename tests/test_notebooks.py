@@ -117,9 +117,13 @@ def check_dafs_fig6(d: dict) -> None:
 
 
 def check_dafs_fig7(d: dict) -> None:
-    for n, rr, matched, spread in zip(d["servers"], d["remote_share"]["round_robin/hash"],
-                                      d["remote_share"]["with_manager/hash"],
-                                      d["remote_share"]["with_manager/round_robin"], strict=True):
+    for n, rr, matched, spread in zip(
+        d["servers"],
+        d["remote_share"]["round_robin/hash"],
+        d["remote_share"]["with_manager/hash"],
+        d["remote_share"]["with_manager/round_robin"],
+        strict=True,
+    ):
         assert matched == 0.0  # placement matched to the request distribution: no remote access
         assert abs(rr - (n - 1) / n) < 0.1, (n, rr)  # round-robin placement: about (N-1)/N
         assert abs(spread - (n - 1) / n) < 0.1, (n, spread)
@@ -225,8 +229,9 @@ def test_notebook_runs_and_its_figure_has_the_papers_shape(notebook, tmp_path, m
     monkeypatch.delenv("FEDFS_FULL", raising=False)
     nb = jupytext.read(notebook)
     assert nb.metadata["kernelspec"]["name"] == "python3"
-    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=300,
-                                     resources={"metadata": {"path": str(ROOT)}})
+    client = nbclient.NotebookClient(
+        nb, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(ROOT)}}
+    )
     client.execute()
     name, check = CHECKS[notebook.stem]
     png = tmp_path / f"{name}.png"
