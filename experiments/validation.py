@@ -89,6 +89,9 @@ class Params(BaseModel):
     latency_repeat: int = Field(30, ge=5)
     sfs_clients: list[int] = Field(default_factory=lambda: [1, 2, 4, 8])
     sfs_ops: int = Field(600, ge=50)  # per client count
+    # operations run before the clock starts, in both worlds (the simulator's ``warmup_ops``): the real
+    # clients' connections made, the agents' code warm, most files opened; 0: the clock starts at once
+    sfs_warmup: int = Field(0, ge=0)
     sfs_files: int = Field(300, ge=10)
     sfs_dirs: int = Field(12, ge=1)
     postmark: PostMarkParams = PostMarkParams(number=60, transactions=300, subdirectories=3, seed=42)
@@ -206,22 +209,32 @@ def lay_out(cluster: Cluster, files: list[str], dirs: list[str], sizes: dict[str
         path.write_bytes(bytes(sizes[f]))
 
 
-def sfs_real(cluster: Cluster, files: list[str], clients: int, ops: int, seed: int) -> float:
-    """Closed-loop SFS97 on the agents: ``clients`` threads (client i at agent i mod N), ``ops`` in all; ops/s."""
+def sfs_real(cluster: Cluster, files: list[str], clients: int, ops: int, seed: int, warmup: int = 0) -> float:
+    """Closed-loop SFS97 on the agents: ``clients`` threads (client i at agent i mod N), ``ops`` in all; ops/s.
+
+    The threads start, connect and run ``warmup`` operations in all before the clock starts (as the
+    simulator's ``warmup_ops``), so the rate is the steady state's, not a thread start's or a connection's."""
     members = cluster.spec.members
     names, weights = zip(*SFS97_MIX.items(), strict=True)
     p = np.array(weights, float) / sum(weights)
-    left = [ops]
+    left = [warmup]
     lock = threading.Lock()
     errors: list[BaseException] = []
+    t0 = [0.0]
+
+    def start() -> None:  # run once, when every client is warm, before any goes on
+        left[0] = ops
+        t0[0] = time.perf_counter()
+
+    ready = threading.Barrier(clients + 1, action=start)
 
     # Every client's operations drawn before the clock starts: the simulator's driver costs no
     # simulated time, so the real one must not spend its CPU choosing either.
     plans = []
     for i in range(clients):
         rng = np.random.default_rng(seed * 1000 + i)
-        kinds = rng.choice(len(names), size=ops, p=p)
-        picks = rng.integers(0, len(files), size=ops)
+        kinds = rng.choice(len(names), size=ops + warmup, p=p)
+        picks = rng.integers(0, len(files), size=ops + warmup)
         plans.append([(names[int(k)], files[int(f)]) for k, f in zip(kinds, picks, strict=True)])
 
     def client(i: int) -> None:
@@ -229,7 +242,8 @@ def sfs_real(cluster: Cluster, files: list[str], clients: int, ops: int, seed: i
         fds: dict[str, int] = {}
         made: list[str] = []
         plan = iter(plans[i])
-        try:
+
+        def phase() -> None:
             while True:
                 with lock:
                     if left[0] <= 0:
@@ -249,18 +263,26 @@ def sfs_real(cluster: Cluster, files: list[str], clients: int, ops: int, seed: i
                     made.append(new)
                 elif made:
                     c.call("unlink", made.pop())
+
+        try:
+            c.status()  # connected before the clock
+            phase()
+            ready.wait()
+            phase()
         except BaseException as exc:
             errors.append(exc)
+            ready.abort()  # the others stop waiting for this one
         finally:
             c.disconnect()
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
-    t0 = time.perf_counter()
     for t in threads:
         t.start()
+    with contextlib.suppress(threading.BrokenBarrierError):
+        ready.wait()
     for t in threads:
         t.join()
-    wall = time.perf_counter() - t0
+    wall = time.perf_counter() - t0[0]
     if errors:
         raise errors[0]
     return ops / wall
@@ -391,10 +413,10 @@ def run_points(cfg: Config, params: Params, say: Callable[[str], None]) -> Outco
             for k in params.sfs_clients:
                 lay = functools.partial(lay_out, files=fs.files, dirs=fs.dirs, sizes=sizes)
                 with agents(n, base / f"sfs{k}", lay) as (path, cluster):
-                    measured = sfs_real(cluster, fs.files, k, params.sfs_ops, cfg.seed)
+                    measured = sfs_real(cluster, fs.files, k, params.sfs_ops, cfg.seed, params.sfs_warmup)
                     scfg = sim_config(cfg, cluster, profile, n, {
                         "kind": "sfs97", "files": params.sfs_files, "dirs": params.sfs_dirs, "arrivals": "closed",
-                        "clients": k, "ops": params.sfs_ops, "io_size": IO,
+                        "clients": k, "ops": params.sfs_ops, "warmup_ops": params.sfs_warmup, "io_size": IO,
                     })  # fmt: skip
                 predicted = run_workload(scfg).metrics["throughput_ops_s"]
                 rates.append((k, measured, predicted))
