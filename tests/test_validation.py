@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from experiments import get_study
-from experiments.validation import Params, Point, report, run, run_points, summarize
+from experiments.validation import Params, Point, report, run, run_points, saturated, summarize
 from fedsim.calibration import ProfileElsewhere
 from fedsim.config import load, validate_params
 from fedsim.schema import ConfigError
@@ -98,6 +98,15 @@ def test_saturated_points_leave_the_throughput_error_but_set_the_saturation_erro
     m = summarize(pts)
     assert m["throughput_mare"] == pytest.approx(0.10)  # the one point below saturation
     assert m["sfs97_saturation_error.1"] == pytest.approx(3000.0 / 2000.0 - 1)  # best predicted / best measured
+
+
+def test_saturation_starts_at_the_first_rate_near_the_best_and_stays():
+    assert saturated([]) == [] and saturated([5000.0]) == [False]
+    assert saturated([1000.0, 1500.0, 2000.0, 2050.0]) == [False, False, True, True]
+    # past the peak a rate that falls below 90 % of the best is still beyond saturation
+    assert saturated([9000.0, 20000.0, 13000.0]) == [False, True, True]
+    assert saturated([12000.0, 9000.0, 8000.0]) == [False, True, True]  # one client was the most
+    assert saturated([12000.0, 12500.0]) == [False, True]
 
 
 def test_scaling_error_says_which_way_the_model_scales_wrong():
