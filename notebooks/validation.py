@@ -56,9 +56,11 @@
 # agent scaling within **25 %**.  A 2-core machine shared with other work measures that
 # work too, so the load average is printed beside the numbers.
 #
-# Small mode runs `configs/validation/small.yaml`; `FULL = True` (or `FEDFS_FULL=1`) runs
-# `configs/validation/tcp.yaml` (a few minutes for the measurements, more for the
-# predictions to 1,024 nodes below).
+# Small mode runs `configs/validation/small.yaml` (about 10 s of measurements and 15 s of
+# simulated predictions on this machine); `FULL = True` (or `FEDFS_FULL=1`) runs
+# `configs/validation/tcp.yaml`: a few minutes for the measurements, and much longer for
+# the predictions to 1,024 nodes below (256 nodes alone take about 1.5 minutes for the
+# calibrated model with that config's PostMark).
 
 # %% tags=["parameters"]
 FULL = False
