@@ -46,6 +46,8 @@ import functools
 import hashlib
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -363,6 +365,29 @@ class Point:
 class Outcome:
     points: list[Point] = field(default_factory=list)
     load: list[float] = field(default_factory=list)
+    #: cores' worth of CPU-bound work the machine ran at once, before and after (``parallel_capacity``)
+    capacity: list[float] = field(default_factory=list)
+
+
+_SPIN = "import time\nt = time.perf_counter()\nx = 0\nfor i in range({n}):\n    x += i\nprint(time.perf_counter() - t)"
+
+
+def parallel_capacity(n: int = 1_500_000) -> float:
+    """How many cores' worth of work this machine runs at once now: as many CPU-bound Python
+    processes as it has cores, side by side, each one's speed relative to one alone, summed.
+
+    A VM's vCPUs need not be whole cores: another guest on the host (invisible in this guest's
+    load average and barely in its steal time) can leave two vCPUs worth little more than one,
+    and then every point that runs processes side by side is measured slower than the model,
+    whose hosts have ``cores`` whole cores, predicts."""
+
+    def spin(k: int) -> list[float]:
+        procs = [subprocess.Popen([sys.executable, "-c", _SPIN.format(n=n)], stdout=subprocess.PIPE, text=True)
+                 for _ in range(k)]  # fmt: skip
+        return [float(p.communicate()[0]) for p in procs]
+
+    alone = min(spin(1)[0] for _ in range(2))
+    return sum(alone / t for t in spin(os.cpu_count() or 1))
 
 
 def saturated(rates: list[float]) -> list[bool]:
@@ -391,7 +416,7 @@ def agents(n: int, base: Path, prepare: Callable[[Cluster], None] | None = None)
 def run_points(cfg: Config, params: Params, say: Callable[[str], None]) -> Outcome:
     from experiments.postmark_agents import client_api, mount_missing, mounted
 
-    out = Outcome(load=[os.getloadavg()[0]])
+    out = Outcome(load=[os.getloadavg()[0]], capacity=[parallel_capacity()])
     profile = profile_for(params, say)
     pm_params = params.postmark
     for n in params.agents:
@@ -455,6 +480,7 @@ def run_points(cfg: Config, params: Params, say: Callable[[str], None]) -> Outco
                 out.points.append(Point("postmark mount", n, "transactions/s", mnt.tps, predicted, "tx/s"))
             say(f"{n} agents: PostMark done")
     out.load.append(os.getloadavg()[0])
+    out.capacity.append(parallel_capacity())
     return out
 
 
@@ -519,6 +545,11 @@ def report(out: Outcome, summary: dict[str, float]) -> str:
         f"machine: {os.cpu_count()} cores, load average {out.load[0]:.2f} before and {out.load[-1]:.2f} after "
         "(a busy machine measures the other work too)"
     )
+    if out.capacity:
+        lines.append(
+            f"parallel capacity: {out.capacity[0]:.2f} cores' worth before and {out.capacity[-1]:.2f} after "
+            f"({os.cpu_count()} CPU-bound processes side by side; the model counts {os.cpu_count()} whole cores)"
+        )
     return "\n".join(lines)
 
 
@@ -532,6 +563,9 @@ def run(cfg: Config, params: Params) -> StudyResult:
     res.extend("summary", summary)
     res.add("summary", "load_before", out.load[0])
     res.add("summary", "load_after", out.load[-1])
+    if out.capacity:
+        res.add("summary", "capacity_before", out.capacity[0])
+        res.add("summary", "capacity_after", out.capacity[-1])
     res.report = report(out, summary)
     return res
 

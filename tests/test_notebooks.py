@@ -192,6 +192,7 @@ def check_validation(d: dict) -> None:
     assert {"sfs97", "postmark api"} <= {p["workload"] for p in points}
     assert "latency_mare" in d["summary"] and d["summary"]["latency_mare"] >= 0
     assert len(d["load"]) == 2
+    assert len(d["capacity"]) == 2 and all(0 < c for c in d["capacity"])
     # the predictions beyond this machine: a host per node, so more nodes, more throughput
     scale = d["scale"]
     assert scale["predicted"] is True

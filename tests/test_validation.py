@@ -146,11 +146,22 @@ def test_scaling_error_says_which_way_the_model_scales_wrong():
 def test_the_report_names_the_suspect_of_a_miss_and_the_load():
     from experiments.validation import SUSPECTS
 
-    out = Outcome([_p("latency", 1, 100.0, 100.0), _p("sfs97", 1, 1000.0, 2000.0)], load=[0.5, 1.25])
+    out = Outcome([_p("latency", 1, 100.0, 100.0), _p("sfs97", 1, 1000.0, 2000.0)], load=[0.5, 1.25],
+                  capacity=[1.9, 1.2])  # fmt: skip
     text = report(out, summarize(out.points))
     assert SUSPECTS["sfs97"] in text and SUSPECTS["latency"] not in text
     assert "load average 0.50 before and 1.25 after" in text
+    assert "parallel capacity: 1.90 cores' worth before and 1.20 after" in text
     assert "MISSED" in text
+
+
+def test_parallel_capacity_is_at_most_the_cores():
+    import os
+
+    from experiments.validation import parallel_capacity
+
+    cap = parallel_capacity(200_000)
+    assert 0.3 < cap < (os.cpu_count() or 1) * 1.3
 
 
 # ----------------------------------------------------------------------------------------- the profile
