@@ -31,8 +31,9 @@
 # (`fedsim.machine`, `fedsim.fuse`).  Its costs come from `fednode calibrate`
 # (`fednode/tools/calibrate.py`), which measures them with **microbenchmarks of its own**
 # (raw pings over a range of sizes, batches of one kind of call on names held locally and
-# remotely, an interleaved cycle of every call, the mount's callbacks), run first and cached
-# in `params.cache` while the code and the machine stay the same.  **Nothing is fitted to
+# remotely, an interleaved cycle of every call, the mount's callbacks), run first (afresh
+# for every run of this notebook: the profile is written beside the figure, in
+# `validation_calibration/`).  **Nothing is fitted to
 # the validation's numbers**: a miss below is a miss of the model, not of a fit.
 #
 # The machine model's parts, each a plain number from the profile:
@@ -98,8 +99,12 @@ from fedsim.config import load, validate, validate_params
 CONFIG = ROOT / "configs" / "validation" / ("tcp.yaml" if FULL else "small.yaml")
 cfg = load(CONFIG)
 params = validate_params(cfg, V.Params, str(CONFIG))
-if not Path(params.cache).is_absolute():  # the calibration is kept in the repository's results/
-    params = params.model_copy(update={"cache": str(ROOT / params.cache)})
+# A fresh calibration every run (a few seconds), kept beside the figure: this VM's speed drifts (a
+# 0-hop read took 38 us at one time and 85 us half an hour later), so a profile cached from an
+# earlier run predicts the machine as it was then, not as it is during these measurements.
+cache = OUT / "validation_calibration"
+(cache / "profile.yaml").unlink(missing_ok=True)
+params = params.model_copy(update={"cache": str(cache)})
 
 t0 = time.perf_counter()
 out = V.run_points(cfg, params, print)
