@@ -117,9 +117,13 @@ def check_dafs_fig6(d: dict) -> None:
 
 
 def check_dafs_fig7(d: dict) -> None:
-    for n, rr, matched, spread in zip(d["servers"], d["remote_share"]["round_robin/hash"],
-                                      d["remote_share"]["with_manager/hash"],
-                                      d["remote_share"]["with_manager/round_robin"], strict=True):
+    for n, rr, matched, spread in zip(
+        d["servers"],
+        d["remote_share"]["round_robin/hash"],
+        d["remote_share"]["with_manager/hash"],
+        d["remote_share"]["with_manager/round_robin"],
+        strict=True,
+    ):
         assert matched == 0.0  # placement matched to the request distribution: no remote access
         assert abs(rr - (n - 1) / n) < 0.1, (n, rr)  # round-robin placement: about (N-1)/N
         assert abs(spread - (n - 1) / n) < 0.1, (n, spread)
@@ -178,6 +182,26 @@ def check_availability(d: dict) -> None:
             assert m["files_lost"] == m["theory_files_lost"], key  # exactly what the lost disks held
 
 
+def check_validation(d: dict) -> None:
+    points = d["points"]
+    for p in points:
+        assert p["measured"] > 0 and p["predicted"] > 0, p
+    # Table 2's cells measured and predicted on one agent and on two
+    for n in (1, 2):
+        assert any(p["workload"] == "latency" and p["agents"] == n for p in points), n
+    assert {"sfs97", "postmark api"} <= {p["workload"] for p in points}
+    assert "latency_mare" in d["summary"] and d["summary"]["latency_mare"] >= 0
+    assert len(d["load"]) == 2
+    assert len(d["capacity"]) == 2 and all(0 < c for c in d["capacity"])
+    # the predictions beyond this machine: a host per node, so more nodes, more throughput
+    scale = d["scale"]
+    assert scale["predicted"] is True
+    assert _increasing(scale["nodes"]) and len(scale["nodes"]) >= 3
+    assert _increasing(scale["tps"]["calibrated"]), scale["tps"]["calibrated"]
+    for kind in ("infiniband_hdr", "via_clan"):
+        assert len(scale["tps"][kind]) == len(scale["nodes"]) and min(scale["tps"][kind]) > 0, kind
+
+
 CHECKS: dict[str, tuple[str, Callable[[dict], None]]] = {
     "dafs_table1": ("dafs_table1", check_dafs_table1),
     "dafs_fig6": ("dafs_fig6", check_dafs_fig6),
@@ -192,6 +216,7 @@ CHECKS: dict[str, tuple[str, Callable[[dict], None]]] = {
     "scale": ("scale", check_scale),
     "migration": ("migration", check_migration),
     "availability": ("availability", check_availability),
+    "validation": ("validation", check_validation),
 }
 
 
@@ -205,8 +230,9 @@ def test_notebook_runs_and_its_figure_has_the_papers_shape(notebook, tmp_path, m
     monkeypatch.delenv("FEDFS_FULL", raising=False)
     nb = jupytext.read(notebook)
     assert nb.metadata["kernelspec"]["name"] == "python3"
-    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=300,
-                                     resources={"metadata": {"path": str(ROOT)}})
+    client = nbclient.NotebookClient(
+        nb, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(ROOT)}}
+    )
     client.execute()
     name, check = CHECKS[notebook.stem]
     png = tmp_path / f"{name}.png"
