@@ -46,8 +46,6 @@ import functools
 import hashlib
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -64,6 +62,7 @@ from experiments.common import build_cluster, run_postmark, run_workload
 from fednode.client import Client
 from fednode.cluster import ProcessCluster, write_local
 from fednode.config import Cluster, load_cluster
+from fednode.tools.calibrate import parallel_capacity
 from fedsim.calibration import apply_calibration, foreign
 from fedsim.config import SFS97_MIX, Config, validate
 from fedsim.protocol.hashing import names_managed_by
@@ -100,7 +99,8 @@ class Params(BaseModel):
     mount: bool = True  # PostMark through a FUSE mount too, where FUSE works
     profile: str | None = None  # a fednode calibrate profile; None: calibrate here first (cached)
     calibrate_repeat: int = Field(60, ge=10)
-    cache: str = "results/calibration"  # where a calibration made here is kept for reuse
+    cache: str = "results/calibration"  # where a calibration made here is kept for reuse ...
+    max_age_s: float = 600.0  # ... for this long: a shared VM's speed drifts within the hour
     # where the agents' directories go, for the calibration and the validation alike (""; the system's
     # temporary directory): the local file system's costs are those of the file system there
     agent_dir: str = ""
@@ -323,8 +323,9 @@ def profile_for(params: Params, say: Callable[[str], None]) -> Path:
         on = (prof.get("machine") or {}).get("measured_on") or {}
         has_fuse = bool((prof.get("machine") or {}).get("fuse"))
         wanted = prof.get("code") == digest and prof.get("agent_dir") == params.agent_dir
-        if wanted and not foreign(on) and (has_fuse or not params.mount):
-            say(f"calibration: reusing {path} (this machine, this code)")
+        fresh = time.time() - float(on.get("at", 0)) < params.max_age_s
+        if wanted and fresh and not foreign(on) and (has_fuse or not params.mount):
+            say(f"calibration: reusing {path} (this machine, this code, under {params.max_age_s:.0f} s old)")
             return path
     say("calibration: measuring this machine (fednode calibrate)")
     from experiments.postmark_agents import mount_missing
@@ -339,14 +340,22 @@ def profile_for(params: Params, say: Callable[[str], None]) -> Path:
     return path
 
 
-def sim_config(cfg: Config, cluster: Cluster, profile: Path, n: int, workload: dict[str, Any]) -> Config:
-    """The simulator's config of the federation ``cluster`` describes, on this machine."""
+def sim_config(
+    cfg: Config,
+    cluster: Cluster,
+    profile: Path,
+    n: int,
+    workload: dict[str, Any],
+    machine: dict[str, Any] | None = None,
+) -> Config:
+    """The simulator's config of the federation ``cluster`` describes, on this machine
+    (``machine``: keys of the section measured now, which win over the profile's)."""
     raw: dict[str, Any] = {
         "study": "simulate",
         "seed": cfg.seed,
         "cluster": {"nodes": n, "workers": cluster.spec.workers, "rpc_timeout_ms": cluster.spec.rpc_timeout_ms},
         "protocol": cluster.spec.protocol.model_dump(),
-        "machine": {"hosts": 1},  # every agent and this process on this one machine
+        "machine": {"hosts": 1, **(machine or {})},  # every agent and this process on this one machine
         "calibration": str(profile.resolve()),
         "workload": workload,
     }
@@ -376,27 +385,6 @@ class Outcome:
     load: list[float] = field(default_factory=list)
     #: cores' worth of CPU-bound work the machine ran at once, before and after (``parallel_capacity``)
     capacity: list[float] = field(default_factory=list)
-
-
-_SPIN = "import time\nt = time.perf_counter()\nx = 0\nfor i in range({n}):\n    x += i\nprint(time.perf_counter() - t)"
-
-
-def parallel_capacity(n: int = 1_500_000) -> float:
-    """How many cores' worth of work this machine runs at once now: as many CPU-bound Python
-    processes as it has cores, side by side, each one's speed relative to one alone, summed.
-
-    A VM's vCPUs need not be whole cores: another guest on the host (invisible in this guest's
-    load average and barely in its steal time) can leave two vCPUs worth little more than one,
-    and then every point that runs processes side by side is measured slower than the model,
-    whose hosts have ``cores`` whole cores, predicts."""
-
-    def spin(k: int) -> list[float]:
-        procs = [subprocess.Popen([sys.executable, "-c", _SPIN.format(n=n)], stdout=subprocess.PIPE, text=True)
-                 for _ in range(k)]  # fmt: skip
-        return [float(p.communicate()[0]) for p in procs]
-
-    alone = min(spin(1)[0] for _ in range(2))
-    return sum(alone / t for t in spin(os.cpu_count() or 1))
 
 
 def saturated(rates: list[float]) -> list[bool]:
@@ -457,11 +445,13 @@ def agents(
 def run_points(cfg: Config, params: Params, say: Callable[[str], None]) -> Outcome:
     out = Outcome(load=[os.getloadavg()[0]], capacity=[parallel_capacity()])
     profile = profile_for(params, say)
+    # the cores' worth measured now, not when the profile was taken: it drifts on a shared VM
+    now = {"capacity": round(out.capacity[0], 2)}
     for n in params.agents:
         with tempfile.TemporaryDirectory(prefix="val", dir=params.agent_dir or None) as tmp:
             start = functools.partial(agents, transport=params.transport, devices=tuple(params.devices))
             for workload in params.workloads:
-                POINTS[workload](cfg, params, profile, n, Path(tmp), start, out.points)
+                POINTS[workload](cfg, params, profile, n, Path(tmp), start, out.points, now)
                 say(f"{n} agents: {workload} done")
     out.load.append(os.getloadavg()[0])
     out.capacity.append(parallel_capacity())
@@ -469,12 +459,12 @@ def run_points(cfg: Config, params: Params, say: Callable[[str], None]) -> Outco
 
 
 def latency_points(cfg: Config, params: Params, profile: Path, n: int, base: Path, start: Any,
-                   points: list[Point]) -> None:  # fmt: skip
+                   points: list[Point], now: dict[str, Any]) -> None:  # fmt: skip
     """Table 2's cells: each call's median latency at R, measured and predicted."""
     with start(n, base / "lat") as (_path, cluster):
         real = Real(cluster)
         try:
-            sim = Sim(sim_config(cfg, cluster, profile, n, {}))
+            sim = Sim(sim_config(cfg, cluster, profile, n, {}, now))
             hashing = cluster.spec.hashing_fn()
             real.call(0, "mkdir", "/v")
             sim.call(0, "mkdir", "/v")
@@ -490,7 +480,7 @@ def latency_points(cfg: Config, params: Params, profile: Path, n: int, base: Pat
 
 
 def sfs_points(cfg: Config, params: Params, profile: Path, n: int, base: Path, start: Any,
-               points: list[Point]) -> None:  # fmt: skip
+               points: list[Point], now: dict[str, Any]) -> None:  # fmt: skip
     """SFS97 closed loop over a laid-out file set, at each client count."""
     rng = np.random.default_rng(cfg.seed)
     fs = make_fileset(params.sfs_files, params.sfs_dirs, rng)
@@ -503,14 +493,14 @@ def sfs_points(cfg: Config, params: Params, profile: Path, n: int, base: Path, s
             scfg = sim_config(cfg, cluster, profile, n, {
                 "kind": "sfs97", "files": params.sfs_files, "dirs": params.sfs_dirs, "arrivals": "closed",
                 "clients": k, "ops": params.sfs_ops, "warmup_ops": params.sfs_warmup, "io_size": IO,
-            })  # fmt: skip
+            }, now)  # fmt: skip
         rates.append((k, measured, run_workload(scfg).metrics["throughput_ops_s"]))
     for (k, measured, predicted), sat in zip(rates, saturated([m for _, m, _ in rates]), strict=True):
         points.append(Point("sfs97", n, f"{k} clients", measured, predicted, "ops/s", saturated=sat))
 
 
 def postmark_points(cfg: Config, params: Params, profile: Path, n: int, base: Path, start: Any,
-                    points: list[Point]) -> None:  # fmt: skip
+                    points: list[Point], now: dict[str, Any]) -> None:  # fmt: skip
     """PostMark through the client API, and the binary on FUSE mounts where FUSE works."""
     from experiments.postmark_agents import client_api, mount_missing, mounted
     from fedsim.workloads.postmark import Clients
@@ -521,7 +511,7 @@ def postmark_points(cfg: Config, params: Params, profile: Path, n: int, base: Pa
         api = client_api(path, clients)
         pcfg = sim_config(cfg, cluster, profile, n, {
             "kind": "postmark", "clients": n, "postmark": {**pm.model_dump(), "route": "hash"},
-        })  # fmt: skip
+        }, now)  # fmt: skip
     predicted = run_postmark(pcfg).metrics["postmark_tps"]
     points.append(Point("postmark api", n, "transactions/s", api.tps, predicted, "tx/s"))
     if params.mount and not mount_missing():
@@ -529,7 +519,7 @@ def postmark_points(cfg: Config, params: Params, profile: Path, n: int, base: Pa
             mnt = mounted(path, clients, base)
             mcfg = sim_config(cfg, cluster, profile, n, {
                 "kind": "postmark", "clients": n, "postmark": {**pm.model_dump(), "route": "fixed", "mount": True},
-            })  # fmt: skip
+            }, now)  # fmt: skip
         predicted = run_postmark(mcfg).metrics["postmark_binary_tps"]
         points.append(Point("postmark mount", n, "transactions/s", mnt.tps, predicted, "tx/s"))
 

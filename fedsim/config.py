@@ -113,6 +113,7 @@ class MachineConfig(Strict):
     mix_agent: NonNegativeFloat = 0.0  # api/dispatch CPU's extra share for work of a kind unlike the last
     mix_client: NonNegativeFloat = 0.0  # the same at a client program
     oversub_share: NonNegativeFloat = 0.0  # a job's extra share per runnable process beyond the host's cores
+    capacity: NonNegativeFloat = 0.0  # cores' worth the cores give side by side (0: whole cores)
     contention: dict[int, dict[str, float]] = Field(default_factory=dict)  # the microbenchmark it is fitted to
     fuse: dict[str, Any] = Field(default_factory=dict)  # the mount's costs (``fedsim.workloads.fuse_sim``)
     measured_on: dict[str, Any] = Field(default_factory=dict)  # host, cores, when: for the warning on reuse

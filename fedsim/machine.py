@@ -34,6 +34,10 @@ from a ``fednode calibrate`` profile) turns the model on:
   ``oversub_share`` more per process beyond the cores: the context switches
   and the caches each process finds cold, which a contention microbenchmark
   of ``fednode calibrate`` measures (``fit_contention``);
+* **cores worth less than whole** (a VM's vCPUs sharing a host's): a job
+  started while other cores of its host are busy runs ``in_use / capacity``
+  slower when ``capacity`` (cores' worth side by side, measured) is below
+  the cores in use;
 * **local file system**: the storage model's cost of a ``Local`` operation is
   CPU of the node's process (a local file system on a warm page cache is the
   kernel's CPU, not a disk's queue);
@@ -74,6 +78,7 @@ class MachineParams:
     mix_agent: float = 0.0  # extra share of api/dispatch CPU for work of another kind than the process's last
     mix_client: float = 0.0  # the same for a client's calls
     oversub_share: float = 0.0  # extra share of every job per runnable process beyond the host's cores
+    capacity: float = 0.0  # cores' worth the host's cores give side by side (0: whole cores)
 
 
 class _Proc:
@@ -162,6 +167,13 @@ class Machine:
         free = min(cores)  # the core that frees first (the lowest on a tie, as index finds it)
         if free > start:
             start = free
+        cap = self.p.capacity
+        if cap:
+            # Cores that are not whole: with k of them busy at once the host does cap's worth of
+            # work, not k; a job started beside busy cores runs that much slower.
+            in_use = 1 + sum(1 for c in cores if c > start)
+            if in_use > cap:
+                us *= in_use / cap
         cores[cores.index(free)] = done = start + us
         st.free = done
         busy = self.busy

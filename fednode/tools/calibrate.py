@@ -27,7 +27,8 @@ the running federation a cluster file names:
 * **the client's CPU per call** (this process's thread time), by operation;
 * **the local file system**, per operation: the time of each local operation
   the agents ran in those batches (warm: on the page cache);
-* **the host**: its name and cores; which agents share it (a local
+* **the host**: its name and cores, and what they are worth side by side
+  (``parallel_capacity``: a VM's vCPUs need not be whole cores); which agents share it (a local
   federation: all of them, ``machine.hosts: 1``); and what oversubscribing
   its cores costs: 1 to 4 client threads calling 4 agents at once, the CPU
   per call over every process (the simulator fits ``oversub_share`` to it,
@@ -52,6 +53,8 @@ import datetime
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -318,6 +321,27 @@ class Calibration:
         return rounds, fits[-1]
 
 
+_SPIN = "import time\nt = time.perf_counter()\nx = 0\nfor i in range({n}):\n    x += i\nprint(time.perf_counter() - t)"
+
+
+def parallel_capacity(n: int = 1_500_000) -> float:
+    """How many cores' worth of work this machine runs at once now: as many CPU-bound Python
+    processes as it has cores, side by side, each one's speed relative to one alone, summed.
+
+    A VM's vCPUs need not be whole cores: another guest on the host (invisible in this guest's
+    load average and barely in its steal time) can leave two vCPUs worth little more than one,
+    and then every point that runs processes side by side is slower than whole cores would be
+    (``machine.capacity``)."""
+
+    def spin(k: int) -> list[float]:
+        procs = [subprocess.Popen([sys.executable, "-c", _SPIN.format(n=n)], stdout=subprocess.PIPE, text=True)
+                 for _ in range(k)]  # fmt: skip
+        return [float(p.communicate()[0]) for p in procs]
+
+    alone = min(spin(1)[0] for _ in range(2))
+    return sum(alone / t for t in spin(os.cpu_count() or 1))
+
+
 # ---------------------------------------------------------------------------------------- fitting
 def _lstsq(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     coef, *_ = np.linalg.lstsq(x, y, rcond=None)
@@ -474,7 +498,7 @@ STORAGE_OF_LOCAL = {"read": ("read_hit", "read_miss"), "write": ("write",)}
 
 
 def profile_of(fitted: dict[str, Any], rounds: int, spread: tuple[str, float], load: tuple[float, float],
-               transport: str, hosts: int) -> dict[str, Any]:  # fmt: skip
+               transport: str, hosts: int, capacity: float = 0.0) -> dict[str, Any]:  # fmt: skip
     """The profile a fedsim config loads (``calibration:``)."""
     r3 = lambda v: round(float(v), 3)  # noqa: E731
     costs: dict[str, float] = {}
@@ -494,6 +518,7 @@ def profile_of(fitted: dict[str, Any], rounds: int, spread: tuple[str, float], l
         "machine": {
             "hosts": hosts,
             "cores": this_machine()["cores"],
+            "capacity": round(capacity, 2),
             "o_us": r3(o),
             "L_us": r3(L),
             "byte_us": round(float(fitted["byte_us"]), 6),
@@ -507,6 +532,7 @@ def profile_of(fitted: dict[str, Any], rounds: int, spread: tuple[str, float], l
             "measured_on": {
                 **this_machine(),
                 "date": datetime.date.today().isoformat(),
+                "at": int(time.time()),  # when, for a reader that reuses only a recent profile
                 "load_before": r3(load[0]),
                 "load_after": r3(load[1]),
                 "rounds": rounds,
@@ -564,7 +590,8 @@ def report(fitted: dict[str, Any], prof: dict[str, Any], spread_target: float) -
     on = m["measured_on"]
     noisy = on["worst_spread"] is None or on["worst_spread"] > spread_target
     lines.append(
-        f"\nhost {on['host']}, {on['cores']} cores, load {on['load_before']:.2f} before and {on['load_after']:.2f} "
+        f"\nhost {on['host']}, {on['cores']} cores worth {m['capacity']:.2f} side by side, "
+        f"load {on['load_before']:.2f} before and {on['load_after']:.2f} "
         f"after; {on['rounds']} rounds, worst spread {on['worst_spread']} ({on['worst_spread_cost']})"
         + (f"  -- NOISY: above the {spread_target:.0%} target; the machine was busy or too small" if noisy else "")
     )
@@ -598,6 +625,7 @@ def calibrate(
     directory): the local file system's costs are those of the file system there."""
     cores = this_machine()["cores"]
     load0 = os.getloadavg()[0]
+    capacity = parallel_capacity()
     warn = busy(load0, cores)
     if warn and not quiet:
         print(f"warning: {warn}", flush=True)
@@ -619,7 +647,8 @@ def calibrate(
     fits = [fit(r) for r in rounds]
     fitted = combine(fits)
     worst = spread_of(fits)
-    prof = profile_of(fitted, len(rounds), worst, (load0, os.getloadavg()[0]), label, hosts)
+    capacity = (capacity + parallel_capacity()) / 2
+    prof = profile_of(fitted, len(rounds), worst, (load0, os.getloadavg()[0]), label, hosts, capacity)
     prof["machine"]["contention"] = cal.contended
     if fuse is not None:
         prof["machine"]["fuse"] = fuse

@@ -140,7 +140,9 @@ class Sfs97:
             cdf = w.cumsum()
             self._zipf_cdf = (cdf / cdf[-1]).tolist()
             self._zipf_files = [self.files[int(i)] for i in order]
-        self.fds: list[dict[str, int]] = [{} for _ in range(n)]
+        #: each client program's open descriptors (a descriptor belongs to the client that opened it,
+        #: as an agent's belong to their connection); client i defaults to node i
+        self.fds: defaultdict[int, dict[str, int]] = defaultdict(dict)
         self.created = 0
         self.rec = Recorder()
         self.measuring = True
@@ -155,10 +157,10 @@ class Sfs97:
         return self.files[int(self.rng.integers(0, len(self.files)))]
 
     def _fd(self, client: int, node: int, path: str, trace: OpTrace) -> Generator[Any, Any, int]:
-        fd = self.fds[node].get(path)
+        fd = self.fds[client].get(path)
         if fd is None:
             fd = yield from self.c.client_op(client, node, "open", path, trace=trace)
-            self.fds[node][path] = fd
+            self.fds[client][path] = fd
         return fd
 
     def one(self, node: int, client: int | None = None) -> Generator[Any, Any, None]:
@@ -206,7 +208,7 @@ class Sfs97:
                 yield from c.client_op(client, node, "unlink", path, trace=trace)
         except OSError as exc:
             if exc.errno in (errno.ENOENT, errno.EHOSTDOWN) and path:
-                self.fds[node].pop(path, None)
+                self.fds[client].pop(path, None)
             if self.measuring:
                 self.rec.errors[op] += 1
             return
