@@ -102,6 +102,7 @@ class Mount:
     proc: Hashable = None
     seen: dict[str, float] = field(default_factory=dict)  # path -> when the kernel last looked it up (us)
     fetched: set[int] = field(default_factory=set)  # descriptors whose data the first read brought
+    created: Any = None  # the descriptor a create's own pipeline opened, for the open that follows it
 
     def __post_init__(self) -> None:
         m = self.cluster.machine

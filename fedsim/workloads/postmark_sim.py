@@ -115,52 +115,45 @@ class PostMarkDriver:
         yield c.env.timeout(c.to_client(node, CLIENT_HEADER + (len(value) if isinstance(value, bytes) else 0)))
         return value
 
-    def _mount_op(self, mount: Mount, op: Op, pm: PostMark, trace: OpTrace) -> Generator[Any, Any, None]:
-        """One PostMark operation as the binary's system calls on the mount."""
-        calls = op_calls(op, pm)
-        call = next(calls)
-        fd = -1
-        while True:
-            name, args = call
-            try:
-                if name == "create":
-                    path = args[0]
-                    mount.seen[path] = self.c.env.now
-                    fd = yield from mount.syscall(
-                        "creat", [("create", args), ("open", args), ("getattr", args)], path, trace
-                    )
-                    call = calls.send(None)  # its open, which the create's own pipeline made
-                    value: Any = fd
-                elif name == "open":
-                    fresh = mount._fresh(args[0])
-                    phase = "open_cold" if not fresh else "open_append" if op.kind == "append" else "open_cached"
-                    value = fd = yield from mount.syscall(phase, [("open", args)], args[0], trace)
-                elif name == "write":
-                    value = yield from mount.syscall("write4k", [("write", args)], "", trace)
-                elif name == "read":
-                    value = yield from mount.read(args[0], args[1], args[2], op.size, trace)
-                elif name == "close":
-                    mount.closed(fd)
-                    phase = "close_read" if op.kind == "read" else "close_written"
-                    value = yield from mount.syscall(phase, [("close", args)], "", trace)
-                else:  # unlink, mkdir, rmdir
-                    value = yield from mount.syscall(name, [(name, args)], args[0], trace)
-            except OSError as exc:
-                call = calls.throw(exc)
-                continue
-            try:
-                call = calls.send(value)
-            except StopIteration:
-                return
+    def _mount_call(
+        self, mount: Mount, op: Op, name: str, args: tuple[Any, ...], trace: OpTrace
+    ) -> Generator[Any, Any, Any]:
+        """One of ``op_calls``' calls as the binary's system call on the mount: a
+        create is ``open(O_CREAT)``, whose own pipeline opened the file, so the
+        open that follows it is answered with that descriptor and costs nothing."""
+        if name == "create":
+            mount.seen[args[0]] = self.c.env.now
+            mount.created = yield from mount.syscall(
+                "creat", [("create", args), ("open", args), ("getattr", args)], args[0], trace
+            )
+            return None
+        if name == "open":
+            if mount.created is not None:
+                fd, mount.created = mount.created, None
+                return fd
+            fresh = mount._fresh(args[0])
+            phase = "open_cold" if not fresh else "open_append" if op.kind == "append" else "open_cached"
+            return (yield from mount.syscall(phase, [("open", args)], args[0], trace))
+        if name == "write":
+            return (yield from mount.syscall("write4k", [("write", args)], "", trace))
+        if name == "read":
+            return (yield from mount.read(args[0], args[1], args[2], op.size, trace))
+        if name == "close":
+            mount.closed(args[0])
+            phase = "close_read" if op.kind == "read" else "close_written"
+            return (yield from mount.syscall(phase, [("close", args)], "", trace))
+        return (yield from mount.syscall(name, [(name, args)], args[0], trace))  # unlink, mkdir, rmdir
 
     def _op(self, client: int, node: int, op: Op, pm: PostMark, trace: OpTrace) -> Generator[Any, Any, None]:
-        if self.mounts is not None:
-            return (yield from self._mount_op(self.mounts[client], op, pm, trace))
         calls = op_calls(op, pm)
         call = next(calls)
+        mount = self.mounts[client] if self.mounts is not None else None
         while True:
             try:
-                value = yield from self._call(client, node, *call, trace=trace)
+                if mount is not None:
+                    value = yield from self._mount_call(mount, op, *call, trace=trace)
+                else:
+                    value = yield from self._call(client, node, *call, trace=trace)
             except OSError as exc:
                 call = calls.throw(exc)  # the stream closes its descriptor, then the error goes on
                 continue
