@@ -873,10 +873,10 @@ class Agent:
         return out
 
     async def admin_profile(self, conn: Conn | None, action: str) -> dict[str, Any]:
-        """``start``: count from zero (``Profile``); ``read``: the counts so
+        """``start``: count from zero (``Profile``); ``snapshot``: the counts so
         far and the process's CPU time; ``stop``: the counts, and counting ends."""
-        if action not in ("start", "read", "stop"):
-            raise OSError(errno.EINVAL, f"profile: action must be start, read or stop, not {action!r}")
+        if action not in ("start", "snapshot", "stop"):
+            raise OSError(errno.EINVAL, f"profile: action must be start, snapshot or stop, not {action!r}")
         if action == "start":
             self.prof = Profile()
         prof = self.prof or Profile()

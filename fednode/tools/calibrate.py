@@ -138,10 +138,10 @@ class Calibration:
     def profiled(self) -> Iterator[dict[int, dict[str, Any]]]:
         """The agents' profile deltas over the block (filled in on exit)."""
         out: dict[int, dict[str, Any]] = {}
-        before = {n: c.call("profile", "read") for n, c in self.clients.items()}
+        before = {n: c.call("profile", "snapshot") for n, c in self.clients.items()}
         yield out
         for n, c in self.clients.items():
-            out[n] = _delta(c.call("profile", "read"), before[n])
+            out[n] = _delta(c.call("profile", "snapshot"), before[n])
 
     def pings(self, rnd: Round) -> None:
         R = self.clients[self.R]
@@ -266,7 +266,7 @@ class Calibration:
                         c.stat(files[i][j % 20])
                     cpu[i] = time.thread_time_ns() - t0
 
-                before = {n: a.call("profile", "read")["cpu_ns"] for n, a in admin.items()}
+                before = {n: a.call("profile", "snapshot")["cpu_ns"] for n, a in admin.items()}
                 threads = [threading.Thread(target=one, args=(i, n)) for i, n in enumerate(nodes)]
                 w0 = time.perf_counter()
                 for t in threads:
@@ -274,7 +274,7 @@ class Calibration:
                 for t in threads:
                     t.join()
                 wall = time.perf_counter() - w0
-                agents = sum(a.call("profile", "read")["cpu_ns"] - before[n] for n, a in admin.items())
+                agents = sum(a.call("profile", "snapshot")["cpu_ns"] - before[n] for n, a in admin.items())
                 total = k * calls
                 out[k] = {"cpu_per_call_us": round((agents + sum(cpu.values())) / total / 1000, 3),
                           "calls_per_s": round(total / wall, 1)}  # fmt: skip
