@@ -308,6 +308,13 @@ def code_digest() -> str:
     return h.hexdigest()[:12]
 
 
+def cache_path(params: Params) -> Path:
+    """Where a calibration made for ``params`` is kept: one per place the agents'
+    directories are (its file system's costs) and per transport."""
+    where = (params.agent_dir.strip("/").replace("/", "-") or "tmp") + ("" if params.transport == "tcp" else "-verbs")
+    return Path(params.cache) / where / "profile.yaml"
+
+
 def profile_for(params: Params, say: Callable[[str], None]) -> Path:
     """The profile to predict with: ``params.profile``, or a cached calibration of
     this machine and code, or a new one (``fednode calibrate``)."""
@@ -315,8 +322,7 @@ def profile_for(params: Params, say: Callable[[str], None]) -> Path:
         return Path(params.profile)
     from fednode.tools.calibrate import calibrate
 
-    where = (params.agent_dir.strip("/").replace("/", "-") or "tmp") + ("" if params.transport == "tcp" else "-verbs")
-    path = Path(params.cache) / where / "profile.yaml"  # one per file system the agents' directories are on
+    path = cache_path(params)
     digest = code_digest()
     if path.exists():
         prof = yaml.safe_load(path.read_text()) or {}

@@ -23,9 +23,7 @@ from fedsim.protocol.summary import expected_fp_rate
 SMALL = Params(bits=1 << 14, valid=3000, invalid=2000)
 # The paper's load (keys per bit) at 1/16 of its size: rates stay, counts shrink 16x.
 SCALE = 16
-SCALED = Params(
-    bits=PAPER_BITS // SCALE, valid=PAPER_VALID // SCALE, invalid=PAPER_INVALID // SCALE
-)
+SCALED = Params(bits=PAPER_BITS // SCALE, valid=PAPER_VALID // SCALE, invalid=PAPER_INVALID // SCALE)
 
 
 def as_dict(rows):
@@ -43,10 +41,7 @@ def test_same_seed_gives_identical_rows_and_report():
 
 def test_rows_are_tidy_and_cover_every_k_and_layout():
     rows, _ = measure(SMALL, seed=1)
-    assert all(
-        isinstance(c, str) and isinstance(m, str) and isinstance(v, float)
-        for c, m, v in rows
-    )
+    assert all(isinstance(c, str) and isinstance(m, str) and isinstance(v, float) for c, m, v in rows)
     values = as_dict(rows)
     for k in SMALL.hashes:
         for layout in SMALL.layouts:
@@ -72,14 +67,9 @@ def test_report_names_the_layout_whose_theory_fits_the_paper():
     assert match, text
     best = match.group(1)
     values = as_dict(rows)
-    flagged = [
-        lay for lay in SMALL.layouts if values[f"fit layout={lay}", "best_fit"] == 1.0
-    ]
+    flagged = [lay for lay in SMALL.layouts if values[f"fit layout={lay}", "best_fit"] == 1.0]
     assert flagged == [best]
-    scores = {
-        lay: values[f"fit layout={lay}", "chi2_theory_vs_paper"]
-        for lay in SMALL.layouts
-    }
+    scores = {lay: values[f"fit layout={lay}", "chi2_theory_vs_paper"] for lay in SMALL.layouts}
     assert best == min(scores, key=scores.__getitem__)
     # The numbers single out one array per hash function: shared/partitioned predict ~7%.
     assert best == "per_hash"
@@ -90,9 +80,7 @@ def test_report_names_the_layout_whose_theory_fits_the_paper():
 
 
 def test_report_only_considers_the_requested_layouts():
-    _, text = measure(
-        Params(bits=1 << 12, valid=500, invalid=300, layouts=["shared"]), seed=3
-    )
+    _, text = measure(Params(bits=1 << 12, valid=500, invalid=300, layouts=["shared"]), seed=3)
     assert "best fit: shared" in text
     assert "NOT consistent" in text  # the only candidate does not fit the paper
 
@@ -155,9 +143,7 @@ def test_synthetic_keys_form_a_directory_tree_with_distinct_valid_and_invalid_na
         parent = path.rsplit("/", 1)[0]
         assert parent == "" or parent in existing
     assert [p.count("/") for p in valid] == depths
-    assert (
-        sum(depths[: params.top_dirs]) == params.top_dirs
-    )  # the top-level directories
+    assert sum(depths[: params.top_dirs]) == params.top_dirs  # the top-level directories
     lengths = [len(p) for p in valid]
     assert 35 <= sum(lengths) / len(lengths) <= 45
     assert len({len(p.rsplit("/", 1)[1]) for p in valid}) > 5  # names of varying length

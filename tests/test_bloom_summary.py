@@ -60,11 +60,7 @@ def fp_standard_error(p: float, queries: int, summary: BloomSummary, n: int) -> 
     filter's own fill (each key set sets random bits), which moves the rate of
     the one filter we measure by ~ k * relative-sd(fill) (conservative).
     """
-    size = (
-        summary.bits // summary.hashes
-        if summary.layout == "partitioned"
-        else summary.bits
-    )
+    size = summary.bits // summary.hashes if summary.layout == "partitioned" else summary.bits
     draws = summary.hashes if summary.layout == "shared" else 1
     fill = 1 - (1 - 1 / size) ** (draws * n)
     rel_fill = math.sqrt((1 - fill) / (fill * size))
@@ -93,17 +89,11 @@ def test_inserted_keys_are_never_reported_absent(geometry, keys, batched):
 @given(
     geometry=geometries(),
     before=keys_strategy,
-    keys=st.lists(
-        st.sampled_from(["/a", "/a/b", "/c", "", "/é/ü"]) | st.text(max_size=8)
-    ),
+    keys=st.lists(st.sampled_from(["/a", "/a/b", "/c", "", "/é/ü"]) | st.text(max_size=8)),
 )
-def test_add_many_returns_and_sets_exactly_what_sequential_add_does(
-    geometry, before, keys
-):
+def test_add_many_returns_and_sets_exactly_what_sequential_add_does(geometry, before, keys):
     one_by_one, batched = make(geometry), make(geometry)
-    for (
-        key
-    ) in before:  # start from a non-empty filter so "set before the batch" matters
+    for key in before:  # start from a non-empty filter so "set before the batch" matters
         one_by_one.add(key)
         batched.add(key)
     expected = [one_by_one.add(key) for key in keys]
@@ -111,9 +101,7 @@ def test_add_many_returns_and_sets_exactly_what_sequential_add_does(
     assert got.dtype == np.bool_
     assert got.tolist() == expected
     assert batched == one_by_one
-    assert batched.contains_many(keys + before).tolist() == [
-        one_by_one.may_contain(k) for k in keys + before
-    ]
+    assert batched.contains_many(keys + before).tolist() == [one_by_one.may_contain(k) for k in keys + before]
 
 
 def test_add_reports_a_repeated_key_as_collision_and_counts_every_call():
@@ -192,9 +180,7 @@ def test_summary_bytes_are_identical_in_another_process_with_another_hash_seed()
 
 @settings(max_examples=100, deadline=None)
 @given(geometry=geometries(), keys=keys_strategy)
-def test_to_bytes_from_bytes_round_trip_preserves_geometry_bits_and_count(
-    geometry, keys
-):
+def test_to_bytes_from_bytes_round_trip_preserves_geometry_bits_and_count(geometry, keys):
     summary = make(geometry)
     summary.add_many(keys)
     data = summary.to_bytes()
@@ -208,9 +194,7 @@ def test_to_bytes_from_bytes_round_trip_preserves_geometry_bits_and_count(
 
 def test_serialised_size_is_header_plus_packed_bits():
     assert len(BloomSummary(1 << 20, 3).to_bytes()) == 28 + (1 << 17) + 4
-    assert (
-        len(BloomSummary(1 << 20, 3, "per_hash").to_bytes()) == 28 + 3 * (1 << 17) + 4
-    )
+    assert len(BloomSummary(1 << 20, 3, "per_hash").to_bytes()) == 28 + 3 * (1 << 17) + 4
     assert len(BloomSummary(13, 2).to_bytes()) == 28 + 2 + 4
 
 
@@ -259,9 +243,7 @@ def test_any_garbled_byte_is_rejected_with_value_error(geometry, keys, where, fl
         (b"FBSM\x01\x00\x00\x00" + bytes(28), "bits must be a positive"),
     ],
 )
-def test_malformed_headers_are_rejected_with_a_message_naming_the_problem(
-    data, message
-):
+def test_malformed_headers_are_rejected_with_a_message_naming_the_problem(data, message):
     with pytest.raises(ValueError, match=message):
         BloomSummary.from_bytes(data)
 
@@ -303,16 +285,12 @@ def test_pickle_and_copy_round_trip():
         (1 << 47, 8, "per_hash", "at most"),
     ],
 )
-def test_bad_geometry_is_rejected_with_value_error_saying_what_is_allowed(
-    bits, hashes, layout, message
-):
+def test_bad_geometry_is_rejected_with_value_error_saying_what_is_allowed(bits, hashes, layout, message):
     with pytest.raises(ValueError, match=message):
         BloomSummary(bits, hashes, layout)
 
 
-@pytest.mark.parametrize(
-    ("bits", "hashes"), [(1.5, 3), (1024, "3"), (True, 3), (1024, None)]
-)
+@pytest.mark.parametrize(("bits", "hashes"), [(1.5, 3), (1024, "3"), (True, 3), (1024, None)])
 def test_non_integer_geometry_is_a_type_error(bits, hashes):
     with pytest.raises(TypeError):
         BloomSummary(bits, hashes)
@@ -324,9 +302,7 @@ def test_geometry_properties_and_memory_per_layout():
     partitioned = BloomSummary(10, 3, "partitioned")
     assert partitioned.total_bits == 10
     partitioned.add_many(dir_keys("f", 500))
-    assert (
-        partitioned.fill_ratio() == 1.0
-    )  # 9 reachable bits all set; bit 9 never counts
+    assert partitioned.fill_ratio() == 1.0  # 9 reachable bits all set; bit 9 never counts
 
 
 # -- union, copy, equality -------------------------------------------------------------
@@ -390,12 +366,8 @@ def test_expected_fp_rate_matches_the_closed_forms():
     shared = expected_fp_rate(n, m, k, "shared")
     assert shared == pytest.approx((1 - math.exp(-k * n / m)) ** k, rel=1e-5)
     assert shared == pytest.approx(0.0695, abs=5e-4)  # the ~7% that rules out "shared"
-    assert expected_fp_rate(n, m, k, "per_hash") == pytest.approx(
-        (1 - (1 - 1 / m) ** n) ** k, rel=1e-9
-    )
-    assert expected_fp_rate(n, m, k, "partitioned") == pytest.approx(
-        (1 - (1 - 1 / (m // k)) ** n) ** k, rel=1e-9
-    )
+    assert expected_fp_rate(n, m, k, "per_hash") == pytest.approx((1 - (1 - 1 / m) ** n) ** k, rel=1e-9)
+    assert expected_fp_rate(n, m, k, "partitioned") == pytest.approx((1 - (1 - 1 / (m // k)) ** n) ** k, rel=1e-9)
     assert expected_fp_rate(0, m, k, "shared") == 0.0
     assert expected_fp_rate(5, 1, 1, "shared") == 1.0
 
@@ -403,9 +375,7 @@ def test_expected_fp_rate_matches_the_closed_forms():
 def test_expected_collisions_is_the_sum_of_fp_rates_before_each_insertion():
     for layout in LAYOUTS:
         direct = sum(expected_fp_rate(i, 300, 3, layout) for i in range(120))
-        assert expected_collisions(120, 300, 3, layout) == pytest.approx(
-            direct, rel=1e-12
-        )
+        assert expected_collisions(120, 300, 3, layout) == pytest.approx(direct, rel=1e-12)
     assert expected_collisions(0, 300, 3) == 0.0
     with pytest.raises(ValueError):
         expected_collisions(-1, 300, 3)
@@ -420,9 +390,7 @@ def test_method_expected_fp_rate_defaults_to_inserted_count():
     assert summary.expected_fp_rate(10) == expected_fp_rate(10, 4096, 3, "per_hash")
 
 
-@pytest.mark.parametrize(
-    ("layout", "n"), [("shared", 8000), ("partitioned", 8000), ("per_hash", 32000)]
-)
+@pytest.mark.parametrize(("layout", "n"), [("shared", 8000), ("partitioned", 8000), ("per_hash", 32000)])
 def test_measured_false_positive_rate_and_collisions_agree_with_theory(layout, n):
     # n is chosen so every layout sits at ~2.2% false positives (per_hash has k times
     # the memory, so it needs k times the keys to get there).
@@ -451,9 +419,7 @@ def test_false_positive_rate_matches_pybloom_live_at_the_same_partitioned_geomet
     their_fp = sum(key in theirs for key in invalid) / len(invalid)
     our_fp = float(ours.contains_many(invalid).mean())
 
-    assert ours.fill_ratio() == pytest.approx(
-        theirs.bitarray.count() / theirs.num_bits, rel=0.01
-    )
+    assert ours.fill_ratio() == pytest.approx(theirs.bitarray.count() / theirs.num_bits, rel=0.01)
     se = fp_standard_error(ours.expected_fp_rate(), len(invalid), ours, len(valid))
     assert abs(our_fp - their_fp) < 4 * math.sqrt(2) * se
     assert abs(our_fp - ours.expected_fp_rate()) < 4 * se

@@ -12,8 +12,24 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-ALLOWED = {"__future__", "bisect", "collections", "dataclasses", "difflib", "errno", "math", "random", "struct",
-           "typing", "types", "zlib", "numpy", "mmh3", "msgpack", "fedsim"}
+ALLOWED = {
+    "__future__",
+    "bisect",
+    "collections",
+    "dataclasses",
+    "difflib",
+    "errno",
+    "math",
+    "random",
+    "struct",
+    "typing",
+    "types",
+    "zlib",
+    "numpy",
+    "mmh3",
+    "msgpack",
+    "fedsim",
+}
 # Modules the protocol may take single names from, and only these names (os
 # has the clock, the file system and processes: the protocol needs its errno text).
 ALLOWED_NAMES = {"os": {"strerror"}}

@@ -14,27 +14,58 @@ from fedsim.schema import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 # Study configs; sweep files (configs/sweeps) are checked by tests/test_sweep.py.
-CONFIGS = sorted(p for p in (ROOT / "configs").rglob("*.yaml") if "sweeps" not in p.relative_to(ROOT).parts)
+#: every simulation config; the validation configs measure real agents (never the same bytes twice:
+#: tests/test_validation.py checks them)
+CONFIGS = sorted(
+    p for p in (ROOT / "configs").rglob("*.yaml") if not {"sweeps", "validation"} & set(p.relative_to(ROOT).parts)
+)
 
 # Shrink each study so the whole set runs in seconds; the shipped sizes are the papers'.
 SMALL = {
     "bloom_summary": ["params.bits=16384", "params.valid=3000", "params.invalid=2000"],
     "membership": ["params.nodes=[8,16]", "params.names_per_node=4"],
     "availability": ["params.nodes=[6]", "params.duration_s=1.0", "params.settle_s=0.3"],
-    "lookup_paths": ["workload.files=600", "workload.dirs=30", "workload.ops=400",
-                     "params.dt_entries=[16,1024]", "params.locality=[0.0,0.9]"],
+    "lookup_paths": [
+        "workload.files=600",
+        "workload.dirs=30",
+        "workload.ops=400",
+        "params.dt_entries=[16,1024]",
+        "params.locality=[0.0,0.9]",
+    ],
     "scale": ["cluster.nodes=64", "workload.files=1000", "workload.dirs=40", "workload.ops=600"],
     "simulate": ["workload.files=500", "workload.dirs=20", "workload.ops=300"],
-    "migration": ["params.nodes=[8]", "params.windows=2", "workload.files=300", "workload.dirs=10",
-                  "workload.ops=1500", "protocol.migration_period_s=0.02"],
+    "migration": [
+        "params.nodes=[8]",
+        "params.windows=2",
+        "workload.files=300",
+        "workload.dirs=10",
+        "workload.ops=1500",
+        "protocol.migration_period_s=0.02",
+    ],
     "table1": ["workload.postmark.transactions=500", "params.trials=200"],
-    "dafs_fig6": ["workload.postmark.transactions=60", "workload.postmark.number=40", "params.servers=[1,2]",
-                  "params.sizes=[2048]", "params.clients_per_server=[1,2]", "params.scale_servers=[4]",
-                  "params.scale_clients_per_server=1", "params.scale_transactions=20"],
-    "dafs_fig7": ["workload.postmark.transactions=80", "workload.postmark.number=40", "params.servers=[2]",
-                  "params.clients_per_server=1"],
-    "dafs_fig8": ["workload.postmark.transactions=100", "workload.postmark.number=30", "params.servers=2",
-                  "params.clients_per_server=1", "params.cache_blocks=[0,64]"],
+    "dafs_fig6": [
+        "workload.postmark.transactions=60",
+        "workload.postmark.number=40",
+        "params.servers=[1,2]",
+        "params.sizes=[2048]",
+        "params.clients_per_server=[1,2]",
+        "params.scale_servers=[4]",
+        "params.scale_clients_per_server=1",
+        "params.scale_transactions=20",
+    ],
+    "dafs_fig7": [
+        "workload.postmark.transactions=80",
+        "workload.postmark.number=40",
+        "params.servers=[2]",
+        "params.clients_per_server=1",
+    ],
+    "dafs_fig8": [
+        "workload.postmark.transactions=100",
+        "workload.postmark.number=30",
+        "params.servers=2",
+        "params.clients_per_server=1",
+        "params.cache_blocks=[0,64]",
+    ],
     "table2": [],
     "table3": ["workload.files=500", "workload.dirs=20", "workload.ops=300", "workload.warmup_ops=50"],
 }
@@ -51,17 +82,29 @@ def _write(tmp_path: Path, raw: dict) -> Path:
     [
         ({"study": "simulate", "cluster": {"nodez": 4}}, "cluster.nodez", "did you mean 'nodes'"),
         ({"study": "simulate", "cluster": {"nodes": "four"}}, "cluster.nodes", "integer"),
-        ({"study": "simulate", "protocol": {"placement": "nearest"}}, "protocol.placement",
-         "unknown placement policy 'nearest'; allowed: with_manager, round_robin, random, with_requester"),
+        (
+            {"study": "simulate", "protocol": {"placement": "nearest"}},
+            "protocol.placement",
+            "unknown placement policy 'nearest'; allowed: with_manager, round_robin, random, with_requester",
+        ),
         ({"study": "simulate", "protocol": {"hashing": "md5"}}, "protocol.hashing", "allowed: mod_n, ring"),
-        ({"study": "simulate", "protocol": {"architecture": "nfs"}}, "protocol.architecture",
-         "unknown architecture 'nfs'; allowed: "),
-        ({"study": "simulate", "protocol": {"summary_layout": "per-hash"}}, "protocol.summary_layout",
-         "did you mean 'per_hash'"),
+        (
+            {"study": "simulate", "protocol": {"architecture": "nfs"}},
+            "protocol.architecture",
+            "unknown architecture 'nfs'; allowed: ",
+        ),
+        (
+            {"study": "simulate", "protocol": {"summary_layout": "per-hash"}},
+            "protocol.summary_layout",
+            "did you mean 'per_hash'",
+        ),
         ({"study": "simulate", "workload": {"files": -5}}, "workload.files", "greater than 0"),
         ({"study": "simulate", "protocol": {"summary_bits": 0}}, "protocol.summary_bits", "greater than 0"),
-        ({"study": "simulate", "cluster": {"placement": "round_robin"}}, "cluster.placement",
-         "moved to protocol.placement"),
+        (
+            {"study": "simulate", "cluster": {"placement": "round_robin"}},
+            "cluster.placement",
+            "moved to protocol.placement",
+        ),
         ({"study": "simulate", "summary": {"bits": 64}}, "summary", "summary.bits -> protocol.summary_bits"),
         ({"study": "simulate", "storage": {"cache_mb": -1}}, "storage.cache_mb", "greater than or equal to 0"),
         ({"study": "simulate", "network": {"preset": "ethernet"}}, "network.preset", "'via_clan'"),

@@ -198,8 +198,8 @@ def test_with_replication_a_killed_agent_under_load_loses_no_acknowledged_file(t
 
             def progress(k: int) -> Callable[[], bool]:
                 marks = [w.acked + k for w in workers]
-                return lambda: any(w.died for w in workers) or all(
-                    w.acked >= m for w, m in zip(workers, marks, strict=True)
+                return lambda: (
+                    any(w.died for w in workers) or all(w.acked >= m for w, m in zip(workers, marks, strict=True))
                 )
 
             until("the workload runs", progress(20))

@@ -86,7 +86,6 @@ def test_client_pool_routes_by_the_federations_hash(tmp_path: Path) -> None:
         g.stop()
 
 
-
 def test_a_cluster_file_whose_messages_cannot_carry_a_cache_fetch_is_refused(tmp_path: Path) -> None:
     import pytest
     import yaml

@@ -48,9 +48,12 @@ def fault_plans(
     between a group and the rest or between two groups."""
     seq = st.integers(0, messages - 1)
     group = st.frozensets(st.integers(0, nodes - 1), min_size=1, max_size=nodes - 1)
-    window = st.just((0.0, float("inf"))) if clock is None else st.tuples(
-        st.floats(0, clock), st.floats(0, clock)
-    ).map(sorted)
+    window = (
+        st.just((0.0, float("inf")))
+        if clock is None
+        else st.tuples(st.floats(0, clock), st.floats(0, clock)).map(sorted)
+    )
+
     def partition(side: frozenset[int], other: frozenset[int] | None, first: int, length: int, when: list[float]):
         other = None if other is None else (other - side) or None
         return Partition(side, first=first, last=first + length, start=when[0], end=when[1], other=other)

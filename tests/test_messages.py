@@ -26,8 +26,12 @@ from fedsim.protocol.messages import (
 )
 
 values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False)
-    | st.text(max_size=300) | st.binary(max_size=70000),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=300)
+    | st.binary(max_size=70000),
     lambda inner: st.lists(inner, max_size=20) | st.tuples(inner, inner),
     max_leaves=30,
 )

@@ -165,9 +165,7 @@ cluster_params = st.fixed_dictionaries(
     }
 )
 # Pre-existing local data: (node index, path, content) spread over nodes before start.
-preexisting = st.lists(
-    st.tuples(st.integers(0, 6), paths, st.binary(max_size=4)), max_size=6
-)
+preexisting = st.lists(st.tuples(st.integers(0, 6), paths, st.binary(max_size=4)), max_size=6)
 
 
 def build(params: dict, pre: list) -> tuple[DirectCluster, Reference]:

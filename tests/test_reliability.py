@@ -451,7 +451,8 @@ def _exchange(f: Fed, role: str, garbage: bytes, tally: Counter[str]) -> None:
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**64 - 1), st.floats(allow_nan=False),
                     st.text(max_size=12), st.binary(max_size=16))  # fmt: skip
 values = st.recursive(
-    scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
     max_leaves=8,
 )
 PATHS = ["/", "/d", "/d/file", "/d/new", "/x", "/d/escape", "/d/escape/secret.txt", "/d/leak", "/d/fifo",

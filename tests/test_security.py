@@ -366,6 +366,7 @@ def test_pipelined_reads_never_read_are_bounded_by_the_agent(fed, tally):
     s.sendall(b"".join(wire.encode((wire.CLIENT, 10 + i, "read", (fd, 0, MIB), False)) for i in range(n)))
     tally["tries"] += n
     with Client(cluster, node=0) as watcher:
+
         def stalled() -> bool:
             st_ = watcher.status()
             return st_["held_connections"] >= 1 and st_["client_requests_in_flight"] == 0

@@ -150,8 +150,9 @@ def _fresh_worker(site: Path, study_module: str = "") -> dict:
     """run_point in a new interpreter, as a pool or Dask worker runs it: only
     the Task crosses over; the study must be found from what is installed."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    r = subprocess.run([sys.executable, "-c", WORKER, study_module], capture_output=True, text=True, env=env,
-                       timeout=120, check=True)
+    r = subprocess.run(
+        [sys.executable, "-c", WORKER, study_module], capture_output=True, text=True, env=env, timeout=120, check=True
+    )
     return json.loads(r.stdout.splitlines()[-1])
 
 
@@ -246,8 +247,11 @@ def test_with_no_studies_installed_the_error_says_how_to_install_them(isolated, 
 
 
 def test_an_entry_point_whose_module_registers_nothing_is_named(tmp_path, monkeypatch, isolated):
-    site = _site(tmp_path, "[fedsim.studies]\nlab_hops = mylab.empty\nlab_broken = mylab.broken\n",
-                 {"empty": "X = 1\n", "broken": "import no_such_module_anywhere\n"})
+    site = _site(
+        tmp_path,
+        "[fedsim.studies]\nlab_hops = mylab.empty\nlab_broken = mylab.broken\n",
+        {"empty": "X = 1\n", "broken": "import no_such_module_anywhere\n"},
+    )
     monkeypatch.syspath_prepend(str(site))
     with pytest.raises(ValueError, match=r"lab_hops = mylab.empty \(mylab\) was imported but registered no study"):
         get_study("lab_hops")

@@ -166,8 +166,9 @@ def test_name_search_hits_the_requested_managers():
 
 
 def test_ring_hashing_and_more_nodes_keep_the_arrangements():
-    cfg = validate({"study": "table2", "cluster": {"nodes": 6},
-                    "protocol": {"hashing": "ring", "async_dir_updates": True}})
+    cfg = validate(
+        {"study": "table2", "cluster": {"nodes": 6}, "protocol": {"hashing": "ring", "async_dir_updates": True}}
+    )
     out = measure_all(cfg, Params(compare_updates=False))
     assert all(m.ok and m.roles_ok() for m in out.values())
 
