@@ -43,7 +43,6 @@ from experiments.common import run_postmark
 from fednode.client import ClientPool
 from fednode.cluster import ProcessCluster, write_local
 from fednode.config import Cluster
-from fednode.mount import MountProcess
 from fedsim.config import validate
 from fedsim.schema import table
 from fedsim.workloads.postmark import Clients, PostMarkParams, parse_report, run_binary, run_op_sync
@@ -118,6 +117,10 @@ def mount_missing() -> str:
     missing = [t for t in ("postmark", "fusermount3") if shutil.which(t) is None]
     if not Path("/dev/fuse").exists():
         missing.append("/dev/fuse")
+    try:
+        import fednode.mount  # noqa: F401 - libfuse3, which mfusepy loads at import
+    except (ImportError, OSError) as exc:
+        missing.append(f"libfuse3 ({exc})")
     return f"{', '.join(missing)} missing (./dev.sh setup installs them)" if missing else ""
 
 
@@ -129,6 +132,8 @@ def mounted(cluster_file: Path, clients: Clients, base: Path) -> Column:
     why = mount_missing()
     if why:
         return Column(skipped=why)
+    from fednode.mount import MountProcess
+
     mounts: list[MountProcess] = []
     logs = []
     reports: list[dict[str, Any]] = [{}] * clients.clients

@@ -391,6 +391,7 @@ class Outcome:
     load: list[float] = field(default_factory=list)
     #: cores' worth of CPU-bound work the machine ran at once, before and after (``parallel_capacity``)
     capacity: list[float] = field(default_factory=list)
+    transport: str = "tcp"  # the agents' (tcp: loopback; verbs: RDMA devices)
 
 
 def saturated(rates: list[float]) -> list[bool]:
@@ -449,7 +450,7 @@ def agents(
 
 
 def run_points(cfg: Config, params: Params, say: Callable[[str], None]) -> Outcome:
-    out = Outcome(load=[os.getloadavg()[0]], capacity=[parallel_capacity()])
+    out = Outcome(load=[os.getloadavg()[0]], capacity=[parallel_capacity()], transport=params.transport)
     profile = profile_for(params, say)
     # the cores' worth measured now, not when the profile was taken: it drifts on a shared VM
     now = {"capacity": round(out.capacity[0], 2)}
@@ -577,7 +578,8 @@ def report(out: Outcome, summary: dict[str, float]) -> str:
     rows = [[p.workload, p.agents, p.point, f"{p.measured:,.1f}", f"{p.predicted:,.1f}", p.unit,
              f"{100 * p.error:+.1f}%" + (" (sat)" if p.saturated else "")] for p in out.points]  # fmt: skip
     lines = [
-        "Validation: the simulator (calibrated machine model) beside real agents on this machine (TCP loopback)",
+        "Validation: the simulator (calibrated machine model) beside real agents on this machine "
+        + ("(TCP loopback)" if out.transport == "tcp" else f"({out.transport})"),
         table(["workload", "agents", "point", "measured", "predicted", "unit", "error"], rows),
         "",
         "error = predicted / measured - 1; (sat) marks SFS97 points at saturation (from the first within 90 % of the "
