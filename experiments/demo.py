@@ -159,20 +159,20 @@ def real_federation(out: Path, quick: bool = False) -> Path:
     kinds = list(lat)
     rows = []
     for k in kinds:
-        real_us, pred_us = statistics.median(lat[k]), statistics.median(sim_lat[k])
+        real_us, pred_us = statistics.fmean(lat[k]), statistics.fmean(sim_lat[k])  # means: the costs are CPU totals
         rows.append([k, len(lat[k]), f"{real_us:.0f}", f"{pred_us:.0f}", f"{100 * (pred_us / real_us - 1):+.0f}%",
                      f"{statistics.mean(real_msgs[k]):.2f}", f"{statistics.mean(sim_msgs[k]):.2f}"])  # fmt: skip
     print("\nA real federation on this machine: 3 agents, TCP loopback, operations through the client API,")
     print(f"beside the simulator's prediction from the calibrated profile {profile}")
-    print(table(["operation", "count", "median us", "predicted us", "error", "msgs/op real", "msgs/op sim"], rows))
+    print(table(["operation", "count", "mean us", "predicted us", "error", "msgs/op real", "msgs/op sim"], rows))
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.6))
     x = range(len(kinds))
     w = 0.4
-    a1.bar([i - w / 2 for i in x], [statistics.median(lat[k]) for k in kinds], w, color="tab:green", label="measured")
-    a1.bar([i + w / 2 for i in x], [statistics.median(sim_lat[k]) for k in kinds], w, color="tab:blue",
+    a1.bar([i - w / 2 for i in x], [statistics.fmean(lat[k]) for k in kinds], w, color="tab:green", label="measured")
+    a1.bar([i + w / 2 for i in x], [statistics.fmean(sim_lat[k]) for k in kinds], w, color="tab:blue",
            label="predicted (calibrated)")  # fmt: skip
     a1.set_xticks(list(x), kinds)
-    a1.set_ylabel("median latency (us), client to agent included")
+    a1.set_ylabel("mean latency (us), client to agent included")
     a1.set_title("Real agents on this machine, and the prediction")
     a1.legend()
     w = 0.4
