@@ -114,6 +114,7 @@ class MachineConfig(Strict):
     mix_client: NonNegativeFloat = 0.0  # the same at a client program
     oversub_share: NonNegativeFloat = 0.0  # a job's extra share per runnable process beyond the host's cores
     capacity: NonNegativeFloat = 0.0  # cores' worth the cores give side by side (0: whole cores)
+    client_user_share: float = Field(1.0, ge=0.0, le=1.0)  # of a client call's CPU, the GIL's (user time)
     contention: dict[int, dict[str, float]] = Field(default_factory=dict)  # the microbenchmark it is fitted to
     fuse: dict[str, Any] = Field(default_factory=dict)  # the mount's costs (``fedsim.workloads.fuse_sim``)
     measured_on: dict[str, Any] = Field(default_factory=dict)  # host, cores, when: for the warning on reuse

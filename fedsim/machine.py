@@ -43,7 +43,10 @@ from a ``fednode calibrate`` profile) turns the model on:
   kernel's CPU, not a disk's queue);
 * **clients**: ``client_us[op]`` of CPU per call at the client's process
   (``*``: any call not listed), half before the request and half after the
-  reply, and a message each way to the agent.
+  reply, and a message each way to the agent.  Threads of one client program
+  (``clients: shared``) share its interpreter: the ``client_user_share`` of a
+  call's CPU (user time, measured) runs on the program's one process, the
+  rest (the kernel's socket work, done without the GIL) on the thread's own.
 
 CPU jobs are served first come first served: a job starts when its process
 and a core of its host are both free (the core that frees first).  Every
@@ -79,6 +82,7 @@ class MachineParams:
     mix_client: float = 0.0  # the same for a client's calls
     oversub_share: float = 0.0  # extra share of every job per runnable process beyond the host's cores
     capacity: float = 0.0  # cores' worth the host's cores give side by side (0: whole cores)
+    client_user_share: float = 1.0  # of a client call's CPU, the interpreter's (the GIL's); the rest the kernel's
 
 
 class _Proc:

@@ -469,7 +469,16 @@ class SimCluster:
         assert mach is not None
         proc = mach.client_proc(client, node_id)
         half = mach.mixed(proc, name, mach.client(name), mach.p.mix_client) / 2  # its request, then its reply
-        return (yield from self.agent_call(node_id, [(name, args)], trace, proc, half))
+        user = mach.p.client_user_share
+        if user >= 1.0 or mach.p.clients != "shared":
+            return (yield from self.agent_call(node_id, [(name, args)], trace, proc, half))
+        # Threads of one program: the interpreter's part of a call holds the GIL (the program's one
+        # process); the kernel's part (its socket calls) runs on the calling thread alone, in parallel.
+        thread = mach.add_proc(("client-thread", client), mach.proc_host[proc])
+        yield self.cpu_at(thread, half * (1.0 - user))
+        value = yield from self.agent_call(node_id, [(name, args)], trace, proc, half * user)
+        yield self.cpu_at(thread, half * (1.0 - user))
+        return value
 
     def agent_call(
         self,

@@ -24,7 +24,9 @@ the running federation a cluster file names:
   operations, and ``dispatch_us[kind]`` is A's CPU per request in ``remote``
   less the request's two messages and its local operations (least squares
   over the batches, residuals printed);
-* **the client's CPU per call** (this process's thread time), by operation;
+* **the client's CPU per call** (this process's thread time), by operation,
+  and its user share (the interpreter's, under the GIL; the rest is the
+  kernel's, which threads of one program do side by side);
 * **the local file system**, per operation: the time of each local operation
   the agents ran in those batches (warm: on the page cache);
 * **the host**: its name and cores, and what they are worth side by side
@@ -52,6 +54,7 @@ import contextlib
 import datetime
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -129,6 +132,7 @@ class Calibration:
         self.top = f"/fednode-calibrate-{int(time.time() * 1000) % 10**8}"
         self.rounds = 0
         self.contended: dict[int, dict[str, float]] = {}
+        self.user = 1.0
 
     def close(self) -> None:
         for c in self.clients.values():
@@ -294,6 +298,21 @@ class Calibration:
             self.batches(rnd, where)
         return rnd
 
+    def user_share(self, calls: int) -> float:
+        """Of this thread's CPU per client call, the share in user mode (the
+        interpreter, holding the GIL) rather than the kernel's (its socket calls,
+        without it): ``machine.client_user_share``.  Taken over many calls, as the
+        kernel splits a thread's time between the two by sampling its ticks."""
+        R = self.clients[self.R]
+        R.mkdir(f"{self.top}/user")
+        t0 = resource.getrusage(resource.RUSAGE_THREAD)
+        for _ in range(calls):
+            R.stat(f"{self.top}/user")
+        t1 = resource.getrusage(resource.RUSAGE_THREAD)
+        R.rmdir(f"{self.top}/user")
+        user, system = t1.ru_utime - t0.ru_utime, t1.ru_stime - t0.ru_stime
+        return user / (user + system) if user + system > 0 else 1.0
+
     def run(self, max_rounds: int, spread: float) -> tuple[list[Round], dict[str, Any]]:
         for n in self.cluster.spec.members:
             with Client(self.cluster, node=n) as c:
@@ -309,6 +328,7 @@ class Calibration:
                 worst = spread_of(fits)
                 if (len(rounds) >= 3 and worst[1] <= spread) or len(rounds) >= max_rounds:
                     break
+            self.user = self.user_share(max(2000, self.repeat * 20))
             runs = [self.contention(self.repeat * 4) for _ in range(3)]
             self.contended = {k: {key: statistics.median(r[k][key] for r in runs) for key in runs[0][k]}
                               for k in runs[0]}  # fmt: skip
@@ -650,6 +670,7 @@ def calibrate(
     capacity = (capacity + parallel_capacity()) / 2
     prof = profile_of(fitted, len(rounds), worst, (load0, os.getloadavg()[0]), label, hosts, capacity)
     prof["machine"]["contention"] = cal.contended
+    prof["machine"]["client_user_share"] = round(cal.user, 3)
     if fuse is not None:
         prof["machine"]["fuse"] = fuse
     text = report(fitted, prof, spread)
