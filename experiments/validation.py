@@ -412,28 +412,37 @@ def saturated(rates: list[float]) -> list[bool]:
 def warm_up(cluster: Cluster, rounds: int = 40) -> None:
     """Bring fresh agents to their steady state before a measurement, as the
     calibration's discarded first round does: every operation in turn at every
-    agent, on names of every agent, then removed.  A new Python process runs its
-    first thousands of requests slower (its interpreter specialises the code it
-    runs, its allocator grows), and the profile describes warm agents."""
-    members = cluster.spec.members
-    with contextlib.ExitStack() as stack:
-        clients = [stack.enter_context(Client(cluster, node=n)) for n in members]
-        for i, c in enumerate(clients):
-            top = f"/.warm{i}"
-            c.mkdir(top)
-            for j in range(rounds):
-                f = f"{top}/f{j}"
-                c.create(f)
-                c.stat(f)
-                fd = c.call("open", f)
-                c.call("write", fd, 0, bytes(IO))
-                c.call("read", fd, 0, IO)
-                c.call("close", fd)
-                c.getattr(f)
-                c.unlink(f)
-                c.mkdir(f"{top}/d{j}")
-                c.rmdir(f"{top}/d{j}")
-            c.rmdir(top)
+    agent, on names of every agent, then removed (``warm_ops``).  A new Python
+    process runs its first thousands of requests slower (its interpreter
+    specialises the code it runs, its allocator grows), and the profile describes
+    warm agents."""
+    real = Real(cluster)
+    try:
+        warm_ops(real, cluster.spec.members, rounds)
+    finally:
+        real.close()
+
+
+def warm_ops(world: Real | Sim, members: list[int], rounds: int = 40) -> None:
+    """The warm-up's operations in ``world``: a simulation that must send the
+    real federation's messages makes them too (the directories it leaves in
+    the nodes' summaries change later dirmerges)."""
+    for i, n in enumerate(members):
+        top = f"/.warm{i}"
+        world.call(n, "mkdir", top)
+        for j in range(rounds):
+            f = f"{top}/f{j}"
+            world.call(n, "create", f)
+            world.call(n, "stat", f)
+            fd = world.call(n, "open", f)
+            world.call(n, "write", fd, 0, bytes(IO))
+            world.call(n, "read", fd, 0, IO)
+            world.call(n, "close", fd)
+            world.call(n, "getattr", f)
+            world.call(n, "unlink", f)
+            world.call(n, "mkdir", f"{top}/d{j}")
+            world.call(n, "rmdir", f"{top}/d{j}")
+        world.call(n, "rmdir", top)
 
 
 @contextlib.contextmanager
