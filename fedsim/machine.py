@@ -253,22 +253,30 @@ def contention_bench(params: MachineParams, threads: int, calls: int = 300) -> t
 
 def fit_contention(params: MachineParams, measured: dict[int, float]) -> float:
     """``oversub_share``: the value for which the simulated contention microbenchmark
-    spends the CPU per call the real one did with the most threads (``measured``:
-    threads -> CPU per call over all processes, us).  0 when the real one shows no
-    growth; bisection otherwise (the simulated CPU per call grows with the share)."""
-    if not measured:
+    spends the CPU per call the real one did, over every thread count that can
+    oversubscribe (``measured``: threads -> CPU per call over all processes, us):
+    the least squared relative error, by golden-section search on [0, 4] (one
+    count alone, the largest, would let its noise set the share for all)."""
+    ks = [k for k in sorted(measured) if k >= 2]
+    if not ks:
         return 0.0
-    k = max(measured)
-    target = measured[k]
+
+    def error(share: float) -> float:
+        p = replace(params, oversub_share=share)
+        return sum((contention_bench(p, k)[0] / measured[k] - 1.0) ** 2 for k in ks)
+
     lo, hi = 0.0, 4.0
-    if contention_bench(replace(params, oversub_share=0.0), k)[0] >= target:
-        return 0.0
-    if contention_bench(replace(params, oversub_share=hi), k)[0] < target:
-        return hi
-    for _ in range(14):
-        mid = (lo + hi) / 2
-        if contention_bench(replace(params, oversub_share=mid), k)[0] < target:
-            lo = mid
+    ratio = (5**0.5 - 1) / 2
+    a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+    fa, fb = error(a), error(b)
+    for _ in range(16):
+        if fa <= fb:
+            hi, b, fb = b, a, fa
+            a = hi - ratio * (hi - lo)
+            fa = error(a)
         else:
-            hi = mid
-    return round((lo + hi) / 2, 4)
+            lo, a, fa = a, b, fb
+            b = lo + ratio * (hi - lo)
+            fb = error(b)
+    best = (lo + hi) / 2
+    return 0.0 if error(0.0) <= error(best) else round(best, 4)
