@@ -402,23 +402,17 @@ class SimCluster:
         assert mach is not None
         got = simpy.Event(env)
 
-        def fly(_ev: simpy.Event | None) -> None:
-            flight = got if dst is None else simpy.Event(env)  # env.timeout(flight_us), inlined
-            flight._ok = True
-            flight._value = None
-            if dst is not None:
-                flight.callbacks.append(arrive)
-            heappush(env._queue, (env._now + mach.flight_us(size), NORMAL, next(env._eid), flight))
-
         def arrive(_ev: simpy.Event) -> None:
             self._book(got, dst, dst_us(), None)  # type: ignore[misc]
 
-        if src is None:
-            fly(None)
-        else:
-            sent = simpy.Event(env)
-            sent.callbacks.append(fly)
-            self._book(sent, src, src_us, None)
+        # the source's CPU is booked now and the message flies when it is done: one event, its arrival
+        leaves = env._now if src is None else mach.run(src, env._now, src_us)
+        flight = got if dst is None else simpy.Event(env)  # env.timeout(flight_us), inlined
+        flight._ok = True
+        flight._value = None
+        if dst is not None:
+            flight.callbacks.append(arrive)
+        heappush(env._queue, (leaves + mach.flight_us(size), NORMAL, next(env._eid), flight))
         return got
 
     def _machine_call(self, node_id: int, dst: int, req: Request, trace: OpTrace | None, depth: int) -> simpy.Event:
@@ -431,14 +425,6 @@ class SimCluster:
         size = wire_size(req)
         got = simpy.Event(env)
 
-        def send(_ev: simpy.Event) -> None:
-            try:
-                reply = self._request(node_id, dst, req, trace, depth, True, size)
-            except Exception as e:  # what the process would have delivered into the protocol
-                got.fail(e)
-                return
-            reply.callbacks.append(receive)  # type: ignore[union-attr]
-
         def receive(reply: _Reply) -> None:
             answer = reply._value
             size = reply.size
@@ -446,9 +432,12 @@ class SimCluster:
                 size = wire_size(answer[1])
             self._book(got, node_id, mach.message_us(size), answer)
 
-        sent = simpy.Event(env)
-        sent.callbacks.append(send)
-        self._book(sent, node_id, mach.message_us(size) + mach.p.call_us, None)
+        # The send's CPU is booked now and the request leaves when it is done: its arrival is
+        # the one event of the step (nobody waits for the send itself; the caller waits for the reply).
+        now = env._now
+        sent = mach.run(node_id, now, mach.message_us(size) + mach.p.call_us)
+        reply = self._request(node_id, dst, req, trace, depth, True, size, after=sent - now)
+        reply.callbacks.append(receive)  # type: ignore[union-attr]
         return got
 
     def client_op(
@@ -657,8 +646,9 @@ class SimCluster:
                         request(node_id, eff.node, eff.request, trace, depth, False)
                     else:
                         size = wire_size(eff.request)
-                        yield self.cpu_at(node_id, mach.message_us(size))
-                        request(node_id, eff.node, eff.request, trace, depth, False, size)
+                        now = env._now
+                        sent = mach.run(node_id, now, mach.message_us(size))
+                        request(node_id, eff.node, eff.request, trace, depth, False, size, sent - now)
                 elif t is Spawn:
                     env.process(self._drive(node_id, eff.gen, trace, depth))
                 elif t is Await:
@@ -748,15 +738,24 @@ class SimCluster:
         return delay
 
     def _request(
-        self, src: int, dst: int, req: Request, trace: OpTrace | None, depth: int, want_reply: bool, size: int = -1
+        self,
+        src: int,
+        dst: int,
+        req: Request,
+        trace: OpTrace | None,
+        depth: int,
+        want_reply: bool,
+        size: int = -1,
+        after: float = 0.0,
     ) -> simpy.Event | None:
-        """Send ``req`` (``size``: its ``wire_size``, if the caller has it);
-        the event its reply triggers, if ``want_reply``."""
+        """Send ``req`` (``size``: its ``wire_size``, if the caller has it) once
+        ``after`` more microseconds have passed (the sender's CPU to send it, on a
+        machine); the event its reply triggers, if ``want_reply``."""
         if size < 0:
             size = wire_size(req)
         if self.faults is not None:
-            return self._request_under_faults(src, dst, req, trace, depth, want_reply, size)
-        delay = self._send(src, dst, req, trace, size)
+            return self._request_under_faults(src, dst, req, trace, depth, want_reply, size, after)
+        delay = self._send(src, dst, req, trace, size) + after
         reply = _Reply(self.env) if want_reply else None
         if dst in self.down:
             if reply is not None:
@@ -771,7 +770,15 @@ class SimCluster:
         return reply
 
     def _request_under_faults(
-        self, src: int, dst: int, req: Request, trace: OpTrace | None, depth: int, want_reply: bool, size: int
+        self,
+        src: int,
+        dst: int,
+        req: Request,
+        trace: OpTrace | None,
+        depth: int,
+        want_reply: bool,
+        size: int,
+        after: float = 0.0,
     ) -> simpy.Event | None:
         """``_request`` with the fault plan applied (kept apart so that a run
         without faults pays nothing for them).  The caller waits on ``reply``,
@@ -779,7 +786,7 @@ class SimCluster:
         reply if the plan lets it through (``_reply_under_faults``, which
         numbers the reply when it reaches the caller)."""
         env = self.env
-        delay = self._send(src, dst, req, trace, size)
+        delay = self._send(src, dst, req, trace, size) + after
         reply = _Reply(env) if want_reply else None
         if reply is not None:
             late = (False, PeerUnavailable(dst, "no reply within the timeout"))
@@ -871,10 +878,11 @@ class SimCluster:
             # link, like any message: LogGP has no per-byte cost at the receiver,
             # so an RDMA WRITE and a SEND of the same bytes cost the same here.
             size = wire_size(value)
-            if mach is not None:
-                yield self.cpu_at(node_id, mach.message_us(size))
+            sending = 0.0
+            if mach is not None:  # the reply's CPU, booked now: the reply leaves when it is done
+                sending = mach.run(node_id, env._now, mach.message_us(size)) - env._now
                 msg.reply.size = size  # type: ignore[attr-defined]  # for its receiver's CPU (``_machine_call``)
-            delay = self._transmit(node_id, msg.src, size)
+            delay = sending + self._transmit(node_id, msg.src, size)
             if msg.trace is not None:
                 msg.trace.record(node_id, msg.src, "reply", size, msg.req.probe)
             # Trigger the caller's event when the reply arrives: the event is
