@@ -37,14 +37,7 @@ def network_of(cfg: Config) -> LogGP:
 def machine_of(cfg: Config) -> MachineParams | None:
     """The calibrated machine of ``cfg.machine`` (None: the papers' model)."""
     m = cfg.machine
-    if m.model == "none":
-        return None
-    return MachineParams(
-        hosts=m.hosts, cores=m.cores, o_us=m.o_us or 0.0, L_us=m.L_us or 0.0, byte_us=m.byte_us,
-        G_us_per_byte=m.G_us_per_byte, call_us=m.call_us, dispatch_us=dict(m.dispatch_us), api_us=dict(m.api_us),
-        client_us=dict(m.client_us), clients=m.clients, mix_agent=m.mix_agent, mix_client=m.mix_client,
-        oversub_share=m.oversub_share, capacity=m.capacity, client_user_share=m.client_user_share,
-    )  # fmt: skip
+    return None if m.model == "none" else MachineParams.of(m.model_dump(exclude_none=True))
 
 
 def build_cluster(cfg: Config, **overrides: Any) -> SimCluster:

@@ -63,7 +63,7 @@ from fednode.client import Client
 from fednode.cluster import ProcessCluster, write_local
 from fednode.config import Cluster, load_cluster
 from fednode.tools.calibrate import parallel_capacity
-from fedsim.calibration import apply_calibration, foreign
+from fedsim.calibration import apply_calibration, fitted_share, foreign
 from fedsim.config import SFS97_MIX, Config, validate
 from fedsim.protocol.hashing import names_managed_by
 from fedsim.protocol.policies.homes import Pinned
@@ -344,6 +344,8 @@ def profile_for(params: Params, say: Callable[[str], None]) -> Path:
     calibrate(None, path.parent, repeat=params.calibrate_repeat, quiet=True, base=params.agent_dir or None, mount=fuse,
               transport=params.transport, devices=tuple(params.devices))  # fmt: skip
     prof = yaml.safe_load(path.read_text())
+    # the simulator's fit of the contention microbenchmark, once, into the profile (else every load refits it)
+    prof["machine"]["oversub_share"] = fitted_share(path, prof["machine"])
     prof["code"] = digest
     prof["agent_dir"] = params.agent_dir
     path.write_text(yaml.safe_dump(prof, sort_keys=False))

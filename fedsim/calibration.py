@@ -120,8 +120,7 @@ def fitted_share(path: Path, mach: dict[str, Any]) -> float:
     if key not in _FITTED:
         from fedsim.machine import MachineParams, fit_contention
 
-        fields = set(MachineParams.__dataclass_fields__) - {"oversub_share", "hosts"}
-        params = MachineParams(**{k: v for k, v in mach.items() if k in fields})
+        params = MachineParams.of({k: v for k, v in mach.items() if k != "oversub_share"})
         measured = {int(k): float(v["cpu_per_call_us"]) for k, v in (mach.get("contention") or {}).items()}
         _FITTED[key] = fit_contention(params, measured)
     return _FITTED[key]

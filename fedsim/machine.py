@@ -55,9 +55,9 @@ cost is a plain number from the profile; nothing here is fitted.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 #: processes of the clients: all in one program (threads), or one program each
 ClientProcs = Literal["shared", "own"]
@@ -83,6 +83,12 @@ class MachineParams:
     oversub_share: float = 0.0  # extra share of every job per runnable process beyond the host's cores
     capacity: float = 0.0  # cores' worth the host's cores give side by side (0: whole cores)
     client_user_share: float = 1.0  # of a client call's CPU, the interpreter's (the GIL's); the rest the kernel's
+
+    @classmethod
+    def of(cls, section: Mapping[str, Any]) -> MachineParams:
+        """From a ``machine:`` section or a profile's (its other keys, such as
+        ``model``, ``measured_on`` or ``fuse``, are not prices and are left out)."""
+        return cls(**{k: v for k, v in section.items() if k in cls.__dataclass_fields__})
 
 
 class _Proc:
@@ -201,19 +207,19 @@ class Machine:
         return self.p.L_us + max(size - 1, 0) * self.p.G_us_per_byte
 
     def dispatch(self, kind: str) -> float:
-        d = self.p.dispatch_us
-        v = d.get(kind)
-        return d.get("*", 0.0) if v is None else v
+        return _priced(self.p.dispatch_us, kind)
 
     def api(self, op: str) -> float:
-        a = self.p.api_us
-        v = a.get(op)
-        return a.get("*", 0.0) if v is None else v
+        return _priced(self.p.api_us, op)
 
     def client(self, op: str) -> float:
-        c = self.p.client_us
-        v = c.get(op)
-        return c.get("*", 0.0) if v is None else v
+        return _priced(self.p.client_us, op)
+
+
+def _priced(table: dict[str, float], key: str) -> float:
+    """``table``'s cost of ``key``, or its ``*`` (any other), or nothing."""
+    v = table.get(key)
+    return table.get("*", 0.0) if v is None else v
 
 
 # ---------------------------------------------------------------------------------------------- calibration

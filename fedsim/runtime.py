@@ -753,9 +753,9 @@ class SimCluster:
         machine); the event its reply triggers, if ``want_reply``."""
         if size < 0:
             size = wire_size(req)
-        if self.faults is not None:
-            return self._request_under_faults(src, dst, req, trace, depth, want_reply, size, after)
         delay = self._send(src, dst, req, trace, size) + after
+        if self.faults is not None:
+            return self._request_under_faults(src, dst, req, trace, depth, want_reply, size, delay)
         reply = _Reply(self.env) if want_reply else None
         if dst in self.down:
             if reply is not None:
@@ -770,23 +770,16 @@ class SimCluster:
         return reply
 
     def _request_under_faults(
-        self,
-        src: int,
-        dst: int,
-        req: Request,
-        trace: OpTrace | None,
-        depth: int,
-        want_reply: bool,
-        size: int,
-        after: float = 0.0,
-    ) -> simpy.Event | None:
-        """``_request`` with the fault plan applied (kept apart so that a run
+        self, src: int, dst: int, req: Request, trace: OpTrace | None, depth: int, want_reply: bool, size: int,
+        delay: float,
+    ) -> simpy.Event | None:  # fmt: skip
+        """``_request`` with the fault plan applied, for a request already on
+        the wire (``delay``: until it would arrive) (kept apart so that a run
         without faults pays nothing for them).  The caller waits on ``reply``,
         which the first of three things triggers: the timeout, or the handler's
         reply if the plan lets it through (``_reply_under_faults``, which
         numbers the reply when it reaches the caller)."""
         env = self.env
-        delay = self._send(src, dst, req, trace, size) + after
         reply = _Reply(env) if want_reply else None
         if reply is not None:
             late = (False, PeerUnavailable(dst, "no reply within the timeout"))

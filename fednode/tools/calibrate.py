@@ -313,20 +313,19 @@ class Calibration:
         user, system = t1.ru_utime - t0.ru_utime, t1.ru_stime - t0.ru_stime
         return user / (user + system) if user + system > 0 else 1.0
 
-    def run(self, max_rounds: int, spread: float) -> tuple[list[Round], dict[str, Any]]:
+    def run(self, max_rounds: int, spread: float) -> list[dict[str, Any]]:
+        """The rounds' fitted costs (``fit``), one per round, until their spread is within ``spread``."""
         for n in self.cluster.spec.members:
             with Client(self.cluster, node=n) as c:
                 c.call("profile", "start")
         R = self.clients[self.R]
         R.mkdir(self.top)
-        rounds: list[Round] = []
+        fits: list[dict[str, Any]] = []
         try:
             self.round()  # warm-up, discarded: fresh agents run their first requests slower
             while True:
-                rounds.append(self.round())
-                fits = [fit(r) for r in rounds]
-                worst = spread_of(fits)
-                if (len(rounds) >= 3 and worst[1] <= spread) or len(rounds) >= max_rounds:
+                fits.append(fit(self.round()))
+                if (len(fits) >= 3 and spread_of(fits)[1] <= spread) or len(fits) >= max_rounds:
                     break
             self.user = self.user_share(max(2000, self.repeat * 20))
             runs = [self.contention(self.repeat * 4) for _ in range(3)]
@@ -338,7 +337,7 @@ class Calibration:
                     c.call("profile", "stop")
             with contextlib.suppress(OSError):
                 R.rmdir(self.top)
-        return rounds, fits[-1]
+        return fits
 
 
 _SPIN = "import time\nt = time.perf_counter()\nx = 0\nfor i in range({n}):\n    x += i\nprint(time.perf_counter() - t)"
@@ -653,7 +652,7 @@ def calibrate(
         cal = Calibration(cluster, repeat)
         try:
             label = cal.clients[cal.R].status()["transport"]
-            rounds, _ = cal.run(max_rounds, spread)
+            fits = cal.run(max_rounds, spread)
         finally:
             cal.close()
         hosts = len({cluster.spec.node(n).host for n in cluster.spec.members})
@@ -664,11 +663,10 @@ def calibrate(
             assert cluster.source is not None
             with tempfile.TemporaryDirectory(prefix="fednode-calibrate-fuse-", dir=base) as work:
                 fuse = measure_fuse(cluster.source, cal.R, Path(work), repeat=repeat)["fuse"]
-    fits = [fit(r) for r in rounds]
     fitted = combine(fits)
     worst = spread_of(fits)
     capacity = (capacity + parallel_capacity()) / 2
-    prof = profile_of(fitted, len(rounds), worst, (load0, os.getloadavg()[0]), label, hosts, capacity)
+    prof = profile_of(fitted, len(fits), worst, (load0, os.getloadavg()[0]), label, hosts, capacity)
     prof["machine"]["contention"] = cal.contended
     prof["machine"]["client_user_share"] = round(cal.user, 3)
     if fuse is not None:

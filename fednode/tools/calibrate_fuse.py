@@ -169,6 +169,16 @@ class _Bench:
     def close(self) -> None:
         os.close(self.dfd)
 
+    @classmethod
+    def measured(cls, probe: _Probe, fs: Client, fed_dir: str, local_dir: Path, n: int) -> _Bench:
+        """Every phase, ``n`` calls each, in a directory of its own (its results in ``phases``)."""
+        bench = cls(probe, fs, fed_dir, local_dir, n)
+        try:
+            bench.all_phases()
+        finally:
+            bench.close()
+        return bench
+
     def _open(self, name: str, flags: int) -> int:
         fd = os.open(name, flags, 0o644, dir_fd=self.dfd)
         self.held += 1
@@ -283,18 +293,10 @@ def measure_fuse(cluster_file: Path, node: int, workdir: Path, repeat: int = 200
             mp.wait_ready(MOUNT_TIMEOUT_S)
             probe = _Probe(mp, stats_file)
             fs.mkdir(top)
-            warm = _Bench(probe, fs, f"{top}/warm", mnt / top.lstrip("/") / "warm", min(repeat, WARMUP_REPEAT))
-            try:
-                warm.all_phases()
-            finally:
-                warm.close()
+            _Bench.measured(probe, fs, f"{top}/warm", mnt / top.lstrip("/") / "warm", min(repeat, WARMUP_REPEAT))
             first = probe.settled(0)
             proc0 = proc_cpu_ns(mp.proc.pid)
-            bench = _Bench(probe, fs, f"{top}/run", mnt / top.lstrip("/") / "run", repeat)
-            try:
-                bench.all_phases()
-            finally:
-                bench.close()
+            bench = _Bench.measured(probe, fs, f"{top}/run", mnt / top.lstrip("/") / "run", repeat)
             last = probe.settled(0)
             proc1 = proc_cpu_ns(mp.proc.pid)
             if last["pid"] != mp.proc.pid:
