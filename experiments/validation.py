@@ -303,12 +303,13 @@ def sfs_real(cluster: Cluster, files: list[str], clients: int, ops: int, seed: i
 
 # ----------------------------------------------------------------------------------------- the profile
 def code_digest() -> str:
-    """What the calibration's numbers depend on: the agents' and the simulator's code."""
+    """What the calibration's numbers depend on: the agents' and the simulator's
+    code, and the machine model (the profile stores the values it fitted)."""
     h = hashlib.sha1()
     base = Path(__file__).resolve().parents[1]
-    for d in ("fednode", "fedsim/protocol"):
-        for f in sorted((base / d).rglob("*.py")):
-            h.update(f.read_bytes())
+    files = [f for d in ("fednode", "fedsim/protocol") for f in sorted((base / d).rglob("*.py"))]
+    for f in [*files, base / "fedsim" / "machine.py"]:
+        h.update(f.read_bytes())
     return h.hexdigest()[:12]
 
 
