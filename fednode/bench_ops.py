@@ -39,6 +39,10 @@ LOCAL_OPS: dict[str, tuple[Callable[..., Any], tuple[type, ...]]] = {
     "listdir": (LocalFS.listdir, ()),
     "read": (_read, (int, int)),
     "write": (_write, (int, bytes)),
+    "rename": (LocalFS.rename, (str,)),
+    "truncate": (LocalFS.truncate, (int,)),
+    "fsync": (LocalFS.fsync, ()),
+    "statfs": (LocalFS.statfs, ()),
 }
 
 

@@ -95,12 +95,14 @@ class Profile:
     CPU time.  Off (None on the agent) unless a calibration asked: then the
     hot path pays one test per local operation and per request."""
 
-    __slots__ = ("calls", "local", "served")
+    __slots__ = ("calls", "local", "sent", "served", "waited")
 
     def __init__(self) -> None:
         self.local: dict[str, list[int]] = {}  # op -> [count, ns]
         self.served: dict[str, int] = {}  # request kind -> count (requests from peers)
         self.calls: dict[str, int] = {}  # client operation -> count
+        self.sent: dict[str, int] = {}  # request kind -> count (requests this agent sent and waited for)
+        self.waited = 0  # requests served whose handler waited for the network (on a worker task)
 
     def timed_local(self, apply: Callable[..., Any], eff: Local) -> Any:
         t0 = time.perf_counter_ns()
@@ -119,6 +121,8 @@ class Profile:
             "local": {k: list(v) for k, v in self.local.items()},
             "served": dict(self.served),
             "calls": dict(self.calls),
+            "sent": dict(self.sent),
+            "waited": self.waited,
         }
 
 
@@ -395,6 +399,8 @@ class Agent:
     async def call(self, dst: int, req: Request, depth: int, trace: Log) -> Any:
         """Request/reply to ``dst``: its handler's value, or its error raised here."""
         conn = await self._conn(dst)
+        if self.prof is not None:
+            self.prof.sent[req.kind] = self.prof.sent.get(req.kind, 0) + 1
         # nested calls give up first: errors name the failed node
         rid, fut = self._expect_reply(conn, nested_timeout(self.timeout, depth))
         try:
@@ -557,6 +563,8 @@ class Agent:
         if done:
             self._finish(conn, req, oneway, (wire.REPLY, rid, r, log))
         else:  # it must wait for the network: continue on a worker
+            if self.prof is not None:
+                self.prof.waited += 1
             self._spawn(self._serve(conn, rid, depth, log, req, oneway, gen, r))
 
     def _sem(self, depth: int) -> asyncio.Semaphore:

@@ -107,6 +107,7 @@ class MachineConfig(Strict):
     byte_us: NonNegativeFloat = 0.0  # CPU per message byte at each end
     G_us_per_byte: NonNegativeFloat = 0.0  # the wire per byte
     call_us: NonNegativeFloat = 0.0  # CPU at a caller per request it waits for, beyond the messages
+    wait_us: NonNegativeFloat = 0.0  # CPU at a server for a request whose handler waits for the network
     dispatch_us: dict[str, NonNegativeFloat] = Field(default_factory=dict)  # per request kind ("*": others)
     api_us: dict[str, NonNegativeFloat] = Field(default_factory=dict)  # per client call at the agent
     client_us: dict[str, NonNegativeFloat] = Field(default_factory=dict)  # per call at the client program

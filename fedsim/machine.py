@@ -25,6 +25,10 @@ from a ``fednode calibrate`` profile) turns the model on:
   for (an agent's task and future), ``dispatch_us[kind]`` of CPU to serve a request beyond its
   messages and its local operations (``*``: any kind not listed), and
   ``api_us[op]`` at the requester for a client's call;
+* **waits**: a request whose handler waits for the network (a call of its
+  own) costs its server ``wait_us`` more, once: an agent answers a request
+  at once in the callback that read it, and moves one that must wait onto a
+  worker task (``fednode calibrate``'s nested batches measure it);
 * **mixes**: the api, dispatch and client costs are measured in batches of
   one kind of call; a job of another kind than its process's last costs
   ``mix_agent`` (``mix_client`` at a client) more, measured on an interleaved
@@ -74,6 +78,7 @@ class MachineParams:
     byte_us: float = 0.0  # CPU per byte at each end
     G_us_per_byte: float = 0.0  # the wire per byte
     call_us: float = 0.0  # CPU at a caller per request it waits for, beyond the messages
+    wait_us: float = 0.0  # CPU at a server for a request whose handler waits for the network (once)
     dispatch_us: dict[str, float] = field(default_factory=dict)
     api_us: dict[str, float] = field(default_factory=dict)
     client_us: dict[str, float] = field(default_factory=dict)

@@ -415,10 +415,12 @@ class SimCluster:
         heappush(env._queue, (leaves + mach.flight_us(size), NORMAL, next(env._eid), flight))
         return got
 
-    def _machine_call(self, node_id: int, dst: int, req: Request, trace: OpTrace | None, depth: int) -> simpy.Event:
+    def _machine_call(
+        self, node_id: int, dst: int, req: Request, trace: OpTrace | None, depth: int, extra: float
+    ) -> simpy.Event:
         """A ``Call`` on a machine: the caller's CPU to send (``o``, its bytes,
-        ``call_us``), the request, and on its reply the caller's CPU to receive
-        it.  The event fires with the reply, (ok, value), once received."""
+        ``call_us``, and ``extra``), the request, and on its reply the caller's
+        CPU to receive it.  The event fires with the reply, (ok, value), once received."""
         env = self.env
         mach = self.machine
         assert mach is not None
@@ -435,7 +437,7 @@ class SimCluster:
         # The send's CPU is booked now and the request leaves when it is done: its arrival is
         # the one event of the step (nobody waits for the send itself; the caller waits for the reply).
         now = env._now
-        sent = mach.run(node_id, now, mach.message_us(size) + mach.p.call_us)
+        sent = mach.run(node_id, now, mach.message_us(size) + mach.p.call_us + extra)
         reply = self._request(node_id, dst, req, trace, depth, True, size, after=sent - now)
         reply.callbacks.append(receive)  # type: ignore[union-attr]
         return got
@@ -593,6 +595,8 @@ class SimCluster:
         request = self._request
         incarnation = self.incarnation
         mach = self.machine
+        # a handler's first wait for the network moves it onto a worker task (``wait_us``, once)
+        wait = 0.0 if mach is None or depth == 0 else mach.p.wait_us
         value: Any = None
         exc: BaseException | None = None
         while True:
@@ -610,7 +614,8 @@ class SimCluster:
                     if mach is None:
                         ok, value = yield request(node_id, eff.node, eff.request, trace, depth, True)
                     else:
-                        ok, value = yield self._machine_call(node_id, eff.node, eff.request, trace, depth)
+                        ok, value = yield self._machine_call(node_id, eff.node, eff.request, trace, depth, wait)
+                        wait = 0.0
                     if not ok:
                         exc, value = value, None
                 elif t is Local:
@@ -632,7 +637,8 @@ class SimCluster:
                     else:
                         size = wire_size(eff.request)
                         cost = mach.message_us(size) + mach.p.call_us
-                        yield self.cpu_at(node_id, len(eff.nodes) * cost)
+                        yield self.cpu_at(node_id, len(eff.nodes) * cost + wait)
+                        wait = 0.0
                         events = [request(node_id, n, eff.request, trace, depth, True, size) for n in eff.nodes]
                     value = []
                     for ev in events:

@@ -154,6 +154,37 @@ def test_a_call_between_nodes_costs_cpu_at_both_ends_of_each_message() -> None:
     assert m.busy[0] >= 15.0 * 1.14 + (messages // 2) * (2 * 12.0 + 10.0)
 
 
+def test_a_handler_that_waits_for_the_network_costs_wait_us_once() -> None:
+    """An unlink at node 0 of a file node 1 manages and holds, in a directory
+    node 2 manages: node 1's handler waits for node 2 (DelEntry), once; with
+    ``wait_us`` the unlink takes exactly that much longer, alone on its host
+    (a host per node: nothing else competes for the cores)."""
+    from fedsim.protocol.hashing import names_managed_by
+    from fedsim.protocol.policies.homes import Pinned
+
+    def unlink_us(wait_us: float) -> tuple[float, float]:
+        mp = MachineParams(hosts=0, cores=2, o_us=12.0, L_us=2.0, call_us=10.0, dispatch_us={"*": 12.0},
+                           api_us={"*": 15.0}, client_us={"*": 30.0}, wait_us=wait_us)  # fmt: skip
+        c = SimCluster(3, network=preset("fedfs_prototype"), machine=mp)
+        c.preload_summaries()
+        hashing = c.nodes[0].view.hashing
+        d = names_managed_by(hashing, 2, "/d")[0]
+        f = names_managed_by(hashing, 1, f"{d}/f")[0]
+        for node, path, home in ((2, d, 2), (1, f, 1)):
+            c.nodes[node].placement = Pinned({path: home}, c.nodes[node].placement)
+        for op, path in (("mkdir", d), ("create", f)):
+            c.env.run(until=c.env.process(c.client_op(0, 0, op, path)))
+        t0 = c.env.now
+        assert c.machine is not None
+        before = c.machine.busy.get(1, 0.0)
+        c.env.run(until=c.env.process(c.client_op(0, 0, "unlink", f)))
+        return c.env.now - t0, c.machine.busy[1] - before
+
+    (t_none, cpu_none), (t_wait, cpu_wait) = unlink_us(0.0), unlink_us(40.0)
+    assert cpu_wait - cpu_none == pytest.approx(40.0)  # node 1's handler waited once
+    assert t_wait - t_none == pytest.approx(40.0)
+
+
 def test_fewer_cores_predict_lower_postmark_throughput() -> None:
     one = run_postmark(postmark_config(4, **COSTS, hosts=1, cores=1)).metrics
     four = run_postmark(postmark_config(4, **COSTS, hosts=1, cores=4)).metrics

@@ -167,6 +167,19 @@ def test_parallel_capacity_is_at_most_the_cores():
 
 
 # ----------------------------------------------------------------------------------------- the profile
+def test_the_calibration_prices_every_request_and_local_operation_a_name_operation_uses(calibrated_profile):
+    """Beyond the requests a client's call sends, the profile prices a directory's
+    upkeep (the requests to a parent's manager), a handler that waits for the
+    network, and the local operations the batches do not run (listdir by its
+    size, rename, truncate, fsync, statfs): none is left to an assumption."""
+    prof = yaml.safe_load(calibrated_profile.read_text())
+    m, costs = prof["machine"], prof["storage"]["costs_us"]
+    assert {"GetEntry", "AddEntry", "DelEntry"} <= set(m["dispatch_us"])
+    assert m["wait_us"] >= 0.0
+    assert {"listdir", "listdir_entry", "rename", "truncate", "fsync", "statfs"} <= set(costs)
+    assert all(v >= 0.0 for v in costs.values())
+
+
 def _config(tmp_path: Path, machine: dict) -> Path:
     (tmp_path / "profile.yaml").write_text(yaml.safe_dump({"network": {"L_us": 2.0, "o_us": 10.0}, "machine": machine}))
     path = tmp_path / "sim.yaml"

@@ -23,7 +23,10 @@ the running federation a cluster file names:
   is R's CPU per call in ``local`` less its two client messages and its local
   operations, and ``dispatch_us[kind]`` is A's CPU per request in ``remote``
   less the request's two messages and its local operations (least squares
-  over the batches, residuals printed);
+  over the batches, residuals printed).  A third set of batches (``directory``:
+  names R manages and holds, in a directory A manages) has A serve only the
+  upkeep of a directory (GetEntry, AddEntry, DelEntry, SummaryAdd), which every
+  name operation under a directory managed elsewhere sends;
 * **the client's CPU per call** (this process's thread time), by operation,
   and its user share (the interpreter's, under the GIL; the rest is the
   kernel's, which threads of one program do side by side);
@@ -91,7 +94,7 @@ class Batch:
     """One batch of ``n`` calls of ``op`` in one arrangement, as the agents and the client saw it."""
 
     op: str
-    where: str  # local | remote
+    where: str  # local | remote | lookup | directory
     n: int
     client_cpu_ns: int
     wall_ns: list[int]
@@ -102,16 +105,22 @@ class Batch:
 class Round:
     pings: dict[int, dict[str, float]] = field(default_factory=dict)  # size -> rtt_us, cpu_r_us, cpu_a_us
     batches: list[Batch] = field(default_factory=list)
+    local: dict[str, float] = field(default_factory=dict)  # local op -> us, timed on R's directory (``local_ops``)
+
+
+#: directory sizes the local listdir is timed at (its cost is a fixed part and one per entry)
+LISTDIR_SIZES = (0, 32, 128, 512)
 
 
 def _delta(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"cpu_ns": after["cpu_ns"] - before["cpu_ns"], "local": {}, "served": {}, "calls": {}}
+    out: dict[str, Any] = {"cpu_ns": after["cpu_ns"] - before["cpu_ns"], "local": {}, "served": {}, "calls": {},
+                           "sent": {}, "waited": after.get("waited", 0) - before.get("waited", 0)}  # fmt: skip
     for op, (n, ns) in after["local"].items():
         b = before["local"].get(op, [0, 0])
         if n - b[0]:
             out["local"][op] = [n - b[0], ns - b[1]]
-    for key in ("served", "calls"):
-        for k, n in after[key].items():
+    for key in ("served", "calls", "sent"):
+        for k, n in after.get(key, {}).items():
             if n - before[key].get(k, 0):
                 out[key][k] = n - before[key].get(k, 0)
     return out
@@ -126,6 +135,7 @@ class Calibration:
             raise ValueError("calibration needs a federation of at least two agents (R and A)")
         self.cluster = cluster
         self.R, self.A = members[0], members[1]
+        self.B = members[2] if len(members) > 2 else None  # the parent's manager of the nested batches
         self.repeat = repeat
         self.hashing = cluster.spec.hashing_fn()
         self.clients = {n: Client(cluster, node=n) for n in (self.R, self.A)}
@@ -198,6 +208,86 @@ class Calibration:
             for f in files:
                 at.unlink(f)
         self.cycle(rnd, where, node, parent)
+        R.rmdir(parent)
+
+    def directory_batches(self, rnd: Round) -> None:
+        """Creates, mkdirs, unlinks and rmdirs of names R manages and holds in a directory A
+        manages: A serves only the directory's upkeep (GetEntry, AddEntry, DelEntry,
+        SummaryAdd), the requests a name operation sends its parent's manager.  Without
+        them those kinds would be priced as any request (``dispatch_us['*']``), and every
+        operation on a name whose parent is managed elsewhere makes one or two."""
+        R, A = self.clients[self.R], self.clients[self.A]
+        n = self.repeat
+        self.rounds += 1
+        parent = names_managed_by(self.hashing, self.A, f"{self.top}/directory{self.rounds}_")[0]
+        A.call("pin", parent, self.A)
+        R.mkdir(parent)
+        files = names_managed_by(self.hashing, self.R, f"{parent}/f", n)
+        dirs = names_managed_by(self.hashing, self.R, f"{parent}/d", n)
+        for p in files + dirs:
+            R.call("pin", p, self.R)
+        for op, names in (("mkdir", dirs), ("rmdir", dirs), ("create", files), ("unlink", files)):
+            self.timed(rnd, op, "directory", [(p,) for p in names], [])
+        R.rmdir(parent)
+
+    def local_ops(self, rnd: Round) -> None:
+        """The local operations the batches do not run, timed inside R on its own directory
+        through the confined local layer (the ``bench`` admin call, no federation):
+        listdir by the directory's size (``listdir`` + ``listdir_entry`` per entry),
+        rename, truncate, fsync and statfs.  Without them the simulator would price
+        them by the storage model's assumptions for a 1999 disk (an fsync of 8 ms)."""
+        R = self.clients[self.R]
+        n = self.repeat
+        self.rounds += 1
+        d = f"{self.top}-local{self.rounds}"  # beside the federation's tree, never in it
+
+        def timed(op: str, calls: list[tuple[Any, ...]]) -> float:
+            return statistics.median(R.call("bench", "local", op, calls)[0]) / 1000 if calls else 0.0
+
+        R.call("bench", "local", "mkdir", [(d,)])
+        made: list[str] = []
+        per_size = []
+        try:
+            for k in LISTDIR_SIZES:
+                more = [f"{d}/e{i}" for i in range(len(made), k)]
+                R.call("bench", "local", "create", [(p,) for p in more])
+                made += more
+                per_size.append(timed("listdir", [(d,)] * n))
+            (fixed, entry), _ = _lstsq(np.column_stack([np.ones(len(per_size)), LISTDIR_SIZES]), np.array(per_size))
+            rnd.local.update(listdir=max(float(fixed), 0.0), listdir_entry=max(float(entry), 0.0))
+            files = made[:n]
+            rnd.local["truncate"] = timed("truncate", [(p, 0) for p in files])
+            rnd.local["fsync"] = timed("fsync", [(p,) for p in files])
+            rnd.local["statfs"] = timed("statfs", [(d,)] * n)
+            renamed = [f"{p}r" for p in files]
+            rnd.local["rename"] = timed("rename", [(p, q) for p, q in zip(files, renamed, strict=True)])
+            made = renamed + made[n:]
+        finally:
+            R.call("bench", "local", "unlink", [(p,) for p in made])
+            R.call("bench", "local", "rmdir", [(d,)])
+            R.call("bench", "cleanup", "", [])
+
+    def nested_batches(self, rnd: Round) -> None:
+        """The same calls on names A manages and holds in a directory a third agent B
+        manages: A's handlers now wait for B (GetEntry, AddEntry, DelEntry), as a
+        name's manager or home does whenever its parent is managed elsewhere.  A
+        handler that waits continues on a worker task, which one that answers at
+        once does not need (``machine.wait_us``, beyond the calls' own costs)."""
+        if self.B is None:
+            return
+        R, A = self.clients[self.R], self.clients[self.A]
+        n = self.repeat
+        self.rounds += 1
+        parent = names_managed_by(self.hashing, self.B, f"{self.top}/nested{self.rounds}_")[0]
+        with Client(self.cluster, node=self.B) as B:
+            B.call("pin", parent, self.B)
+        R.mkdir(parent)
+        files = names_managed_by(self.hashing, self.A, f"{parent}/f", n)
+        dirs = names_managed_by(self.hashing, self.A, f"{parent}/d", n)
+        for p in files + dirs:
+            A.call("pin", p, self.A)
+        for op, names in (("mkdir", dirs), ("rmdir", dirs), ("create", files), ("unlink", files)):
+            self.timed(rnd, op, "nested", [(p,) for p in names], [])
         R.rmdir(parent)
 
     def cycle(self, rnd: Round, where: str, node: int, parent: str) -> None:
@@ -296,6 +386,9 @@ class Calibration:
         self.pings(rnd)
         for where in ("local", "remote"):
             self.batches(rnd, where)
+        self.directory_batches(rnd)
+        self.nested_batches(rnd)
+        self.local_ops(rnd)
         return rnd
 
     def user_share(self, calls: int) -> float:
@@ -413,7 +506,7 @@ def fit(rnd: Round) -> dict[str, Any]:
             r = b.agents[R]
             api[b.op] = max((r["cpu_ns"] / 1000 - local_cpu(r)) / b.n - msg, 0.0)
             client[b.op] = b.client_cpu_ns / b.n / 1000
-        else:
+        elif b.where != "nested":  # (a nested batch's A also waits for B: ``wait_us`` below)
             a = b.agents[A]
             served = a["served"]
             if not served:
@@ -445,6 +538,20 @@ def fit(rnd: Round) -> dict[str, Any]:
             beyond = (r["cpu_ns"] / 1000 - local_cpu(r)) - b.n * (msg + api[b.op])
             per_call.append(beyond / sent - msg)
     call_us = max(float(statistics.median(per_call)), 0.0) if per_call else 0.0
+    # A handler that waits for the network: A's CPU in the nested batches beyond the requests it
+    # served (their dispatch) and the ones it sent (their two ends and the wait, as R's), per
+    # handler that waited.
+    per_wait = []
+    for b in rnd.batches:
+        a = b.agents.get(A)
+        if b.where != "nested" or a is None or not a.get("waited"):
+            continue
+        served = a["served"]
+        sent = sum(a["sent"].values())
+        known = sum(n * (msg + dispatch.get(k, dispatch.get("*", 0.0))) for k, n in served.items())
+        beyond = a["cpu_ns"] / 1000 - local_cpu(a) - known - sent * (msg + call_us)
+        per_wait.append(beyond / a["waited"])
+    wait_us = max(float(statistics.median(per_wait)), 0.0) if per_wait else 0.0
     # The interleaved cycles: what the same calls cost when no call follows one of its kind.
     num = den = cnum = cden = 0.0
     for b in rnd.batches:
@@ -470,13 +577,14 @@ def fit(rnd: Round) -> dict[str, Any]:
     client["*"] = float(statistics.median(client.values())) if client else 0.0
     out.update(mix_agent=mix_agent, mix_client=mix_client)
     out.update(api_us=api, client_us=client, dispatch_us=dispatch, call_us=call_us, call_samples_us=per_call,
-               dispatch_residual_us=dispatch_res, local_us=local_us, latency_us=latency)  # fmt: skip
+               wait_us=wait_us, wait_samples_us=per_wait, dispatch_residual_us=dispatch_res,
+               local_us={**local_us, **rnd.local}, latency_us=latency)  # fmt: skip
     return out
 
 
 def _flat(f: dict[str, Any]) -> dict[str, float]:
     """The fitted costs of one round as one flat mapping (for the spread)."""
-    flat = {k: f[k] for k in ("o_us", "L_us", "call_us", "mix_agent", "mix_client")}
+    flat = {k: f[k] for k in ("o_us", "L_us", "call_us", "wait_us", "mix_agent", "mix_client")}
     for key in ("api_us", "client_us", "dispatch_us", "local_us"):
         flat.update({f"{key}.{k}": v for k, v in f[key].items()})
     return flat
@@ -504,7 +612,7 @@ def spread_of(fits: list[dict[str, Any]]) -> tuple[str, float]:
 def combine(fits: list[dict[str, Any]]) -> dict[str, Any]:
     """The median of each cost over the rounds (a cost seen in only some rounds: over those)."""
     out = dict(fits[-1])
-    for key in ("o_us", "L_us", "byte_us", "G_us_per_byte", "call_us", "mix_agent", "mix_client"):
+    for key in ("o_us", "L_us", "byte_us", "G_us_per_byte", "call_us", "wait_us", "mix_agent", "mix_client"):
         out[key] = statistics.median(f[key] for f in fits)
     for key in ("api_us", "client_us", "dispatch_us", "local_us"):
         names = {k for f in fits for k in f[key]}
@@ -543,6 +651,7 @@ def profile_of(fitted: dict[str, Any], rounds: int, spread: tuple[str, float], l
             "byte_us": round(float(fitted["byte_us"]), 6),
             "G_us_per_byte": round(float(fitted["G_us_per_byte"]), 6),
             "call_us": r3(fitted["call_us"]),
+            "wait_us": r3(fitted["wait_us"]),
             "mix_agent": r3(fitted["mix_agent"]),
             "mix_client": r3(fitted["mix_client"]),
             "dispatch_us": {k: r3(v) for k, v in fitted["dispatch_us"].items()},
@@ -595,6 +704,12 @@ def report(fitted: dict[str, Any], prof: dict[str, Any], spread_target: float) -
         f"a request sent and waited for costs its sender {m['call_us']:.1f} us beyond its two message ends "
         "(per operation: " + ", ".join(f"{v:.1f}" for v in fitted["call_samples_us"]) + ")"
     )
+    if fitted["wait_samples_us"]:
+        lines.append(
+            f"a request whose handler waits for the network costs its server {m['wait_us']:.1f} us more "
+            "(the worker task it continues on; per operation: "
+            + ", ".join(f"{v:.1f}" for v in fitted["wait_samples_us"]) + ")"
+        )
     lines.append(
         f"in an interleaved cycle (no call after one of its kind) the agents' request CPU is {m['mix_agent']:.0%} "
         f"and the client's {m['mix_client']:.0%} above the batches' (mix_agent, mix_client)"
