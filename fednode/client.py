@@ -368,13 +368,18 @@ class Client:
         self.call("close", fd)
 
     def read(self, fd: int, size: int, offset: int = 0) -> bytes:
-        """Up to ``size`` bytes at ``offset`` (fewer at the end of the file)."""
+        """Up to ``size`` bytes at ``offset`` (fewer at the end of the file).
+
+        A part shorter than asked is the end of the file (the home's ``pread`` of
+        a regular file returns fewer bytes only there), so no further round trip
+        asks for the nothing after it: a small file is one call, not two."""
         out = bytearray()
         while len(out) < size:
-            part = self.call("read", fd, offset + len(out), min(self.chunk, size - len(out)))
-            if not part:
-                break
+            want = min(self.chunk, size - len(out))
+            part = self.call("read", fd, offset + len(out), want)
             out += part
+            if len(part) < want:
+                break
         return bytes(out)
 
     def write(self, fd: int, data: bytes, offset: int = 0) -> int:
