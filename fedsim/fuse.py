@@ -25,10 +25,22 @@ FedOps' translation, written once here.
 
 The kernel's caches are modelled where they decide the count: an entry looked
 up within ``entry_timeout_s`` (1 s, the mount's) opens with one round trip
-(``open_cached``) instead of two (``open_cold``), and a file read after its
-open is fetched by the first ``read`` in one request of up to the readahead
-window (``read_window``); later reads of it hit the page cache (the program's
-CPU only).
+(``open_cached``) instead of two (``open_cold``), unless a write through the
+mount has since made its attributes stale (the open's lookup then asks
+again); and a file read after its open is fetched by the first ``read`` in
+one request of up to the readahead window (``read_window``); later reads of
+it hit the page cache (the program's CPU only).  A write that starts inside a
+page and runs past its end reaches the mount as two writes (``write_parts``:
+an append of 4 KiB is two round trips).  A directory's attributes,
+which the kernel checks (``default_permissions``) before it looks a name up
+in it, are dropped by every change in it (a create, unlink, mkdir, rmdir) and
+fetched again by the next call there: one ``getattr`` of the directory more.
+An unlink or rmdir was measured on a name the kernel had looked up: one
+of a name it has not (within ``entry_timeout_s``) pays that lookup.
+The phases that change a directory were measured back to back in one
+directory, so they include that getattr; an open was measured in a directory
+nobody changed, so it does not.  An open in a changed directory pays it, and a
+change in a directory whose attributes the kernel holds is spared it.
 """
 
 from __future__ import annotations
@@ -42,6 +54,14 @@ from fedsim.protocol.names import split
 #: the phases a program's calls map onto, and the calls each must make (the rest are getattrs)
 ESSENTIAL = {"creat": 2, "open_cached": 1, "open_cold": 1, "open_append": 1, "write4k": 1, "close_written": 1,
              "close_read": 1, "unlink": 1, "mkdir": 1, "rmdir": 1}  # fmt: skip
+#: the kernel's page: a write that starts inside one and runs past its end reaches the mount in two parts
+PAGE = 4096
+#: the phases that change their directory (measured back to back: each paid the directory's getattr)
+CHANGES = frozenset({"creat", "unlink", "mkdir", "rmdir"})
+#: the phases that remove a name, measured on names the kernel had just looked up
+REMOVALS = frozenset({"unlink", "rmdir"})
+#: the phases that look a name up in a directory without changing it
+OPENS = frozenset({"open_cached", "open_cold", "open_append"})
 
 
 class FuseProfileError(ValueError):
@@ -61,7 +81,9 @@ class FuseParams:
     phases: dict[str, Phase]
     read_window: int = 131072
     entry_timeout_s: float = 1.0
+    attr_timeout_s: float = 1.0
     read_app_us: float = 3.0  # a read served by the page cache: the program's CPU only
+    getattr_us: float = 0.0  # the mount's CPU for one getattr callback (a directory's, fetched again)
 
     @classmethod
     def from_profile(cls, fuse: dict[str, Any]) -> FuseParams:
@@ -87,7 +109,10 @@ class FuseParams:
                                  float(ph.get("app_cpu_us", 0.0)), mount)  # fmt: skip
         cache = fuse.get("cache") or {}
         read_app = phases["read4k"].app_us if "read4k" in phases else 3.0
-        return cls(phases, entry_timeout_s=float(cache.get("entry_timeout_s", 1.0)), read_app_us=read_app)
+        getattr_us = outside + float((callbacks.get("getattr") or {}).get("cpu_us", 0.0))
+        return cls(phases, entry_timeout_s=float(cache.get("entry_timeout_s", 1.0)),
+                   attr_timeout_s=float(cache.get("attr_timeout_s", 1.0)), read_app_us=read_app,
+                   getattr_us=getattr_us)  # fmt: skip
 
 
 @dataclass
@@ -101,6 +126,7 @@ class Mount:
     app: Hashable = None
     proc: Hashable = None
     seen: dict[str, float] = field(default_factory=dict)  # path -> when the kernel last looked it up (us)
+    dirs: dict[str, float] = field(default_factory=dict)  # directory -> when the kernel last fetched its attributes
     fetched: set[int] = field(default_factory=set)  # descriptors whose data the first read brought
     created: Any = None  # the descriptor a create's own pipeline opened, for the open that follows it
 
@@ -116,6 +142,26 @@ class Mount:
         self.seen[path] = now
         return t is not None and now - t < self.params.entry_timeout_s * 1e6
 
+    @staticmethod
+    def write_parts(args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """The FUSE writes a ``write(fd, offset, data)`` becomes: one, or two when
+        it starts inside a page and runs past its end (the kernel sends the part
+        up to the page boundary apart: an append of 4 KiB is two round trips)."""
+        fd, offset, data = args
+        head = PAGE - offset % PAGE
+        if head == PAGE or len(data) <= head:
+            return [args]
+        return [(fd, offset, data[:head]), (fd, offset + head, data[head:])]
+
+    def written(self, path: str) -> None:
+        """A write through the mount made ``path``'s attributes stale: its next open looks it up again."""
+        self.seen.pop(path, None)
+
+    def _dir_fresh(self, directory: str) -> bool:
+        """Whether the kernel holds ``directory``'s attributes (fetched within the timeout, unchanged since)."""
+        t = self.dirs.get(directory)
+        return t is not None and self.cluster.env.now - t < self.params.attr_timeout_s * 1e6
+
     def syscall(self, phase: str, calls: list[tuple[str, tuple[Any, ...]]], path: str, trace: Any) -> Generator:
         """One system call of ``phase`` whose own round trips are ``calls`` (a
         pipeline, one round trip, where it is a list of more than one); the
@@ -126,13 +172,23 @@ class Mount:
         yield c.env.timeout(mach.p.L_us)  # the kernel hands the request to the mount
         own = ESSENTIAL.get(phase, 1)
         extra = max(ph.round_trips - own, 0)
-        steps = extra + (1 if phase != "creat" else 2) + 1
-        share = ph.mount_us / steps
         parent = split(path)[0] if path else "/"
-        for i in range(extra):
+        names = [path if i == 0 else parent for i in range(extra)]  # the getattrs: the name's, then its parent's
+        mount_us = ph.mount_us
+        if path and phase in REMOVALS and not self._fresh(path):
+            names.insert(0, path)  # measured on names the kernel had: this one it looks up first
+            mount_us += self.params.getattr_us
+        if path and phase in CHANGES and extra and self._dir_fresh(parent):
+            names.pop()  # measured in a changed directory: here the kernel holds its attributes
+            mount_us -= self.params.getattr_us
+        elif path and phase in OPENS and not self._dir_fresh(parent):
+            names.append(parent)  # measured in an unchanged directory: this one changed, or its time ran out
+            mount_us += self.params.getattr_us
+        share = max(mount_us, 0.0) / (len(names) + (1 if phase != "creat" else 2) + 1)
+        for name in names:
             yield c.cpu_at(self.proc, share)
             try:
-                yield from c.agent_call(self.node, [("getattr", (path if i == 0 else parent,))], trace)
+                yield from c.agent_call(self.node, [("getattr", (name,))], trace)
             except OSError:
                 pass  # a lookup of a name not made yet: ENOENT, as the kernel expects
         value = None
@@ -142,6 +198,11 @@ class Mount:
             value = yield from c.agent_call(self.node, batch, trace)
         yield c.cpu_at(self.proc, share)
         yield c.env.timeout(mach.p.L_us)  # the answer back to the program
+        if path:
+            if phase in CHANGES:
+                self.dirs.pop(parent, None)  # the change drops the directory's attributes
+            else:
+                self.dirs[parent] = c.env.now  # looked a name up in it: the attributes are fresh
         return value
 
     def read(self, fd: int, offset: int, size: int, file_size: int, trace: Any) -> Generator:

@@ -20,7 +20,8 @@ Phases (names relative to a directory descriptor, so only the last
 component is looked up; the kernel keeps a looked-up name and its attributes
 ``ENTRY_TIMEOUT`` = ``ATTR_TIMEOUT`` = 1 s, a failed lookup not at all):
 
-* ``creat``: ``open(O_CREAT|O_EXCL|O_WRONLY)`` of a new name;
+* ``creat``: ``open(O_CREAT|O_WRONLY|O_TRUNC)`` of a new name (what ``creat(2)``
+  is, and what C's ``fopen(name, "w")`` does);
 * ``write4k``: 4 KiB ``write`` to one open file at sequential offsets;
 * ``close_written``: ``close`` of a file just created and written;
 * ``stat_cold`` / ``open_cold``: ``stat`` / ``open(O_RDONLY)`` of a name the
@@ -235,8 +236,8 @@ class _Bench:
             fs.write_file(f"{base}/r{i}", content)
         fs.write_file(f"{base}/seq", os.urandom(n * BLOCK))
 
-        created = self.run("creat", lambda i: os.open(f"c{i}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644, dir_fd=d),
-                           held=1)  # fmt: skip
+        creat = os.O_CREAT | os.O_WRONLY | os.O_TRUNC
+        created = self.run("creat", lambda i: os.open(f"c{i}", creat, 0o644, dir_fd=d), held=1)
         self.run("write4k", lambda i: os.write(created[0], block))
         for fd in created[1:]:
             os.write(fd, block)

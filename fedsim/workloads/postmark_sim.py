@@ -135,7 +135,11 @@ class PostMarkDriver:
             phase = "open_cold" if not fresh else "open_append" if op.kind == "append" else "open_cached"
             return (yield from mount.syscall(phase, [("open", args)], args[0], trace))
         if name == "write":
-            return (yield from mount.syscall("write4k", [("write", args)], "", trace))
+            mount.written(op.path)  # its attributes stale: the next open of it looks it up again
+            done = 0
+            for part in mount.write_parts(args):
+                done += yield from mount.syscall("write4k", [("write", part)], "", trace)
+            return done
         if name == "read":
             return (yield from mount.read(args[0], args[1], args[2], op.size, trace))
         if name == "close":
