@@ -1,6 +1,7 @@
 """The field's file-system benchmarks on a federation mount, beside their fair baselines.
 
-    python -m fednode.tools.mount_bench [--quick] [--only CASE,...] [--out DIR]
+    python -m fednode.tools.mount_bench [--quick] [--only CASE,...] [--workloads W,...] [--out FILE]
+    python -m fednode.tools.mount_bench --only gluster4,fed4-manager   # GlusterFS against 4 agents
 
 Runs the Debian ``postmark``, ``fio`` (4 KB random read and random write,
 and its ``filecreate`` and ``filestat`` engines), ``dbench`` and ``fs_mark``,
