@@ -20,6 +20,11 @@ command -v postmark >/dev/null || need_apt+=(postmark)
 for tool in fusermount3:fuse3 fio:fio dbench:dbench fs_mark:fsmark; do
   command -v "${tool%%:*}" >/dev/null || need_apt+=("${tool#*:}")
 done
+# GlusterFS, the gluster4 baseline of fednode.tools.mount_bench (a 4-brick volume on this machine, what a peer
+# would install instead): glusterd and the gluster CLI, and the client behind `mount -t glusterfs`; both live in
+# sbin, which a non-root PATH may lack
+PATH="$PATH:/usr/sbin:/sbin" command -v glusterd >/dev/null || need_apt+=(glusterfs-server)
+PATH="$PATH:/usr/sbin:/sbin" command -v mount.glusterfs >/dev/null || need_apt+=(glusterfs-client)
 if ((${#need_apt[@]})); then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update -qq

@@ -492,7 +492,7 @@ def test_mount_bench_quick(tmp_path: Path) -> None:
     lines = r.stdout.splitlines()
     assert any("passthrough" in ln and "fed1" in ln for ln in lines), r.stdout
     assert any(ln.startswith("postmark") or " postmark " in ln for ln in lines), r.stdout
-    assert "x pt)" in r.stdout  # each federation figure with its ratio to the passthrough
+    assert any(ln.split()[:2] == ["x", "pt"] for ln in lines), r.stdout  # a row of ratios to the passthrough
 
 
 @pytest.mark.skipif(shutil.which("postmark") is None, reason="no postmark binary (./dev.sh installs it)")

@@ -1,6 +1,7 @@
 """The field's file-system benchmarks on a federation mount, beside their fair baselines.
 
-    python -m fednode.tools.mount_bench [--quick] [--only CASE,...] [--out DIR]
+    python -m fednode.tools.mount_bench [--quick] [--only CASE,...] [--workloads W,...] [--out FILE]
+    python -m fednode.tools.mount_bench --only gluster4,fed4-manager   # GlusterFS against 4 agents
 
 Runs the Debian ``postmark``, ``fio`` (4 KB random read and random write,
 and its ``filecreate`` and ``filestat`` engines), ``dbench`` and ``fs_mark``,
@@ -11,13 +12,27 @@ each on:
   options as the federation mount: ``fednode.mount.FuseConfig``) over a plain
   directory: the fair baseline for "FUSE plus Python", which the federation
   mount cannot beat;
+* ``gluster4``: a GlusterFS distribute volume of 4 bricks on this machine,
+  mounted with ``mount -t glusterfs``: what a peer would install instead of
+  fedfs (Debian ``glusterfs-server`` and ``glusterfs-client``, 10.3), so the
+  yardstick a federation of 4 agents has to be judged against.  The script
+  starts ``glusterd`` if none is running (and stops only the one it started),
+  makes the volume from brick directories under the run's work directory
+  (``force``: the bricks share one host and may sit on the root file system),
+  waits for the mount by polling it, and unmounts, stops and deletes the volume
+  and removes its bricks afterwards, on failure and Ctrl-C too.  It needs root;
+  without ``glusterd`` or ``mount.glusterfs`` it is skipped with a line naming
+  the package, and the rest of the table still runs;
 * ``fed1``: a 1-agent federation mounted with ``fednode mount``;
 * ``fed4-manager``: 4 agents, ``placement: with_manager``;
 * ``fed4-rr``: 4 agents, ``placement: round_robin``.
 
-It prints one table, every figure with its cost relative to the passthrough
-measured in the same run (``x pt``: the passthrough's figure over this one for
-rates, this one's over the passthrough's for times; above 1 is slower).  The
+It prints one table: each figure, and under it two rows of its cost relative
+to the baselines measured in the same run, ``x gl`` to GlusterFS and ``x pt``
+to the passthrough (the baseline's figure over this one for rates, this one's
+over the baseline's for times: above 1 is slower, so ``fed4-manager``'s ``x gl``
+is how many times slower than GlusterFS a federation of 4 agents is).  A row is
+left out when its baseline did not run (``--only``, or GlusterFS skipped).  The
 issue's targets: 4 agents within 2x the passthrough's PostMark wall time and
 within 3x its dbench throughput.  Timings vary with the machine's load; only
 ratios from one run mean anything.
@@ -34,6 +49,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -44,7 +60,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-CASES = ("local", "passthrough", "fed1", "fed4-manager", "fed4-rr")
+GLUSTER = "gluster4"  # the GlusterFS case: a distribute volume of GLUSTER_BRICKS bricks
+GLUSTER_BRICKS = 4
+CASES = ("local", "passthrough", GLUSTER, "fed1", "fed4-manager", "fed4-rr")
+# the baselines every figure is compared with, by the tag its ratio row carries
+BASELINES = (("gl", GLUSTER), ("pt", "passthrough"))
 DBENCH_LOADFILE = "/usr/share/dbench/client.txt"
 
 
@@ -150,6 +170,180 @@ def serve_passthrough(root: str, mountpoint: str) -> int:
     return serve_fuse(lambda ready: cls(os.path.realpath(root), ready), mountpoint, fsname=f"passthrough:{root}")
 
 
+# ---------------------------------------------------------------------------- the GlusterFS baseline
+# The programs the GlusterFS case runs and the Debian package each comes in
+# (``gluster``, the CLI, is glusterfs-cli, which glusterfs-server pulls in).
+GLUSTER_PROGRAMS = {
+    "glusterd": "glusterfs-server",
+    "gluster": "glusterfs-server",
+    "mount.glusterfs": "glusterfs-client",
+}
+GLUSTER_CLI = ("gluster", "--mode=script")  # script mode: no interactive "continue? (y/n)"
+
+
+def _which(prog: str) -> str | None:
+    """``shutil.which`` that also looks in the sbin directories, where Debian
+    puts glusterd and mount.glusterfs and which a non-login PATH may lack."""
+    return shutil.which(prog, path=os.pathsep.join([os.environ.get("PATH", os.defpath), "/usr/sbin", "/sbin"]))
+
+
+def skip_reason(case: str) -> str | None:
+    """Why ``case`` cannot run on this machine (one line naming what to
+    install), or None.  Only the GlusterFS case has prerequisites beyond the
+    benchmarks': skipping it rather than failing keeps the rest of the table."""
+    if case != GLUSTER:
+        return None
+    missing = [p for p in GLUSTER_PROGRAMS if _which(p) is None]
+    if missing:
+        packages = " ".join(dict.fromkeys(GLUSTER_PROGRAMS[p] for p in missing))
+        return f"{case} skipped: no {', '.join(missing)} (apt-get install {packages})"
+    if os.geteuid() != 0:
+        return f"{case} skipped: glusterd and mount -t glusterfs need root"
+    return None
+
+
+@dataclass(frozen=True)
+class GlusterVolume:
+    """A distribute volume of bricks on this host, as the command lines that
+    make, mount and remove it (kept apart from running them so they can be
+    checked without GlusterFS)."""
+
+    name: str
+    host: str  # glusterd refuses localhost and 127.0.0.1 for a brick, not this host's name
+    bricks: tuple[Path, ...]
+
+    @classmethod
+    def under(cls, base: Path, n: int = GLUSTER_BRICKS) -> GlusterVolume:
+        """Bricks ``base/brick1..n``; the name carries the pid so a volume a
+        killed run left behind cannot clash with the next run's."""
+        return cls(f"fedfs-mb-{os.getpid()}", socket.gethostname(), tuple(base / f"brick{i}" for i in range(1, n + 1)))
+
+    def create(self) -> list[str]:
+        # force: glusterd otherwise refuses bricks on the root file system and several on one host
+        bricks = [f"{self.host}:{b}" for b in self.bricks]
+        return [*GLUSTER_CLI, "volume", "create", self.name, "transport", "tcp", *bricks, "force"]
+
+    def start(self) -> list[str]:
+        return [*GLUSTER_CLI, "volume", "start", self.name]
+
+    def stop(self) -> list[str]:
+        # force: stop even if a brick died, so that the delete after it can run
+        return [*GLUSTER_CLI, "volume", "stop", self.name, "force"]
+
+    def delete(self) -> list[str]:
+        return [*GLUSTER_CLI, "volume", "delete", self.name]
+
+    def mount(self, mountpoint: Path, log: Path) -> list[str]:
+        return ["mount", "-t", "glusterfs", "-o", f"log-file={log}", f"{self.host}:/{self.name}", str(mountpoint)]
+
+
+def _gluster_run(cmd: list[str]) -> None:
+    """One set-up step; its output in the error if it fails."""
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}): {r.stdout.strip()} {r.stderr.strip()}")
+
+
+def _gluster_undo(cmd: list[str]) -> None:
+    """One tear-down step: a failure is reported, not raised, so that the
+    steps after it still run and an error that stopped the run stays the one
+    the user sees."""
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        ok, why = r.returncode == 0, f"{r.stdout.strip()} {r.stderr.strip()}"
+    except (OSError, subprocess.TimeoutExpired) as e:
+        ok, why = False, str(e)
+    if not ok:
+        print(f"mount_bench: clean-up step failed: {' '.join(cmd)}: {why}", file=sys.stderr, flush=True)
+
+
+def wait_until(ready: Callable[[], bool], what: str, tries: int = 200, interval: float = 0.05) -> None:
+    """Poll ``ready`` until it holds, at most ``tries`` times: a bounded wait on
+    a condition instead of a sleep long enough for a fast machine."""
+    for _ in range(tries):
+        if ready():
+            return
+        time.sleep(interval)
+    raise RuntimeError(f"{what}: not ready after {tries} checks {interval} s apart")
+
+
+def glusterd_answers() -> bool:
+    """Whether a glusterd answers the CLI (it fails at once when none runs)."""
+    try:
+        return subprocess.run([*GLUSTER_CLI, "pool", "list"], capture_output=True, timeout=30).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
+@contextlib.contextmanager
+def glusterd(log: Path) -> Iterator[None]:
+    """A glusterd for the case: the one already running, left running, or one
+    started here in the foreground (``-N``, in its own session so Ctrl-C
+    reaches this script's clean-up first) and stopped afterwards."""
+    if glusterd_answers():
+        yield
+        return
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([_which("glusterd") or "glusterd", "-N", f"--log-file={log}"], stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=out, start_new_session=True)  # fmt: skip
+    try:
+
+        def up() -> bool:
+            if proc.poll() is not None:
+                raise RuntimeError(f"glusterd exited ({proc.returncode}) at start; see {log}")
+            return glusterd_answers()
+
+        wait_until(up, f"glusterd (log: {log})")
+        yield
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _mounted(mountpoint: Path) -> bool:
+    """The GlusterFS client answers: mounted, and a stat of its root works."""
+    try:
+        os.stat(mountpoint)
+    except OSError:
+        return False
+    return os.path.ismount(mountpoint)
+
+
+def _unmount(mountpoint: Path) -> None:
+    if os.path.ismount(mountpoint):
+        _gluster_undo(["umount", str(mountpoint)])
+    if os.path.ismount(mountpoint):  # busy (a benchmark killed mid-run): detach it
+        _gluster_undo(["umount", "-l", str(mountpoint)])
+
+
+@contextlib.contextmanager
+def gluster_mount(base: Path, mountpoint: Path) -> Iterator[Path]:
+    """A GlusterFS distribute volume of 4 bricks under ``base``, mounted at
+    ``mountpoint``.  Each step's undo is registered once the step has
+    succeeded, so a failure or Ctrl-C anywhere unwinds exactly what was made:
+    unmount, stop and delete the volume, remove the bricks, stop glusterd if
+    this started it."""
+    vol = GlusterVolume.under(base)
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(glusterd(base / "glusterd.log"))
+        stack.callback(lambda: [shutil.rmtree(b, ignore_errors=True) for b in vol.bricks])
+        for b in vol.bricks:
+            b.mkdir()
+        _gluster_run(vol.create())
+        stack.callback(_gluster_undo, vol.delete())
+        _gluster_run(vol.start())
+        stack.callback(_gluster_undo, vol.stop())
+        stack.callback(_unmount, mountpoint)  # before the mount: a mount that half-failed is undone too
+        log = base / "mount.log"
+        _gluster_run(vol.mount(mountpoint, log))
+        wait_until(lambda: _mounted(mountpoint), f"GlusterFS volume {vol.name} at {mountpoint} (log: {log})")
+        yield mountpoint
+
+
 # ---------------------------------------------------------------------------- the workloads
 @dataclass
 class Figure:
@@ -252,6 +446,10 @@ def case_dir(case: str, work: Path) -> Iterator[Path]:
         yield mnt
         return
     mnt.mkdir()
+    if case == GLUSTER:
+        with gluster_mount(base, mnt) as d:
+            yield d
+        return
     log = open(base / "mount.log", "ab")
     if case == "passthrough":
         back = base / "back"
@@ -285,6 +483,10 @@ def case_dir(case: str, work: Path) -> Iterator[Path]:
 def run(cases: list[str], workloads: list[str], quick: bool, work: Path) -> dict[str, dict[str, Figure]]:
     results: dict[str, dict[str, Figure]] = {}
     for case in cases:
+        why = skip_reason(case)
+        if why is not None:
+            print(why, file=sys.stderr, flush=True)
+            continue
         results[case] = {}
         with case_dir(case, work) as d:
             for w in workloads:
@@ -294,7 +496,24 @@ def run(cases: list[str], workloads: list[str], quick: bool, work: Path) -> dict
     return results
 
 
+def ratio(f: Figure, base: Figure) -> float | None:
+    """``f``'s cost relative to ``base``: above 1 is slower (for a rate, the
+    base's over this one; for a time, this one's over the base's); None when
+    either is not positive."""
+    if f.value <= 0 or base.value <= 0:
+        return None
+    return base.value / f.value if f.higher_is_better else f.value / base.value
+
+
+def _num(v: float) -> str:
+    """A figure as a person reads it: ``1,224`` rather than ``1.224e+03``."""
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
+
+
 def table(results: dict[str, dict[str, Figure]]) -> str:
+    """One row per figure, and under it one row of ratios per baseline that
+    ran (``x gl``, ``x pt``): ratios in a cell of their own keep the columns
+    narrow enough to read side by side."""
     from fedsim.schema import table as fmt
 
     cases = list(results)
@@ -303,22 +522,16 @@ def table(results: dict[str, dict[str, Figure]]) -> str:
         for f in figs.values():
             if all(b.bench != f.bench for b in benches):
                 benches.append(f)
-    rows = []
-    base = results.get("passthrough", {})
+    rows: list[list[Any]] = []
     for b in benches:
-        row: list[Any] = [b.bench, b.metric]
-        for c in cases:
-            f = results[c].get(b.bench)
-            if f is None:
-                row.append("-")
+        figs = [results[c].get(b.bench) for c in cases]
+        rows.append([b.bench, b.metric, *("-" if f is None else _num(f.value) for f in figs)])
+        for tag, baseline in BASELINES:
+            if baseline not in results:
                 continue
-            cell = f"{f.value:.4g}"
-            p = base.get(b.bench)
-            if p is not None and c != "passthrough" and f.value > 0 and p.value > 0:
-                ratio = p.value / f.value if f.higher_is_better else f.value / p.value
-                cell += f" ({ratio:.2f}x pt)"
-            row.append(cell)
-        rows.append(row)
+            base = results[baseline].get(b.bench)
+            rs = [None if f is None or base is None else ratio(f, base) for f in figs]
+            rows.append(["", f"x {tag}", *("-" if r is None else f"{r:.2f}" for r in rs)])
     return fmt(["benchmark", "figure", *cases], rows)
 
 
