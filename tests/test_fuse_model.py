@@ -1,0 +1,100 @@
+"""The FUSE model (fedsim.fuse): which kernel requests a program's system calls become.
+
+Each rule here was counted on a real mount first (the mount's callback counters):
+a change in a directory makes the next lookup in it fetch the directory's
+attributes again; a write makes the file's attributes stale; a write that starts
+inside a page and runs past its end reaches the mount in two parts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fedsim.fuse import FuseParams, Mount
+from fedsim.machine import MachineParams
+from fedsim.network import preset
+from fedsim.runtime import SimCluster
+
+#: a calibrated mount's section, shaped as ``fednode calibrate --mount`` writes it
+FUSE: dict[str, Any] = {
+    "mount_cpu_outside_callbacks_us": 50.0,
+    "cache": {"entry_timeout_s": 1.0, "attr_timeout_s": 1.0},
+    "callbacks": {name: {"cpu_us": 40.0} for name in ("getattr", "create", "open", "write", "unlink", "flush")},
+    "syscalls": {
+        # measured back to back in one directory: each change paid the directory's getattr
+        "creat": {"callbacks": {"create": 1.0, "getattr": 3.0}, "round_trips": 4.0, "app_cpu_us": 10.0},
+        "unlink": {"callbacks": {"getattr": 1.0, "unlink": 1.0}, "round_trips": 2.0, "app_cpu_us": 10.0},
+        "mkdir": {"callbacks": {"getattr": 1.0, "mkdir": 1.0}, "round_trips": 2.0, "app_cpu_us": 10.0},
+        "rmdir": {"callbacks": {"getattr": 1.0, "rmdir": 1.0}, "round_trips": 2.0, "app_cpu_us": 10.0},
+        # measured in a directory nobody changed
+        "open_cold": {"callbacks": {"getattr": 1.0, "open": 1.0}, "round_trips": 2.0, "app_cpu_us": 10.0},
+        "open_cached": {"callbacks": {"open": 1.0}, "round_trips": 1.0, "app_cpu_us": 10.0},
+        "open_append": {"callbacks": {"open": 1.0}, "round_trips": 1.0, "app_cpu_us": 10.0},
+        "write4k": {"callbacks": {"write": 1.0}, "round_trips": 1.0, "app_cpu_us": 10.0},
+        "close_written": {"callbacks": {"flush": 1.0}, "round_trips": 1.0, "app_cpu_us": 10.0},
+        "close_read": {"callbacks": {"flush": 1.0}, "round_trips": 1.0, "app_cpu_us": 10.0},
+    },
+}
+
+
+def mounted() -> tuple[SimCluster, Mount]:
+    mp = MachineParams(hosts=1, cores=2, o_us=10.0, L_us=2.0, api_us={"*": 10.0}, client_us={"*": 20.0})
+    c = SimCluster(1, network=preset("fedfs_prototype"), machine=mp)
+    c.populate(0, [("/d/a", 100), ("/d/b", 100), ("/d/c", 100)], ["/d"])
+    c.preload_summaries()
+    return c, Mount(c, FuseParams.from_profile(FUSE), 0, 0)
+
+
+def round_trips(c: SimCluster, m: Mount, phase: str, calls: list[tuple[str, tuple[Any, ...]]], path: str) -> int:
+    """The mount's calls to its agent that one system call of ``phase`` makes (a
+    pipeline's calls each counted)."""
+    before = c.client_ops[0]
+    c.env.run(until=c.env.process(m.syscall(phase, calls, path, None)))
+    return c.client_ops[0] - before
+
+
+def test_an_open_in_a_changed_directory_fetches_its_attributes_again() -> None:
+    c, m = mounted()
+    assert round_trips(c, m, "open_cold", [("open", ("/d/a",))], "/d/a") == 3  # /d never fetched: + its getattr
+    assert round_trips(c, m, "open_cold", [("open", ("/d/b",))], "/d/b") == 2  # the lookup and the open
+    assert round_trips(c, m, "unlink", [("unlink", ("/d/c",))], "/d/c") == 2  # a change: /d's attributes dropped
+    assert round_trips(c, m, "open_cold", [("open", ("/d/b",))], "/d/b") == 3
+    c.env.run(until=c.env.now + 1.5e6)  # past the attribute timeout
+    assert round_trips(c, m, "open_cached", [("open", ("/d/b",))], "/d/b") == 2
+
+
+def test_a_change_in_a_directory_the_kernel_holds_is_spared_the_getattr_its_phase_paid() -> None:
+    c, m = mounted()
+    round_trips(c, m, "open_cold", [("open", ("/d/a",))], "/d/a")  # /d's attributes fetched
+    calls = [("create", ("/d/n",)), ("open", ("/d/n",)), ("getattr", ("/d/n",))]
+    # the name's lookup (the directory's getattr spared), then create, and open with getattr in one round trip
+    assert round_trips(c, m, "creat", calls, "/d/n") == 1 + 3
+    calls = [("create", ("/d/o",)), ("open", ("/d/o",)), ("getattr", ("/d/o",))]
+    assert round_trips(c, m, "creat", calls, "/d/o") == 2 + 3  # right after a change: both getattrs, as measured
+
+
+def test_a_removal_of_a_name_the_kernel_has_not_looked_up_pays_its_lookup() -> None:
+    c, m = mounted()
+    m.seen["/d/a"] = c.env.now  # looked up just now
+    assert round_trips(c, m, "unlink", [("unlink", ("/d/a",))], "/d/a") == 2  # as measured
+    assert round_trips(c, m, "unlink", [("unlink", ("/d/b",))], "/d/b") == 3  # its lookup first
+
+
+def test_a_written_file_is_looked_up_again_at_its_next_open() -> None:
+    c, m = mounted()
+    m.seen["/d/a"] = c.env.now
+    m.written("/d/a")
+    assert not m._fresh("/d/a")  # the open after a write is a cold one
+    assert m._fresh("/d/a")  # and that lookup made it fresh
+
+
+@pytest.mark.parametrize(
+    ("offset", "size", "parts"),
+    [(0, 4096, [4096]), (8192, 4096, [4096]), (100, 4096, [3996, 100]), (100, 1360, [1360]), (4000, 200, [96, 104])],
+)
+def test_a_write_from_inside_a_page_past_its_end_is_two_writes(offset: int, size: int, parts: list[int]) -> None:
+    got = Mount.write_parts((7, offset, bytes(size)))
+    assert [len(p[2]) for p in got] == parts
+    assert [p[1] for p in got] == [offset + sum(parts[:i]) for i in range(len(parts))]
+    assert all(p[0] == 7 for p in got)
