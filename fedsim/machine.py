@@ -93,15 +93,18 @@ class MachineParams:
 
 class _Proc:
     """A process's state: its host's cores (the host's list, shared), its
-    host's processes' states (the host's list, shared: ``oversub_share``) and
-    when its thread is free."""
+    host's processes' states (the host's list, shared: ``oversub_share``),
+    when its thread is free, and the CPU booked for it (``Machine.busy``)."""
 
-    __slots__ = ("cores", "free", "peers")
+    __slots__ = ("busy", "cores", "free", "key", "peers", "ran")
 
-    def __init__(self, cores: list[float], peers: list[_Proc]) -> None:
+    def __init__(self, key: Hashable, cores: list[float], peers: list[_Proc]) -> None:
+        self.key = key
         self.cores = cores
         self.peers = peers
         self.free = 0.0
+        self.busy = 0.0
+        self.ran = False  # in ``Machine.ran`` (a job booked since the last ``clear_busy``)
 
 
 class Machine:
@@ -113,7 +116,8 @@ class Machine:
     Booking at submission keeps it one heap entry per job, as the runtime's
     other queues do."""
 
-    __slots__ = ("busy", "core_free", "host_procs", "host_states", "last", "n_nodes", "p", "proc_host", "procs")
+    __slots__ = ("cap", "core_free", "host_procs", "host_states", "last", "n_nodes", "p", "proc_host", "procs", "ran",
+                 "share")  # fmt: skip
 
     def __init__(self, params: MachineParams, n_nodes: int) -> None:
         if params.cores <= 0:
@@ -126,8 +130,11 @@ class Machine:
         self.proc_host: dict[Hashable, int] = {}
         #: each process's state (``_Proc``): one look-up per job
         self.procs: dict[Hashable, _Proc] = {}
-        #: CPU booked per process so far (us): utilisations, for naming the bottleneck
-        self.busy: dict[Hashable, float] = {}
+        #: the processes that ran a job, in the order of their first (``busy``)
+        self.ran: list[_Proc] = []
+        # the prices ``run`` reads for every job (the params are not changed once the machine is built)
+        self.share = params.oversub_share
+        self.cap = params.capacity
         #: the kind of work each process did last (``mixed``)
         self.last: dict[Hashable, str] = {}
         #: the processes of each host (``oversub_share`` counts the runnable ones), and their states
@@ -153,12 +160,25 @@ class Machine:
             if cores is None:
                 cores = self.core_free[host] = [0.0] * self.p.cores
             peers = self.host_states.setdefault(host, [])
-            st = self.procs[proc] = _Proc(cores, peers)
+            st = self.procs[proc] = _Proc(proc, cores, peers)
             peers.append(st)
         return proc
 
+    @property
+    def busy(self) -> dict[Hashable, float]:
+        """CPU booked per process so far (us): utilisations, for naming the bottleneck."""
+        return {st.key: st.busy for st in self.ran}
+
+    def clear_busy(self) -> None:
+        """Start ``busy`` over (a measurement after a warm-up)."""
+        for st in self.ran:
+            st.busy = 0.0
+            st.ran = False
+        self.ran.clear()
+
     def run(self, proc: Hashable, now: float, us: float) -> float:
-        """When ``us`` of CPU submitted now by ``proc`` ends."""
+        """When ``us`` of CPU submitted now by ``proc`` ends.  (Called for every
+        CPU job of a simulation: written for speed, two cores unrolled.)"""
         st = self.procs.get(proc)
         if st is None:  # a node: on its host
             self.add_proc(proc, self.host_of_node(proc))  # type: ignore[arg-type]
@@ -167,27 +187,36 @@ class Machine:
         if start < now:
             start = now
         cores = st.cores
-        share = self.p.oversub_share
-        if share:
+        if self.share:
             # Oversubscribed cores: the other processes of the host with work booked beyond now are
             # runnable; beyond the cores each one makes this job dearer (switches, cold caches).
             runnable = 1 + sum(1 for q in st.peers if q is not st and q.free > now)
             if runnable > len(cores):
-                us *= 1.0 + share * (runnable - len(cores))
-        free = min(cores)  # the core that frees first (the lowest on a tie, as index finds it)
+                us *= 1.0 + self.share * (runnable - len(cores))
+        # the core that frees first (the lowest on a tie)
+        if len(cores) == 2:
+            free = cores[0]
+            i = 0
+            if cores[1] < free:
+                free = cores[1]
+                i = 1
+        else:
+            free = min(cores)
+            i = cores.index(free)
         if free > start:
             start = free
-        cap = self.p.capacity
-        if cap:
+        if self.cap:
             # Cores that are not whole: with k of them busy at once the host does cap's worth of
             # work, not k; a job started beside busy cores runs that much slower.
             in_use = 1 + sum(1 for c in cores if c > start)
-            if in_use > cap:
-                us *= in_use / cap
-        cores[cores.index(free)] = done = start + us
+            if in_use > self.cap:
+                us *= in_use / self.cap
+        cores[i] = done = start + us
         st.free = done
-        busy = self.busy
-        busy[proc] = busy.get(proc, 0.0) + us
+        st.busy += us
+        if not st.ran:
+            st.ran = True
+            self.ran.append(st)
         return done
 
     def mixed(self, proc: Hashable, label: str, us: float, share: float) -> float:
@@ -243,7 +272,7 @@ def contention_bench(params: MachineParams, threads: int, calls: int = 300) -> t
         for f in files[i]:
             c.env.run(until=c.env.process(c.client_op(0, i, "create", f)))
     assert c.machine is not None
-    c.machine.busy.clear()
+    c.machine.clear_busy()
     t0 = c.env.now
 
     def client(i: int):
