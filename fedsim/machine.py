@@ -116,8 +116,8 @@ class Machine:
     Booking at submission keeps it one heap entry per job, as the runtime's
     other queues do."""
 
-    __slots__ = ("cap", "core_free", "host_procs", "host_states", "last", "n_nodes", "p", "proc_host", "procs", "ran",
-                 "share")  # fmt: skip
+    __slots__ = ("_G", "_L", "_byte", "_clients", "_o", "cap", "core_free", "host_procs", "host_states", "last",
+                 "n_nodes", "p", "proc_host", "procs", "ran", "share")  # fmt: skip
 
     def __init__(self, params: MachineParams, n_nodes: int) -> None:
         if params.cores <= 0:
@@ -132,9 +132,13 @@ class Machine:
         self.procs: dict[Hashable, _Proc] = {}
         #: the processes that ran a job, in the order of their first (``busy``)
         self.ran: list[_Proc] = []
-        # the prices ``run`` reads for every job (the params are not changed once the machine is built)
+        # the prices read for every job or message (the params are not changed once the machine is built)
         self.share = params.oversub_share
         self.cap = params.capacity
+        self._o, self._byte = params.o_us, params.byte_us
+        self._L, self._G = params.L_us, params.G_us_per_byte
+        #: each client's process (``client_proc``)
+        self._clients: dict[int, Hashable] = {}
         #: the kind of work each process did last (``mixed``)
         self.last: dict[Hashable, str] = {}
         #: the processes of each host (``oversub_share`` counts the runnable ones), and their states
@@ -147,9 +151,11 @@ class Machine:
 
     def client_proc(self, client: int, node: int) -> Hashable:
         """The process of client ``client`` (attached to ``node``), placed on its host."""
-        proc: Hashable = ("client", 0 if self.p.clients == "shared" else client)
-        if proc not in self.proc_host:
-            self.add_proc(proc, 0 if self.p.hosts == 1 else self.host_of_node(node))
+        proc = self._clients.get(client)
+        if proc is None:
+            proc = self._clients[client] = ("client", 0 if self.p.clients == "shared" else client)
+            if proc not in self.proc_host:
+                self.add_proc(proc, 0 if self.p.hosts == 1 else self.host_of_node(node))
         return proc
 
     def add_proc(self, proc: Hashable, host: int) -> Hashable:
@@ -230,25 +236,23 @@ class Machine:
     # -------------------------------------------------------------- prices
     def message_us(self, size: int) -> float:
         """CPU at one end of a message of ``size`` bytes."""
-        return self.p.o_us + size * self.p.byte_us
+        return self._o + size * self._byte
 
     def flight_us(self, size: int) -> float:
-        return self.p.L_us + max(size - 1, 0) * self.p.G_us_per_byte
+        return self._L + (size - 1 if size > 1 else 0) * self._G
 
+    # ``table``'s cost of ``key``, or its ``*`` (any other), or nothing (written out: once per request)
     def dispatch(self, kind: str) -> float:
-        return _priced(self.p.dispatch_us, kind)
+        v = self.p.dispatch_us.get(kind)
+        return self.p.dispatch_us.get("*", 0.0) if v is None else v
 
     def api(self, op: str) -> float:
-        return _priced(self.p.api_us, op)
+        v = self.p.api_us.get(op)
+        return self.p.api_us.get("*", 0.0) if v is None else v
 
     def client(self, op: str) -> float:
-        return _priced(self.p.client_us, op)
-
-
-def _priced(table: dict[str, float], key: str) -> float:
-    """``table``'s cost of ``key``, or its ``*`` (any other), or nothing."""
-    v = table.get(key)
-    return table.get("*", 0.0) if v is None else v
+        v = self.p.client_us.get(op)
+        return self.p.client_us.get("*", 0.0) if v is None else v
 
 
 # ---------------------------------------------------------------------------------------------- calibration

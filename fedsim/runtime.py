@@ -503,10 +503,11 @@ class SimCluster:
         which only warms a cache)."""
         mach = self.machine
         assert mach is not None
-        if len(calls) == 1:
-            size = CLIENT_HEADER + sum(len(a) for a in calls[0][1] if isinstance(a, (bytes, str)))
-        else:
-            size = CLIENT_HEADER + sum(len(a) for _, args in calls for a in args if isinstance(a, (bytes, str)))
+        size = CLIENT_HEADER
+        for _, args in calls:
+            for a in args:
+                if isinstance(a, (bytes, str)):
+                    size += len(a)
         yield self._hop(client, client_us, size, node_id, mach.message_us(size), calls)
         err: BaseException | None = None
         value: Any = None
@@ -842,7 +843,7 @@ class SimCluster:
                 q = self._queues[node_id][depth] = _RecvQueue()
                 worker = self._worker
             else:
-                q = self._queues[node_id][depth] = _RecvQueue(lambda wake, msg: self._take(node_id, msg, wake))
+                q = self._queues[node_id][depth] = _RecvQueue(node_id, self._take)
                 worker = self._machine_worker
             for _ in range(self.workers):
                 self.env.process(worker(node_id, q))
@@ -1017,12 +1018,13 @@ class _RecvQueue:
     """A node's receive queue for one stage: messages waiting for a worker,
     and idle workers waiting for a message (lighter than simpy.Store)."""
 
-    __slots__ = ("idle", "pending", "take")
+    __slots__ = ("idle", "node", "pending", "take")
 
-    def __init__(self, take: Callable[[simpy.Event, _Msg], bool] | None = None) -> None:
+    def __init__(self, node: int = -1, take: Callable[[int, _Msg, simpy.Event], bool] | None = None) -> None:
         self.pending: deque[_Msg] = deque()
         self.idle: deque[simpy.Event] = deque()
-        #: on a machine, what a worker does when it takes a message (``SimCluster._take``)
+        #: on a machine, what a worker of ``node`` does when it takes a message (``SimCluster._take``)
+        self.node = node
         self.take = take
 
     def put(self, msg: _Msg) -> None:
@@ -1046,7 +1048,7 @@ class _RecvQueue:
                 wake._value = msg
                 env.schedule(wake)
             elif self.take is not None:
-                if not self.take(wake, msg):
+                if not self.take(self.node, msg, wake):
                     idle.append(wake)  # lost: the worker waits on, behind the others (as it would have)
             else:
                 wake._ok = True
