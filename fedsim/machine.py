@@ -50,7 +50,12 @@ from a ``fednode calibrate`` profile) turns the model on:
 
 CPU jobs are served first come first served: a job starts when its process
 and a core of its host are both free (the core that frees first).  Every
-cost is a plain number from the profile; nothing here is fitted.
+cost is a plain number from the profile; nothing here is fitted.  A job is
+submitted when its work exists: a receipt when its message arrives, not when
+it was sent (booked at the send, it would hold a core idle until the arrival
+and go before the jobs submitted during the flight); ``fedsim.runtime`` pays
+an event per such job for it, which is most of the model's price in
+simulator speed (``fedsim.bench``).
 """
 
 from __future__ import annotations

@@ -20,11 +20,14 @@ Federated DAFS's dispatch of replies by thread id.
 
 Speed: a message costs one SimPy event to arrive (an idle worker takes it in
 the arrival's own callback unless other events are due at the same instant)
-and one for its reply; the CPU and the disk are
-"busy until" queues, one event per job.  The runtime sets the fields of
-events it triggers (``_ok``, ``_value``) and schedules on the environment's
-queue (``_queue``, ``_eid``, ``_now``) directly: private SimPy attributes,
-which is why pyproject.toml pins simpy below its next major version.
+and one for its reply; the CPU and the disk are "busy until" queues, one
+event per job.  On a machine model (``fedsim.machine``) a request costs four
+events (its arrival, the end of its receipt and dispatch CPU, its reply, the
+end of the reply's receipt) and a client's hop two, with one resumption of
+the worker or the caller per step.  The runtime sets the fields of events it
+triggers (``_ok``, ``_value``) and schedules on the environment's queue
+(``_queue``, ``_eid``, ``_now``) directly: private SimPy attributes, which is
+why pyproject.toml pins simpy below its next major version.
 """
 
 from __future__ import annotations
