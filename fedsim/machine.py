@@ -54,7 +54,12 @@ from a ``fednode calibrate`` profile) turns the model on:
 
 CPU jobs are served first come first served: a job starts when its process
 and a core of its host are both free (the core that frees first).  Every
-cost is a plain number from the profile; nothing here is fitted.
+cost is a plain number from the profile; nothing here is fitted.  A job is
+submitted when its work exists: a receipt when its message arrives, not when
+it was sent (booked at the send, it would hold a core idle until the arrival
+and go before the jobs submitted during the flight); ``fedsim.runtime`` pays
+an event per such job for it, which is most of the model's price in
+simulator speed (``fedsim.bench``).
 """
 
 from __future__ import annotations
@@ -98,15 +103,18 @@ class MachineParams:
 
 class _Proc:
     """A process's state: its host's cores (the host's list, shared), its
-    host's processes' states (the host's list, shared: ``oversub_share``) and
-    when its thread is free."""
+    host's processes' states (the host's list, shared: ``oversub_share``),
+    when its thread is free, and the CPU booked for it (``Machine.busy``)."""
 
-    __slots__ = ("cores", "free", "peers")
+    __slots__ = ("busy", "cores", "free", "key", "peers", "ran")
 
-    def __init__(self, cores: list[float], peers: list[_Proc]) -> None:
+    def __init__(self, key: Hashable, cores: list[float], peers: list[_Proc]) -> None:
+        self.key = key
         self.cores = cores
         self.peers = peers
         self.free = 0.0
+        self.busy = 0.0
+        self.ran = False  # in ``Machine.ran`` (a job booked since the last ``clear_busy``)
 
 
 class Machine:
@@ -118,7 +126,8 @@ class Machine:
     Booking at submission keeps it one heap entry per job, as the runtime's
     other queues do."""
 
-    __slots__ = ("busy", "core_free", "host_procs", "host_states", "last", "n_nodes", "p", "proc_host", "procs")
+    __slots__ = ("_G", "_L", "_byte", "_clients", "_o", "cap", "core_free", "host_procs", "host_states", "last",
+                 "n_nodes", "p", "proc_host", "procs", "ran", "share")  # fmt: skip
 
     def __init__(self, params: MachineParams, n_nodes: int) -> None:
         if params.cores <= 0:
@@ -131,8 +140,15 @@ class Machine:
         self.proc_host: dict[Hashable, int] = {}
         #: each process's state (``_Proc``): one look-up per job
         self.procs: dict[Hashable, _Proc] = {}
-        #: CPU booked per process so far (us): utilisations, for naming the bottleneck
-        self.busy: dict[Hashable, float] = {}
+        #: the processes that ran a job, in the order of their first (``busy``)
+        self.ran: list[_Proc] = []
+        # the prices read for every job or message (the params are not changed once the machine is built)
+        self.share = params.oversub_share
+        self.cap = params.capacity
+        self._o, self._byte = params.o_us, params.byte_us
+        self._L, self._G = params.L_us, params.G_us_per_byte
+        #: each client's process (``client_proc``)
+        self._clients: dict[int, Hashable] = {}
         #: the kind of work each process did last (``mixed``)
         self.last: dict[Hashable, str] = {}
         #: the processes of each host (``oversub_share`` counts the runnable ones), and their states
@@ -145,9 +161,11 @@ class Machine:
 
     def client_proc(self, client: int, node: int) -> Hashable:
         """The process of client ``client`` (attached to ``node``), placed on its host."""
-        proc: Hashable = ("client", 0 if self.p.clients == "shared" else client)
-        if proc not in self.proc_host:
-            self.add_proc(proc, 0 if self.p.hosts == 1 else self.host_of_node(node))
+        proc = self._clients.get(client)
+        if proc is None:
+            proc = self._clients[client] = ("client", 0 if self.p.clients == "shared" else client)
+            if proc not in self.proc_host:
+                self.add_proc(proc, 0 if self.p.hosts == 1 else self.host_of_node(node))
         return proc
 
     def add_proc(self, proc: Hashable, host: int) -> Hashable:
@@ -158,12 +176,25 @@ class Machine:
             if cores is None:
                 cores = self.core_free[host] = [0.0] * self.p.cores
             peers = self.host_states.setdefault(host, [])
-            st = self.procs[proc] = _Proc(cores, peers)
+            st = self.procs[proc] = _Proc(proc, cores, peers)
             peers.append(st)
         return proc
 
+    @property
+    def busy(self) -> dict[Hashable, float]:
+        """CPU booked per process so far (us): utilisations, for naming the bottleneck."""
+        return {st.key: st.busy for st in self.ran}
+
+    def clear_busy(self) -> None:
+        """Start ``busy`` over (a measurement after a warm-up)."""
+        for st in self.ran:
+            st.busy = 0.0
+            st.ran = False
+        self.ran.clear()
+
     def run(self, proc: Hashable, now: float, us: float) -> float:
-        """When ``us`` of CPU submitted now by ``proc`` ends."""
+        """When ``us`` of CPU submitted now by ``proc`` ends.  (Called for every
+        CPU job of a simulation: written for speed, two cores unrolled.)"""
         st = self.procs.get(proc)
         if st is None:  # a node: on its host
             self.add_proc(proc, self.host_of_node(proc))  # type: ignore[arg-type]
@@ -172,27 +203,36 @@ class Machine:
         if start < now:
             start = now
         cores = st.cores
-        share = self.p.oversub_share
-        if share:
+        if self.share:
             # Oversubscribed cores: the other processes of the host with work booked beyond now are
             # runnable; beyond the cores each one makes this job dearer (switches, cold caches).
             runnable = 1 + sum(1 for q in st.peers if q is not st and q.free > now)
             if runnable > len(cores):
-                us *= 1.0 + share * (runnable - len(cores))
-        free = min(cores)  # the core that frees first (the lowest on a tie, as index finds it)
+                us *= 1.0 + self.share * (runnable - len(cores))
+        # the core that frees first (the lowest on a tie)
+        if len(cores) == 2:
+            free = cores[0]
+            i = 0
+            if cores[1] < free:
+                free = cores[1]
+                i = 1
+        else:
+            free = min(cores)
+            i = cores.index(free)
         if free > start:
             start = free
-        cap = self.p.capacity
-        if cap:
+        if self.cap:
             # Cores that are not whole: with k of them busy at once the host does cap's worth of
             # work, not k; a job started beside busy cores runs that much slower.
             in_use = 1 + sum(1 for c in cores if c > start)
-            if in_use > cap:
-                us *= in_use / cap
-        cores[cores.index(free)] = done = start + us
+            if in_use > self.cap:
+                us *= in_use / self.cap
+        cores[i] = done = start + us
         st.free = done
-        busy = self.busy
-        busy[proc] = busy.get(proc, 0.0) + us
+        st.busy += us
+        if not st.ran:
+            st.ran = True
+            self.ran.append(st)
         return done
 
     def mixed(self, proc: Hashable, label: str, us: float, share: float) -> float:
@@ -206,25 +246,23 @@ class Machine:
     # -------------------------------------------------------------- prices
     def message_us(self, size: int) -> float:
         """CPU at one end of a message of ``size`` bytes."""
-        return self.p.o_us + size * self.p.byte_us
+        return self._o + size * self._byte
 
     def flight_us(self, size: int) -> float:
-        return self.p.L_us + max(size - 1, 0) * self.p.G_us_per_byte
+        return self._L + (size - 1 if size > 1 else 0) * self._G
 
+    # ``table``'s cost of ``key``, or its ``*`` (any other), or nothing (written out: once per request)
     def dispatch(self, kind: str) -> float:
-        return _priced(self.p.dispatch_us, kind)
+        v = self.p.dispatch_us.get(kind)
+        return self.p.dispatch_us.get("*", 0.0) if v is None else v
 
     def api(self, op: str) -> float:
-        return _priced(self.p.api_us, op)
+        v = self.p.api_us.get(op)
+        return self.p.api_us.get("*", 0.0) if v is None else v
 
     def client(self, op: str) -> float:
-        return _priced(self.p.client_us, op)
-
-
-def _priced(table: dict[str, float], key: str) -> float:
-    """``table``'s cost of ``key``, or its ``*`` (any other), or nothing."""
-    v = table.get(key)
-    return table.get("*", 0.0) if v is None else v
+        v = self.p.client_us.get(op)
+        return self.p.client_us.get("*", 0.0) if v is None else v
 
 
 # ---------------------------------------------------------------------------------------------- calibration
@@ -248,7 +286,7 @@ def contention_bench(params: MachineParams, threads: int, calls: int = 300) -> t
         for f in files[i]:
             c.env.run(until=c.env.process(c.client_op(0, i, "create", f)))
     assert c.machine is not None
-    c.machine.busy.clear()
+    c.machine.clear_busy()
     t0 = c.env.now
 
     def client(i: int):

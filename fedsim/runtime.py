@@ -20,11 +20,14 @@ Federated DAFS's dispatch of replies by thread id.
 
 Speed: a message costs one SimPy event to arrive (an idle worker takes it in
 the arrival's own callback unless other events are due at the same instant)
-and one for its reply; the CPU and the disk are
-"busy until" queues, one event per job.  The runtime sets the fields of
-events it triggers (``_ok``, ``_value``) and schedules on the environment's
-queue (``_queue``, ``_eid``, ``_now``) directly: private SimPy attributes,
-which is why pyproject.toml pins simpy below its next major version.
+and one for its reply; the CPU and the disk are "busy until" queues, one
+event per job.  On a machine model (``fedsim.machine``) a request costs four
+events (its arrival, the end of its receipt and dispatch CPU, its reply, the
+end of the reply's receipt) and a client's hop two, with one resumption of
+the worker or the caller per step.  The runtime sets the fields of events it
+triggers (``_ok``, ``_value``) and schedules on the environment's queue
+(``_queue``, ``_eid``, ``_now``) directly: private SimPy attributes, which is
+why pyproject.toml pins simpy below its next major version.
 """
 
 from __future__ import annotations
@@ -390,30 +393,42 @@ class SimCluster:
     # ends the step before it, not a resumption of the calling process: the
     # same work at the same instant, in the same order of events (every event
     # is still scheduled when the process would have scheduled it), with one
-    # process resumption per message instead of two or three.
-    def _hop(self, src: Any, src_us: float, size: int, dst: Any, dst_us: Callable[[], float] | None) -> simpy.Event:
+    # process resumption per message instead of two or three.  The event the
+    # caller waits on is the message's own (``_Hop``, ``_Reply``): on its
+    # arrival its callback books the receiver's CPU and schedules the event
+    # again for when that is done, with the caller's resumption held back
+    # until then (``_rearm``), so a message is one event object, not two.
+    def _hop(self, src: Any, src_us: float, size: int, dst: Any, dst_us: float,
+             calls: list[tuple[str, tuple[Any, ...]]] | None = None) -> simpy.Event:  # fmt: skip
         """A message of ``size`` bytes between a client program (or a mount)
         and its agent, no federation message (not counted): ``src_us`` of CPU
         at process ``src`` now (``src`` None: none), the flight, then
-        ``dst_us()`` (priced on arrival) at ``dst`` (None: none).  The event
-        fires when ``dst`` has received it."""
+        ``dst_us`` at ``dst`` (None: none), and with ``calls`` the agent's CPU
+        for each (priced on arrival: ``mixed`` follows the agent's last work).
+        The event fires when ``dst`` has received it."""
         env = self.env
         mach = self.machine
         assert mach is not None
-        got = simpy.Event(env)
-
-        def arrive(_ev: simpy.Event) -> None:
-            self._book(got, dst, dst_us(), None)  # type: ignore[misc]
-
         # the source's CPU is booked now and the message flies when it is done: one event, its arrival
         leaves = env._now if src is None else mach.run(src, env._now, src_us)
-        flight = got if dst is None else simpy.Event(env)  # env.timeout(flight_us), inlined
-        flight._ok = True
-        flight._value = None
-        if dst is not None:
-            flight.callbacks.append(arrive)
-        heappush(env._queue, (leaves + mach.flight_us(size), NORMAL, next(env._eid), flight))
-        return got
+        hop = _Hop(env, self, dst, dst_us, calls)
+        heappush(env._queue, (leaves + mach.flight_us(size), NORMAL, next(env._eid), hop))
+        return hop
+
+    def _hop_arrived(self, hop: _Hop) -> None:
+        """A ``_Hop`` reached its receiver: its CPU is booked now and the event fires again when it is done."""
+        mach = self.machine
+        assert mach is not None
+        us = hop.us
+        calls = hop.calls
+        if calls is not None:
+            node = hop.dst
+            mix, mixed, api = mach.p.mix_agent, mach.mixed, mach.api
+            if len(calls) == 1:
+                us += mixed(node, calls[0][0], api(calls[0][0]), mix)  # (the sum below, to the bit)
+            else:
+                us += sum(mixed(node, name, api(name), mix) for name, _ in calls)
+        _rearm(hop, mach.run(hop.dst, hop.env._now, us))
 
     def _machine_call(
         self, node_id: int, dst: int, req: Request, trace: OpTrace | None, depth: int, extra: float
@@ -425,22 +440,25 @@ class SimCluster:
         mach = self.machine
         assert mach is not None
         size = wire_size(req)
-        got = simpy.Event(env)
-
-        def receive(reply: _Reply) -> None:
-            answer = reply._value
-            size = reply.size
-            if size < 0:  # not a handler's reply (a timeout's, a late one under faults)
-                size = wire_size(answer[1])
-            self._book(got, node_id, mach.message_us(size), answer)
-
         # The send's CPU is booked now and the request leaves when it is done: its arrival is
         # the one event of the step (nobody waits for the send itself; the caller waits for the reply).
         now = env._now
         sent = mach.run(node_id, now, mach.message_us(size) + mach.p.call_us + extra)
         reply = self._request(node_id, dst, req, trace, depth, True, size, after=sent - now)
-        reply.callbacks.append(receive)  # type: ignore[union-attr]
-        return got
+        assert reply is not None
+        reply.caller = node_id
+        reply.held = reply.callbacks  # type: ignore[attr-defined]  # (``_rearm``)
+        reply.callbacks.append(self._received)
+        return reply
+
+    def _received(self, reply: _Reply) -> None:
+        """A reply reached its caller (``_machine_call``): the caller's CPU to receive it, then it fires again."""
+        mach = self.machine
+        assert mach is not None
+        size = reply.size
+        if size < 0:  # not a handler's reply (a timeout's, a late one under faults)
+            size = wire_size(reply._value[1])
+        _rearm(reply, mach.run(reply.caller, reply.env._now, mach.message_us(size)))
 
     def client_op(
         self, client: int, node_id: int, name: str, *args: Any, trace: OpTrace | None = None
@@ -490,13 +508,12 @@ class SimCluster:
         which only warms a cache)."""
         mach = self.machine
         assert mach is not None
-        size = CLIENT_HEADER + sum(len(a) for _, args in calls for a in args if isinstance(a, (bytes, str)))
-
-        def receipt() -> float:  # priced on arrival: ``mixed`` follows the agent's last work
-            return mach.message_us(size) + sum(mach.mixed(node_id, name, mach.api(name), mach.p.mix_agent)
-                                               for name, _ in calls)  # fmt: skip
-
-        yield self._hop(client, client_us, size, node_id, receipt)
+        size = CLIENT_HEADER
+        for _, args in calls:
+            for a in args:
+                if isinstance(a, (bytes, str)):
+                    size += len(a)
+        yield self._hop(client, client_us, size, node_id, mach.message_us(size), calls)
         err: BaseException | None = None
         value: Any = None
         try:
@@ -514,8 +531,8 @@ class SimCluster:
             if client is not None:  # the client's CPU after the call, as when it returns
                 yield self.cpu_at(client, client_us)
             raise
-        back = CLIENT_HEADER + (len(value) if isinstance(value, bytes) else 0)  # (``receipt`` has ``size``)
-        yield self._hop(node_id, mach.message_us(back), back, client, None if client is None else lambda: client_us)
+        back = CLIENT_HEADER + (len(value) if isinstance(value, bytes) else 0)
+        yield self._hop(node_id, mach.message_us(back), back, client, client_us)
         if err is not None:
             raise err
         return value
@@ -831,17 +848,38 @@ class SimCluster:
     def _queue(self, node_id: int, depth: int) -> _RecvQueue:
         q = self._queues[node_id].get(depth)
         if q is None:
-            q = self._queues[node_id][depth] = _RecvQueue()
+            if self.machine is None:
+                q = self._queues[node_id][depth] = _RecvQueue()
+                worker = self._worker
+            else:
+                q = self._queues[node_id][depth] = _RecvQueue(node_id, self._take)
+                worker = self._machine_worker
             for _ in range(self.workers):
-                self.env.process(self._worker(node_id, q))
+                self.env.process(worker(node_id, q))
         return q
+
+    def _take(self, node_id: int, msg: _Msg, wake: simpy.Event) -> bool:
+        """A worker of ``node_id`` on a machine takes request ``msg`` now: its
+        receipt and dispatch are booked on the node's CPU and ``wake`` fires
+        with (msg, node, incarnation) when they are done (the worker's state
+        when it took it).  False: the node crashed, the request is lost."""
+        if node_id in self.crashed:
+            self._lost(node_id, msg)  # arrived at a crashed node: the caller times out
+            return False
+        node = self.nodes[node_id]
+        node.stats.requests_served += 1
+        mach = self.machine
+        assert mach is not None
+        kind = msg.req.kind
+        cost = mach.message_us(msg.size) + mach.mixed(node_id, kind, mach.dispatch(kind), mach.p.mix_agent)
+        self._book(wake, node_id, cost, (msg, node, self.incarnation[node_id]))
+        return True
 
     def _worker(self, node_id: int, queue: _RecvQueue) -> Generator[Any, Any, None]:
         # the node object is looked up per message: a restart replaces it
         env = self.env
         nodes, crashed, incarnation = self.nodes, self.crashed, self.incarnation
         pending, idle = queue.pending, queue.idle
-        mach = self.machine
         wake = simpy.Event(env)  # reused: triggered only by _RecvQueue.put, never twice per wait
         while True:
             if pending:
@@ -857,10 +895,6 @@ class SimCluster:
             node = nodes[node_id]
             inc = incarnation[node_id]
             node.stats.requests_served += 1
-            if mach is not None:  # the request's receipt and dispatch, on the node's CPU
-                kind = msg.req.kind
-                cost = mach.message_us(msg.size) + mach.mixed(node_id, kind, mach.dispatch(kind), mach.p.mix_agent)
-                yield self.cpu_at(node_id, cost)
             try:
                 value = yield from self._drive(node_id, node.handle(msg.src, msg.req), msg.trace, msg.depth)
                 ok = True
@@ -877,11 +911,7 @@ class SimCluster:
             # link, like any message: LogGP has no per-byte cost at the receiver,
             # so an RDMA WRITE and a SEND of the same bytes cost the same here.
             size = wire_size(value)
-            sending = 0.0
-            if mach is not None:  # the reply's CPU, booked now: the reply leaves when it is done
-                sending = mach.run(node_id, env._now, mach.message_us(size)) - env._now
-                msg.reply.size = size  # type: ignore[attr-defined]  # for its receiver's CPU (``_machine_call``)
-            delay = sending + self._transmit(node_id, msg.src, size)
+            delay = self._transmit(node_id, msg.src, size)
             if msg.trace is not None:
                 msg.trace.record(node_id, msg.src, "reply", size, msg.req.probe)
             # Trigger the caller's event when the reply arrives: the event is
@@ -892,24 +922,119 @@ class SimCluster:
             reply._value = (ok, value)
             heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), reply))  # env.schedule, inlined
 
+    def _machine_worker(self, node_id: int, queue: _RecvQueue) -> Generator[Any, Any, None]:
+        """``_worker`` on a machine: a request's receipt and dispatch are CPU of the
+        node's process (``_take``), and so is its reply, booked when it is sent.
+
+        A worker that takes a request from its queue books the CPU and waits
+        for it; an idle worker is handed it by the queue, which books the CPU
+        in the arrival's callback, where the worker would have booked it, so
+        that the worker wakes once, when the CPU is done, not twice."""
+        env = self.env
+        incarnation = self.incarnation
+        pending, idle = queue.pending, queue.idle
+        mach = self.machine
+        assert mach is not None
+        take = self._take
+        wake = simpy.Event(env)  # reused: booked by ``_take`` once per request
+        while True:
+            if pending:
+                msg = pending.popleft()
+                wake.callbacks = []
+                if not take(node_id, msg, wake):
+                    continue
+                msg, node, inc = yield wake
+            else:
+                wake.callbacks = []
+                wake._value = PENDING
+                idle.append(wake)
+                got = yield wake
+                if type(got) is _Msg:  # handed over behind other events due now: taken here
+                    wake.callbacks = []
+                    if not take(node_id, got, wake):
+                        continue
+                    got = yield wake
+                msg, node, inc = got
+            try:
+                value = yield from self._drive(node_id, node.handle(msg.src, msg.req), msg.trace, msg.depth)
+                ok = True
+            except Exception as e:
+                value, ok = e, False
+            reply = msg.reply
+            if reply is None:
+                continue
+            if incarnation[node_id] != inc:
+                self._lost(node_id, msg)  # the node crashed while serving it: no reply
+                continue
+            size = wire_size(value)  # (see ``_worker``)
+            reply.size = size  # for its receiver's CPU (``_machine_call``)
+            now = env._now
+            # the reply's CPU, booked now: the reply leaves when it is done
+            sent = mach.run(node_id, now, mach.message_us(size))
+            delay = sent - now + self._transmit(node_id, msg.src, size)
+            if msg.trace is not None:
+                msg.trace.record(node_id, msg.src, "reply", size, msg.req.probe)
+            reply._ok = True
+            reply._value = (ok, value)
+            heappush(env._queue, (now + delay, NORMAL, next(env._eid), reply))
+
 
 class _Reply(simpy.Event):
     """The event a request's reply triggers.  On a machine model the worker
     that sends the reply sets its wire size, so that its receiver does not
-    size it again; -1: not known (a timeout's answer, a reply under faults)."""
+    size it again; -1: not known (a timeout's answer, a reply under faults).
+    Its caller (``_machine_call``) waits on it until it has received it
+    (``SimCluster._received``, ``_rearm``)."""
 
     size: int = -1
+    caller: int = -1  # the node that called (on a machine)
+
+
+class _Hop(simpy.Event):
+    """A client's (or a mount's) message to its agent, or the reply back
+    (``SimCluster._hop``), scheduled for its arrival: its receiver ``dst``
+    (None: none) then gets ``us`` of CPU, and with ``calls`` the agent's CPU
+    for each (``SimCluster._hop_arrived``), and the event fires again when
+    that is done (``_rearm``)."""
+
+    def __init__(
+        self, env: simpy.Environment, cluster: SimCluster, dst: Any, us: float,
+        calls: list[tuple[str, tuple[Any, ...]]] | None,
+    ) -> None:  # fmt: skip
+        # what simpy.Event.__init__ sets, then triggered: scheduled by the sender
+        self.env = env
+        self.callbacks = self.held = [cluster._hop_arrived] if dst is not None else []
+        self._ok = True
+        self._value = None
+        self.dst = dst
+        self.us = us
+        self.calls = calls
+
+
+def _rearm(ev: simpy.Event, at: float) -> None:
+    """Schedule ``ev``, being processed now and this its first callback, again
+    for ``at``: its other callbacks (the waiting process's resumption) are
+    held back until then.  (``Environment.step`` calls the callbacks of the
+    list it took from the event: emptied past this one, it calls no more.)"""
+    held = ev.held  # type: ignore[attr-defined]
+    ev.callbacks = held[1:]
+    del held[1:]
+    env = ev.env
+    heappush(env._queue, (at, NORMAL, next(env._eid), ev))
 
 
 class _RecvQueue:
     """A node's receive queue for one stage: messages waiting for a worker,
     and idle workers waiting for a message (lighter than simpy.Store)."""
 
-    __slots__ = ("idle", "pending")
+    __slots__ = ("idle", "node", "pending", "take")
 
-    def __init__(self) -> None:
+    def __init__(self, node: int = -1, take: Callable[[int, _Msg, simpy.Event], bool] | None = None) -> None:
         self.pending: deque[_Msg] = deque()
         self.idle: deque[simpy.Event] = deque()
+        #: on a machine, what a worker of ``node`` does when it takes a message (``SimCluster._take``)
+        self.node = node
+        self.take = take
 
     def put(self, msg: _Msg) -> None:
         idle = self.idle
@@ -922,14 +1047,21 @@ class _RecvQueue:
             # Otherwise it is scheduled, behind the events already due.
             # Called only from an arrival's callback, so the worker never runs
             # inside another process.
+            # On a machine the worker would book the request's CPU and wait for
+            # it (``take``): booked here, the worker wakes once, when it is done.
             wake = idle.popleft()
-            wake._ok = True
-            wake._value = msg
             env = wake.env
             heap = env._queue
             if heap and heap[0][0] <= env._now:
+                wake._ok = True
+                wake._value = msg
                 env.schedule(wake)
+            elif self.take is not None:
+                if not self.take(self.node, msg, wake):
+                    idle.append(wake)  # lost: the worker waits on, behind the others (as it would have)
             else:
+                wake._ok = True
+                wake._value = msg
                 callbacks, wake.callbacks = wake.callbacks, None
                 for callback in callbacks:
                     callback(wake)
