@@ -64,7 +64,7 @@ simulator speed (``fedsim.bench``).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -268,8 +268,9 @@ class Machine:
 # ---------------------------------------------------------------------------------------------- calibration
 def contention_bench(params: MachineParams, threads: int, calls: int = 300) -> tuple[float, float]:
     """The contention microbenchmark of ``fednode calibrate``, simulated: ``threads``
-    client threads of one program, thread i calling ``stat`` at node i on files it
-    manages and holds, all on one host.  (CPU per call over all processes, calls per s.)"""
+    client threads of one program, thread i's call j a ``stat`` at node (i + j) mod
+    ``threads`` on a file it manages and holds, all on one host.  (CPU per call over
+    all processes, calls per s.)"""
     from fedsim.network import LogGP
     from fedsim.protocol.config import ProtocolConfig
     from fedsim.protocol.hashing import names_managed_by
@@ -291,7 +292,8 @@ def contention_bench(params: MachineParams, threads: int, calls: int = 300) -> t
 
     def client(i: int):
         for j in range(calls):
-            yield from c.client_op(0, i, "stat", files[i][j % 20])
+            a = (i + j) % threads
+            yield from c.client_op(i, a, "stat", files[a][j % 20])
 
     procs = [c.env.process(client(i)) for i in range(threads)]
     c.env.run(until=c.env.all_of(procs))
@@ -314,18 +316,22 @@ def fit_contention(params: MachineParams, measured: dict[int, float]) -> float:
         p = replace(params, oversub_share=share)
         return sum((contention_bench(p, k)[0] / measured[k] - 1.0) ** 2 for k in ks)
 
-    lo, hi = 0.0, 4.0
+    best = _golden(error, 0.0, 4.0)
+    return 0.0 if error(0.0) <= error(best) else round(best, 4)
+
+
+def _golden(f: Callable[[float], float], lo: float, hi: float, steps: int = 16) -> float:
+    """The minimum of ``f`` on [lo, hi] (taken as unimodal), by golden-section search."""
     ratio = (5**0.5 - 1) / 2
     a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
-    fa, fb = error(a), error(b)
-    for _ in range(16):
+    fa, fb = f(a), f(b)
+    for _ in range(steps):
         if fa <= fb:
             hi, b, fb = b, a, fa
             a = hi - ratio * (hi - lo)
-            fa = error(a)
+            fa = f(a)
         else:
             lo, a, fa = a, b, fb
             b = lo + ratio * (hi - lo)
-            fb = error(b)
-    best = (lo + hi) / 2
-    return 0.0 if error(0.0) <= error(best) else round(best, 4)
+            fb = f(b)
+    return (lo + hi) / 2

@@ -330,14 +330,19 @@ class Calibration:
         rnd.batches.append(Batch(op, where, len(args), cpu, wall, prof))
 
     def contention(self, calls: int) -> dict[int, dict[str, float]]:
-        """1 to 4 client threads of this program at once, thread i calling ``stat`` at
-        agent i on names it manages and holds: the CPU per call over every process
-        (agents and this one) and the calls per second, as the cores fill up and
-        then are oversubscribed (``machine.oversub_share``, fitted by the simulator)."""
+        """k = 1 to 4 client threads of this program at once, thread i's call j a ``stat`` at
+        agent (i + j) mod k on a name it manages and holds: the CPU per call over every
+        process (agents and this one) and the calls per second, as the cores fill up and
+        then are oversubscribed (``machine.oversub_share``, fitted by the simulator).
+        The threads take the agents in turn: a thread that kept to one agent would let
+        each pair settle on a core of its own, which no workload does (two such pairs
+        spent a third less CPU per call than one thread alone)."""
         members = self.cluster.spec.members
         ks = [k for k in (1, 2, 3, 4) if k <= len(members)]
         clients = {n: Client(self.cluster, node=n) for n in members[: max(ks)]}
         admin = {n: Client(self.cluster, node=n) for n in members}
+        # each thread its own connection to each agent (a Client is one connection, one caller at a time)
+        conns = [[Client(self.cluster, node=n) for n in members[: max(ks)]] for _ in range(max(ks))]
         try:
             files = {}
             for i, n in enumerate(clients):
@@ -353,11 +358,14 @@ class Calibration:
                 cpu: dict[int, int] = {}
                 nodes = list(clients)[:k]
 
-                def one(i: int, node: int, cpu: dict[int, int] = cpu) -> None:
+                def one(i: int, node: int, cpu: dict[int, int] = cpu, k: int = k) -> None:
+                    # call j goes to agent (i + j) mod k, through this thread's connection to it: no
+                    # thread keeps to one agent, so no pair of them settles on a core of its own
                     t0 = time.thread_time_ns()
-                    c = clients[node]
+                    mine = conns[i]
                     for j in range(calls):
-                        c.stat(files[i][j % 20])
+                        a = (i + j) % k
+                        mine[a].stat(files[a][j % 20])
                     cpu[i] = time.thread_time_ns() - t0
 
                 before = {n: a.call("profile", "snapshot")["cpu_ns"] for n, a in admin.items()}
@@ -378,7 +386,7 @@ class Calibration:
                 clients[n].rmdir(f"{self.top}/contention{n}")
             return out
         finally:
-            for c in [*clients.values(), *admin.values()]:
+            for c in [*clients.values(), *admin.values(), *(c for row in conns for c in row)]:
                 c.disconnect()
 
     def round(self) -> Round:
