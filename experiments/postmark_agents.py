@@ -31,6 +31,7 @@ from real agents in Python; the mount column adds FUSE and the kernel.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import tempfile
 import threading
@@ -187,20 +188,26 @@ def simulated(clients: Clients, cluster: Cluster, profile: Path, mount: bool = F
     return Column({k: int(m[f"postmark.{k}"]) for k in COUNTS}, m["postmark_binary_tps" if mount else "postmark_tps"])
 
 
-def compare(agents: int, params: PostMarkParams, profile: Path, mount: bool = True) -> dict[str, Column]:
+def compare(
+    agents: int, params: PostMarkParams, profile: Path, mount: bool = True, agent_dir: str | None = None
+) -> dict[str, Column]:
     """The four columns for ``agents`` agents and as many clients: measured and
-    predicted, through the client API and through the mount."""
+    predicted, through the client API and through the mount (the agents'
+    directories in ``agent_dir``, the profile's file system; None: beside the mounts)."""
     clients = Clients(params, clients=agents)
-    with tempfile.TemporaryDirectory(prefix="pma", dir="/tmp") as tmp:  # short: PostMark keeps 81-byte paths
+    with (
+        tempfile.TemporaryDirectory(prefix="pma", dir="/tmp") as tmp,  # short: PostMark keeps 81-byte paths
+        tempfile.TemporaryDirectory(prefix="pma", dir=agent_dir or tmp) as dirs,
+    ):
         base = Path(tmp)
-        path = write_local(base / "c", agents)
+        path = write_local(Path(dirs) / "c", agents)
         with ProcessCluster(path, log_dir=base / "logs") as pc:
             pc.wait_ready()
             api = client_api(path, clients)
             sim_api = simulated(clients, pc.cluster, profile)
         # a fresh federation for the mount: the binary starts from empty directories too
         if mount and not mount_missing():
-            path2 = write_local(base / "d", agents)
+            path2 = write_local(Path(dirs) / "d", agents)
             with ProcessCluster(path2, log_dir=base / "logs2") as pc:
                 pc.wait_ready()
                 mnt = mounted(path2, clients, base)
@@ -243,12 +250,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--agents", type=int, nargs="+", default=None, help="federation sizes (default 1 2 4)")
     ap.add_argument("--quick", action="store_true", help="30 files, 60 transactions per client")
     ap.add_argument("--no-mount", action="store_true", help="leave out the FUSE mount column")
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") else ""
+    ap.add_argument("--agent-dir", default=shm, help="where the agents' directories go (default /dev/shm: on a VM "
+                    "the root file system's create costs drift with the moment, tmpfs's do not; '': the system's "
+                    "temporary directory)")  # fmt: skip
     a = ap.parse_args(argv)
     params = params_for(a.quick)
     from experiments.validation import Params, profile_for
 
-    profile = profile_for(Params(mount=not a.no_mount and not mount_missing()), lambda s: print(s, flush=True))
-    results = {n: compare(n, params, profile, mount=not a.no_mount) for n in a.agents or [1, 2, 4]}
+    want = Params(mount=not a.no_mount and not mount_missing(), agent_dir=a.agent_dir)
+    profile = profile_for(want, lambda s: print(s, flush=True))
+    results = {n: compare(n, params, profile, not a.no_mount, a.agent_dir or None) for n in a.agents or [1, 2, 4]}
     print(report(results, params, profile))
     return 0
 
