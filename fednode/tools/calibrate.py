@@ -674,9 +674,27 @@ def profile_of(fitted: dict[str, Any], rounds: int, spread: tuple[str, float], l
                 "rounds": rounds,
                 "worst_spread": r3(spread[1]) if spread[1] != float("inf") else None,
                 "worst_spread_cost": spread[0],
+                "idle": idle_policy(),
             },
         },
     }  # fmt: skip
+
+
+def idle_policy() -> str:
+    """How this machine's idle CPUs wait ('' where Linux does not say): the cpuidle driver and
+    governor, and a VM's halt polling.  Why it is recorded: on a VM whose idle vCPUs halt at
+    once (``haltpoll`` with ``guest_halt_poll_ns`` 0), a message to an idle process waits for
+    the host to wake a vCPU, and that wake is faster when the VM is busier: a calibration
+    taken with another setting describes another machine."""
+    base = Path("/sys/devices/system/cpu/cpuidle")
+    parts = []
+    for name in ("current_driver", "current_governor_ro", "current_governor"):
+        with contextlib.suppress(OSError):
+            parts.append((base / name).read_text().strip())
+    with contextlib.suppress(OSError):
+        poll = Path("/sys/module/haltpoll/parameters/guest_halt_poll_ns").read_text().strip()
+        parts.append(f"guest_halt_poll_ns {poll}")
+    return ", ".join(dict.fromkeys(p for p in parts if p))
 
 
 def report(fitted: dict[str, Any], prof: dict[str, Any], spread_target: float) -> str:
@@ -735,6 +753,7 @@ def report(fitted: dict[str, Any], prof: dict[str, Any], spread_target: float) -
         f"\nhost {on['host']}, {on['cores']} cores worth {m['capacity']:.2f} side by side, "
         f"load {on['load_before']:.2f} before and {on['load_after']:.2f} "
         f"after; {on['rounds']} rounds, worst spread {on['worst_spread']} ({on['worst_spread_cost']})"
+        + (f"; idle CPUs: {on['idle']}" if on.get("idle") else "")
         + (f"  -- NOISY: above the {spread_target:.0%} target; the machine was busy or too small" if noisy else "")
     )
     return "\n".join(lines)
