@@ -105,7 +105,7 @@ class Params(BaseModel):
     # temporary directory): the local file system's costs are those of the file system there
     agent_dir: str = ""
     # the agents' transport: tcp (loopback), or verbs with RDMA ``devices`` (the Soft-RoCE guest:
-    # ``fednode testbed rxe -- python3 -m fedsim.cli run configs/validation/verbs.yaml``)
+    # ``fednode testbed rxe -- python3 -m experiments.validation run configs/validation/verbs.yaml``)
     transport: Literal["tcp", "verbs"] = "tcp"
     devices: list[str] = Field(default_factory=list)
     workloads: list[Literal["latency", "sfs97", "postmark"]] = Field(
@@ -639,3 +639,14 @@ def run(cfg: Config, params: Params) -> StudyResult:
 
 
 register_study("validation", Params, run)
+
+
+if __name__ == "__main__":
+    # ``python3 -m experiments.validation run CONFIG ...``: fedsim's command line with this study
+    # registered by its import, for a source tree that is not installed (the Soft-RoCE guest runs
+    # the project from /fedfs, where no entry point declares the study).
+    import sys
+
+    from fedsim.cli import main
+
+    raise SystemExit(main(sys.argv[1:]))

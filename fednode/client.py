@@ -55,6 +55,7 @@ from fedsim.protocol.names import join, normalize
 
 CHUNK = 1 << 20  # bytes per read/write message: large enough for bandwidth, far below the frame limit
 _FD_OPS = ("read", "write", "close", "fsync")  # calls whose first argument is a descriptor
+_OPENS = ("open", "create_open")  # calls whose value is a descriptor, or begins with one
 _GEN_SHIFT = 48  # a descriptor this client hands out: (connection number << 48) | the agent's number
 
 
@@ -293,8 +294,11 @@ class Client:
             kind, _, body, log = envs[i]
             log = [tuple(x) for x in log or ()]
             if kind == wire.REPLY and envs[i][1] != 0:
-                if op == "open" and type(body) is int and body >= 0:
-                    body = (gen << _GEN_SHIFT) | body  # the connection's number travels with the descriptor
+                if op in _OPENS:  # the connection's number travels with the descriptor
+                    if type(body) is int and body >= 0:
+                        body = (gen << _GEN_SHIFT) | body
+                    elif type(body) is list and body and type(body[0]) is int and body[0] >= 0:
+                        body = [(gen << _GEN_SHIFT) | body[0], *body[1:]]
                 out.append((True, body, log))
             else:
                 out.append((False, decode_error(body), log))
@@ -362,6 +366,11 @@ class Client:
 
     def open(self, path: str) -> int:
         return self.call("open", path)
+
+    def create_open(self, path: str) -> tuple[int, Attr | None]:
+        """Create a file (exclusive), open it and read its attributes, in one round trip."""
+        fd, attr = self.call("create_open", path)
+        return fd, None if attr is None else Attr(*attr)
 
     def close(self, fd: int) -> None:
         """Close a file descriptor from ``open`` (``disconnect`` ends the connection)."""

@@ -492,10 +492,18 @@ class FedOps(mfusepy.Operations):
         check_name(path)
         c = self.pool.take()
         try:
+            if stat.S_IMODE(mode) == _DEFAULT_FILE_MODE:
+                # create, open and the attributes libfuse asks for next, in one round trip
+                fd, attr = c.create_open(path)
+                fh = self._handle(c, fd, path)
+                if attr is not None:
+                    self.handles[fh].attr = (attr, time.monotonic())
+                return fh
+            # another mode: the chmod must follow the create and precede the open (a failed
+            # create must not chmod a file that was there before it)
             c.create(path)
             with _undo_on_error(lambda: c.unlink(path)):  # a failed create leaves no file behind
-                if stat.S_IMODE(mode) != _DEFAULT_FILE_MODE:
-                    c.chmod(path, stat.S_IMODE(mode))
+                c.chmod(path, stat.S_IMODE(mode))
                 # libfuse asks for the new file's attributes as soon as create
                 # returns: fetched with the open, in the same round trip
                 fd, attr = c.pipeline(("open", (path,)), ("getattr", (path,)))

@@ -751,11 +751,12 @@ class Agent:
         """After an API call succeeded: the descriptors its connection owns."""
         meta = self.api_meta[op]
         if conn is not None and meta.fd in ("opens", "closes"):
+            fd = value[0] if type(value) is tuple else value  # an "opens" call's value, or its first item
             if conn.closed:  # it left while the call ran (on_lost has closed the rest): nobody will close this one
                 if meta.fd == "opens":
-                    self._spawn(self._close_fd(value))
+                    self._spawn(self._close_fd(fd))
             elif meta.fd == "opens":
-                self._clients.setdefault(conn, _ClientState()).fds.add(value)
+                self._clients.setdefault(conn, _ClientState()).fds.add(fd)
             else:
                 self._clients[conn].fds.discard(args[0])
         return value

@@ -52,7 +52,7 @@ from typing import Any
 from fedsim.protocol.names import split
 
 #: the phases a program's calls map onto, and the calls each must make (the rest are getattrs)
-ESSENTIAL = {"creat": 2, "open_cached": 1, "open_cold": 1, "open_append": 1, "write4k": 1, "close_written": 1,
+ESSENTIAL = {"creat": 1, "open_cached": 1, "open_cold": 1, "open_append": 1, "write4k": 1, "close_written": 1,
              "close_read": 1, "unlink": 1, "mkdir": 1, "rmdir": 1}  # fmt: skip
 #: the kernel's page: a write that starts inside one and runs past its end reaches the mount in two parts
 PAGE = 4096
@@ -128,7 +128,7 @@ class Mount:
     seen: dict[str, float] = field(default_factory=dict)  # path -> when the kernel last looked it up (us)
     dirs: dict[str, float] = field(default_factory=dict)  # directory -> when the kernel last fetched its attributes
     fetched: set[int] = field(default_factory=set)  # descriptors whose data the first read brought
-    created: Any = None  # the descriptor a create's own pipeline opened, for the open that follows it
+    created: Any = None  # the descriptor a create's own call opened (create_open), for the open that follows it
 
     def __post_init__(self) -> None:
         m = self.cluster.machine
@@ -163,9 +163,8 @@ class Mount:
         return t is not None and self.cluster.env.now - t < self.params.attr_timeout_s * 1e6
 
     def syscall(self, phase: str, calls: list[tuple[str, tuple[Any, ...]]], path: str, trace: Any) -> Generator:
-        """One system call of ``phase`` whose own round trips are ``calls`` (a
-        pipeline, one round trip, where it is a list of more than one); the
-        value of its last call."""
+        """One system call of ``phase`` whose own round trip is ``calls`` (a
+        pipeline where it is a list of more than one); the value of its first call."""
         c, ph = self.cluster, self.params.phases[phase]
         mach = c.machine
         yield c.cpu_at(self.app, ph.app_us)
@@ -184,18 +183,15 @@ class Mount:
         elif path and phase in OPENS and not self._dir_fresh(parent):
             names.append(parent)  # measured in an unchanged directory: this one changed, or its time ran out
             mount_us += self.params.getattr_us
-        share = max(mount_us, 0.0) / (len(names) + (1 if phase != "creat" else 2) + 1)
+        share = max(mount_us, 0.0) / (len(names) + 2)
         for name in names:
             yield c.cpu_at(self.proc, share)
             try:
                 yield from c.agent_call(self.node, [("getattr", (name,))], trace)
             except OSError:
                 pass  # a lookup of a name not made yet: ENOENT, as the kernel expects
-        value = None
-        batches = [calls[:1], calls[1:]] if phase == "creat" else [calls]
-        for batch in batches:
-            yield c.cpu_at(self.proc, share)
-            value = yield from c.agent_call(self.node, batch, trace)
+        yield c.cpu_at(self.proc, share)
+        value = yield from c.agent_call(self.node, calls, trace)
         yield c.cpu_at(self.proc, share)
         yield c.env.timeout(mach.p.L_us)  # the answer back to the program
         if path:

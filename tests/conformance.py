@@ -394,6 +394,8 @@ def view(op: str, value: Any) -> Any:
         return (is_dir, stat.S_IFMT(mode), stat.S_IMODE(mode), nlink, size, where)
     if op == "statfs":
         return ("statfs", value[7])
+    if op == "create_open":
+        return (value[0], None if value[1] is None else view("getattr", value[1]))
     return value
 
 
@@ -693,6 +695,8 @@ def _play(
         value, log = run_one(node, op, _args(args, fds.get(node)))
         if op == "open" and isinstance(value, int):
             fds[node] = value
+        elif op == "create_open" and isinstance(value, (list, tuple)):
+            fds[node] = value[0]
         raw.append(value)
         results.append(canonical(view(op, value)))
         messages.append([tuple(m) for m in log])
@@ -1014,3 +1018,32 @@ __all__ = [
     "Outcome", "Scenario",
     "check_inos", "run_direct", "run_inproc", "run_sim", "run_tcp", "run_verbs", "until", "verbs_missing",
 ]  # fmt: skip
+
+SCENARIOS.append(
+    Scenario(
+        # issue 23: a mount's creat(2) in one round trip: create, open and getattr of a new
+        # file in one call (descriptor, attributes).  Exclusive as create: an existing name
+        # is EEXIST and opens nothing; a missing parent ENOENT; the descriptor it returns
+        # reads and writes as open's; with the block cache (whose open wraps the requester's).
+        "create_open: a new file created, opened and its attributes in one call",
+        3,
+        files={0: [("/d/old", b"old")]},
+        dirs={1: ["/d"]},
+        ops=[
+            (1, "create_open", ("/d/new",)),
+            (1, "write", (FD, 0, b"made")),
+            (1, "close", (FD,)),
+            (2, "open", ("/d/new",)),
+            (2, "read", (FD, 0, 10)),
+            (2, "close", (FD,)),
+            (2, "create_open", ("/d/old",)),
+            (0, "create_open", ("/nowhere/f",)),
+            (2, "create_open", ("/d/n2",)),
+            (2, "getattr", ("/d/n2",)),
+            (2, "close", (FD,)),
+            (0, "readdir", ("/d",)),
+        ],
+        same_ino=[],
+        protocol={"block_cache_blocks": 3, "block_size": 4},
+    )
+)

@@ -114,8 +114,8 @@ def test_measure_fuse_counts_callbacks_per_system_call(tmp_path: Path) -> None:
     sc = fuse["syscalls"]
     assert list(sc) == list(calibrate_fuse.PHASES)
     assert sc["creat"]["callbacks"]["create"] == 1.0 and sc["creat"]["round_trips"] >= 1
-    # create, open and getattr in two round trips (the open and getattr pipelined)
-    assert fuse["callbacks"]["create"]["round_trips"] == 2.0 and fuse["callbacks"]["create"]["client_calls"] == 3.0
+    # create, open and getattr in one round trip and one call (create_open)
+    assert fuse["callbacks"]["create"]["round_trips"] == 1.0 and fuse["callbacks"]["create"]["client_calls"] == 1.0
     assert sc["write4k"]["callbacks"] == {"write": 1.0} and sc["write4k"]["round_trips"] == 1.0
     # close waits for flush; the release that follows it is counted with it (the phase waits for it)
     assert sc["close_written"]["callbacks"] == {"flush": 1.0, "release": 1.0}

@@ -512,9 +512,9 @@ def test_the_demo_runs_postmark_on_a_mount_beside_the_simulator(tmp_path: Path, 
 
 
 def test_create_answers_libfuse_getattr_from_its_own_round_trip(fed: Federation) -> None:
-    """``create`` fetches the new file's attributes with its open (one
-    ``Client.pipeline``), and the getattr libfuse makes right after it (with
-    the new handle) is answered from them, once: the next one asks the agent."""
+    """``create`` creates, opens and fetches the new file's attributes in one
+    round trip (``create_open``), and the getattr libfuse makes right after it
+    (with the new handle) is answered from them, once: the next one asks the agent."""
     mount, _, _ = _mount_modules()
     from fednode.config import load_cluster
 
@@ -531,7 +531,7 @@ def test_create_answers_libfuse_getattr_from_its_own_round_trip(fed: Federation)
 
             c._exchange = counting  # type: ignore[method-assign]
         fh = ops.create("/prefetch/f", 0o100644)
-        assert sent == ["create", "open", "getattr"]
+        assert sent == ["create_open"]
         with ops.pool.client() as c:
             want = mount._stat_dict(c.getattr("/prefetch/f"))
         sent.clear()

@@ -34,7 +34,8 @@ class ApiMeta:
     """What a runtime serving clients must know of an operation beyond its
     argument types, so that it need not know the operation by name:
 
-    * ``fd``: "opens" (returns a descriptor), "uses" (its first argument is
+    * ``fd``: "opens" (returns a descriptor, or a tuple whose first item is
+      one), "uses" (its first argument is
       one) or "closes" (its first argument is one, released): the agent ties
       descriptors to the connection that opened them and closes what a
       vanished client left open;

@@ -119,13 +119,13 @@ class PostMarkDriver:
         self, mount: Mount, op: Op, name: str, args: tuple[Any, ...], trace: OpTrace
     ) -> Generator[Any, Any, Any]:
         """One of ``op_calls``' calls as the binary's system call on the mount: a
-        create is ``open(O_CREAT)``, whose own pipeline opened the file, so the
-        open that follows it is answered with that descriptor and costs nothing."""
+        create is ``open(O_CREAT)``, whose one call (``create_open``) opened the
+        file, so the open that follows it is answered with that descriptor and
+        costs nothing."""
         if name == "create":
             mount.seen[args[0]] = self.c.env.now
-            mount.created = yield from mount.syscall(
-                "creat", [("create", args), ("open", args), ("getattr", args)], args[0], trace
-            )
+            made = yield from mount.syscall("creat", [("create_open", args)], args[0], trace)
+            mount.created = made[0]  # the descriptor (the attributes went to the kernel)
             return None
         if name == "open":
             if mount.created is not None:

@@ -173,6 +173,30 @@ class Attributes(Renaming):
             return (yield from self._lowest_holder(ROOT, sorted(self.members)))
         return (yield from self._by_name(path, GetAttr, PathAttr))
 
+    @api(str, fd="opens")
+    def create_open(self, path: str) -> Gen:
+        """``create``, ``open`` and ``getattr`` of a new file in one call: (descriptor,
+        attributes).  What a program's ``creat(2)`` on a mount needs, in one round trip
+        of the mount to its agent instead of two (the three cannot share a pipeline:
+        its calls run in no promised order).  Exclusive, as ``create``: EEXIST opens
+        nothing.  An open that fails after the create removes the file again, so a
+        failed call leaves no trace; the attributes are None if the file went before
+        they were read (it is open: the caller has it)."""
+        yield from self.create(path)
+        try:
+            fd = yield from self.open(path)
+        except OSError:
+            try:
+                yield from self.unlink(path)
+            except OSError:
+                pass  # gone already (another client unlinked it): nothing of ours is left
+            raise
+        try:
+            attr = yield from self.getattr(path)
+        except OSError:
+            attr = None
+        return fd, attr
+
     @api(str, int, int, int, int, int)
     def setattr(self, path: str, mode: int, uid: int, gid: int, atime_ns: int, mtime_ns: int) -> Gen:
         """chmod, chown and utimens in one (``attrs.KEEP`` leaves mode/uid/gid,
