@@ -104,6 +104,9 @@ class MachineConfig(Strict):
     clients: Literal["shared", "own"] = "shared"  # the client programs: one process (threads), or one each
     o_us: NonNegativeFloat | None = None  # CPU per message at each end
     L_us: NonNegativeFloat | None = None  # a message's flight beyond the CPU
+    client_L_us: NonNegativeFloat | None = None  # the same between a client program and its agent (None: L_us)
+    client_o_us: NonNegativeFloat | None = None  # an agent's CPU per message end with a client (None: o_us)
+    api_tail_us: NonNegativeFloat = 0.0  # an agent's CPU per client call after its reply has left
     byte_us: NonNegativeFloat = 0.0  # CPU per message byte at each end
     G_us_per_byte: NonNegativeFloat = 0.0  # the wire per byte
     call_us: NonNegativeFloat = 0.0  # CPU at a caller per request it waits for, beyond the messages

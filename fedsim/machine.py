@@ -20,7 +20,14 @@ from a ``fednode calibrate`` profile) turns the model on:
   on the host of the node they are attached to unless there is one host;
 * **messages**: LogGP's overhead ``o`` (and ``byte_us`` per byte) is CPU at
   the sender's and the receiver's process; the flight is ``L`` plus the wire
-  (``G`` per byte);
+  (``G`` per byte), or between a client program and its agent ``client_L_us``
+  (a client reaches its agent over TCP whatever the agents' transport is: over
+  verbs in the Soft-RoCE guest the two differ several times), and an agent's
+  CPU per message end with a client ``client_o_us`` (0 where the calibration
+  folds it into ``api_us``, as it does when the agents' transport is not TCP);
+  ``api_tail_us`` of a client call's CPU the agent spends after its reply has
+  left: its process's, on nobody's path (the calibration finds it where a
+  call's latency is less than the client's and the agent's CPU for it);
 * **requests**: ``call_us`` of CPU at the caller for each request it waits
   for (an agent's task and future), ``dispatch_us[kind]`` of CPU to serve a request beyond its
   messages and its local operations (``*``: any kind not listed), and
@@ -80,6 +87,9 @@ class MachineParams:
     cores: int = 2  # per host
     o_us: float = 0.0  # CPU per message at each end
     L_us: float = 0.0  # a message's flight beyond CPU (wake-ups, the loopback's softirq)
+    client_L_us: float | None = None  # the same between a client program and its agent (None: L_us)
+    client_o_us: float | None = None  # an agent's CPU per message end with a client program (None: o_us)
+    api_tail_us: float = 0.0  # an agent's CPU per client call after its reply has left (nobody waits for it)
     byte_us: float = 0.0  # CPU per byte at each end
     G_us_per_byte: float = 0.0  # the wire per byte
     call_us: float = 0.0  # CPU at a caller per request it waits for, beyond the messages
@@ -126,8 +136,8 @@ class Machine:
     Booking at submission keeps it one heap entry per job, as the runtime's
     other queues do."""
 
-    __slots__ = ("_G", "_L", "_byte", "_clients", "_o", "cap", "core_free", "host_procs", "host_states", "last",
-                 "n_nodes", "p", "proc_host", "procs", "ran", "share")  # fmt: skip
+    __slots__ = ("_G", "_L", "_Lc", "_byte", "_clients", "_o", "_oc", "cap", "core_free", "host_procs",
+                 "host_states", "last", "n_nodes", "p", "proc_host", "procs", "ran", "share")  # fmt: skip
 
     def __init__(self, params: MachineParams, n_nodes: int) -> None:
         if params.cores <= 0:
@@ -147,6 +157,8 @@ class Machine:
         self.cap = params.capacity
         self._o, self._byte = params.o_us, params.byte_us
         self._L, self._G = params.L_us, params.G_us_per_byte
+        self._Lc = params.L_us if params.client_L_us is None else params.client_L_us
+        self._oc = params.o_us if params.client_o_us is None else params.client_o_us
         #: each client's process (``client_proc``)
         self._clients: dict[int, Hashable] = {}
         #: the kind of work each process did last (``mixed``)
@@ -250,6 +262,16 @@ class Machine:
 
     def flight_us(self, size: int) -> float:
         return self._L + (size - 1 if size > 1 else 0) * self._G
+
+    def client_message_us(self, size: int) -> float:
+        """CPU at an agent's end of a message to or from a client program: ``client_o_us``
+        (the agents' ``o`` where not measured apart) and ``byte_us`` per byte."""
+        return self._oc + size * self._byte
+
+    def client_flight_us(self, size: int) -> float:
+        """A message's flight between a client program (or a mount) and its agent: the
+        client link's ``client_L_us`` (the agents' ``L`` where not measured)."""
+        return self._Lc + (size - 1 if size > 1 else 0) * self._G
 
     # ``table``'s cost of ``key``, or its ``*`` (any other), or nothing (written out: once per request)
     def dispatch(self, kind: str) -> float:

@@ -412,7 +412,7 @@ class SimCluster:
         # the source's CPU is booked now and the message flies when it is done: one event, its arrival
         leaves = env._now if src is None else mach.run(src, env._now, src_us)
         hop = _Hop(env, self, dst, dst_us, calls)
-        heappush(env._queue, (leaves + mach.flight_us(size), NORMAL, next(env._eid), hop))
+        heappush(env._queue, (leaves + mach.client_flight_us(size), NORMAL, next(env._eid), hop))
         return hop
 
     def _hop_arrived(self, hop: _Hop) -> None:
@@ -513,7 +513,7 @@ class SimCluster:
             for a in args:
                 if isinstance(a, (bytes, str)):
                     size += len(a)
-        yield self._hop(client, client_us, size, node_id, mach.message_us(size), calls)
+        yield self._hop(client, client_us, size, node_id, mach.client_message_us(size), calls)
         err: BaseException | None = None
         value: Any = None
         try:
@@ -532,7 +532,11 @@ class SimCluster:
                 yield self.cpu_at(client, client_us)
             raise
         back = CLIENT_HEADER + (len(value) if isinstance(value, bytes) else 0)
-        yield self._hop(node_id, mach.message_us(back), back, client, client_us)
+        reply = self._hop(node_id, mach.client_message_us(back), back, client, client_us)
+        tail = mach.p.api_tail_us
+        if tail:  # the agent's CPU after the reply has left, which nobody waits for (its process does)
+            mach.run(node_id, self.env._now, tail * len(calls))
+        yield reply
         if err is not None:
             raise err
         return value

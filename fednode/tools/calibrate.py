@@ -141,6 +141,8 @@ class Calibration:
         self.clients = {n: Client(cluster, node=n) for n in (self.R, self.A)}
         self.top = f"/fednode-calibrate-{int(time.time() * 1000) % 10**8}"
         self.rounds = 0
+        # a client reaches its agent over TCP: with agents on another transport its messages are not the pings'
+        self.fold_client = self.clients[self.R].status()["transport"] != "tcp"
         self.contended: dict[int, dict[str, float]] = {}
         self.user = 1.0
 
@@ -425,7 +427,7 @@ class Calibration:
         try:
             self.round()  # warm-up, discarded: fresh agents run their first requests slower
             while True:
-                fits.append(fit(self.round()))
+                fits.append(fit(self.round(), self.fold_client))
                 if (len(fits) >= 3 and spread_of(fits)[1] <= spread) or len(fits) >= max_rounds:
                     break
             self.user = self.user_share(max(2000, self.repeat * 20))
@@ -468,8 +470,11 @@ def _lstsq(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return coef, y - x @ coef
 
 
-def fit(rnd: Round) -> dict[str, Any]:
-    """The machine model's parameters from one round's measurements."""
+def fit(rnd: Round, fold_client: bool = False) -> dict[str, Any]:
+    """The machine model's parameters from one round's measurements.  ``fold_client``: the
+    agents' transport is not the clients' (verbs; a client reaches its agent over TCP), so a
+    client call's two messages are not priced at the ping's ``o`` but folded into ``api_us``
+    (``client_o_us`` 0)."""
     sizes = np.array(sorted(rnd.pings), float)
     rtt = np.array([rnd.pings[int(s)]["rtt_us"] for s in sizes])
     # each ping is four message ends (R sends, A receives, A answers, R receives), each of ``size`` bytes
@@ -486,7 +491,8 @@ def fit(rnd: Round) -> dict[str, Any]:
                           "cpu_fit_us": float(c - ce)}
                  for s, r, e, c, ce in zip(sizes, rtt, rtt_res, end, end_res, strict=True)},
     }  # fmt: skip
-    msg = 2 * o  # a client call's request and reply at the agent (small: their bytes are left to byte_us)
+    msg = 2 * o  # a request's and its reply's ends (small: their bytes are left to byte_us)
+    cmsg = 0.0 if fold_client else msg  # a client call's request and reply at the agent
     api: dict[str, float] = {}
     client: dict[str, float] = {}
     local: dict[str, list[int]] = {}
@@ -507,12 +513,24 @@ def fit(rnd: Round) -> dict[str, Any]:
 
     R = min(rnd.batches[0].agents)
     A = max(rnd.batches[0].agents)
+    # A local call's mean latency beyond the client's and the agent's CPU for it: positive, the
+    # client link's two flights (a client reaches its agent over TCP whatever the agents'
+    # transport, so over verbs this is not the ping's L); negative, CPU of the agent's that the
+    # client did not wait for (``api_tail_us``: its bookkeeping after the reply has left).
+    beyond = [
+        (statistics.fmean(b.wall_ns) - b.client_cpu_ns / b.n - b.agents[R]["cpu_ns"] / b.n) / 1000
+        for b in rnd.batches
+        if b.where == "local" and b.op != "cycle" and b.wall_ns
+    ]
+    d = float(statistics.median(beyond)) if beyond else 0.0
+    client_L = max(d, 0.0) / 2 if beyond else None
+    tail = max(-d, 0.0)
     for b in rnd.batches:
         if b.op == "cycle":
             continue
         if b.where == "local":
             r = b.agents[R]
-            api[b.op] = max((r["cpu_ns"] / 1000 - local_cpu(r)) / b.n - msg, 0.0)
+            api[b.op] = max((r["cpu_ns"] / 1000 - local_cpu(r)) / b.n - cmsg - tail, 0.0)
             client[b.op] = b.client_cpu_ns / b.n / 1000
         elif b.where != "nested":  # (a nested batch's A also waits for B: ``wait_us`` below)
             a = b.agents[A]
@@ -543,8 +561,8 @@ def fit(rnd: Round) -> dict[str, Any]:
         sent = sum(b.agents[A]["served"].values())
         if sent:
             r = b.agents[R]
-            beyond = (r["cpu_ns"] / 1000 - local_cpu(r)) - b.n * (msg + api[b.op])
-            per_call.append(beyond / sent - msg)
+            extra = (r["cpu_ns"] / 1000 - local_cpu(r)) - b.n * (cmsg + api[b.op] + tail)
+            per_call.append(extra / sent - msg)
     call_us = max(float(statistics.median(per_call)), 0.0) if per_call else 0.0
     # A handler that waits for the network: A's CPU in the nested batches beyond the requests it
     # served (their dispatch) and the ones it sent (their two ends and the wait, as R's), per
@@ -572,7 +590,7 @@ def fit(rnd: Round) -> dict[str, Any]:
         if b.where == "local":
             r = b.agents[R]
             warm = sum(n * api.get(op, 0.0) for op, n in calls.items())
-            num += r["cpu_ns"] / 1000 - local_cpu(r) - sum(calls.values()) * msg - warm
+            num += r["cpu_ns"] / 1000 - local_cpu(r) - sum(calls.values()) * (cmsg + tail) - warm
             den += warm
         else:
             a = b.agents[A]
@@ -585,7 +603,8 @@ def fit(rnd: Round) -> dict[str, Any]:
     client["*"] = float(statistics.median(client.values())) if client else 0.0
     out.update(mix_agent=mix_agent, mix_client=mix_client)
     out.update(api_us=api, client_us=client, dispatch_us=dispatch, call_us=call_us, call_samples_us=per_call,
-               wait_us=wait_us, wait_samples_us=per_wait, dispatch_residual_us=dispatch_res,
+               wait_us=wait_us, wait_samples_us=per_wait, dispatch_residual_us=dispatch_res, client_L_us=client_L,
+               client_o_us=0.0 if fold_client else None, api_tail_us=tail,
                local_us={**local_us, **rnd.local}, latency_us=latency)  # fmt: skip
     return out
 
@@ -620,8 +639,12 @@ def spread_of(fits: list[dict[str, Any]]) -> tuple[str, float]:
 def combine(fits: list[dict[str, Any]]) -> dict[str, Any]:
     """The median of each cost over the rounds (a cost seen in only some rounds: over those)."""
     out = dict(fits[-1])
-    for key in ("o_us", "L_us", "byte_us", "G_us_per_byte", "call_us", "wait_us", "mix_agent", "mix_client"):
+    for key in ("o_us", "L_us", "byte_us", "G_us_per_byte", "call_us", "wait_us", "api_tail_us", "mix_agent",
+                "mix_client"):
         out[key] = statistics.median(f[key] for f in fits)
+    lc = [f["client_L_us"] for f in fits if f.get("client_L_us") is not None]
+    out["client_L_us"] = statistics.median(lc) if lc else None
+    out["client_o_us"] = fits[-1].get("client_o_us")
     for key in ("api_us", "client_us", "dispatch_us", "local_us"):
         names = {k for f in fits for k in f[key]}
         out[key] = {k: statistics.median(f[key][k] for f in fits if k in f[key]) for k in sorted(names)}
@@ -660,6 +683,8 @@ def profile_of(fitted: dict[str, Any], rounds: int, spread: tuple[str, float], l
             "G_us_per_byte": round(float(fitted["G_us_per_byte"]), 6),
             "call_us": r3(fitted["call_us"]),
             "wait_us": r3(fitted["wait_us"]),
+            "api_tail_us": r3(fitted["api_tail_us"]),
+            **{k: r3(fitted[k]) for k in ("client_L_us", "client_o_us") if fitted.get(k) is not None},
             "mix_agent": r3(fitted["mix_agent"]),
             "mix_client": r3(fitted["mix_client"]),
             "dispatch_us": {k: r3(v) for k, v in fitted["dispatch_us"].items()},
@@ -713,6 +738,8 @@ def report(fitted: dict[str, Any], prof: dict[str, Any], spread_target: float) -
     lines.append(
         f"o = {m['o_us']:.2f} us CPU per message end (+{m['byte_us'] * 1024:.3f} us per KiB), "
         f"L = {m['L_us']:.2f} us flight (+{m['G_us_per_byte'] * 1024:.3f} us per KiB)"
+        + (f"; a client's flight to its agent {m['client_L_us']:.2f} us" if "client_L_us" in m else "")
+        + (f"; an agent's CPU after a call's reply {m['api_tail_us']:.2f} us" if m.get("api_tail_us") else "")
         + ("" if worst <= 0.10 else f"  -- POOR FIT: a residual of {100 * worst:.0f}% (the model is linear in size)")
     )
     rows = []
