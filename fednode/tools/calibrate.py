@@ -212,24 +212,31 @@ class Calibration:
         self.cycle(rnd, where, node, parent)
         R.rmdir(parent)
 
-    def directory_batches(self, rnd: Round) -> None:
-        """Creates, mkdirs, unlinks and rmdirs of names R manages and holds in a directory A
-        manages: A serves only the directory's upkeep (GetEntry, AddEntry, DelEntry,
-        SummaryAdd), the requests a name operation sends its parent's manager.  Without
-        them those kinds would be priced as any request (``dispatch_us['*']``), and every
-        operation on a name whose parent is managed elsewhere makes one or two."""
-        R, A = self.clients[self.R], self.clients[self.A]
+    def name_batches(self, rnd: Round, where: str, parent_manager: int, manager: int) -> None:
+        """Creates, mkdirs, rmdirs and unlinks at R of names ``manager`` manages and holds,
+        in a directory ``parent_manager`` manages:
+
+        * ``directory`` (names R's, the directory A's): A serves only the directory's
+          upkeep (GetEntry, AddEntry, DelEntry, SummaryAdd), the requests a name
+          operation sends its parent's manager; without them those kinds would be
+          priced as any request (``dispatch_us['*']``);
+        * ``nested`` (names A's, the directory B's): A's handlers wait for B, as a name's
+          manager or home does whenever its parent is managed elsewhere.  A handler that
+          waits continues on a worker task, which one that answers at once does not
+          need (``machine.wait_us``, beyond the calls' own costs)."""
+        R = self.clients[self.R]
         n = self.repeat
         self.rounds += 1
-        parent = names_managed_by(self.hashing, self.A, f"{self.top}/directory{self.rounds}_")[0]
-        A.call("pin", parent, self.A)
-        R.mkdir(parent)
-        files = names_managed_by(self.hashing, self.R, f"{parent}/f", n)
-        dirs = names_managed_by(self.hashing, self.R, f"{parent}/d", n)
-        for p in files + dirs:
-            R.call("pin", p, self.R)
+        parent = names_managed_by(self.hashing, parent_manager, f"{self.top}/{where}{self.rounds}_")[0]
+        files = names_managed_by(self.hashing, manager, f"{parent}/f", n)
+        dirs = names_managed_by(self.hashing, manager, f"{parent}/d", n)
+        with Client(self.cluster, node=parent_manager) as pm, Client(self.cluster, node=manager) as m:
+            pm.call("pin", parent, parent_manager)
+            R.mkdir(parent)
+            for p in files + dirs:
+                m.call("pin", p, manager)
         for op, names in (("mkdir", dirs), ("rmdir", dirs), ("create", files), ("unlink", files)):
-            self.timed(rnd, op, "directory", [(p,) for p in names], [])
+            self.timed(rnd, op, where, [(p,) for p in names], [])
         R.rmdir(parent)
 
     def local_ops(self, rnd: Round) -> None:
@@ -268,29 +275,6 @@ class Calibration:
             R.call("bench", "local", "unlink", [(p,) for p in made])
             R.call("bench", "local", "rmdir", [(d,)])
             R.call("bench", "cleanup", "", [])
-
-    def nested_batches(self, rnd: Round) -> None:
-        """The same calls on names A manages and holds in a directory a third agent B
-        manages: A's handlers now wait for B (GetEntry, AddEntry, DelEntry), as a
-        name's manager or home does whenever its parent is managed elsewhere.  A
-        handler that waits continues on a worker task, which one that answers at
-        once does not need (``machine.wait_us``, beyond the calls' own costs)."""
-        if self.B is None:
-            return
-        R, A = self.clients[self.R], self.clients[self.A]
-        n = self.repeat
-        self.rounds += 1
-        parent = names_managed_by(self.hashing, self.B, f"{self.top}/nested{self.rounds}_")[0]
-        with Client(self.cluster, node=self.B) as B:
-            B.call("pin", parent, self.B)
-        R.mkdir(parent)
-        files = names_managed_by(self.hashing, self.A, f"{parent}/f", n)
-        dirs = names_managed_by(self.hashing, self.A, f"{parent}/d", n)
-        for p in files + dirs:
-            A.call("pin", p, self.A)
-        for op, names in (("mkdir", dirs), ("rmdir", dirs), ("create", files), ("unlink", files)):
-            self.timed(rnd, op, "nested", [(p,) for p in names], [])
-        R.rmdir(parent)
 
     def cycle(self, rnd: Round, where: str, node: int, parent: str) -> None:
         """Every operation in turn on each of ``repeat`` fresh names (mkdir, create, stat, getattr,
@@ -396,8 +380,9 @@ class Calibration:
         self.pings(rnd)
         for where in ("local", "remote"):
             self.batches(rnd, where)
-        self.directory_batches(rnd)
-        self.nested_batches(rnd)
+        self.name_batches(rnd, "directory", self.A, self.R)
+        if self.B is not None:
+            self.name_batches(rnd, "nested", self.B, self.A)
         self.local_ops(rnd)
         return rnd
 
