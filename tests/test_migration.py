@@ -687,3 +687,21 @@ def test_a_move_to_the_parents_manager_whose_vd_is_not_cached_commits():
     assert c.op(1, "migrate", path, 0) == 1
     assert _holders(c, path) == [0] and _read(c, 2, path) == DATA
     assert c.walk(1) == c.namespace()
+
+
+def test_migrating_a_removed_file_to_the_home_a_stale_entry_names_is_enoent():
+    """Found by the random property above (pinned): node 1's DT still names node 0 as
+    the home of /d/b after node 0 unlinked it; a migration to node 0 answered "already
+    there" (0 files moved) for a file that no longer exists.  It asks the home first."""
+    c = DirectCluster(2, placement="with_manager", config=ProtocolConfig(migration_chunk=4, dt_entries=4))
+    c.op(0, "mkdir", "/d")
+    assert _try(c, 0, "create", "/d/b")[1] is None
+    fd, err = _try(c, 1, "open", "/d/b")  # node 1 caches /d/b -> node 0
+    assert err is None and _try(c, 1, "close", fd)[1] is None
+    assert _try(c, 0, "unlink", "/d/b")[1] is None
+    assert _try(c, 1, "migrate", "/d/b", 0)[1] == errno.ENOENT
+    assert _try(c, 1, "stat", "/d/b")[1] == errno.ENOENT
+    # a file that is there is still "already there": nothing moves
+    assert _try(c, 0, "create", "/d/c")[1] is None
+    assert _try(c, 1, "stat", "/d/c")[1] is None
+    assert _try(c, 1, "migrate", "/d/c", 0) == (0, None)

@@ -354,8 +354,14 @@ class Migration(Renaming):
     def _migrate_file(self, path: str, to: int) -> Gen:
         """One file to ``to``: asked of the target with the home as this node
         resolves it; a stale entry (the source answers ENOENT or ESTALE) is
-        resolved again at the manager, once."""
-        entry, _ = yield from self._lookup(path)
+        resolved again at the manager, once.  A cached entry that already names
+        ``to`` is asked of ``to`` first (``_at_home``'s Stat): the file may have
+        been removed or moved since, and "already there" must not answer for a
+        file that is gone (ENOENT, as any operation on it)."""
+        entry, cached = yield from self._lookup(path)
+        if cached and not entry.is_dir and entry.home == to:
+            _, home = yield from self._at_home(path, Stat, errno.EISDIR)
+            entry = DTEntry(False, home)
         for attempt in (0, 1):
             if entry.is_dir:
                 raise fs_error(errno.EISDIR, path)
