@@ -250,7 +250,7 @@ class Calibration:
         self.rounds += 1
         d = f"{self.top}-local{self.rounds}"  # beside the federation's tree, never in it
 
-        def timed(op: str, calls: list[tuple[Any, ...]]) -> float:
+        def median_us(op: str, calls: list[tuple[Any, ...]]) -> float:  # (``timed`` is the federated batches')
             return statistics.median(R.call("bench", "local", op, calls)[0]) / 1000 if calls else 0.0
 
         R.call("bench", "local", "mkdir", [(d,)])
@@ -261,15 +261,15 @@ class Calibration:
                 more = [f"{d}/e{i}" for i in range(len(made), k)]
                 R.call("bench", "local", "create", [(p,) for p in more])
                 made += more
-                per_size.append(timed("listdir", [(d,)] * n))
+                per_size.append(median_us("listdir", [(d,)] * n))
             (fixed, entry), _ = _lstsq(np.column_stack([np.ones(len(per_size)), LISTDIR_SIZES]), np.array(per_size))
             rnd.local.update(listdir=max(float(fixed), 0.0), listdir_entry=max(float(entry), 0.0))
             files = made[:n]
-            rnd.local["truncate"] = timed("truncate", [(p, 0) for p in files])
-            rnd.local["fsync"] = timed("fsync", [(p,) for p in files])
-            rnd.local["statfs"] = timed("statfs", [(d,)] * n)
+            rnd.local["truncate"] = median_us("truncate", [(p, 0) for p in files])
+            rnd.local["fsync"] = median_us("fsync", [(p,) for p in files])
+            rnd.local["statfs"] = median_us("statfs", [(d,)] * n)
             renamed = [f"{p}r" for p in files]
-            rnd.local["rename"] = timed("rename", [(p, q) for p, q in zip(files, renamed, strict=True)])
+            rnd.local["rename"] = median_us("rename", [(p, q) for p, q in zip(files, renamed, strict=True)])
             made = renamed + made[n:]
         finally:
             R.call("bench", "local", "unlink", [(p,) for p in made])
