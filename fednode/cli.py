@@ -6,8 +6,9 @@
     fednode local  --nodes N --base DIR [--mount MOUNTPOINT]
                                                   N agents on this machine (writes DIR/cluster.yaml),
                                                   with --mount: the federation mounted there too
-    fednode mount  --cluster FILE --node ID MOUNTPOINT [--foreground]
-                                                  the federation as a directory (FUSE), entered at node ID
+    fednode mount  --cluster FILE --node ID MOUNTPOINT [--foreground] [--route home|entry]
+                                                  the federation as a directory (FUSE): each call to the
+                                                  file's home or name's manager (entry: all via node ID)
     fednode umount MOUNTPOINT                     unmount (also after the mount process crashed)
     fednode fs     --cluster FILE CMD ARGS...     ls, stat, mkdir, put, get, cat, rm, rmdir, mv
     fednode migrate --cluster FILE PATH --to NODE move a file, or every file under a directory, to NODE
@@ -206,7 +207,9 @@ def local(nodes: int, base: str, placement: str | None, mountpoint: str | None =
 
 
 # ---------------------------------------------------------------------------- mount
-def mount(cluster_file: str, node: int, mountpoint: str, foreground: bool, log_file: str | None) -> int:
+def mount(
+    cluster_file: str, node: int, mountpoint: str, foreground: bool, log_file: str | None, route: str = "home"
+) -> int:
     """``fednode mount``: in the foreground, serve until unmounted or signalled;
     else start that as a process in its own session, wait until the mount is
     live, print its readiness line, and leave it running."""
@@ -217,10 +220,12 @@ def mount(cluster_file: str, node: int, mountpoint: str, foreground: bool, log_f
     from fednode.mount import mount as run_mount
 
     if foreground:
-        return run_mount(cluster_file, node, mountpoint)
+        return run_mount(cluster_file, node, mountpoint, route)
     err = open(log_file, "ab") if log_file else subprocess.DEVNULL
     try:
-        mp = MountProcess.federation(Path(cluster_file).resolve(), node, Path(mountpoint).resolve(), stderr=err)
+        mp = MountProcess.federation(
+            Path(cluster_file).resolve(), node, Path(mountpoint).resolve(), stderr=err, route=route
+        )
     finally:
         if log_file:
             err.close()  # type: ignore[union-attr]
@@ -470,7 +475,13 @@ def main(argv: list[str] | None = None) -> int:
     lo.add_argument("--mount", default=None, metavar="MOUNTPOINT", help="also mount the federation there (FUSE)")
     mo = sub.add_parser("mount", help="mount a federation as a directory (FUSE)")
     mo.add_argument("--cluster", required=True)
-    mo.add_argument("--node", type=int, required=True, help="the agent the mount enters the federation through")
+    mo.add_argument(
+        "--node", type=int, required=True, help="the mount's own agent (statfs; all calls with --route entry)"
+    )
+    mo.add_argument(
+        "--route", choices=("home", "entry"), default="home",
+        help="home: each call straight to the file's home or the name's manager (default); entry: all through --node",
+    )  # fmt: skip
     mo.add_argument("--foreground", action="store_true", help="serve in this process (default: in the background)")
     mo.add_argument("--log", default=None, help="in the background: append the mount's messages to this file")
     mo.add_argument("mountpoint")
@@ -544,7 +555,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError(f"--nodes must be at least 1, not {args.nodes}")
             return local(args.nodes, args.base, args.placement, args.mount)
         if args.cmd == "mount":
-            return mount(args.cluster, args.node, args.mountpoint, args.foreground, args.log)
+            return mount(args.cluster, args.node, args.mountpoint, args.foreground, args.log, args.route)
         if args.cmd == "umount":
             return umount(args.mountpoint)
         if args.cmd == "fs":

@@ -4,15 +4,19 @@
     fednode umount MOUNTPOINT
 
 ``FedOps`` only translates: each FUSE callback becomes the ``Client`` call of
-the same meaning at the node the mount enters the federation through (as a
-DNFS server is entered at one server), and the client's ``OSError`` goes back
-to the kernel with its errno unchanged.  Every decision about names, homes,
-renames and failures is the protocol's.
+the same meaning, and the client's ``OSError`` goes back to the kernel with
+its errno unchanged.  Every decision about names, homes, renames and failures
+is the protocol's, and so is where a call goes (``Entries``): the mount is a
+client of the whole federation, as a Federated DAFS client is, and sends a
+path's operation straight to the file's home where it has seen the file, else
+to the name's manager (``fedsim.protocol.routing``'s ``home`` route, the one
+the simulator's FUSE model runs); ``--route entry`` makes every call enter at
+the mount's node instead, which relays (as a DNFS server is entered at one).
 
 Threads.  libfuse runs callbacks on several threads so that calls waiting on
 other nodes overlap.  A ``Client`` serialises its calls (one request at a time
-per connection), so the mount keeps a pool of clients (``POOL_SIZE``
-connections to its agent): a path operation borrows one for the call; an open
+per connection), so the mount keeps a pool of clients of each agent it calls
+(``POOL_SIZE`` connections at most): a path operation borrows one for the call; an open
 file keeps the client its descriptor was opened on (descriptors belong to
 their connection), whose lock orders that file's reads and writes.
 Thread-local clients would not work: libfuse's threads enter Python through
@@ -55,7 +59,8 @@ kernel's, local to one mount.  Permission checks are the kernel's
 Names longer than 255 bytes and paths of 4096 bytes or more are
 ``ENAMETOOLONG``, as the kernel expects (``statfs`` reports the same
 ``namemax``).  An agent that dies makes its files ``EHOSTDOWN`` within the
-client timeout; a dead entry agent makes every call ``EHOSTDOWN``, never a hang.
+client timeout; an operation routed to a dead agent (a name it manages, a file
+it holds; with ``--route entry``, every call) is ``EHOSTDOWN``, never a hang.
 """
 
 from __future__ import annotations
@@ -85,6 +90,7 @@ from typing import Any
 
 from fedsim.protocol.attrs import Attr, dir_ino
 from fedsim.protocol.names import MAX_NAME, MAX_PATH
+from fedsim.protocol.routing import Router
 
 # mfusepy picks libfuse2 ("fuse") before libfuse3 when both are installed, unless told:
 # FUSE_LIBRARY_NAME / FUSE_LIBRARY_PATH are read once, at its import.
@@ -104,7 +110,8 @@ ENTRY_TIMEOUT = 1.0  # seconds the kernel trusts a name it looked up
 ATTR_TIMEOUT = 1.0  # seconds the kernel trusts a file's attributes
 NEGATIVE_TIMEOUT = 0.0  # a failed lookup is not remembered
 COHERENCE_BOUND_S = max(ENTRY_TIMEOUT, ATTR_TIMEOUT, NEGATIVE_TIMEOUT)
-POOL_SIZE = 16  # connections to the entry agent: more than libfuse's threads, far below limits.max_connections
+POOL_SIZE = 16  # connections to each agent: more than libfuse's threads, far below limits.max_connections
+ROUTES = ("home", "entry")  # where a mount's calls go (``Entries``)
 READY_MOUNTED = "fednode-mounted"  # the line `fednode mount` prints once the kernel talks to the mount
 _DEFAULT_FILE_MODE = 0o644  # what an agent with umask 022 creates: no chmod needed after create
 _DEFAULT_DIR_MODE = 0o755
@@ -199,13 +206,90 @@ class ClientPool:
                     c.disconnect()
 
 
+class Entries:
+    """Where a mount's calls go: the agent a path's operation is routed to, and a
+    pool of clients of each agent (made when first needed).
+
+    ``route="home"`` (the default): the mount is a client of the whole
+    federation, as a Federated DAFS client is.  A path's operation goes to the
+    file's home where the mount has seen it (the home its inode number names,
+    learnt from every getattr and create's attributes), else to the path's
+    manager: ``fedsim.protocol.routing.Router``, the protocol's code, which the
+    simulator's FUSE model runs too.  With the default placement a file's home
+    is its manager, so a stat, open, read or write is served by the agent that
+    receives it, with no relay.  A hint gone stale (the file migrated) costs a
+    relay, never a wrong answer: the agent's requester finds the file, and the
+    attributes of the next getattr teach the mount its new home.
+    ``route="entry"``: every call enters at ``node`` (today's DNFS-style mount,
+    kept for comparison).  ``statfs`` always asks ``node``.
+
+    The router's table is shared by libfuse's threads: a lock around it."""
+
+    def __init__(
+        self, cluster: Cluster, node: int, route: str, connect: Callable[[int], fclient.Client], pool_size: int
+    ) -> None:
+        if route not in ROUTES:
+            raise ValueError(f"unknown mount route {route!r}; allowed: {', '.join(ROUTES)}")
+        self.node = node
+        self.route = route
+        self.router = Router("home", cluster.spec.federation()) if route == "home" else None
+        self._connect = connect
+        self._size = pool_size
+        self._pools: dict[int, ClientPool] = {}
+        self._lock = threading.Lock()
+
+    def node_of(self, path: str | None) -> int:
+        """The agent an operation on ``path`` goes to (``node`` for none)."""
+        if path is None or self.router is None:
+            return self.node
+        with self._lock:
+            return self.router.entry(0, path)
+
+    def pool(self, path: str | None = None) -> ClientPool:
+        """The clients of the agent an operation on ``path`` goes to."""
+        n = self.node_of(path)
+        pool = self._pools.get(n)
+        if pool is None:
+            with self._lock:
+                pool = self._pools.get(n)
+                if pool is None:
+                    pool = self._pools[n] = ClientPool(functools.partial(self._connect, n), self._size)
+        return pool
+
+    def learn(self, path: str, attr: Any) -> None:
+        if self.router is not None:
+            with self._lock:
+                self.router.learn(path, attr)
+
+    def forget(self, path: str) -> None:
+        if self.router is not None:
+            with self._lock:
+                self.router.forget(path)
+
+    @contextlib.contextmanager
+    def client(self, path: str | None = None) -> Iterator[fclient.Client]:
+        """A client of ``path``'s agent for one call; a path that turns out not to
+        exist loses its hint (its next operation goes to its manager)."""
+        try:
+            with self.pool(path).client() as c:
+                yield c
+        except FileNotFoundError:
+            if path is not None:
+                self.forget(path)
+            raise
+
+    def close(self) -> None:
+        for pool in list(self._pools.values()):
+            pool.close()
+
+
 class _Handle:
     """An open file of the mount: the client its descriptor belongs to, and the descriptor (None once flushed)."""
 
     __slots__ = ("attr", "client", "fd", "lock", "path")
 
     def __init__(self, client: fclient.Client, fd: int, path: str) -> None:
-        self.client = client
+        self.client = client  # of the agent that opened it, which its descriptor belongs to
         self.fd: int | None = fd
         self.path = path
         self.lock = threading.Lock()
@@ -362,15 +446,16 @@ class FedOps(mfusepy.Operations):
         on_ready: Callable[[], None] | None = None,
         timeout: float | None = None,
         stats: MountStats | None = None,
+        route: str = "home",
     ) -> None:
         self.cluster = cluster
         self.node = node
 
-        def connect() -> fclient.Client:
-            c = fclient.Client(cluster, node=node, timeout=timeout)
+        def connect(n: int) -> fclient.Client:
+            c = fclient.Client(cluster, node=n, timeout=timeout)
             return c if stats is None else stats.watch(c)
 
-        self.pool = ClientPool(connect, pool_size)
+        self.entries = Entries(cluster, node, route, connect, pool_size)
         self.handles: dict[int, _Handle] = {}
         self._fh = itertools.count(1)
         self._on_ready = on_ready
@@ -385,7 +470,7 @@ class FedOps(mfusepy.Operations):
             self._on_ready()
 
     def destroy(self, path: str) -> None:
-        self.pool.close()
+        self.entries.close()
 
     # ------------------------------------------------------------------ attributes
     def getattr(self, path: str, fh: int | None = None) -> dict[str, int]:
@@ -396,16 +481,17 @@ class FedOps(mfusepy.Operations):
             if fresh is not None and time.monotonic() - fresh[1] < _PREFETCH_AGE_S:
                 return _stat_dict(fresh[0])
         check_name(path)  # the kernel's lookup of every new name comes here first
-        with self.pool.client() as c:
+        with self.entries.client(path) as c:
             a = c.getattr(path)
+        self.entries.learn(path, a)
         return _stat_dict(a)
 
     def chmod(self, path: str, mode: int) -> None:
-        with self.pool.client() as c:
+        with self.entries.client(path) as c:
             c.chmod(path, stat.S_IMODE(mode))
 
     def chown(self, path: str, uid: int, gid: int) -> None:
-        with self.pool.client() as c:
+        with self.entries.client(path) as c:
             c.chown(path, uid, gid)
 
     def utimens(self, path: str, times: tuple[int, int] | None = None) -> None:
@@ -413,11 +499,11 @@ class FedOps(mfusepy.Operations):
             atime, mtime = fclient.UTIME_NOW, fclient.UTIME_NOW
         else:
             atime, mtime = (_utime(t) for t in times)
-        with self.pool.client() as c:
+        with self.entries.client(path) as c:
             c.utimens(path, atime, mtime)
 
     def statfs(self, path: str) -> dict[str, int]:
-        with self.pool.client() as c:
+        with self.entries.client() as c:
             s = c.statfs()
         return {
             "f_bsize": s.bsize,
@@ -438,7 +524,7 @@ class FedOps(mfusepy.Operations):
         home, so one ``getattr`` per file."""
         out = [(".", {"st_mode": stat.S_IFDIR, "st_ino": dir_ino(path)}, 0), ("..", {"st_mode": stat.S_IFDIR}, 0)]
         prefix = path.rstrip("/") + "/"
-        with self.pool.client() as c:
+        with self.entries.client(path) as c:
             for name, is_dir in c.readdir(path):
                 if is_dir:
                     ino = dir_ino(prefix + name)
@@ -452,26 +538,29 @@ class FedOps(mfusepy.Operations):
 
     def mkdir(self, path: str, mode: int) -> None:
         check_name(path)
-        with self.pool.client() as c:
+        with self.entries.client(path) as c:
             c.mkdir(path)
             if stat.S_IMODE(mode) != _DEFAULT_DIR_MODE:
                 with _undo_on_error(lambda: c.rmdir(path)):
                     c.chmod(path, stat.S_IMODE(mode))
 
     def rmdir(self, path: str) -> None:
-        with self.pool.client() as c:
+        with self.entries.client(path) as c:
             c.rmdir(path)
 
     def unlink(self, path: str) -> None:
-        with self.pool.client() as c:
+        with self.entries.client(path) as c:
             c.unlink(path)
+        self.entries.forget(path)
 
     def rename(self, old: str, new: str, flags: int = 0) -> None:
         if flags:
             raise OSError(errno.EINVAL, "rename flags (RENAME_NOREPLACE, RENAME_EXCHANGE) are not supported")
         check_name(new)
-        with self.pool.client() as c:
+        with self.entries.client(old) as c:
             c.rename(old, new)
+        self.entries.forget(old)
+        self.entries.forget(new)  # the file replaced there, if any; the moved one is learnt at its next getattr
 
     def symlink(self, target: str, source: str) -> None:
         raise OSError(errno.EPERM, "a federation holds no symbolic links")
@@ -490,7 +579,8 @@ class FedOps(mfusepy.Operations):
 
     def create(self, path: str, mode: int, flags: int = 0) -> int:
         check_name(path)
-        c = self.pool.take()
+        pool = self.entries.pool(path)
+        c = pool.take()
         try:
             if stat.S_IMODE(mode) == _DEFAULT_FILE_MODE:
                 # create, open and the attributes libfuse asks for next, in one round trip
@@ -498,6 +588,7 @@ class FedOps(mfusepy.Operations):
                 fh = self._handle(c, fd, path)
                 if attr is not None:
                     self.handles[fh].attr = (attr, time.monotonic())
+                    self.entries.learn(path, attr)
                 return fh
             # another mode: the chmod must follow the create and precede the open (a failed
             # create must not chmod a file that was there before it)
@@ -512,14 +603,20 @@ class FedOps(mfusepy.Operations):
                 fh = self._handle(c, fd, path)
                 if not isinstance(attr, BaseException):
                     self.handles[fh].attr = (Attr(*attr), time.monotonic())
+                    self.entries.learn(path, attr)
                 return fh
         finally:
-            self.pool.give(c)
+            pool.give(c)
 
     def open(self, path: str, flags: int) -> int:
-        c = self.pool.take()
+        pool = self.entries.pool(path)
+        c = pool.take()
         try:
-            fd = c.open(path)
+            try:
+                fd = c.open(path)
+            except FileNotFoundError:
+                self.entries.forget(path)
+                raise
             if flags & os.O_TRUNC:  # libfuse3 asks the kernel for atomic O_TRUNC: it arrives here
                 try:
                     c.truncate(path, 0)
@@ -528,7 +625,7 @@ class FedOps(mfusepy.Operations):
                     raise
             return self._handle(c, fd, path)
         finally:
-            self.pool.give(c)
+            pool.give(c)
 
     def _fd(self, fh: int) -> tuple[_Handle, int]:
         """The handle and its federation descriptor, reopened by name if ``flush`` closed it."""
@@ -552,7 +649,7 @@ class FedOps(mfusepy.Operations):
         h = self.handles.get(fh) if fh is not None else None
         if h is not None:
             path = h.path
-        with self.pool.client() as c:
+        with self.entries.client(path) as c:
             c.truncate(path, length)
 
     def fsync(self, path: str, datasync: int, fh: int) -> None:
@@ -711,12 +808,12 @@ def _poke(mountpoint: str) -> None:
         os.statvfs(mountpoint)
 
 
-def mount(cluster_file: str | Path, node: int, mountpoint: str | Path) -> int:
+def mount(cluster_file: str | Path, node: int, mountpoint: str | Path, route: str = "home") -> int:
     """``fednode mount --foreground``: serve until unmounted or signalled; 0 when it ended cleanly."""
     cluster = load_cluster(cluster_file)
     cluster.spec.node(node)
     stats = MountStats.from_env()  # STATS_ENV: count the callbacks
-    return serve_fuse(lambda ready: FedOps(cluster, node, on_ready=ready, stats=stats), mountpoint,
+    return serve_fuse(lambda ready: FedOps(cluster, node, on_ready=ready, stats=stats, route=route), mountpoint,
                       fsname=f"fedfs:{Path(cluster_file).resolve()}#{node}",
                       snapshot=None if stats is None else stats.write)  # fmt: skip
 
@@ -775,10 +872,11 @@ class MountProcess:
         mountpoint: str | Path,
         stderr: Any = None,
         env: dict[str, str] | None = None,
+        route: str = "home",
     ) -> MountProcess:
         """``fednode mount --foreground``; ``proc.pid`` is the process serving the mount (no shell between)."""
         cmd = [sys.executable, "-m", "fednode.cli", "mount", "--cluster", str(cluster_file), "--node", str(node),
-               "--foreground", str(mountpoint)]  # fmt: skip
+               "--route", route, "--foreground", str(mountpoint)]  # fmt: skip
         return cls(cmd, mountpoint, stderr, env)
 
     def wait_ready(self, timeout: float | None = None) -> str:

@@ -31,7 +31,8 @@ from fedsim.direct import DirectCluster
 from fedsim.memfs import MemFS
 from fedsim.network import preset
 from fedsim.protocol.attrs import KEEP, ROOT_INO, UTIME_NOW, UTIME_OMIT
-from fedsim.protocol.config import ProtocolConfig
+from fedsim.protocol.config import FederationSpec, ProtocolConfig
+from fedsim.protocol.routing import Router
 from fedsim.runtime import OpTrace, SimCluster
 
 FD = "$fd"  # in an op's args: the descriptor the last open at that node returned
@@ -76,6 +77,11 @@ CRASH = "crash"
 DETECT = "detect"
 RESTART = "restart"
 DYNAMIC = (JOIN, LEAVE, CRASH, DETECT, RESTART)
+# As an op's node: the node a mount picks (issue 23: ``fedsim.protocol.routing``'s
+# ``home`` route, as ``fednode.mount.Entries`` and the FUSE model run it): the
+# file's home once a getattr or create_open taught it, else the path's manager;
+# a descriptor's call goes to the node of the last routed open.
+ROUTED = -1
 
 
 SCENARIOS = [
@@ -676,7 +682,12 @@ def _play(
     results, messages, raw = [], [], []
     fds: dict[int, int] = {}
     nodes = sc.nodes
+    router = Router("home", FederationSpec(range(sc.nodes), placement=sc.placement))
+    opened_at = 0  # the node of the last routed open
     for node, op, args in sc.ops:
+        routed = node == ROUTED
+        if routed:
+            node = opened_at if FD in args else router.entry(0, args[0])
         if op == OUTSIDE:
             path, data = args
             fs = local_fs(node)
@@ -697,6 +708,15 @@ def _play(
             fds[node] = value
         elif op == "create_open" and isinstance(value, (list, tuple)):
             fds[node] = value[0]
+        if routed:
+            if op in ("open", "create_open"):
+                opened_at = node
+            if isinstance(value, FileNotFoundError) or op == "unlink":
+                router.forget(args[0])
+            elif op == "getattr" and not isinstance(value, BaseException):
+                router.learn(args[0], value)
+            elif op == "create_open" and isinstance(value, (list, tuple)) and value[1] is not None:
+                router.learn(args[0], value[1])
         raw.append(value)
         results.append(canonical(view(op, value)))
         messages.append([tuple(m) for m in log])
@@ -1045,5 +1065,43 @@ SCENARIOS.append(
         ],
         same_ino=[],
         protocol={"block_cache_blocks": 3, "block_size": 4},
+    )
+)
+
+
+_RF = "/r/f"
+_RM = _manager_of(_RF, 4)
+SCENARIOS.append(
+    Scenario(
+        # issue 23: a mount routes each call to the file's home or the name's manager
+        # (ROUTED).  /r/f lives on a node that does not manage it (autonomy): the first
+        # getattr goes to its manager, which relays; the next to its home (which asks the
+        # manager once, then serves alone).  After a migration the hint is stale: the old
+        # home's requester finds the file at its new home, and the answer teaches the
+        # router; an unlinked name's hint is dropped.  A new file's calls go to its
+        # manager, its home: served where received.
+        "routing: a mount's calls go to the home or the manager, and a stale hint is recovered",
+        4,
+        files={(_RM + 1) % 4: [(_RF, b"routed data")]},
+        dirs={0: ["/r"], 2: ["/r"]},
+        ops=[
+            (ROUTED, "readdir", ("/r",)),  # at /r's manager
+            (ROUTED, "getattr", (_RF,)),  # at the manager: relayed to the home; learnt
+            (ROUTED, "getattr", (_RF,)),  # at the home: asks the manager once
+            (ROUTED, "open", (_RF,)),  # at the home, alone
+            (ROUTED, "read", (FD, 0, 100)),
+            (ROUTED, "close", (FD,)),
+            (0, "migrate", (_RF, (_RM + 2) % 4)),
+            (ROUTED, "getattr", (_RF,)),  # the stale hint: the old home finds it moved; learnt again
+            (ROUTED, "stat", (_RF,)),  # at the new home
+            (ROUTED, "create_open", ("/r/g",)),  # at /r/g's manager, where the file is made
+            (ROUTED, "write", (FD, 0, b"new")),
+            (ROUTED, "close", (FD,)),
+            (ROUTED, "getattr", ("/r/g",)),
+            (ROUTED, "unlink", (_RF,)),  # at the new home; the hint dropped
+            (ROUTED, "getattr", (_RF,)),  # at the manager: ENOENT
+            (ROUTED, "readdir", ("/r",)),
+        ],
+        same_ino=[(1, 2)],
     )
 )
