@@ -25,7 +25,12 @@ each on:
   the package, and the rest of the table still runs;
 * ``fed1``: a 1-agent federation mounted with ``fednode mount``;
 * ``fed4-manager``: 4 agents, ``placement: with_manager``;
-* ``fed4-rr``: 4 agents, ``placement: round_robin``.
+* ``fed4-rr``: 4 agents, ``placement: round_robin``;
+* ``fed4-entry``: as ``fed4-manager``, the mount with ``--route entry``: every
+  call through the mount's own agent, which relays (what routing saves).
+
+The federation's mounts route each call to the file's home or the name's
+manager (``fednode mount``'s default ``--route home``) unless the case says.
 
 It prints one table: each figure, and under it two rows of its cost relative
 to the baselines measured in the same run, ``x gl`` to GlusterFS and ``x pt``
@@ -62,7 +67,7 @@ from typing import Any
 
 GLUSTER = "gluster4"  # the GlusterFS case: a distribute volume of GLUSTER_BRICKS bricks
 GLUSTER_BRICKS = 4
-CASES = ("local", "passthrough", GLUSTER, "fed1", "fed4-manager", "fed4-rr")
+CASES = ("local", "passthrough", GLUSTER, "fed1", "fed4-manager", "fed4-rr", "fed4-entry")
 # the baselines every figure is compared with, by the tag its ratio row carries
 BASELINES = (("gl", GLUSTER), ("pt", "passthrough"))
 DBENCH_LOADFILE = "/usr/share/dbench/client.txt"
@@ -464,13 +469,13 @@ def case_dir(case: str, work: Path) -> Iterator[Path]:
             log.close()
         return
     nodes = 1 if case == "fed1" else 4
-    placement = {"fed4-manager": "with_manager", "fed4-rr": "round_robin"}.get(case)
+    placement = {"fed4-manager": "with_manager", "fed4-rr": "round_robin", "fed4-entry": "with_manager"}.get(case)
     path = write_local(base / "fed", nodes, **({"protocol": {"placement": placement}} if placement else {}))
     pc = ProcessCluster(path, log_dir=base / "logs", new_session=True)
     mp = None
     try:
         pc.wait_ready()
-        mp = MountProcess.federation(path, 0, mnt, stderr=log)
+        mp = MountProcess.federation(path, 0, mnt, stderr=log, route="entry" if case == "fed4-entry" else "home")
         mp.wait_ready()
         yield mnt
     finally:
