@@ -211,7 +211,7 @@ def unpack_names(directory: str, data: bytes) -> list[str]:
     if type(obj) is not tuple or len(obj) > ATTR_BATCH:
         raise ProtocolError(f"EntryAttrs: names must be an array of at most {ATTR_BATCH} names")
     for name in obj:
-        if type(name) is not str or "/" in name:
+        if type(name) is not str or not name or "/" in name:
             raise ProtocolError(f"EntryAttrs: {name!r} is not a name")
         path = join(directory, name)
         try:
