@@ -126,10 +126,10 @@ def test_a_name_busy_at_its_home_is_asked_again_by_name() -> None:
 
     node.listed_attr = gated_once  # type: ignore[method-assign]
     mark = len(c.trace)
-    got = {n: a for n, _, a in c.op(3, "readdir_attrs", "/d")}
+    got = {n: a for n, _, a in c.op((home + 1) % 4, "readdir_attrs", "/d")}
     kinds = _kinds(c, mark)
     assert calls >= 1 and kinds["EntryAttrs"] >= 1
-    assert kinds["GetAttr"] + kinds["PathAttr"] == (home != 3)  # the one name asked again (at 3: no message)
+    assert 1 <= kinds["GetAttr"] + kinds["PathAttr"] <= 2  # the one name asked again (at its home or manager)
     assert got["busy"] is not None and tuple(got["busy"]) == tuple(c.op(0, "getattr", "/d/busy"))
 
 
