@@ -36,6 +36,15 @@ at one mount, every open and read that *starts* ``COHERENCE_BOUND_S`` (1 s)
 later at any mount of the federation sees it.  Two mounts that both have a
 file open see each other's writes at the latest on their next open.
 
+Listings (readdirplus).  A readdir is one ``Client.readdir_attrs`` per
+listing (two round trips of the agent whatever the number of entries) kept
+with the directory handle, and every entry goes to the kernel with its full
+attributes (``FUSE_FILL_DIR_PLUS``; ``_FUSE.readdir_fuse_3``), readdirplus
+on every readdir (not "auto"): the kernel then knows each name and its
+attributes for the cache timeouts above, so ``ls -l``, ``find -ls`` and
+``scandir`` + ``stat`` make no lookup or getattr per name (before: a
+getattr round trip per file in readdir, then a lookup per name).
+
 Open files and renames.  A descriptor pins its file at the home (a rename of
 an open file is ``EBUSY``: the protocol's rule).  FUSE's ``release`` reaches
 the file system after ``close(2)`` has returned, so a program that closes a
