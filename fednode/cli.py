@@ -37,6 +37,7 @@ import json
 import logging
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -258,7 +259,15 @@ FS_COMMANDS = {
 }
 
 
-def fs(cluster_file: str, node: int | None, cmd: str, args: list[str]) -> int:
+def _long_line(name: str, is_dir: bool, a: Any) -> str:
+    """One ``ls -l`` line (mode, links, owner, group, size, mtime, name); ``?`` where the attributes are unknown."""
+    if a is None:
+        return f"{'d' if is_dir else '-'}?????????  ?  ?  ?  ? {'?':>16} {name}{'/' if is_dir else ''}"
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(a.mtime_ns / 1e9))
+    return f"{stat.filemode(a.mode)} {a.nlink:2} {a.uid} {a.gid} {a.size:8} {when} {name}{'/' if is_dir else ''}"
+
+
+def fs(cluster_file: str, node: int | None, cmd: str, args: list[str], long: bool = False) -> int:
     from fednode.client import Client
 
     want = FS_COMMANDS[cmd]
@@ -269,7 +278,10 @@ def fs(cluster_file: str, node: int | None, cmd: str, args: list[str]) -> int:
         return 2
     try:
         with Client(load_cluster(cluster_file), node=node) as c:
-            if cmd == "ls":
+            if cmd == "ls" and long:  # one call for the listing and every entry's attributes
+                for name, is_dir, a in c.readdir_attrs(args[0]):
+                    print(_long_line(name, is_dir, a))
+            elif cmd == "ls":
                 for name, is_dir in c.readdir(args[0]):
                     print(name + ("/" if is_dir else ""))
             elif cmd == "stat":
@@ -490,6 +502,7 @@ def main(argv: list[str] | None = None) -> int:
     f = sub.add_parser("fs", help="file commands over the client API")
     f.add_argument("--cluster", required=True)
     f.add_argument("--node", type=int, default=None, help="the agent to talk to (default: the first that answers)")
+    f.add_argument("-l", dest="long", action="store_true", help="ls: with every entry's attributes (one call)")
     f.add_argument("command", choices=sorted(FS_COMMANDS))
     f.add_argument("args", nargs="*")
     ini = sub.add_parser("init", help="write a cluster file for a list of hosts (with a new secret)")
@@ -543,7 +556,11 @@ def main(argv: list[str] | None = None) -> int:
     cb.add_argument("--mount", action="store_true", help="calibrate the FUSE mount too (needs /dev/fuse)")
     cb.add_argument("--base", default=None, help="for local agents: where their directories go (default: $TMPDIR)")
     cb.add_argument("--out", default="results/calibration", help="directory for profile.yaml and calibration.txt")
-    args = ap.parse_args(argv)
+    args, extra = ap.parse_known_args(argv)
+    if extra and args.cmd == "fs" and not any(a.startswith("-") for a in extra):
+        args.args += extra  # ``fs ls -l DIR``: argparse stops taking positionals at the option
+    elif extra:
+        ap.error(f"unrecognized arguments: {' '.join(extra)}")
     _setup_logging(args.verbose)
     try:
         if args.cmd == "serve":
@@ -559,7 +576,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "umount":
             return umount(args.mountpoint)
         if args.cmd == "fs":
-            return fs(args.cluster, args.node, args.command, args.args)
+            return fs(args.cluster, args.node, args.command, args.args, args.long)
         if args.cmd == "status":
             return status(args.cluster, args.json)
         if args.cmd == "migrate":

@@ -40,6 +40,15 @@ at one mount, every open and read that *starts* ``COHERENCE_BOUND_S`` (1 s)
 later at any mount of the federation sees it.  Two mounts that both have a
 file open see each other's writes at the latest on their next open.
 
+Listings (readdirplus).  A readdir is one ``Client.readdir_attrs`` per
+listing (two round trips of the agent whatever the number of entries) kept
+with the directory handle, and every entry goes to the kernel with its full
+attributes (``FUSE_FILL_DIR_PLUS``; ``_FUSE.readdir_fuse_3``), readdirplus
+on every readdir (not "auto"): the kernel then knows each name and its
+attributes for the cache timeouts above, so ``ls -l``, ``find -ls`` and
+``scandir`` + ``stat`` make no lookup or getattr per name (before: a
+getattr round trip per file in readdir, then a lookup per name).
+
 Open files and renames.  A descriptor pins its file at the home (a rename of
 an open file is ``EBUSY``: the protocol's rule).  FUSE's ``release`` reaches
 the file system after ``close(2)`` has returned, so a program that closes a
@@ -147,14 +156,51 @@ class FuseConfig:
         config.auto_cache = 0
 
 
+# libfuse3's readdir flags (fuse.h): the kernel asked for readdirplus; a filler entry carries full attributes
+FUSE_READDIR_PLUS = 1 << 0
+FUSE_FILL_DIR_PLUS = 1 << 1
+# fuse_common.h: the kernel may use readdirplus; ... and decides per call whether to (``init_with_config``)
+FUSE_CAP_READDIRPLUS = 1 << 13
+FUSE_CAP_READDIRPLUS_AUTO = 1 << 14
+
+
 class _FUSE(mfusepy.FUSE):
     """mfusepy's FUSE, with ``rename``'s flags passed on (mfusepy drops them,
-    which would turn ``RENAME_NOREPLACE`` into a silent overwrite)."""
+    which would turn ``RENAME_NOREPLACE`` into a silent overwrite), and
+    readdirplus (mfusepy passes only a name's type and inode number)."""
 
     def rename_fuse_3(self, old: bytes, new: bytes, flags: int) -> int:
         return self.operations.rename(
             old.decode(self.encoding, self.errors), new.decode(self.encoding, self.errors), flags
         )
+
+    def readdir_fuse_3(self, path: bytes | None, buf: Any, filler: Any, offset: int, fip: Any, flags: int) -> int:
+        """Entries from ``offset`` on, each with its full ``struct stat`` and
+        ``FUSE_FILL_DIR_PLUS`` when the kernel asked for readdirplus, so that
+        the kernel caches every name and its attributes and ``ls -l`` looks up
+        and stats none of them.  The entries carry non-zero offsets (their
+        position + 1): libfuse 3.14's high-level readdir passes a readdirplus
+        entry's attributes on only in that mode (without offsets it buffers
+        the listing and sends nodeid 0, "ignore these attributes"; fixed in
+        3.18), calling the file system again from the offset where the
+        kernel's buffer filled.  ``FedOps.readdir`` keeps its listing per
+        directory handle, so one listing serves all those calls."""
+        if not getattr(self.operations, "readdir_plus", False):  # (the passthrough baseline): mfusepy's way
+            return super().readdir_fuse_3(path, buf, filler, offset, fip, flags)
+        plus = bool(flags & FUSE_READDIR_PLUS)
+        decoded = None if path is None else path.decode(self.encoding, self.errors)
+        st = mfusepy.c_stat()
+        for name, attrs, off in self.operations.readdir(decoded, fip.contents.fh, offset):
+            ctypes.memset(ctypes.byref(st), 0, ctypes.sizeof(st))
+            full = plus and "st_nlink" in attrs
+            if full:
+                mfusepy.set_st_attrs(st, attrs, use_ns=True)
+            else:  # a plain entry: its type and inode number (use_ino); the kernel looks it up when needed
+                st.st_mode = attrs["st_mode"]
+                st.st_ino = attrs.get("st_ino", 0)
+            if filler(buf, name.encode(self.encoding, self.errors), st, off, FUSE_FILL_DIR_PLUS if full else 0):
+                break  # the kernel's buffer is full: it asks again from ``off``
+        return 0
 
 
 class ClientPool:
@@ -438,6 +484,7 @@ class FedOps(mfusepy.Operations):
     """FUSE callbacks as ``Client`` calls at one node (see the module docstring)."""
 
     use_ns = True  # times in nanoseconds, as the client carries them
+    readdir_plus = True  # ``readdir`` takes an offset and gives full attributes (``_FUSE.readdir_fuse_3``)
     _fuse_callbacks: tuple[str, ...]  # set by _fuse_ops
 
     def __init__(
@@ -459,6 +506,8 @@ class FedOps(mfusepy.Operations):
 
         self.entries = Entries(cluster, node, route, connect, pool_size)
         self.handles: dict[int, _Handle] = {}
+        #: open directory handle -> its listing (``readdir``), fetched at offset 0 and served from here
+        self.listings: dict[int, list[tuple[str, dict[str, int], int]]] = {}
         self._fh = itertools.count(1)
         self._on_ready = on_ready
         if stats is not None:
@@ -468,6 +517,12 @@ class FedOps(mfusepy.Operations):
     def init_with_config(self, conn_info: Any, config: Any) -> None:
         if config is not None:
             FuseConfig.apply(config)
+        if conn_info is not None and conn_info.capable & FUSE_CAP_READDIRPLUS:
+            # readdirplus for every readdir, not "auto": with auto the kernel asks for it only for a
+            # directory's first buffer (about 30 entries) until lookups show it is worth it, so ``ls -l``
+            # of a larger directory would still look up and stat most names one by one.  A plain ``ls``
+            # then gets the attributes too: one listing call either way (``readdir``).
+            conn_info.want = (conn_info.want | FUSE_CAP_READDIRPLUS) & ~FUSE_CAP_READDIRPLUS_AUTO
         if self._on_ready is not None:
             self._on_ready()
 
@@ -520,23 +575,45 @@ class FedOps(mfusepy.Operations):
         }
 
     # ------------------------------------------------------------------ names
-    def readdir(self, path: str, fh: int) -> list[tuple[str, dict[str, int], int]]:
-        """The names with their inode numbers (``use_ino``): a directory's is
-        a hash of its path (``attrs.dir_ino``, no message), a file's needs its
-        home, so one ``getattr`` per file."""
-        out = [(".", {"st_mode": stat.S_IFDIR, "st_ino": dir_ino(path)}, 0), ("..", {"st_mode": stat.S_IFDIR}, 0)]
-        prefix = path.rstrip("/") + "/"
-        with self.entries.client(path) as c:
-            for name, is_dir in c.readdir(path):
-                if is_dir:
-                    ino = dir_ino(prefix + name)
+    def opendir(self, path: str) -> int:
+        """A handle for the listing ``readdir`` keeps while the directory is open."""
+        return next(self._fh)
+
+    def releasedir(self, path: str, fh: int) -> None:
+        self.listings.pop(fh, None)
+
+    def readdir(self, path: str, fh: int, offset: int = 0) -> list[tuple[str, dict[str, int], int]]:
+        """The entries from ``offset`` on, each (name, attributes, its offset + 1),
+        with every entry's attributes as ``getattr`` gives them (inode numbers
+        included: ``use_ino``), for ``_FUSE.readdir_fuse_3`` to hand the
+        kernel as readdirplus.  One ``Client.readdir_attrs`` at offset 0 (a
+        rewind too): a round trip of the mount and two of its agent for the
+        whole directory, where a readdir and a getattr per file cost a round
+        trip each; the later calls of the same listing (the kernel's buffer
+        holds a few dozen entries) are served from the handle.  A name
+        removed since the listing is not listed, as a local readdir would
+        not; one whose attributes did not come (its home down) is listed
+        with its type only, and the kernel's lookup of it fails as a
+        getattr would."""
+        listing = self.listings.get(fh) if offset else None
+        if listing is None:
+            dot = {"st_mode": stat.S_IFDIR, "st_ino": dir_ino(path)}
+            listing = [(".", dot, 1), ("..", {"st_mode": stat.S_IFDIR}, 2)]
+            prefix = path.rstrip("/") + "/"
+            with self.entries.client(path) as c:
+                entries = c.readdir_attrs(path)
+            for name, is_dir, a in entries:
+                if a is not None:
+                    attrs = _stat_dict(a)
+                    self.entries.learn(prefix + name, a)  # a listing names its files' homes too
                 else:
-                    try:
-                        ino = c.getattr(prefix + name).ino
-                    except FileNotFoundError:
-                        continue  # removed since the listing: not listed, as a local readdir would not
-                out.append((name, {"st_mode": stat.S_IFDIR if is_dir else stat.S_IFREG, "st_ino": ino}, 0))
-        return out
+                    attrs = {"st_mode": stat.S_IFDIR if is_dir else stat.S_IFREG}
+                    if is_dir:
+                        attrs["st_ino"] = dir_ino(prefix + name)
+                listing.append((name, attrs, len(listing) + 1))
+            if fh:
+                self.listings[fh] = listing
+        return listing[offset:]
 
     def mkdir(self, path: str, mode: int) -> None:
         check_name(path)

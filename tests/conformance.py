@@ -385,6 +385,38 @@ SCENARIOS.append(
 )
 
 
+SCENARIOS.append(
+    Scenario(
+        # issue 23: readdir with attributes (``ls -l``, a mount's readdirplus) in two round
+        # trips of the requester: the listing at /p's manager (node 0), then one EntryAttrs
+        # per node at once (files to their homes, the subdirectories to every holder of /p).
+        # /p is held by all four; /p/s by node 3 only, until the create of /p/s/q (managed,
+        # so homed, at node 1) makes an implicit copy at node 1: /p/s's attributes stay
+        # node 3's (chmod 700 before the copy existed), as getattr gives them.
+        "readdir_attrs: a listing with every entry's attributes in two round trips",
+        4,
+        files={0: [("/p/a", b"aaaa")], 1: [("/p/d", b"d"), ("/p/e", b"eee")], 2: [("/p/b", b"bb"), ("/p/f", b"")]},
+        dirs={3: ["/p/s"], 2: ["/p/t"]},
+        ops=[
+            (1, "readdir_attrs", ("/p",)),  # 0: homes 0, 1, 2; holders 0-3 for s and t
+            (3, "setattr", ("/p/s", 0o700, KEEP, KEEP, *_OMIT2)),  # 1: at its one holder, node 3
+            (0, "create", ("/p/s/q",)),  # 2: home node 1, which makes /p/s there (implicit)
+            (2, "setattr", ("/p/a", 0o600, KEEP, KEEP, *_OMIT2)),  # 3
+            (2, "unlink", ("/p/b",)),  # 4
+            (2, "readdir_attrs", ("/p",)),  # 5: no b; a 600; s 700 (node 3's own copy)
+            (0, "getattr", ("/p/s",)),  # 6: the same as op 5 gives for s
+            (3, "getattr", ("/p/a",)),  # 7: the same as op 5 gives for a
+            (1, "readdir_attrs", ("/p/a",)),  # 8: ENOTDIR
+            (1, "readdir_attrs", ("/none",)),  # 9: ENOENT
+            (3, "readdir_attrs", ("/",)),  # 10: the root: p, every member a holder
+            (0, "readdir_attrs", ("/p/s/",)),  # 11: q, at node 1; not canonical, normalised
+            (2, "mkdir", ("/empty",)),  # 12
+            (2, "readdir_attrs", ("/empty",)),  # 13: nothing to fetch: the listing only
+        ],
+    )
+)
+
+
 def view(op: str, value: Any) -> Any:
     """What of an attribute result every world must agree on.  Times, owners
     and a file's local inode number are the host's (wall clock, the agent's
@@ -402,6 +434,8 @@ def view(op: str, value: Any) -> Any:
         return ("statfs", value[7])
     if op == "create_open":
         return (value[0], None if value[1] is None else view("getattr", value[1]))
+    if op == "readdir_attrs":
+        return [(name, is_dir, None if a is None else view("getattr", a)) for name, is_dir, a in value]
     return value
 
 

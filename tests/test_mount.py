@@ -593,3 +593,66 @@ def test_the_mount_sends_each_call_to_the_file_home_or_the_name_manager(fed: Fed
         assert ops.entries.node_of(path) == m  # gone: no hint left
     finally:
         ops.entries.close()
+
+
+def test_ls_l_of_a_directory_is_one_listing_not_a_stat_per_name(fed: Federation, tmp_path: Path) -> None:
+    """Issue 23: ``ls -l``, ``find -ls`` and ``os.scandir`` + ``stat`` of a
+    directory of 100 files reach the mount as about one readdir round trip
+    (``readdir_attrs``, handed to the kernel as readdirplus) and a handful of
+    getattr callbacks, not a lookup per name; and the attributes the listing
+    gave are ``stat``'s.  The files are made through the client API, so the
+    mount's kernel has none of the names cached before the listing."""
+    mount, _, _ = _mount_modules()
+    from fednode.client import Client
+    from fednode.tools.calibrate_fuse import _Probe
+
+    stats_file = tmp_path / "stats.json"
+    mnt = fed.base / "mnt_rdp"
+    mnt.mkdir()
+    with open(fed.base / "mnt_rdp.log", "ab") as log:
+        mp = mount.MountProcess.federation(fed.path, 1, mnt, stderr=log, env={mount.STATS_ENV: str(stats_file)})
+    fed.mounts.append(mp)
+    mp.wait_ready()
+    probe = _Probe(mp, stats_file)
+
+    def counted(run: object) -> dict[str, dict[str, int]]:
+        before = probe.snapshot()["callbacks"]
+        run()  # type: ignore[operator]
+        after = probe.snapshot()["callbacks"]
+        return {k: {f: v[f] - before.get(k, {}).get(f, 0) for f in v} for k, v in after.items()}
+
+    with Client(fed.path, node=2) as c:
+        for top in ("/rdp_ls", "/rdp_find", "/rdp_scan"):
+            c.mkdir(top)
+            for i in range(100):
+                c.write_file(f"{top}/f{i:03d}", b"x" * i)
+            c.mkdir(f"{top}/sub")
+        want = {e: c.getattr(f"/rdp_scan/{e}") for e in c.listdir("/rdp_scan")}
+
+    out: list[str] = []
+    for top, cmd in (("rdp_ls", ["ls", "-l"]), ("rdp_find", ["find", ".", "-ls"])):
+        d = counted(lambda top=top, cmd=cmd: out.append(sh(cmd, cwd=mnt / top)))
+        assert len(out[-1].splitlines()) == 102, out[-1][-500:]
+        # without readdirplus: ~100 lookups (getattr callbacks) and 100 getattr round trips of the readdir
+        assert d.get("getattr", {}).get("calls", 0) <= 5, (cmd, d)
+        assert d["readdir"]["round_trips"] <= 2, (cmd, d)
+        rts = sum(v["round_trips"] for v in d.values())
+        assert rts <= 7, (cmd, d)
+
+    seen: dict[str, os.stat_result] = {}
+
+    def scan() -> None:
+        with os.scandir(mnt / "rdp_scan") as it:
+            for e in it:
+                seen[e.name] = e.stat()
+                assert e.inode() == seen[e.name].st_ino
+
+    d = counted(scan)
+    assert d.get("getattr", {}).get("calls", 0) <= 5 and d["readdir"]["round_trips"] <= 2, d
+    assert set(seen) == set(want)
+    for name, st in seen.items():
+        a = want[name]
+        assert (st.st_ino, st.st_size, st.st_mode, st.st_nlink) == (a.ino, a.size, mount._stat_dict(a)["st_mode"],
+                                                                    a.nlink), name  # fmt: skip
+        assert (st.st_uid, st.st_gid, st.st_mtime_ns) == (a.uid, a.gid, a.mtime_ns), name
+        assert os.stat(mnt / "rdp_scan" / name).st_ino == st.st_ino
