@@ -767,3 +767,16 @@ def test_xattrs_survive_rename_and_copy_tools(mnt: Path, tmp_path: Path) -> None
         back = tmp_path / "back"
         sh(["rsync", "-aX", f"{mnt / 'tree'}/", str(back)])
         assert os.getxattr(back / "sub" / "a", "user.r") == b"1"
+
+
+@pytest.mark.skipif(shutil.which("stress-ng") is None, reason="needs stress-ng (./dev.sh setup installs it)")
+def test_stress_ng_xattr_stressor_runs_and_verifies(mnt: Path) -> None:
+    """stress-ng's xattr stressor (set with both flags, get, list, remove, and
+    the kernel's limits) on the mount: not skipped, no verification failure."""
+    out = subprocess.run(
+        ["stress-ng", "--xattr", "1", "--xattr-ops", "30", "--verify", "--metrics-brief", "--temp-path", str(mnt)],
+        capture_output=True, text=True, timeout=HANG, cwd=mnt,
+    )  # fmt: skip
+    text = out.stdout + out.stderr
+    assert out.returncode == 0, text[-3000:]
+    assert "successful run completed" in text and "skipped" not in text.replace("0 skipped", ""), text[-3000:]
