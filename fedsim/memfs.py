@@ -36,8 +36,8 @@ from typing import Any
 from fedsim.protocol.attrs import KEEP, OFF_MAX, UTIME_NOW, UTIME_OMIT, check_setattr
 from fedsim.protocol.effects import LOCAL_OPS
 from fedsim.protocol.messages import fs_error
-from fedsim.protocol.xattrs import XATTR_CREATE, XATTR_REPLACE, check_list, check_name, check_set
 from fedsim.protocol.names import ROOT, ancestors, is_replica, split
+from fedsim.protocol.xattrs import XATTR_CREATE, XATTR_REPLACE, check_list, check_name, check_set
 
 FILE_MODE = _stat.S_IFREG | 0o644
 DIR_MODE = _stat.S_IFDIR | 0o755

@@ -80,9 +80,8 @@ def check_name(path: str, name: object) -> None:
     if not 0 < n <= XATTR_NAME_MAX:
         raise fs_error(errno.ERANGE, path, f"extended attribute name of {n} bytes (1..{XATTR_NAME_MAX})")
     if not allowed(name):
-        raise fs_error(
-            errno.EOPNOTSUPP, path, f"extended attribute {name!r}: only the {', '.join(NAMESPACES)} namespace is carried"
-        )
+        carried = ", ".join(NAMESPACES)
+        raise fs_error(errno.EOPNOTSUPP, path, f"extended attribute {name!r}: only the {carried} namespace is carried")
     if name in NAMESPACES:
         raise fs_error(errno.EINVAL, path, f"extended attribute name {name!r} has nothing after its namespace")
 

@@ -63,17 +63,23 @@ from fedsim.protocol.xattrs import check_name, check_set, wire_check
 # --- at the home of a file, or at a holder of a directory ------------------------------------
 # (``attr`` is the attribute's name: a field called ``name`` is checked as a path component by
 # the codec, and an attribute's name may hold "/")
-@register_request
 @dataclass(slots=True, frozen=True)
-class GetXattr(Request):
-    """The value of extended attribute ``attr`` of ``path`` here (ENODATA if unset)."""
+class _Named(Request):
+    """(not a request of its own) one attribute of ``path``: the name checked from the wire."""
 
-    reply: ClassVar[Any] = bytes
     path: str
     attr: str
 
     def __post_init__(self) -> None:
         wire_check(self.kind, self.attr)
+
+
+@register_request
+@dataclass(slots=True, frozen=True)
+class GetXattr(_Named):
+    """The value of extended attribute ``attr`` of ``path`` here (ENODATA if unset)."""
+
+    reply: ClassVar[Any] = bytes
 
 
 @register_request
@@ -102,15 +108,10 @@ class ListXattr(Request):
 
 @register_request
 @dataclass(slots=True, frozen=True)
-class RemoveXattr(Request):
+class RemoveXattr(_Named):
     """Remove ``attr`` of ``path`` here (ENODATA if unset)."""
 
     reply: ClassVar[Any] = None
-    path: str
-    attr: str
-
-    def __post_init__(self) -> None:
-        wire_check(self.kind, self.attr)
 
 
 # --- at the manager of a name: the same fields, their own types (the handlers resolve the name);
