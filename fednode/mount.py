@@ -96,6 +96,7 @@ import json
 import logging
 import os
 import queue
+import re
 import select
 import selectors
 import shutil
@@ -931,13 +932,38 @@ def raise_readahead(mountpoint: str, kb: int = READAHEAD_KB) -> None:
     may raise it (a sequential read of 8 MiB then takes 8 round trips, not 64);
     for anyone else it stays as it is, logged, and the mount works the same.
     Random reads are unaffected: the kernel reads ahead only what it sees read
-    in sequence."""
+    in sequence.
+
+    The kernel caps the value when it processes the reply to FUSE's init, so
+    this waits for that with a ``stat`` of the mount point, made by a child
+    process: a stat from a thread of this process is a FUSE request to
+    itself, and a mount SIGKILLed while it was in flight kept that thread in
+    uninterruptible wait, the process a zombie holding ``/dev/fuse``, and
+    every process that touched the mount hung with it (until the connection
+    was aborted by hand).  A child's stat fails once this process is gone.
+    The device number comes from ``/proc/self/mountinfo``."""
     try:
-        st = os.stat(mountpoint)
-        with open(f"/sys/class/bdi/{os.major(st.st_dev)}:{os.minor(st.st_dev)}/read_ahead_kb", "w") as f:
+        probe = [sys.executable, "-c", "import os, sys; os.stat(sys.argv[1])", mountpoint]
+        subprocess.run(probe, check=True, timeout=60, stdin=subprocess.DEVNULL, capture_output=True)
+        dev = _mount_dev(os.path.abspath(mountpoint))  # (realpath would lstat the mount: a FUSE request)
+        with open(f"/sys/class/bdi/{dev}/read_ahead_kb", "w") as f:
             f.write(str(kb))
-    except OSError as exc:
+    except (OSError, subprocess.SubprocessError) as exc:
         log.info("readahead of %s left at the kernel's default: %s", mountpoint, exc)
+
+
+def _mount_dev(mountpoint: str) -> str:
+    """The device number ("MAJ:MIN") of the last mount at ``mountpoint``, from
+    mountinfo (which writes a space, tab, newline or backslash as octal)."""
+    dev = None
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+        for line in f:
+            fields = line.split()
+            if re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4]) == mountpoint:
+                dev = fields[2]
+    if dev is None:
+        raise OSError(errno.ENOENT, "not in /proc/self/mountinfo", mountpoint)
+    return dev
 
 
 def _poke(mountpoint: str) -> None:

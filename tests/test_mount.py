@@ -780,3 +780,15 @@ def test_stress_ng_xattr_stressor_runs_and_verifies(mnt: Path) -> None:
     text = out.stdout + out.stderr
     assert out.returncode == 0, text[-3000:]
     assert "successful run completed" in text and "skipped" not in text.replace("0 skipped", ""), text[-3000:]
+
+
+def test_readahead_is_raised_without_a_request_to_the_mount_itself(fed: Federation) -> None:
+    """The mount finds its device number in mountinfo, not by a stat of itself
+    (a FUSE request to its own process, which a SIGKILL in flight turned into a
+    zombie that hung every process touching the mount)."""
+    mount, _, _ = _mount_modules()
+    dev = mount._mount_dev(str((fed.base / "mnt").resolve()))
+    st = os.stat(fed.base / "mnt")
+    assert dev == f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    if os.geteuid() == 0:
+        assert Path(f"/sys/class/bdi/{dev}/read_ahead_kb").read_text().strip() == str(mount.READAHEAD_KB)
