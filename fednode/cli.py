@@ -2,6 +2,7 @@
 
     fednode serve  --cluster FILE --node ID       run one agent in the foreground
                    [--join]                      ... joining a running federation (the file's other nodes: seeds)
+                   [--mount MOUNTPOINT]          ... and the federation mounted there, in the same process
     fednode leave  --cluster FILE --node ID       that agent leaves its federation gracefully
     fednode local  --nodes N --base DIR [--mount MOUNTPOINT]
                                                   N agents on this machine (writes DIR/cluster.yaml),
@@ -58,9 +59,20 @@ def _setup_logging(verbose: bool) -> None:
 
 
 # ---------------------------------------------------------------------------- serve
-def serve(cluster_file: str, node: int, loop_choice: str | None = None, join: bool = False) -> int:
+def serve(
+    cluster_file: str, node: int, loop_choice: str | None = None, join: bool = False, mountpoint: str | None = None
+) -> int:
+    """Run agent ``node`` in the foreground; with ``mountpoint``, a FUSE mount
+    of the federation in the same process too (``fednode.serve``)."""
     cluster = load_cluster(cluster_file)
     cluster.spec.node(node)  # a clear error for an unknown id before anything starts
+    if mountpoint is not None:
+        from fednode.serve import mountpoint_error
+
+        why = mountpoint_error(mountpoint)
+        if why is not None:  # before the agent starts: nothing is left half-started
+            print(f"fednode serve: {why}", file=sys.stderr)
+            return 2
     from fednode.cluster import READY_LISTENING
     from fednode.localfs import LocalFS, RootUnusable
     from fednode.runtime import Agent
@@ -80,6 +92,10 @@ def serve(cluster_file: str, node: int, loop_choice: str | None = None, join: bo
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     log.info("node %d: event loop: %s", node, which)
+    if mountpoint is not None:
+        from fednode.serve import serve_mounted
+
+        return serve_mounted(cluster, cluster_file, node, fs, factory, mountpoint, join)
 
     async def main() -> int:
         agent = Agent(cluster, node, make_transport(cluster, node), fs=fs, join=join)
@@ -477,6 +493,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--loop", default=None, choices=eventloop.CHOICES, help="event loop (default: $FEDNODE_LOOP, auto)")
     s.add_argument("--join", action="store_true",
                    help="join a running federation: the cluster file's other nodes are its seeds")  # fmt: skip
+    s.add_argument("--mount", default=None, metavar="MOUNTPOINT",
+                   help="also mount the federation there, in this process (FUSE; no socket to this agent)")  # fmt: skip
     lv = sub.add_parser("leave", help="make one agent leave its federation gracefully")
     lv.add_argument("--cluster", required=True)
     lv.add_argument("--node", type=int, required=True)
@@ -564,7 +582,7 @@ def main(argv: list[str] | None = None) -> int:
     _setup_logging(args.verbose)
     try:
         if args.cmd == "serve":
-            return serve(args.cluster, args.node, args.loop, args.join)
+            return serve(args.cluster, args.node, args.loop, args.join, args.mount)
         if args.cmd == "leave":
             return leave(args.cluster, args.node)
         if args.cmd == "local":

@@ -68,18 +68,11 @@ class Client:
     """A connection to one agent of a federation."""
 
     def __init__(self, cluster: Cluster | str | Path, node: int | None = None, timeout: float | None = None) -> None:
-        self.cluster = cluster if isinstance(cluster, Cluster) else load_cluster(cluster)
+        self._setup(cluster, timeout)
         spec = self.cluster.spec
-        self.timeout = timeout if timeout is not None else 4 * spec.rpc_timeout_ms / 1000.0 + 1.0
-        self.max_size = spec.max_message_bytes
-        self.chunk = min(CHUNK, spec.max_io)  # the cluster file guarantees at least config.MIN_CHUNK
-        self._rid = itertools.count(1)
-        self._lock = threading.Lock()
         self._tls = tls_contexts(self.cluster, server=False)
         #: the current connection (None after one ended, until the next call connects)
         self.sock: socket.socket | None = None
-        self._closed = False  # disconnect() was called: no call connects again
-        self._gen = -1  # how many connections this client made, less one: the first's descriptors are the agent's
         candidates = [node] if node is not None else spec.members
         errors = []
         for n in candidates:
@@ -95,6 +88,18 @@ class Client:
                 candidates[0] if len(candidates) == 1 else -1,
                 "no agent answered: " + "; ".join(errors) + " (is the federation running? `fednode status`)",
             )
+
+    def _setup(self, cluster: Cluster | str | Path, timeout: float | None) -> None:
+        """What every kind of client holds, however it reaches its agent."""
+        self.cluster = cluster if isinstance(cluster, Cluster) else load_cluster(cluster)
+        spec = self.cluster.spec
+        self.timeout = timeout if timeout is not None else 4 * spec.rpc_timeout_ms / 1000.0 + 1.0
+        self.max_size = spec.max_message_bytes
+        self.chunk = min(CHUNK, spec.max_io)  # the cluster file guarantees at least config.MIN_CHUNK
+        self._rid = itertools.count(1)
+        self._lock = threading.Lock()
+        self._closed = False  # disconnect() was called: no call connects again
+        self._gen = -1  # how many connections this client made, less one: the first's descriptors are the agent's
 
     # ------------------------------------------------------------------ connection
     def _connect(self, node: int) -> socket.socket:
@@ -289,6 +294,16 @@ class Client:
             except (PeerUnavailable, ProtocolError):
                 self._drop()  # the requests may have run: not sent again, the next call connects anew
                 raise
+        return self._outcomes(calls, envs, gen)
+
+    @staticmethod
+    def _outcomes(
+        calls: tuple[tuple[str, tuple[Any, ...]], ...], envs: dict[int, tuple[Any, ...]], gen: int
+    ) -> list[tuple[bool, Any, list[tuple[int, int, str]]]]:
+        """Per call, from its reply envelope (``envs[i]``: REPLY or ERROR): (succeeded,
+        value or error, message log), a descriptor carrying connection ``gen``.
+        One place for every way a reply reaches a client (a socket, or the
+        agent's own process: ``fednode.serve.LocalClient``)."""
         out = []
         for i, (op, _) in enumerate(calls):
             kind, _, body, log = envs[i]
@@ -297,8 +312,9 @@ class Client:
                 if op in _OPENS:  # the connection's number travels with the descriptor
                     if type(body) is int and body >= 0:
                         body = (gen << _GEN_SHIFT) | body
-                    elif type(body) is list and body and type(body[0]) is int and body[0] >= 0:
-                        body = [(gen << _GEN_SHIFT) | body[0], *body[1:]]
+                    elif type(body) in (list, tuple) and body and type(body[0]) is int and body[0] >= 0:
+                        # (create_open's (fd, attributes): a tuple as decoded, and as built in-process)
+                        body = ((gen << _GEN_SHIFT) | body[0], *body[1:])
                 out.append((True, body, log))
             else:
                 out.append((False, decode_error(body), log))

@@ -510,12 +510,17 @@ class FedOps(mfusepy.Operations):
         timeout: float | None = None,
         stats: MountStats | None = None,
         route: str = "home",
+        client_factory: Callable[[int], fclient.Client] | None = None,
     ) -> None:
+        """``client_factory(node)``: a new client of agent ``node`` (default a
+        ``Client`` over TCP; ``fednode serve --mount`` gives the agent's own
+        in-process clients, ``fednode.serve.LocalClient``)."""
         self.cluster = cluster
         self.node = node
+        make = client_factory or (lambda n: fclient.Client(cluster, node=n, timeout=timeout))
 
         def connect(n: int) -> fclient.Client:
-            c = fclient.Client(cluster, node=n, timeout=timeout)
+            c = make(n)
             return c if stats is None else stats.watch(c)
 
         self.entries = Entries(cluster, node, route, connect, pool_size)

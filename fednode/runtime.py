@@ -25,6 +25,7 @@ import errno
 import hmac
 import itertools
 import logging
+import queue
 import time
 from collections.abc import Callable, Generator
 from typing import Any
@@ -86,6 +87,38 @@ class _ClientState:
         self.fds: set[int] = set()
         self.inflight = 0
         self.reserved = 0
+
+
+class LocalClientConn:
+    """A client connection inside the agent's process (``fednode serve
+    --mount``): the calls of ``fednode.serve.LocalClient`` arrive as decoded
+    envelopes (``Agent.on_local``) and the replies leave as the tuples the
+    agent built, through ``replies``, a queue the client's thread waits on.
+    It is a connection like a socket's for everything the agent decides:
+    its own descriptors (one ``LocalClientConn`` per client, so no client of
+    the process uses another's), its own requests in flight and limits.  It
+    has no ``hold``: at ``limits.max_inflight_requests`` a call is refused
+    with EAGAIN rather than read later."""
+
+    __slots__ = ("closed", "peer", "replies")
+
+    def __init__(self) -> None:
+        self.peer = wire.CLIENT_ID
+        self.closed = False
+        self.replies: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+
+    def deliver(self, out: tuple[Any, ...]) -> None:
+        """A reply envelope (REPLY or ERROR, with its request id) for the waiting client."""
+        self.replies.put(out)
+
+    def send(self, payload: bytes) -> None:
+        """A packed envelope (what a path of the agent that packs sends): decoded and delivered."""
+        if self.closed:
+            raise ConnectionError("the in-process client disconnected")
+        self.deliver(wire.decode(payload, len(payload)))
+
+    def close(self) -> None:
+        self.closed = True
 
 
 class Profile:
@@ -492,6 +525,20 @@ class Agent:
         except ProtocolError as exc:
             self._bad(conn, 0, f"garbled frame: {exc}")
             return
+        self.on_envelope(conn, env)
+
+    def on_local(self, conn: LocalClientConn, envs: list[tuple[Any, ...]]) -> None:
+        """Envelopes of an in-process client (``fednode.serve.LocalClient``),
+        called in the loop's thread: each takes the path a decoded frame
+        takes (``on_envelope``), so every check a socket client's call meets
+        (the envelope's shape, argument types, descriptor ownership per
+        connection, the limits) applies; only the framing, the codec and the
+        handshake, which protect the socket, are left out."""
+        for env in envs:
+            self.on_envelope(conn, env)
+
+    def on_envelope(self, conn: Conn, env: tuple[Any, ...]) -> None:
+        """One decoded envelope (a tuple whose first item is a known kind)."""
         kind = env[0]
         try:
             if kind == wire.REPLY or kind == wire.ERROR or kind == wire.PONG:
@@ -514,10 +561,7 @@ class Agent:
         """A frame we cannot serve: answer with EBADMSG and keep serving."""
         self.bad_frames += 1
         log.warning("node %d: from %s: %s", self.id, _who(conn.peer), reason)
-        try:
-            conn.send(pack((wire.ERROR, rid, encode_error(OSError(errno.EBADMSG, reason)), None)))
-        except ConnectionError:
-            pass
+        self._reply(conn, (wire.ERROR, rid, encode_error(OSError(errno.EBADMSG, reason)), None))
 
     def _on_reply(self, conn: Conn, env: tuple[Any, ...]) -> None:
         if env[0] == wire.PONG:
@@ -596,6 +640,9 @@ class Agent:
             self._reply(conn, out)
 
     def _reply(self, conn: Conn, out: tuple[Any, ...]) -> None:
+        if type(conn) is LocalClientConn:  # an in-process client: the reply as built, no frame to bound
+            conn.deliver(out)
+            return
         data = pack(out)
         if len(data) > self.max_size:
             err = OSError(errno.EMSGSIZE, f"reply of {len(data)} bytes exceeds the {self.max_size}-byte limit")

@@ -1,0 +1,161 @@
+"""``fednode serve --mount`` (issue 23): an agent and its mount in one process.
+
+The in-process client (``fednode.serve.LocalClient``) first, on agents of an
+``AgentGroup`` (no FUSE): it meets the checks a socket client meets
+(argument types, the descriptor's owner per connection, the envelope's
+shape), and giving it up closes its files.  Then the command itself, in a
+2-node federation whose other agent is a ``fednode serve`` process: the
+mount works (create, write, read, ls, rm through it) and the other agent
+sees what it made; SIGTERM unmounts and exits 0; a bad mount point is a
+one-line error before any agent starts.  Waiting is on readiness lines and
+process exits, never on sleeps.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fednode.client import Client
+from fednode.cluster import AgentGroup, ProcessCluster, local_spec, write_local
+from fednode.config import Cluster, load_cluster
+from tests.test_mount import HANG, pytestmark, sh  # noqa: F401  (pytestmark: FUSE or skip, as test_mount)
+
+
+# ---------------------------------------------------------------------------- the in-process client
+@pytest.fixture
+def group(tmp_path: Path) -> Iterator[AgentGroup]:
+    g = AgentGroup(Cluster(local_spec(tmp_path, 2)), transport="inproc")
+    try:
+        yield g
+    finally:
+        g.stop()
+
+
+def _local(group: AgentGroup, node: int = 0) -> Client:
+    from fednode.serve import LocalClient
+
+    return LocalClient(group.agents[node], group.lt.loop)
+
+
+def test_local_client_is_a_client(group: AgentGroup) -> None:
+    c = _local(group)
+    c.mkdir("/d")
+    assert c.write_file("/d/f", b"hello") in (0, 1)
+    assert c.read_file("/d/f") == b"hello"
+    assert c.readdir("/d") == [("f", False)]
+    fd, attr = c.create_open("/d/g")
+    assert attr is not None and attr.size == 0
+    c.write(fd, b"xyz", 0)
+    c.close(fd)
+    assert group.op(1, "stat", "/d/g") == (False, 3)  # the other agent sees it
+    fd_err, st = c.pipeline(("open", ("/d/none",)), ("stat", ["/d/f"]))  # an array as args, as a frame decodes it
+    assert isinstance(fd_err, FileNotFoundError) and tuple(st) == (False, 5)
+    with pytest.raises(FileNotFoundError):
+        c.unlink("/d/none")
+    c.unlink("/d/f")
+    c.unlink("/d/g")
+    c.rmdir("/d")
+    c.disconnect()
+
+
+def test_local_client_meets_the_socket_paths_checks(group: AgentGroup) -> None:
+    """Every request is untrusted: types, the descriptor's owner, the envelope's shape."""
+    a, b = _local(group), _local(group)
+    a.write_file("/f", b"data")
+    fd = a.open("/f")
+    with pytest.raises(OSError) as e:  # another in-process client's descriptor: its own connection
+        b.read(fd, 4)
+    assert e.value.errno == errno.EBADF
+    for op, args in (("read", ("/f", 0, 4)), ("stat", (b"/f",)), ("create", ()), ("no_such_op", ())):
+        with pytest.raises(OSError) as e:
+            a.call(op, *args)
+        assert e.value.errno == errno.EINVAL, (op, e.value)
+    ok, err, _ = a._exchange((("stat", "/f"),), False)[0]  # not an array of arguments: a garbled envelope
+    assert not ok and err.errno == errno.EBADMSG
+    assert a.read(fd, 4) == b"data"
+    agent = group.agents[0]
+    conn = a.conn
+    assert agent._clients[conn].fds  # a's connection holds the descriptor
+    a.disconnect()  # the agent closes what a left open
+
+    async def settled() -> bool:
+        return conn in agent._clients
+
+    assert group.lt.run(settled()) is False
+    with pytest.raises(OSError) as e:
+        a.stat("/f")
+    assert e.value.errno == errno.EBADF  # a disconnected client stays disconnected
+    group.op(0, "unlink", "/f")  # not pinned by a's descriptor any more
+
+
+# ---------------------------------------------------------------------------- fednode serve --mount
+def _serve_cmd(path: Path, node: int, mnt: Path) -> list[str]:
+    return [sys.executable, "-m", "fednode.cli", "serve", "--cluster", str(path), "--node", str(node), "--mount",
+            str(mnt)]  # fmt: skip
+
+
+def _listening(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex((host, port)) == 0
+
+
+def test_serve_mount_in_a_two_node_federation(tmp_path: Path) -> None:
+    from fednode.mount import READY_MOUNTED, MountProcess, is_mounted
+
+    path = write_local(tmp_path / "fed", 2)
+    pc = ProcessCluster(path, nodes=[1], log_dir=tmp_path / "logs", new_session=True)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    mp = None
+    try:
+        pc.wait_ready()  # node 1 listens; it is ready once node 0 is up too
+        with open(tmp_path / "serve.log", "ab") as log:
+            mp = MountProcess(_serve_cmd(path, 0, mnt), mnt, stderr=log)
+        assert mp.wait_ready() == f"{READY_MOUNTED} {mnt.resolve()}"
+        assert is_mounted(mnt)
+        (mnt / "d").mkdir()
+        (mnt / "d" / "a").write_bytes(b"A" * 5000)
+        sh(["cp", "-r", str(Path(__file__).parent.parent / "fednode" / "transport"), str(mnt / "d" / "t")])
+        sh(["diff", "-r", str(Path(__file__).parent.parent / "fednode" / "transport"), str(mnt / "d" / "t")])
+        assert (mnt / "d" / "a").read_bytes() == b"A" * 5000
+        assert sorted(os.listdir(mnt / "d")) == ["a", "t"]
+        with Client(load_cluster(path), node=1) as other:  # the other agent sees the mount's files ...
+            assert other.read_file("/d/a") == b"A" * 5000
+            assert sorted(other.listdir("/d")) == ["a", "t"]
+            other.write_file("/d/from1", b"one")  # ... and the mount sees the other agent's
+        assert (mnt / "d" / "from1").read_bytes() == b"one"
+        sh(["rm", "-r", str(mnt / "d")])
+        assert os.listdir(mnt) == []
+        me = load_cluster(path).spec.node(0)
+        assert _listening(me.host, me.port)
+        mp.proc.send_signal(signal.SIGTERM)
+        assert mp.proc.wait(HANG) == 0
+        assert not is_mounted(mnt)
+        assert not _listening(me.host, me.port)  # the agent stopped with the mount
+    finally:
+        if mp is not None:
+            mp.stop()
+        pc.stop()
+
+
+@pytest.mark.parametrize("kind", ["missing", "file"])
+def test_serve_bad_mountpoint_is_a_clear_error_before_the_agent_starts(tmp_path: Path, kind: str) -> None:
+    path = write_local(tmp_path / "fed", 1)
+    mnt = tmp_path / "mnt"
+    if kind == "file":
+        mnt.write_text("not a directory")
+    r = subprocess.run(_serve_cmd(path, 0, mnt), capture_output=True, text=True, timeout=HANG)
+    assert r.returncode == 2
+    assert r.stdout == ""  # not even fednode-listening: no agent was started
+    assert r.stderr.startswith("fednode serve: ") and str(mnt) in r.stderr, r.stderr
+    assert ("mkdir -p" in r.stderr) if kind == "missing" else ("not a directory" in r.stderr)
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
