@@ -91,11 +91,11 @@ def serve(
         factory, which = eventloop.choose(loop_choice)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    log.info("node %d: event loop: %s", node, which)
-    if mountpoint is not None:
+    if mountpoint is not None:  # its own choice of loop (fednode.serve.SharedLoop)
         from fednode.serve import serve_mounted
 
-        return serve_mounted(cluster, cluster_file, node, fs, factory, mountpoint, join)
+        return serve_mounted(cluster, cluster_file, node, fs, loop_choice, mountpoint, join)
+    log.info("node %d: event loop: %s", node, which)
 
     async def main() -> int:
         agent = Agent(cluster, node, make_transport(cluster, node), fs=fs, join=join)

@@ -534,6 +534,11 @@ class Agent:
         (the envelope's shape, argument types, descriptor ownership per
         connection, the limits) applies; only the framing, the codec and the
         handshake, which protect the socket, are left out."""
+        if not self.running:  # stopping (a socket's connection would be closed): nothing runs
+            err = encode_error(PeerUnavailable(self.id, "the agent is stopping"))
+            for env in envs:
+                self._reply(conn, (wire.ERROR, env[1] if len(env) > 1 and type(env[1]) is int else 0, err, None))
+            return
         for env in envs:
             self.on_envelope(conn, env)
 

@@ -48,13 +48,14 @@ import errno
 import logging
 import os
 import queue
+import selectors
 import signal
 import sys
 import threading
 from pathlib import Path
 from typing import Any
 
-from fednode import wire
+from fednode import eventloop, wire
 from fednode.client import Client
 from fednode.config import Cluster
 from fednode.localfs import LocalFS
@@ -65,6 +66,74 @@ from fedsim.protocol.messages import PeerUnavailable
 log = logging.getLogger("fednode")
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class _UnlockedEpoll:
+    """An epoll object whose ``poll`` releases the agent's lock while it
+    blocks, and takes it back before the loop looks at what it returned."""
+
+    __slots__ = ("_ep", "_lock")
+
+    def __init__(self, ep: Any, lock: threading.Lock) -> None:
+        self._ep = ep
+        self._lock = lock
+
+    def poll(self, timeout: float = -1, maxevents: int = -1) -> list[tuple[int, int]]:
+        self._lock.release()
+        try:
+            return self._ep.poll(timeout, maxevents)
+        finally:
+            self._lock.acquire()
+
+    def __getattr__(self, name: str) -> Any:  # register, modify, unregister, fileno, close
+        return getattr(self._ep, name)
+
+
+class SharedLoop(asyncio.SelectorEventLoop):
+    """The agent's event loop, shared with the mount's threads: its thread
+    holds ``agent_lock`` whenever it runs anything, and lets go of it only
+    while it waits for events (inside epoll_wait).  A FUSE thread that takes
+    the lock is then exactly as if it were the loop's thread between two
+    callbacks, and runs a call to the agent itself (``LocalClient``): an
+    operation the agent answers without the network (every one in a 1-agent
+    federation) costs no thread hand-over at all, where posting it to the
+    loop costs two wake-ups (the loop's, then the caller's), which the
+    profile showed to be as dear as the call.  A call that must wait for the
+    network starts as on the loop (a task, scheduled by ``call_soon``) and
+    ``leave`` wakes the loop to run it.
+
+    asyncio's own selector loop, not uvloop: uvloop waits inside libuv, with
+    no place to let go of a lock.  (It relies on two internals of
+    ``selectors.EpollSelector`` and ``BaseEventLoop``, ``_selector`` and
+    ``_ready``/``_scheduled``/``_write_to_self``; ``tests/test_serve.py`` runs
+    this path.)"""
+
+    def __init__(self) -> None:
+        self.agent_lock = threading.Lock()
+        selector = selectors.EpollSelector()
+        selector._selector = _UnlockedEpoll(selector._selector, self.agent_lock)  # type: ignore[attr-defined]
+        super().__init__(selector)
+
+    def run_locked(self) -> None:
+        """``run_forever`` holding the lock (the thread's target)."""
+        with self.agent_lock:
+            self.run_forever()
+
+    def enter(self) -> int:
+        """Take the lock (the loop is waiting for events, or another caller
+        is in); returns what ``leave`` needs to know whether to wake the loop."""
+        self.agent_lock.acquire()
+        return len(self._scheduled)  # type: ignore[attr-defined]
+
+    def leave(self, timers: int) -> None:
+        """Let go of the lock, waking the loop if the call left it work: a
+        callback (a task's first step, a future's waiters) or a new timer,
+        which its epoll_wait would otherwise not see until its next event."""
+        try:
+            if self._ready or len(self._scheduled) != timers:  # type: ignore[attr-defined]
+                self._write_to_self()  # type: ignore[attr-defined]
+        finally:
+            self.agent_lock.release()
 
 
 class LocalClient(Client):
@@ -109,11 +178,22 @@ class LocalClient(Client):
                 if type(args) is list:  # an array, as a frame would decode it
                     args = tuple(args)
                 envs.append((wire.CLIENT, rid, op, self._translate(op, args), bool(trace)))
-            try:
-                self.loop.call_soon_threadsafe(self.agent.on_local, conn, envs)
-            except RuntimeError:  # the loop is closed: the agent has stopped
-                self._drop()
-                raise PeerUnavailable(self.node, "the agent has stopped") from None
+            loop = self.loop
+            if isinstance(loop, SharedLoop):  # run here, as the loop would (see SharedLoop)
+                if loop.is_closed():
+                    self._drop()
+                    raise PeerUnavailable(self.node, "the agent has stopped")
+                timers = loop.enter()
+                try:
+                    self.agent.on_local(conn, envs)
+                finally:
+                    loop.leave(timers)
+            else:
+                try:
+                    loop.call_soon_threadsafe(self.agent.on_local, conn, envs)
+                except RuntimeError:  # the loop is closed: the agent has stopped
+                    self._drop()
+                    raise PeerUnavailable(self.node, "the agent has stopped") from None
             got: dict[int, tuple[Any, ...]] = {}
             while len(got) < len(calls):
                 try:
@@ -172,20 +252,30 @@ class _Signalled(Exception):
 
 
 def serve_mounted(
-    cluster: Cluster, cluster_file: str, node: int, fs: LocalFS, loop_factory: Any, mountpoint: str,
+    cluster: Cluster, cluster_file: str, node: int, fs: LocalFS, loop_choice: str | None, mountpoint: str,
     join: bool = False,
 ) -> int:  # fmt: skip
     """``fednode serve --mount``: the agent of ``node`` and a mount of the
     federation entered at it, until a signal or an unmount; 0 when it ended
     cleanly, 1 if the agent could not join or the mount failed (the agent
-    stopped either way)."""
+    stopped either way).  The agent's loop is a ``SharedLoop`` unless uvloop
+    is asked for by name (``--loop uvloop`` or ``FEDNODE_LOOP=uvloop``): then
+    every call of the mount is posted to it (two wake-ups a call)."""
     from fednode.cli import _announce_ready
     from fednode.cluster import READY_LISTENING
     from fednode.mount import FedOps, MountStats, serve_fuse
 
     mp = str(Path(mountpoint).resolve())
-    loop = loop_factory()
-    thread = threading.Thread(target=loop.run_forever, name="fednode-agent", daemon=True)
+    if (loop_choice or os.environ.get(eventloop.ENV)) == "uvloop":
+        factory, which = eventloop.choose("uvloop")
+        loop = factory()
+        target = loop.run_forever
+        log.info("node %d: event loop: %s; the mount's calls are posted to it", node, which)
+    else:
+        loop = SharedLoop()
+        target = loop.run_locked
+        log.info("node %d: event loop: asyncio, shared: the mount's calls run in its threads, under a lock", node)
+    thread = threading.Thread(target=target, name="fednode-agent", daemon=True)
     agent = Agent(cluster, node, make_transport(cluster, node), fs=fs, join=join)
     stopping = False
 

@@ -24,6 +24,9 @@ each on:
   without ``glusterd`` or ``mount.glusterfs`` it is skipped with a line naming
   the package, and the rest of the table still runs;
 * ``fed1``: a 1-agent federation mounted with ``fednode mount``;
+* ``fed1-inproc``: the same agent and its mount in one process, ``fednode
+  serve --mount``: what the socket between the mount and its agent costs is
+  ``fed1`` beside this;
 * ``fed4-manager``: 4 agents, ``placement: with_manager``;
 * ``fed4-rr``: 4 agents, ``placement: round_robin``;
 * ``fed4-entry``: as ``fed4-manager``, the mount with ``--route entry``: every
@@ -67,7 +70,8 @@ from typing import Any
 
 GLUSTER = "gluster4"  # the GlusterFS case: a distribute volume of GLUSTER_BRICKS bricks
 GLUSTER_BRICKS = 4
-CASES = ("local", "passthrough", GLUSTER, "fed1", "fed4-manager", "fed4-rr", "fed4-entry")
+INPROC = "fed1-inproc"  # one agent and its mount in one process: ``fednode serve --mount``
+CASES = ("local", "passthrough", GLUSTER, "fed1", INPROC, "fed4-manager", "fed4-rr", "fed4-entry")
 # the baselines every figure is compared with, by the tag its ratio row carries
 BASELINES = (("gl", GLUSTER), ("pt", "passthrough"))
 DBENCH_LOADFILE = "/usr/share/dbench/client.txt"
@@ -456,10 +460,15 @@ def case_dir(case: str, work: Path) -> Iterator[Path]:
             yield d
         return
     log = open(base / "mount.log", "ab")
-    if case == "passthrough":
-        back = base / "back"
-        back.mkdir()
-        cmd = [sys.executable, "-m", "fednode.tools.mount_bench", "passthrough", str(back), str(mnt)]
+    if case in ("passthrough", INPROC):  # one process serves the mount
+        if case == INPROC:
+            path = write_local(base / "fed", 1)
+            cmd = [sys.executable, "-m", "fednode.cli", "serve", "--cluster", str(path), "--node", "0", "--mount",
+                   str(mnt)]  # fmt: skip
+        else:
+            back = base / "back"
+            back.mkdir()
+            cmd = [sys.executable, "-m", "fednode.tools.mount_bench", "passthrough", str(back), str(mnt)]
         mp = MountProcess(cmd, mnt, stderr=log)
         try:
             mp.wait_ready()
