@@ -4,9 +4,10 @@
                    [--join]                      ... joining a running federation (the file's other nodes: seeds)
                    [--mount MOUNTPOINT]          ... and the federation mounted there, in the same process
     fednode leave  --cluster FILE --node ID       that agent leaves its federation gracefully
-    fednode local  --nodes N --base DIR [--mount MOUNTPOINT]
+    fednode local  --nodes N --base DIR [--mount MOUNTPOINT [--inproc]]
                                                   N agents on this machine (writes DIR/cluster.yaml),
                                                   with --mount: the federation mounted there too
+                                                  (--inproc: in the first agent's process)
     fednode mount  --cluster FILE --node ID MOUNTPOINT [--foreground] [--route home|entry]
                                                   the federation as a directory (FUSE): each call to the
                                                   file's home or name's manager (entry: all via node ID)
@@ -161,21 +162,33 @@ async def _announce_ready(agent: Any) -> None:
 
 
 # ---------------------------------------------------------------------------- local
-def local(nodes: int, base: str, placement: str | None, mountpoint: str | None = None) -> int:
+def local(nodes: int, base: str, placement: str | None, mountpoint: str | None = None, inproc: bool = False) -> int:
+    """``fednode local``: ``nodes`` agents on this machine until Ctrl-C; with
+    ``mountpoint`` the federation mounted there at the first node, by a
+    ``fednode mount`` process, or (``inproc``) in that agent's own process
+    (``fednode serve --mount``: no socket between the mount and its agent)."""
     from pydantic import ValidationError
 
-    from fednode.cluster import AgentExited, ProcessCluster, write_local
+    from fednode.cluster import READY_MOUNTED, AgentExited, ProcessCluster, write_local
     from fednode.config import ClusterSpec
     from fedsim.schema import word_errors
 
+    if mountpoint is not None and inproc:
+        from fednode.serve import mountpoint_error
+
+        why = mountpoint_error(mountpoint)
+        if why is not None:  # before anything is written or started
+            raise ConfigError(f"--mount: {why}")
     opts = {"protocol": {"placement": placement}} if placement else {}
     try:
         path = write_local(base, nodes, **opts)
     except ValidationError as exc:  # --placement names no registered policy
         raise ConfigError(word_errors("fednode local", exc, ClusterSpec)) from None
+    first = load_cluster(path).spec.members[0]
     # own sessions (agents and mount): a Ctrl-C at the terminal reaches this process only, which
     # unmounts first and stops the agents after, so no call of the mount finds its agent gone
-    pc = ProcessCluster(path, log_dir=Path(base) / "logs", new_session=mountpoint is not None)
+    pc = ProcessCluster(path, log_dir=Path(base) / "logs", new_session=mountpoint is not None,
+                        mount=(first, mountpoint) if mountpoint is not None and inproc else None)  # fmt: skip
     mp = None
     stopping = False
 
@@ -193,7 +206,11 @@ def local(nodes: int, base: str, placement: str | None, mountpoint: str | None =
             return 1
         print(f"{nodes} agents serving {Path(base).resolve()}/n0 ... n{nodes - 1}", flush=True)
         print(f"cluster file: {path}", flush=True)
-        if mountpoint is not None:
+        if mountpoint is not None and inproc:
+            mp_path = Path(mountpoint).resolve()
+            print(f"{READY_MOUNTED} {mp_path}", flush=True)  # wait_ready waited for it
+            print(f"mounted at {mp_path} by agent {first}      (Ctrl-C unmounts and stops the agents)", flush=True)
+        elif mountpoint is not None:
             from fednode.mount import MountProcess
 
             with open(Path(base) / "logs" / "mount.log", "ab") as mlog:
@@ -503,6 +520,8 @@ def main(argv: list[str] | None = None) -> int:
     lo.add_argument("--base", required=True)
     lo.add_argument("--placement", default=None, help="protocol.placement of the cluster file (default with_manager)")
     lo.add_argument("--mount", default=None, metavar="MOUNTPOINT", help="also mount the federation there (FUSE)")
+    lo.add_argument("--inproc", action="store_true",
+                    help="with --mount: mount in the first agent's own process (fednode serve --mount)")  # fmt: skip
     mo = sub.add_parser("mount", help="mount a federation as a directory (FUSE)")
     mo.add_argument("--cluster", required=True)
     mo.add_argument(
@@ -588,7 +607,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "local":
             if args.nodes <= 0:
                 raise ConfigError(f"--nodes must be at least 1, not {args.nodes}")
-            return local(args.nodes, args.base, args.placement, args.mount)
+            if args.inproc and args.mount is None:
+                raise ConfigError("--inproc: give --mount MOUNTPOINT too")
+            return local(args.nodes, args.base, args.placement, args.mount, args.inproc)
         if args.cmd == "mount":
             return mount(args.cluster, args.node, args.mountpoint, args.foreground, args.log, args.route)
         if args.cmd == "umount":

@@ -216,6 +216,9 @@ class AgentGroup:
 # every member's summary), so that client operations see the whole federation.
 READY_LISTENING = "fednode-listening"
 READY_COMPLETE = "fednode-ready"
+#: and, from ``fednode serve --mount``, a third once its mount is live (``fednode.mount.READY_MOUNTED``,
+#: the same line ``fednode mount`` prints; spelled here so launchers need not import the FUSE library)
+READY_MOUNTED = "fednode-mounted"
 
 
 class AgentExited(RuntimeError):
@@ -234,8 +237,12 @@ class ProcessCluster:
         loop: str | None = None,
         new_session: bool = False,
         join: bool = False,
+        mount: tuple[int, str | Path] | None = None,
     ) -> None:
+        """``mount``: (node, mount point): that agent runs with ``--mount``, the
+        federation mounted in its process, and ``wait_ready`` waits for the mount too."""
         self.file = Path(cluster_file).resolve()
+        self.mount = None if mount is None else (mount[0], Path(mount[1]).resolve())
         self.new_session = new_session  # agents in their own sessions: a terminal's Ctrl-C reaches the launcher only
         self.join = join  # ``fednode serve --join``: each agent joins a running federation (the file's seeds)
         self.cluster = load_cluster(self.file)
@@ -255,6 +262,8 @@ class ProcessCluster:
             cmd += ["--loop", self.loop]
         if self.join:
             cmd.append("--join")
+        if self.mount is not None and self.mount[0] == node:
+            cmd += ["--mount", str(self.mount[1])]
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         old = self._stderr.pop(node, None)
         if old is not None:
@@ -279,9 +288,11 @@ class ProcessCluster:
         unless ``timeout`` (seconds) is given; an agent that exits first is an
         ``AgentExited`` with its status and stderr tail."""
         whole = self.join or len(self.procs) == len(self.cluster.spec.members)  # a joiner is ready once a member
-        want = READY_COMPLETE if whole else READY_LISTENING
-        order = ("started", READY_LISTENING, READY_COMPLETE)
-        waiting = {n for n in self.procs if order.index(self.state[n]) < order.index(want)}
+        wants = {n: READY_COMPLETE if whole else READY_LISTENING for n in self.procs}
+        if self.mount is not None and self.mount[0] in wants:
+            wants[self.mount[0]] = READY_MOUNTED  # printed after READY_COMPLETE, once the kernel talks to it
+        order = ("started", READY_LISTENING, READY_COMPLETE, READY_MOUNTED)
+        waiting = {n for n in self.procs if order.index(self.state[n]) < order.index(wants[n])}
         deadline = None if timeout is None else time.monotonic() + timeout
         with selectors.DefaultSelector() as sel:
             for n in waiting:
@@ -295,7 +306,7 @@ class ProcessCluster:
                     n = key.data
                     if not self._read_lines(n):
                         raise self._exited(n)
-                    if order.index(self.state[n]) >= order.index(want):
+                    if order.index(self.state[n]) >= order.index(wants[n]):
                         waiting.discard(n)
                         sel.unregister(key.fileobj)
 
@@ -314,6 +325,8 @@ class ProcessCluster:
                 self.address[node] = rest.split(" ")[0]
             elif word == READY_COMPLETE:
                 self.state[node] = READY_COMPLETE
+            elif word == READY_MOUNTED:
+                self.state[node] = READY_MOUNTED
         return True
 
     def stderr_tail(self, node: int, lines: int = 20) -> str:
@@ -354,7 +367,23 @@ class ProcessCluster:
         p.wait(10)
 
     def stop(self, timeout: float = 10.0) -> dict[int, int]:
-        """SIGTERM every agent (SIGKILL after ``timeout``); their exit statuses."""
+        """SIGTERM every agent (SIGKILL after ``timeout``); their exit statuses.
+        An agent with a mount is stopped first (it unmounts, then stops), so no
+        call of its mount finds another agent gone; a mount it left behind
+        (it was killed) is unmounted."""
+        if self.mount is not None and self.mount[0] in self.procs:
+            p = self.procs[self.mount[0]]
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                p.send_signal(signal.SIGCONT)
+                try:
+                    p.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+            from fednode.mount import is_mounted, unmount
+
+            if is_mounted(self.mount[1]):
+                unmount(self.mount[1])
         for p in self.procs.values():
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)

@@ -15,24 +15,43 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from fednode import cluster as cluster_module
 from fednode.client import Client
-from fednode.cluster import AgentGroup, ProcessCluster, local_spec, write_local
+from fednode.cluster import AgentGroup, LoopThread, ProcessCluster, local_spec, write_local
 from fednode.config import Cluster, load_cluster
 from tests.test_mount import HANG, pytestmark, sh  # noqa: F401  (pytestmark: FUSE or skip, as test_mount)
 
 
 # ---------------------------------------------------------------------------- the in-process client
-@pytest.fixture
-def group(tmp_path: Path) -> Iterator[AgentGroup]:
+class _SharedLoopThread(LoopThread):
+    """``AgentGroup``'s loop thread on a ``SharedLoop``, as ``fednode serve --mount`` runs it."""
+
+    def __init__(self, loop: str | None = None) -> None:
+        from fednode.serve import SharedLoop
+
+        self.which = "shared"
+        self.loop = SharedLoop()
+        self.thread = threading.Thread(target=self.loop.run_locked, name="fednode-loop", daemon=True)
+        self.thread.start()
+
+
+@pytest.fixture(params=["posted", "shared"])
+def group(tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[AgentGroup]:
+    """Two agents on one loop: calls posted to its thread (uvloop, if installed),
+    or run by the caller's thread under the loop's lock (``SharedLoop``)."""
+    if request.param == "shared":
+        monkeypatch.setattr(cluster_module, "LoopThread", _SharedLoopThread)
     g = AgentGroup(Cluster(local_spec(tmp_path, 2)), transport="inproc")
     try:
         yield g
@@ -47,7 +66,16 @@ def _local(group: AgentGroup, node: int = 0) -> Client:
 
 
 def test_local_client_is_a_client(group: AgentGroup) -> None:
+    """Through either path, and for calls that wait on the other agent (a
+    manager or home there: a task, which the shared loop must be woken for)."""
+    from fedsim.protocol.hashing import names_managed_by
+
     c = _local(group)
+    h = group.cluster.spec.hashing_fn()
+    for name in names_managed_by(h, 1, "/r", 3):  # managed by the other agent
+        c.write_file(name, b"remote")
+        assert c.read_file(name) == b"remote" and c.getattr(name).size == 6
+        c.unlink(name)
     c.mkdir("/d")
     assert c.write_file("/d/f", b"hello") in (0, 1)
     assert c.read_file("/d/f") == b"hello"
@@ -159,3 +187,45 @@ def test_serve_bad_mountpoint_is_a_clear_error_before_the_agent_starts(tmp_path:
     assert r.stderr.startswith("fednode serve: ") and str(mnt) in r.stderr, r.stderr
     assert ("mkdir -p" in r.stderr) if kind == "missing" else ("not a directory" in r.stderr)
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_fednode_local_mount_inproc(tmp_path: Path) -> None:
+    """``fednode local --mount M --inproc``: the first agent mounts (``ProcessCluster(mount=...)``)."""
+    from fednode import mount
+    from fednode.cluster import READY_MOUNTED
+
+    assert READY_MOUNTED == mount.READY_MOUNTED  # spelled twice: launchers need not import libfuse
+    mnt = tmp_path / "m"
+    mnt.mkdir()
+    p = subprocess.Popen(
+        [sys.executable, "-m", "fednode.cli", "local", "--nodes", "2", "--base", str(tmp_path / "b"), "--mount",
+         str(mnt), "--inproc"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert p.stdout is not None
+        for line in p.stdout:
+            if line.startswith(mount.READY_MOUNTED):
+                break
+        else:
+            pytest.fail(f"fednode local ended before mounting: {p.wait()} {p.stderr.read() if p.stderr else ''}")
+        (mnt / "x").write_bytes(b"through fednode local --inproc")
+        assert (mnt / "x").read_bytes() == b"through fednode local --inproc"
+        assert "shared: the mount's calls run in its threads" in (tmp_path / "b" / "logs" / "n0.log").read_text()
+    finally:
+        p.send_signal(signal.SIGTERM)
+        rc = p.wait(HANG)
+    assert rc == 0, p.stderr.read() if p.stderr else ""
+    assert not mount.is_mounted(mnt)
+
+
+@pytest.mark.skipif(shutil.which("postmark") is None, reason="needs postmark (./dev.sh setup installs it)")
+def test_mount_bench_has_the_inproc_case(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "fednode.tools.mount_bench", "--quick", "--only", "fed1-inproc",
+         "--workloads", "postmark", "--work", str(tmp_path / "w")],
+        capture_output=True, text=True, timeout=HANG,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    head = r.stdout.splitlines()[0].split()
+    assert head[-1] == "fed1-inproc" and any(ln.startswith("postmark") for ln in r.stdout.splitlines()), r.stdout
