@@ -455,13 +455,15 @@ def test_agent_sigkilled_under_the_mount(tmp_path: Path) -> None:
         fed.close()
 
 
-def test_fednode_local_with_mount(tmp_path: Path) -> None:
+@pytest.mark.parametrize("inproc", [False, True], ids=["mount-process", "inproc"])
+def test_fednode_local_with_mount(tmp_path: Path, inproc: bool) -> None:
+    """A ``fednode mount`` process, or (``--inproc``) the first agent's own mount (``fednode serve --mount``)."""
     mount, _, _ = _mount_modules()
     mnt = tmp_path / "m"
     mnt.mkdir()
     p = subprocess.Popen(
         [sys.executable, "-m", "fednode.cli", "local", "--nodes", "2", "--base", str(tmp_path / "b"), "--mount",
-         str(mnt)],
+         str(mnt), *(["--inproc"] if inproc else [])],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
     try:
@@ -473,6 +475,8 @@ def test_fednode_local_with_mount(tmp_path: Path) -> None:
             pytest.fail(f"fednode local ended before mounting: {p.wait()} {p.stderr.read() if p.stderr else ''}")
         (mnt / "x").write_bytes(b"through fednode local")
         assert (mnt / "x").read_bytes() == b"through fednode local"
+        if inproc:  # agent 0 serves the mount, on its shared loop
+            assert "the mount's calls run in its threads" in (tmp_path / "b" / "logs" / "n0.log").read_text()
     finally:
         p.send_signal(signal.SIGTERM)
         rc = p.wait(HANG)
