@@ -175,6 +175,32 @@ def test_serve_mount_in_a_two_node_federation(tmp_path: Path) -> None:
         pc.stop()
 
 
+def test_serve_mount_sigterm_before_the_agent_is_ready(tmp_path: Path) -> None:
+    """Node 1 never starts, so node 0 listens but is never ready and never mounts:
+    SIGTERM then stops the agent (exit 0, its port closed) and nothing is mounted."""
+    from fednode.mount import is_mounted
+
+    path = write_local(tmp_path / "fed", 2)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    with open(tmp_path / "serve.log", "ab") as log:
+        p = subprocess.Popen(_serve_cmd(path, 0, mnt), stdout=subprocess.PIPE, stderr=log, text=True,
+                             start_new_session=True)  # fmt: skip
+    try:
+        assert p.stdout is not None
+        assert p.stdout.readline().startswith("fednode-listening ")
+        me = load_cluster(path).spec.node(0)
+        assert _listening(me.host, me.port)
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(HANG) == 0, (tmp_path / "serve.log").read_text()
+        assert p.stdout.read() == ""  # neither ready nor mounted
+        assert not is_mounted(mnt) and not _listening(me.host, me.port)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 @pytest.mark.parametrize("kind", ["missing", "file"])
 def test_serve_bad_mountpoint_is_a_clear_error_before_the_agent_starts(tmp_path: Path, kind: str) -> None:
     path = write_local(tmp_path / "fed", 1)
