@@ -559,7 +559,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run, not a measurement")
     ap.add_argument("--only", default=",".join(CASES), help=f"cases, comma-separated (of {', '.join(CASES)})")
     ap.add_argument("--workloads", default=",".join(WORKLOADS), help=f"of {', '.join(WORKLOADS)}")
-    ap.add_argument("--work", default=None, help="where the cases' directories go (default: a temporary directory)")
+    ap.add_argument("--work", default=None,
+                    help="where the cases' directories go (default: a temporary directory; on an ext4 without a "
+                    "journal a case pays for the files earlier cases deleted: /dev/shm/DIR does not)")  # fmt: skip
     ap.add_argument("--out", default=None, help="also write the table to this file")
     args = ap.parse_args(argv)
     cases = [c for c in args.only.split(",") if c]
