@@ -19,6 +19,15 @@ directories) and the owner ``uid``/``gid``.  There are no permission checks
 ctime, a change of a directory's entries its mtime and ctime, setattr the
 ctime; a read does not touch atime (as ``noatime``: no real file system's
 relatime heuristic is modelled).
+
+Symlinks and special files (``special``: a symlink's target, or 0 for a fifo
+or socket; their type is their mode's): entries like files, as
+``fednode.localfs`` serves them.  Nothing follows or opens one: a path
+through one (as an intermediate "directory") is ELOOP naming it, and so are
+open, read, write, truncate, fsync and listdir of one; stat and getattr
+describe the entry itself (a symlink's size is its target's length);
+unlink removes it; rename moves it and replaces one; chmod of a symlink is
+EOPNOTSUPP, as Linux has no mode for a symlink.
 """
 
 from __future__ import annotations
@@ -28,13 +37,27 @@ import stat as _stat
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from fedsim.protocol.attrs import KEEP, OFF_MAX, UTIME_NOW, UTIME_OMIT, check_setattr
+from fedsim.protocol.attrs import (
+    KEEP,
+    OFF_MAX,
+    UTIME_NOW,
+    UTIME_OMIT,
+    check_mknod,
+    check_setattr,
+    check_target,
+    special_entry,
+    target_size,
+)
 from fedsim.protocol.effects import LOCAL_OPS
 from fedsim.protocol.messages import fs_error
 from fedsim.protocol.names import ROOT, ancestors, is_replica, split
 
 FILE_MODE = _stat.S_IFREG | 0o644
 DIR_MODE = _stat.S_IFDIR | 0o755
+LINK_MODE = _stat.S_IFLNK | 0o777  # a symlink's mode on Linux, whatever the umask
+UMASK = 0o022  # what mknod's permission bits lose (the umask the modes above assume)
+#: errno of an operation that would follow or open a symlink or special file (``fednode.localfs``'s too)
+FOREIGN_ERRNO = errno.ELOOP
 BLOCK = 4096  # statfs's block size
 # meta fields
 _MODE, _UID, _GID, _ATIME, _MTIME, _CTIME, _INO = range(7)
@@ -65,6 +88,8 @@ class MemFS:
         self.capacity_bytes, self.capacity_inodes = capacity_bytes, capacity_inodes
         self.dirs: dict[str, dict[str, bool]] = {ROOT: {}}
         self.files: dict[str, Any] = {}
+        #: symlinks (path -> target) and fifos/sockets (path -> 0): see the module docstring
+        self.special: dict[str, Any] = {}
         self._next_ino = 1  # the root gets 2, as on ext4
         self.meta: dict[str, list[int]] = {ROOT: self._new_meta(DIR_MODE)}
         self._ops: dict[str, Any] = {op: getattr(self, op) for op in LOCAL_OPS}  # bound once for apply
@@ -80,10 +105,10 @@ class MemFS:
         m = self.meta[path]
         m[_MTIME] = m[_CTIME] = self.clock()
 
-    def _add(self, path: str, is_dir: bool) -> None:
+    def _add(self, path: str, is_dir: bool, mode: int | None = None) -> None:
         p, name = split(path)
         self.dirs[p][name] = is_dir
-        self.meta[path] = self._new_meta(DIR_MODE if is_dir else FILE_MODE)
+        self.meta[path] = self._new_meta(mode if mode is not None else DIR_MODE if is_dir else FILE_MODE)
         self._changed(p)
 
     def _remove(self, path: str) -> None:
@@ -99,6 +124,8 @@ class MemFS:
                 continue
             if a in self.files:
                 raise fs_error(errno.ENOTDIR, a)
+            if a in self.special:
+                raise _foreign(a)
             self._add(a, True)
             self.dirs[a] = {}
             created.append(a)
@@ -109,7 +136,25 @@ class MemFS:
             return self.files[path]
         if path in self.dirs:
             raise fs_error(errno.EISDIR, path)
+        if path in self.special:
+            raise _foreign(path)
         raise fs_error(errno.ENOENT, path)
+
+    def _through_special(self, path: str) -> None:
+        """ELOOP naming the first proper ancestor of ``path`` that is a symlink
+        or special file: the local layer walks through none (``apply``)."""
+        for a in ancestors(path):
+            if a in self.special:
+                raise _foreign(a)
+
+    def _new_special(self, path: str, mode: int, value: Any) -> list[str]:
+        """Make the symlink or special file ``path`` (exclusive, parents made as create's)."""
+        if path in self.files or path in self.dirs or path in self.special:
+            raise fs_error(errno.EEXIST, path)
+        created = self._make_parents(path)
+        self._add(path, False, mode)
+        self.special[path] = value
+        return created
 
     def populate(self, files: Iterable[tuple[str, int]], dirs: Iterable[str] = ()) -> None:
         """Pre-populate (as if written before the federation started)."""
@@ -121,7 +166,7 @@ class MemFS:
 
     # -- LOCAL_OPS --------------------------------------------------------------------
     def create(self, path: str) -> list[str]:
-        if path in self.files or path in self.dirs:
+        if path in self.files or path in self.dirs or path in self.special:
             raise fs_error(errno.EEXIST, path)
         created = self._make_parents(path)
         self._add(path, False)
@@ -131,7 +176,7 @@ class MemFS:
     def mkdir(self, path: str) -> list[str]:
         if path in self.dirs:
             return []
-        if path in self.files:
+        if path in self.files or path in self.special:
             raise fs_error(errno.EEXIST, path)
         created = self._make_parents(path)
         self._add(path, True)
@@ -140,13 +185,16 @@ class MemFS:
         return created
 
     def unlink(self, path: str) -> None:
-        self._file(path)
-        del self.files[path]
+        if path in self.special:
+            del self.special[path]
+        else:
+            self._file(path)
+            del self.files[path]
         self._remove(path)
 
     def rmdir(self, path: str) -> None:
         if path not in self.dirs:
-            raise fs_error(errno.ENOTDIR if path in self.files else errno.ENOENT, path)
+            raise fs_error(errno.ENOTDIR if path in self.files or path in self.special else errno.ENOENT, path)
         if self.dirs[path]:
             raise fs_error(errno.ENOTEMPTY, path)
         if path == ROOT:
@@ -157,12 +205,17 @@ class MemFS:
     def listdir(self, path: str) -> list[tuple[str, bool]]:
         d = self.dirs.get(path)
         if d is None:
+            if path in self.special:
+                raise _foreign(path)
             raise fs_error(errno.ENOTDIR if path in self.files else errno.ENOENT, path)
         return sorted(d.items())
 
     def stat(self, path: str) -> tuple[bool, int]:
         if path in self.dirs:
             return (True, 0)
+        v = self.special.get(path)
+        if v is not None:
+            return (False, target_size(v) if isinstance(v, str) else 0)  # (a device's size is 0, not its rdev)
         f = self._file(path)
         return (False, f if isinstance(f, int) else len(f))
 
@@ -213,7 +266,8 @@ class MemFS:
     def rename(self, path: str, new: str) -> None:
         """The source is checked first (ENOENT, EISDIR), then the target (EISDIR
         for a directory, ENOENT when its parent is missing), as LocalFS does."""
-        data = self._file(path)
+        special = path in self.special
+        data = self.special[path] if special else self._file(path)
         if new in self.dirs:
             raise fs_error(errno.EISDIR, new)
         p, name = split(new)
@@ -223,10 +277,10 @@ class MemFS:
             return
         meta = self.meta[path]
         self.unlink(path)
-        if new in self.files:
+        if new in self.files or new in self.special:
             self.unlink(new)
         self.dirs[p][name] = False
-        self.files[new] = data
+        (self.special if special else self.files)[new] = data
         self.meta[new] = meta  # the same file: its inode number and times go with it
         meta[_CTIME] = self.clock()
         self._changed(p)
@@ -240,8 +294,11 @@ class MemFS:
         if d is not None:
             nlink = 2 + sum(d.values())  # "." and its parent's entry, and each subdirectory's ".."
             return (True, m[_MODE], nlink, m[_UID], m[_GID], 0, m[_ATIME], m[_MTIME], m[_CTIME], m[_INO])
-        f = self.files[path]
-        size = f if isinstance(f, int) else len(f)
+        if path in self.special:
+            size = self._special_size(path)
+        else:
+            f = self.files[path]
+            size = f if isinstance(f, int) else len(f)
         return (False, m[_MODE], 1, m[_UID], m[_GID], size, m[_ATIME], m[_MTIME], m[_CTIME], m[_INO])
 
     def setattr(self, path: str, mode: int, uid: int, gid: int, atime_ns: int, mtime_ns: int) -> None:
@@ -250,6 +307,8 @@ class MemFS:
         m = self.meta.get(path)
         if m is None:
             raise fs_error(errno.ENOENT, path)
+        if mode != KEEP and _stat.S_ISLNK(m[_MODE]):
+            raise fs_error(errno.EOPNOTSUPP, path, "a symlink has no mode of its own (Linux)")
         now = self.clock()
         if mode != KEEP:
             m[_MODE] = _stat.S_IFMT(m[_MODE]) | mode
@@ -278,6 +337,27 @@ class MemFS:
         """Nothing to flush in memory; the file must exist (its cost is the storage model's)."""
         self._file(path)
 
+    def symlink(self, path: str, target: str) -> list[str]:
+        """A symlink holding ``target`` verbatim; returns the parents made (as create)."""
+        check_target(path, target)
+        return self._new_special(path, LINK_MODE, target)
+
+    def readlink(self, path: str) -> str:
+        if path in self.special and _stat.S_ISLNK(self.meta[path][_MODE]):
+            return self.special[path]
+        if path in self.meta:
+            raise fs_error(errno.EINVAL, path, "not a symlink")
+        raise fs_error(errno.ENOENT, path)
+
+    def mknod(self, path: str, mode: int) -> list[str]:
+        """A fifo or socket (``attrs.check_mknod``), its permission bits less ``UMASK``; returns the parents made."""
+        check_mknod(path, mode)
+        return self._new_special(path, _stat.S_IFMT(mode) | (_stat.S_IMODE(mode) & ~UMASK), 0)
+
+    def _special_size(self, path: str) -> int:
+        v = self.special[path]
+        return target_size(v) if isinstance(v, str) else v
+
     def list_dirs(self, path: str) -> list[str]:
         if path == ROOT:
             return list(self.dirs)
@@ -290,6 +370,8 @@ class MemFS:
         out: dict[str, Any] = {d: None for d in self.dirs}
         for p, f in self.files.items():
             out[p] = f if isinstance(f, int) else bytes(f)
+        for p, v in self.special.items():
+            out[p] = special_entry(self.meta[p][_MODE], v)
         return out
 
     def apply(self, op: str, path: str, args: tuple[Any, ...] = ()) -> Any:
@@ -297,7 +379,16 @@ class MemFS:
         fn = self._ops.get(op)
         if fn is None:
             raise ValueError(f"unknown local operation {op!r}; allowed: {', '.join(LOCAL_OPS)}")
+        if self.special:  # (none: nothing to walk through, the common case costs one test)
+            self._through_special(path)
+            if op == "rename" and args and isinstance(args[0], str):
+                self._through_special(args[0])
         return fn(path, *args)
+
+
+def _foreign(path: str) -> OSError:
+    return fs_error(FOREIGN_ERRNO, path, "symlink or special file: never followed or opened by the federation")
+
 
 
 def union_tree(trees: Iterable[dict[str, Any]]) -> dict[str, Any]:
