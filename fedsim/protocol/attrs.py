@@ -235,6 +235,7 @@ def check_setattr(path: str, mode: int, uid: int, gid: int, atime_ns: int, mtime
 
 
 __all__ = [
-    "ATTR_WIRE", "KEEP", "NODE_TYPES", "OFF_MAX", "TARGET_MAX", "ROOT_INO", "STATFS_WIRE", "UTIME_NOW", "UTIME_OMIT", "Attr", "StatFS",
-    "check_mknod", "check_setattr", "check_size", "check_target", "special_entry", "target_size", "dir_ino", "federated", "file_ino", "home_of_ino", "is_device",
+    "ATTR_WIRE", "KEEP", "NODE_TYPES", "OFF_MAX", "ROOT_INO", "STATFS_WIRE", "TARGET_MAX", "UTIME_NOW", "UTIME_OMIT",
+    "Attr", "StatFS", "check_mknod", "check_setattr", "check_size", "check_target", "dir_ino", "federated",
+    "file_ino", "home_of_ino", "is_device", "special_entry", "target_size",
 ]  # fmt: skip

@@ -86,6 +86,7 @@ import random
 import struct
 from collections import Counter
 from dataclasses import dataclass
+from stat import S_ISREG
 from typing import Any, ClassVar
 
 from fedsim.protocol.attrs import KEEP, PERM_BITS, Attr
@@ -344,8 +345,12 @@ class Migration(Renaming):
                 p = join(d, name)
                 if is_dir:
                     stack.append(p)
-                else:
+                    continue
+                try:
                     moved += yield from self._migrate_file(p, to)
+                except OSError as exc:
+                    if exc.errno != errno.ELOOP:
+                        raise  # (a symlink or special file stays where it is: ``links.py``)
         return moved
 
     def _list(self, d: str) -> Gen:
@@ -553,6 +558,8 @@ class Migration(Renaming):
             out.frozen = True
         try:
             a = Attr(*(yield Local("getattr", path)))
+            if not S_ISREG(a.mode):  # (a symlink with a target was refused by its first MigrateRead already)
+                raise fs_error(errno.ELOOP, path, "symlinks and special files are not migrated: they stay home")
         except OSError:
             self.gates.discard(path)
             out.frozen = False

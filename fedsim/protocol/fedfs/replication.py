@@ -133,6 +133,7 @@ from __future__ import annotations
 import errno
 from bisect import bisect_right
 from dataclasses import dataclass
+from stat import S_ISREG
 from types import GeneratorType
 from typing import Any, ClassVar
 
@@ -706,7 +707,7 @@ class Replication(Membership):
         except FileNotFoundError:
             yield Call(to, ReplicaDrop(path))
             return
-        if a.is_dir:
+        if a.is_dir or not S_ISREG(a.mode):  # symlinks and special files keep no copy (``links.py``)
             return
         size, mode = a.size, a.mode & PERM_BITS
         chunk = min(self.config.migration_chunk, MAX_REPLICA_CHUNK)
