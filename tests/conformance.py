@@ -1077,8 +1077,8 @@ def verbs_missing() -> str | None:
 
 
 __all__ = [
-    "CRASH", "DETECT", "GUEST_RPC_TIMEOUT_MS", "JOIN", "LEAVE", "OUTSIDE", "OUTSIDE_LINK", "RDMA_DEVICES", "RESTART", "SCENARIOS",
-    "Outcome", "Scenario",
+    "CRASH", "DETECT", "GUEST_RPC_TIMEOUT_MS", "JOIN", "LEAVE", "OUTSIDE", "OUTSIDE_LINK", "RDMA_DEVICES", "RESTART",
+    "SCENARIOS", "Outcome", "Scenario",
     "check_inos", "run_direct", "run_inproc", "run_sim", "run_tcp", "run_verbs", "until", "verbs_missing",
 ]  # fmt: skip
 
