@@ -268,6 +268,8 @@ class MemFS:
         for a directory, ENOENT when its parent is missing), as LocalFS does."""
         special = path in self.special
         data = self.special[path] if special else self._file(path)
+        if self.special:
+            self._through_special(new)
         if new in self.dirs:
             raise fs_error(errno.EISDIR, new)
         p, name = split(new)
@@ -359,6 +361,8 @@ class MemFS:
         return target_size(v) if isinstance(v, str) else v
 
     def list_dirs(self, path: str) -> list[str]:
+        if path in self.special:
+            raise _foreign(path)
         if path == ROOT:
             return list(self.dirs)
         prefix = path + "/"
@@ -379,11 +383,16 @@ class MemFS:
         fn = self._ops.get(op)
         if fn is None:
             raise ValueError(f"unknown local operation {op!r}; allowed: {', '.join(LOCAL_OPS)}")
-        if self.special:  # (none: nothing to walk through, the common case costs one test)
-            self._through_special(path)
-            if op == "rename" and args and isinstance(args[0], str):
-                self._through_special(args[0])
+        if self.special and op != "close":  # (none: nothing to walk through; close never fails, as LocalFS's)
+            check = _ARG_CHECKS.get(op)
+            if check is not None:  # a bad argument first, as LocalFS refuses it before any system call
+                check(path, *args)
+            self._through_special(path)  # (rename checks its target's, after its source: LocalFS's order)
         return fn(path, *args)
+
+
+#: the argument checks of operations that validate before touching anything
+_ARG_CHECKS: dict[str, Callable[..., None]] = {"setattr": check_setattr, "mknod": check_mknod, "symlink": check_target}
 
 
 def _foreign(path: str) -> OSError:
