@@ -59,10 +59,9 @@ from typing import Any, ClassVar
 from fedsim.protocol.attrs import check_mknod, check_target
 from fedsim.protocol.effects import Compute, Local
 from fedsim.protocol.fedfs.blockcache import BlockCaching
-from fedsim.protocol.messages import AddEntry, Request, fs_error, register_request
-from fedsim.protocol.names import ROOT, normalize, split
+from fedsim.protocol.messages import Request, fs_error, register_request
+from fedsim.protocol.names import ROOT, normalize
 from fedsim.protocol.node import Gen, api, handles
-from fedsim.protocol.tables import DTEntry
 
 
 @register_request
@@ -130,14 +129,6 @@ class Links(BlockCaching):
         r = yield from self._at_home(path, ReadLink, errno.EINVAL)
         return r[0]
 
-    def _make_entry(self, path: str, make: Any) -> Gen:
-        """A new name with a home, reserved at its manager and made at its home (``_make``)."""
-        if path == ROOT:
-            raise fs_error(errno.EEXIST, path)
-        home = yield from self._make(path, "file", make)
-        self.dt.put(path, DTEntry(False, home))
-        return home
-
     # ------------------------------------------------------------------ at the home
     @handles(MakeLink)
     def on_make_link(self, src: int, req: MakeLink) -> Gen:
@@ -148,20 +139,6 @@ class Links(BlockCaching):
     def on_make_node(self, src: int, req: MakeNode) -> Gen:
         check_mknod(req.path, req.mode)
         yield from self._made_here(src, req.token, req.path, Local("mknod", req.path, (req.mode,)))
-
-    def _made_here(self, src: int, token: int, path: str, make: Local) -> Gen:
-        """What ``on_create`` does for a file: make it in the local tree (its
-        missing parents implicit, summarised), tell the parent's manager,
-        remember the home in the DT."""
-        self._unfenced(src, token, path)
-        created = yield make
-        self.moved.pop(path)
-        self.implicit_dirs.update(created)
-        for d in created:
-            yield from self.summary_add(d, new_dir=False)
-        d, name = split(path)
-        yield from self.notify(self.manager_of(d), AddEntry(d, name, False, self.id))
-        self.dt.put(path, DTEntry(False, self.id))
 
     @handles(ReadLink)
     def on_read_link(self, src: int, req: ReadLink) -> Gen:
