@@ -35,7 +35,6 @@ whose local file system holds the entry (``UTIME_NOW`` is that node's now).
 from __future__ import annotations
 
 import errno
-import stat as _stat
 from typing import NamedTuple
 
 import mmh3
@@ -44,6 +43,20 @@ from fedsim.protocol.messages import fs_error
 from fedsim.protocol.names import ROOT
 
 ROOT_INO = 1
+# st_mode's type bits (POSIX's values, as the ``stat`` module has them: the protocol imports no
+# I/O-side module, tests/test_boundaries.py), for the kinds of entry a name may be (``fedfs/links.py``)
+S_IFMT = 0o170000
+S_IFDIR, S_IFREG, S_IFLNK = 0o040000, 0o100000, 0o120000
+S_IFIFO, S_IFSOCK, S_IFCHR, S_IFBLK = 0o010000, 0o140000, 0o020000, 0o060000
+
+
+def kind(mode: int) -> int:
+    """``mode``'s type bits (``stat.S_IFMT``)."""
+    return mode & S_IFMT
+
+
+def is_regular(mode: int) -> bool:
+    return mode & S_IFMT == S_IFREG
 #: ``setattr``'s mode, uid and gid: leave it as it is (chown's -1)
 KEEP = -1
 #: ``setattr``'s times: set to the holder's current time / leave unchanged
@@ -115,7 +128,7 @@ STATFS_WIRE = tuple[int, int, int, int, int, int, int, int]
 
 def is_device(mode: int) -> bool:
     """Whether ``mode`` is a character or block device's (whose ``Attr.size`` is its device number)."""
-    return _stat.S_ISCHR(mode) or _stat.S_ISBLK(mode)
+    return kind(mode) in (S_IFCHR, S_IFBLK)
 
 
 def file_ino(home: int, local_ino: int) -> int:
@@ -164,7 +177,7 @@ def check_size(path: str, size: int) -> None:
 #: a symlink's target, in bytes at most: PATH_MAX (4096) less its NUL, as symlink(2) takes
 TARGET_MAX = 4095
 #: the kinds ``mknod`` makes for anyone; devices (S_IFCHR, S_IFBLK) are EPERM (``fedfs/links.py``)
-NODE_TYPES = (_stat.S_IFIFO, _stat.S_IFSOCK)
+NODE_TYPES = (S_IFIFO, S_IFSOCK)
 
 
 def check_target(path: str, target: object) -> None:
@@ -197,9 +210,9 @@ def special_entry(mode: int, value: object) -> tuple[object, ...]:
     """A symlink or special file in a local layer's ``tree()`` (MemFS and
     LocalFS alike, for tests): ("symlink", target) or ("node", its type bits,
     rdev): neither None (a directory) nor bytes (a file's content)."""
-    if _stat.S_ISLNK(mode):
+    if kind(mode) == S_IFLNK:
         return ("symlink", value)
-    return ("node", _stat.S_IFMT(mode), value)
+    return ("node", kind(mode), value)
 
 
 def check_mknod(path: str, mode: object) -> None:
@@ -207,16 +220,16 @@ def check_mknod(path: str, mode: object) -> None:
     device is EPERM (the protocol has no caller identity to find root by:
     ``fedfs/links.py``), a regular file, directory or symlink EINVAL (made by
     create, mkdir and symlink)."""
-    if type(mode) is not int or mode < 0 or mode & ~(_stat.S_IFMT(mode) | PERM_BITS):
+    if type(mode) is not int or mode < 0 or mode & ~(S_IFMT | PERM_BITS):
         raise fs_error(errno.EINVAL, path, f"mknod mode {mode!r} has bits beyond a type and 0o7777")
-    kind = _stat.S_IFMT(mode)
-    if kind in (_stat.S_IFCHR, _stat.S_IFBLK):
+    what = kind(mode)
+    if what in (S_IFCHR, S_IFBLK):
         raise fs_error(
             errno.EPERM, path,
             "device files are refused: the federation cannot tell whether its caller is root",
         )  # fmt: skip
-    if kind not in NODE_TYPES:
-        raise fs_error(errno.EINVAL, path, f"mknod makes fifos and sockets, not type {kind:#o}")
+    if what not in NODE_TYPES:
+        raise fs_error(errno.EINVAL, path, f"mknod makes fifos and sockets, not type {what:#o}")
 
 
 def check_setattr(path: str, mode: int, uid: int, gid: int, atime_ns: int, mtime_ns: int) -> None:
@@ -237,5 +250,5 @@ def check_setattr(path: str, mode: int, uid: int, gid: int, atime_ns: int, mtime
 __all__ = [
     "ATTR_WIRE", "KEEP", "NODE_TYPES", "OFF_MAX", "ROOT_INO", "STATFS_WIRE", "TARGET_MAX", "UTIME_NOW", "UTIME_OMIT",
     "Attr", "StatFS", "check_mknod", "check_setattr", "check_size", "check_target", "dir_ino", "federated",
-    "file_ino", "home_of_ino", "is_device", "special_entry", "target_size",
+    "file_ino", "home_of_ino", "is_device", "is_regular", "kind", "special_entry", "target_size",
 ]  # fmt: skip

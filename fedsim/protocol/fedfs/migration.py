@@ -86,10 +86,9 @@ import random
 import struct
 from collections import Counter
 from dataclasses import dataclass
-from stat import S_ISREG
 from typing import Any, ClassVar
 
-from fedsim.protocol.attrs import KEEP, PERM_BITS, Attr
+from fedsim.protocol.attrs import KEEP, PERM_BITS, Attr, is_regular
 from fedsim.protocol.effects import Compute, Local, Send, Sleep, Spawn
 from fedsim.protocol.fedfs.directory import RenameFlight
 from fedsim.protocol.fedfs.rename import Renaming, _best_effort, _lagging
@@ -558,7 +557,7 @@ class Migration(Renaming):
             out.frozen = True
         try:
             a = Attr(*(yield Local("getattr", path)))
-            if not S_ISREG(a.mode):  # (a symlink with a target was refused by its first MigrateRead already)
+            if not is_regular(a.mode):  # (a symlink with a target was refused by its first MigrateRead already)
                 raise fs_error(errno.ELOOP, path, "symlinks and special files are not migrated: they stay home")
         except OSError:
             self.gates.discard(path)
