@@ -28,6 +28,11 @@ open, read, write, truncate, fsync and listdir of one; stat and getattr
 describe the entry itself (a symlink's size is its target's length);
 unlink removes it; rename moves it and replaces one; chmod of a symlink is
 EOPNOTSUPP, as Linux has no mode for a symlink.
+
+Extended attributes: per entry, name -> value (``xattrs``), with the names,
+limits, flags and errnos of ``fedsim.protocol.xattrs``; they go with a
+renamed file and with a removed entry.  No per-file space limit is modelled
+(ext4's ENOSPC past about 4 KiB per file is the real file system's).
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from fedsim.protocol.attrs import (
 from fedsim.protocol.effects import LOCAL_OPS
 from fedsim.protocol.messages import fs_error
 from fedsim.protocol.names import ROOT, ancestors, is_replica, split
+from fedsim.protocol.xattrs import XATTR_CREATE, XATTR_REPLACE, check_list, check_name, check_set
 
 FILE_MODE = _stat.S_IFREG | 0o644
 DIR_MODE = _stat.S_IFDIR | 0o755
@@ -92,6 +98,8 @@ class MemFS:
         self.special: dict[str, Any] = {}
         self._next_ino = 1  # the root gets 2, as on ext4
         self.meta: dict[str, list[int]] = {ROOT: self._new_meta(DIR_MODE)}
+        #: path -> its extended attributes (name -> value); an entry without any has none here
+        self.xattrs: dict[str, dict[str, bytes]] = {}
         self._ops: dict[str, Any] = {op: getattr(self, op) for op in LOCAL_OPS}  # bound once for apply
 
     # -- helpers --------------------------------------------------------------------
@@ -115,6 +123,7 @@ class MemFS:
         p, name = split(path)
         del self.dirs[p][name]
         del self.meta[path]
+        self.xattrs.pop(path, None)
         self._changed(p)
 
     def _make_parents(self, path: str) -> list[str]:
@@ -278,12 +287,15 @@ class MemFS:
         if new == path:
             return
         meta = self.meta[path]
+        xattrs = self.xattrs.pop(path, None)
         self.unlink(path)
         if new in self.files or new in self.special:
             self.unlink(new)
         self.dirs[p][name] = False
         (self.special if special else self.files)[new] = data
         self.meta[new] = meta  # the same file: its inode number and times go with it
+        if xattrs is not None:  # ... and its extended attributes
+            self.xattrs[new] = xattrs
         meta[_CTIME] = self.clock()
         self._changed(p)
 
@@ -359,6 +371,43 @@ class MemFS:
     def _special_size(self, path: str) -> int:
         v = self.special[path]
         return target_size(v) if isinstance(v, str) else v
+    def _xattrs(self, path: str, write: bool = False) -> dict[str, bytes]:
+        if path not in self.meta:
+            raise fs_error(errno.ENOENT, path)
+        if path in self.special:  # Linux: user. attributes only on regular files and directories
+            if write:
+                raise fs_error(errno.EPERM, path, "no user extended attributes on a symlink or special file")
+            return {}
+        return self.xattrs.get(path) or {}
+
+    def getxattr(self, path: str, name: str) -> bytes:
+        check_name(path, name)
+        value = self._xattrs(path).get(name)
+        if value is None:
+            raise fs_error(errno.ENODATA, path)
+        return value
+
+    def setxattr(self, path: str, name: str, value: bytes, flags: int) -> None:
+        """Set ``name``; XATTR_CREATE fails (EEXIST) if it is set, XATTR_REPLACE (ENODATA) if not."""
+        check_set(path, name, value, flags)
+        have = name in self._xattrs(path, write=True)
+        if have and flags & XATTR_CREATE:
+            raise fs_error(errno.EEXIST, path)
+        if not have and flags & XATTR_REPLACE:
+            raise fs_error(errno.ENODATA, path)
+        self.xattrs.setdefault(path, {})[name] = bytes(value)
+        self.meta[path][_CTIME] = self.clock()
+
+    def listxattr(self, path: str) -> list[str]:
+        return check_list(path, list(self._xattrs(path)))
+
+    def removexattr(self, path: str, name: str) -> None:
+        check_name(path, name)
+        x = self._xattrs(path, write=True)
+        if name not in x:
+            raise fs_error(errno.ENODATA, path)
+        del x[name]
+        self.meta[path][_CTIME] = self.clock()
 
     def list_dirs(self, path: str) -> list[str]:
         if path in self.special:
@@ -392,7 +441,10 @@ class MemFS:
 
 
 #: the argument checks of operations that validate before touching anything
-_ARG_CHECKS: dict[str, Callable[..., None]] = {"setattr": check_setattr, "mknod": check_mknod, "symlink": check_target}
+_ARG_CHECKS: dict[str, Callable[..., None]] = {
+    "setattr": check_setattr, "mknod": check_mknod, "symlink": check_target,
+    "getxattr": check_name, "setxattr": check_set, "removexattr": check_name,
+}  # fmt: skip
 
 
 def _foreign(path: str) -> OSError:

@@ -45,10 +45,15 @@ EXT2_PAPER: dict[str, float] = {
     "symlink": 89.0,
     "mknod": 89.0,
     "readlink": 8.0,
+    # extended attributes: a read of the inode's attribute area, like a stat; a change of it, like setattr
+    "getxattr": 8.0,
+    "listxattr": 8.0,
+    "setxattr": 19.0,
+    "removexattr": 19.0,
 }
 ASSUMED = (
     "rmdir", "listdir", "listdir_entry", "stat", "open", "close", "list_dirs", "rename", "truncate", "getattr",
-    "setattr", "statfs", "fsync", "symlink", "mknod", "readlink",
+    "setattr", "statfs", "fsync", "symlink", "mknod", "readlink", "getxattr", "listxattr", "setxattr", "removexattr",
 )  # fmt: skip
 
 

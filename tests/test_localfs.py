@@ -146,6 +146,9 @@ ARGS: dict[str, tuple[Any, ...]] = {
     "setattr": (0o777, KEEP, KEEP, 1, 1),
     "symlink": ("/etc/passwd",),
     "mknod": (stat.S_IFIFO | 0o600,),
+    "getxattr": ("user.a",),
+    "setxattr": ("user.a", b"v", 0),
+    "removexattr": ("user.a",),
 }
 
 #: what each local operation does at a symlink or special file itself (issue 22): the errno it
@@ -157,6 +160,8 @@ ON_ENTRY: dict[str, int | None] = {
     "listdir": FOREIGN_ERRNO, "list_dirs": FOREIGN_ERRNO, "open": FOREIGN_ERRNO, "read": FOREIGN_ERRNO,
     "write": FOREIGN_ERRNO, "truncate": FOREIGN_ERRNO, "fsync": FOREIGN_ERRNO,
     "stat": None, "getattr": None, "statfs": None, "close": None,
+    # Linux keeps user. extended attributes on regular files and directories only
+    "getxattr": errno.ENODATA, "listxattr": None, "setxattr": errno.EPERM, "removexattr": errno.EPERM,
 }  # fmt: skip
 
 
@@ -215,7 +220,10 @@ WEIGHTED_OPS = (
     + ["getattr", "setattr", "statfs", "fsync"]
     + ["symlink"] * 2
     + ["mknod", "readlink"]
+    + ["setxattr"] * 2
+    + ["getxattr", "listxattr", "removexattr"]
 )
+XATTR_NAMES = st.sampled_from(["user.a", "user.b", "trusted.t", "user.", ""])
 ARG_STRATEGIES: dict[str, st.SearchStrategy[tuple[Any, ...]]] = {
     "read": st.tuples(st.integers(-1, 12), st.integers(-1, 12)),
     "write": st.tuples(st.integers(-1, 12), st.binary(max_size=6)),
@@ -232,6 +240,11 @@ ARG_STRATEGIES: dict[str, st.SearchStrategy[tuple[Any, ...]]] = {
         st.sampled_from([UTIME_OMIT, 0, 10**18]),
         st.sampled_from([UTIME_OMIT, -(10**9), 1]),
     ),
+    # extended attributes: two names, refused ones (a namespace not carried, an empty suffix or name),
+    # both flags and a bad one; values within what any file system holds
+    "getxattr": st.tuples(XATTR_NAMES),
+    "setxattr": st.tuples(XATTR_NAMES, st.binary(max_size=6), st.sampled_from([0, 1, 2, 3, 4])),
+    "removexattr": st.tuples(XATTR_NAMES),
 }
 
 

@@ -207,6 +207,12 @@ LOCAL_OPS: dict[str, str] = {
     "readlink": "() -> str: a symlink's target (EINVAL for anything else)",
     "mknod": "(mode) -> list[str]: exclusive create of a fifo or socket (mode: S_IFIFO/S_IFSOCK | permission "
     "bits), missing parent directories created (as create); returns them",
+    # extended attributes of a regular file or directory (fedsim.protocol.xattrs: names, limits, errnos)
+    "getxattr": "(name) -> bytes: the value (ENODATA if unset)",
+    "setxattr": "(name, value, flags) -> None: XATTR_CREATE (EEXIST if set) / XATTR_REPLACE (ENODATA if "
+    "unset); ctime becomes now",
+    "listxattr": "() -> list[str]: the names, sorted, of the namespaces the federation carries",
+    "removexattr": "(name) -> None: ENODATA if unset; ctime becomes now",
 }
 
 

@@ -17,6 +17,8 @@ parent directory D:
   home or a directory's holders through its manager: ``attributes.py``;
 * symbolic links and special files (symlink, readlink, mknod), names with a
   home as files are, never followed or opened: ``links.py``;
+* extended attributes (getxattr, setxattr, listxattr, removexattr), by the
+  same rules: ``extattrs.py``;
 * file migration (FedFS 3.2) and the periodic work of a migration policy:
   ``migration.py``;
 * the remote data-block cache, at the requester for files homed elsewhere,
@@ -37,6 +39,7 @@ below, with its messages registered in its own module.
 from __future__ import annotations
 
 from fedsim.protocol.designs import DESIGNS
+from fedsim.protocol.fedfs.extattrs import ExtendedAttributes
 from fedsim.protocol.fedfs.failure import FailureDetection
 from fedsim.protocol.fedfs.links import Links
 from fedsim.protocol.fedfs.membership import Membership
@@ -45,11 +48,12 @@ from fedsim.protocol.fedfs.replication import Replication
 
 
 @DESIGNS.register("fedfs")
-class FedNode(Replication, FailureDetection, Membership, Migration, Links):
+class FedNode(Replication, FailureDetection, Membership, Migration, Links, ExtendedAttributes):
     """One member of a FedFS federation: every role, one object.  The roles
     are a chain of classes (summaries <- directory <- manager <- home <-
     requester <- renaming), each adding its own state in ``__init__`` and its
-    handlers; attributes (then block caching, over attributes), migration and
+    handlers; attributes (then block caching and extended attributes, over
+    attributes), migration and
     membership all extend renaming and are joined here (membership first, as
     a view change reaches every role, with failure detection before it: an
     eviction is a view change; then migration, so that its bookkeeping
@@ -60,7 +64,7 @@ class FedNode(Replication, FailureDetection, Membership, Migration, Links):
     operations and handlers of their own.
     Each calls ``super()``, so the order of the chain is Python's method
     resolution order: replication, failure detection, membership, migration,
-    links, block caching, attributes, renaming, requester,
+    links, block caching, extended attributes, attributes, renaming, requester,
     home, manager, directory, summaries."""
 
 
