@@ -289,6 +289,8 @@ FS_COMMANDS = {
     "rm": 1,
     "rmdir": 1,
     "mv": 2,
+    "ln": 2,
+    "readlink": 1,
 }
 
 
@@ -297,10 +299,13 @@ def _long_line(name: str, is_dir: bool, a: Any) -> str:
     if a is None:
         return f"{'d' if is_dir else '-'}?????????  ?  ?  ?  ? {'?':>16} {name}{'/' if is_dir else ''}"
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(a.mtime_ns / 1e9))
-    return f"{stat.filemode(a.mode)} {a.nlink:2} {a.uid} {a.gid} {a.size:8} {when} {name}{'/' if is_dir else ''}"
+    size = f"{os.major(a.rdev):3}, {os.minor(a.rdev):3}" if a.rdev else f"{a.size:8}"
+    return f"{stat.filemode(a.mode)} {a.nlink:2} {a.uid} {a.gid} {size} {when} {name}{'/' if is_dir else ''}"
 
 
-def fs(cluster_file: str, node: int | None, cmd: str, args: list[str], long: bool = False) -> int:
+def fs(
+    cluster_file: str, node: int | None, cmd: str, args: list[str], long: bool = False, symbolic: bool = False
+) -> int:
     from fednode.client import Client
 
     want = FS_COMMANDS[cmd]
@@ -309,11 +314,17 @@ def fs(cluster_file: str, node: int | None, cmd: str, args: list[str], long: boo
         want_n = " or ".join(map(str, counts))
         print(f"fednode fs {cmd}: expected {want_n} argument(s), got {len(args)}", file=sys.stderr)
         return 2
+    if cmd == "ln" and not symbolic:
+        print("fednode fs ln: no hard links in a federation; ln -s TARGET PATH makes a symbolic one", file=sys.stderr)
+        return 2
     try:
         with Client(load_cluster(cluster_file), node=node) as c:
             if cmd == "ls" and long:  # one call for the listing and every entry's attributes
                 for name, is_dir, a in c.readdir_attrs(args[0]):
-                    print(_long_line(name, is_dir, a))
+                    line = _long_line(name, is_dir, a)
+                    if a is not None and stat.S_ISLNK(a.mode):
+                        line += " -> " + c.readlink(args[0].rstrip("/") + "/" + name)
+                    print(line)
             elif cmd == "ls":
                 for name, is_dir in c.readdir(args[0]):
                     print(name + ("/" if is_dir else ""))
@@ -339,6 +350,11 @@ def fs(cluster_file: str, node: int | None, cmd: str, args: list[str], long: boo
                 c.rmdir(args[0])
             elif cmd == "mv":
                 c.rename(args[0], args[1])
+            elif cmd == "ln":
+                home = c.symlink(args[0], args[1])
+                print(f"{args[1]} -> {args[0]} on node {home}")
+            elif cmd == "readlink":
+                print(c.readlink(args[0]))
     except OSError as exc:
         what = exc.strerror or str(exc)
         name = f" {exc.filename}" if getattr(exc, "filename", None) else ""
@@ -540,6 +556,7 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--cluster", required=True)
     f.add_argument("--node", type=int, default=None, help="the agent to talk to (default: the first that answers)")
     f.add_argument("-l", dest="long", action="store_true", help="ls: with every entry's attributes (one call)")
+    f.add_argument("-s", dest="symbolic", action="store_true", help="ln -s TARGET PATH: a symbolic link (the one kind)")
     f.add_argument("command", choices=sorted(FS_COMMANDS))
     f.add_argument("args", nargs="*")
     ini = sub.add_parser("init", help="write a cluster file for a list of hosts (with a new secret)")
@@ -615,7 +632,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "umount":
             return umount(args.mountpoint)
         if args.cmd == "fs":
-            return fs(args.cluster, args.node, args.command, args.args, args.long)
+            return fs(args.cluster, args.node, args.command, args.args, args.long, args.symbolic)
         if args.cmd == "status":
             return status(args.cluster, args.json)
         if args.cmd == "migrate":

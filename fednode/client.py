@@ -352,6 +352,24 @@ class Client:
             out.append((name, is_dir, None if a is None else Attr(*a)))
         return out
 
+    def symlink(self, target: str, path: str) -> int:
+        """Make the symbolic link ``path`` holding ``target`` (``os.symlink``'s
+        order); returns the node that holds it.  The target is stored verbatim
+        and never resolved by the federation (a mount's kernel follows it):
+        any string of at most 4095 bytes without NUL.  EEXIST if the name exists."""
+        return self.call("symlink", target, path)
+
+    def readlink(self, path: str) -> str:
+        """A symbolic link's target; EINVAL for anything that is not one."""
+        return self.call("readlink", path)
+
+    def mknod(self, path: str, mode: int, dev: int = 0) -> int:
+        """Make a fifo or socket (``mode``: ``stat.S_IFIFO`` or ``S_IFSOCK`` and
+        the permission bits); returns its home.  Never opened by an agent
+        (open is ELOOP): a mount's kernel does a fifo's I/O itself.  Devices
+        are EPERM: the protocol cannot tell a root caller from another."""
+        return self.call("mknod", path, mode, dev)
+
     def listdir(self, path: str) -> list[str]:
         return [name for name, _ in self.readdir(path)]
 

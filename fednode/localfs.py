@@ -33,13 +33,27 @@ Confinement (the agent serves requests from the network)
     ``tests/test_localfs.py`` runs every test once per resolver.
 
 Symlinks and special files (fifos, sockets, devices) inside the root
-    They are not part of the federated namespace: ``listdir``, ``list_dirs`` and
-    ``tree`` skip them, and any operation whose path reaches one -- as its last
-    component or as an intermediate "directory" -- fails with **ELOOP** naming
-    that entry, without following or opening it (the one exception: a device is
-    briefly opened, never read or written, by read/write/open, whose type check
-    is an ``fstat`` of the opened descriptor so that no rename race can slip a
-    different file under the check).  ELOOP rather than ENOENT because
+    They are entries of the federated namespace like files (issue 22), but
+    nothing here ever follows or opens one.  ``listdir`` lists them (is_dir
+    False); ``stat`` and ``getattr`` describe the entry itself (``lstat``: a
+    symlink's size is its target's length, a device's ``getattr`` size its
+    ``st_rdev``, see ``attrs.Attr.rdev``); ``readlink`` reads a symlink's
+    target with ``readlinkat`` on its parent's descriptor; ``symlink`` and
+    ``mknod`` (fifos and sockets) make them with ``symlinkat``/``mknodat``
+    there; ``unlink`` removes one and ``rename`` moves or replaces one;
+    ``setattr`` changes the entry itself through its ``O_PATH|O_NOFOLLOW``
+    descriptor (a symlink's owner and times; its mode is EOPNOTSUPP, as on
+    Linux).  The target is data: stored and returned verbatim, never
+    resolved, so no target (``/etc``, ``../../..``) can lead anywhere.
+
+    What would follow or open one fails with **ELOOP** naming that entry:
+    a path through one as an intermediate "directory" (the walk's
+    ``O_NOFOLLOW|O_DIRECTORY``, or openat2's ``RESOLVE_NO_SYMLINKS``, refuse
+    it), ``listdir`` of one, and open, read, write, truncate and fsync (the
+    one exception: a device is briefly opened, never read or written, by
+    read/write/open, whose type check is an ``fstat`` of the opened
+    descriptor so that no rename race can slip a different file under the
+    check).  ELOOP rather than ENOENT because
 
     * it is what the kernel itself answers to ``O_NOFOLLOW`` on a symlink, so
       the common open/read/write paths need no extra system call to produce it;
@@ -49,9 +63,10 @@ Symlinks and special files (fifos, sockets, devices) inside the root
       told EEXIST.  ELOOP says "a name is taken here by something the
       federation will not follow", consistently for every operation.
 
-    Creating over such a name (create, mkdir) is ELOOP too.  ``list_dirs`` keeps
-    MemFS's habit of answering ``[]`` for a missing path or a file, and raises
-    ELOOP only when the path reaches a foreign entry.
+    Creating over such a name (create, mkdir, symlink, mknod) is EEXIST, as
+    on any file system; rmdir of one ENOTDIR.  ``list_dirs`` keeps MemFS's
+    habit of answering ``[]`` for a missing path or a file, and raises ELOOP
+    only when the path reaches one.
 
 MemFS parity beyond POSIX
     * A regular file used as an intermediate directory gives ENOENT (on the
@@ -110,8 +125,9 @@ The root itself
 
 Extended attributes
     ``getxattr``/``setxattr``/``listxattr``/``removexattr`` act on the entry
-    held by an ``O_PATH`` descriptor (``_entry``: the confined walk, O_NOFOLLOW,
-    a regular file or directory or ELOOP), through its ``/proc/self/fd`` link,
+    held by an ``O_PATH`` descriptor (``_entry``: the confined walk, O_NOFOLLOW;
+    a symlink or special file has none, by Linux's rule for ``user.``: reading
+    ENODATA, writing EPERM), through its ``/proc/self/fd`` link,
     as ``setattr`` does: Linux's f*xattr calls refuse an O_PATH descriptor, and
     the link names exactly the inode held, never a path built from a request.
     Names are checked first (``fedsim.protocol.xattrs``: the ``user.``
@@ -141,7 +157,16 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from fedsim.protocol.attrs import KEEP, UTIME_NOW, UTIME_OMIT, check_setattr
+from fedsim.protocol.attrs import (
+    KEEP,
+    UTIME_NOW,
+    UTIME_OMIT,
+    check_mknod,
+    check_setattr,
+    check_target,
+    is_device,
+    special_entry,
+)
 from fedsim.protocol.effects import LOCAL_OPS
 from fedsim.protocol.messages import fs_error
 from fedsim.protocol.names import MAX_NAME, ROOT, InvalidPath, join, normalize
@@ -158,7 +183,8 @@ ROOT_LOST_ERRNO = errno.EIO
 # Operations that change the namespace (or read the whole of it, as a summary refresh does): the root
 # is checked before they run, so none of them acts on a root that was moved away.
 _CHECKED_FIRST = frozenset(
-    {"create", "mkdir", "unlink", "rmdir", "rename", "setattr", "list_dirs", "setxattr", "removexattr"}
+    {"create", "mkdir", "unlink", "rmdir", "rename", "setattr", "list_dirs", "symlink", "mknod", "setxattr",
+     "removexattr"}
 )
 
 
@@ -173,7 +199,9 @@ class RootUnusable(ValueError):
 
 #: errno of any operation that reaches a symlink or special file (see module docstring).
 FOREIGN_ERRNO = errno.ELOOP
-_FOREIGN_DETAIL = "symlink or special file: not part of the federated namespace"
+_FOREIGN_DETAIL = "symlink or special file: never followed or opened by the federation"
+# mknod's permission bits lose these, whatever the process's umask lets through too (MemFS.UMASK)
+_UMASK = 0o022
 
 _O_PATH = getattr(os, "O_PATH", os.O_RDONLY)  # Linux; elsewhere a read-only open (needs read permission)
 _CLOEXEC = os.O_CLOEXEC
@@ -321,18 +349,13 @@ def _kind(dir_fd: int, name: str) -> int | None:
 
 
 def _entries(dir_fd: int) -> list[tuple[str, bool]]:
-    """(name, is_dir) of the regular files and directories in an open directory (unsorted).
+    """(name, is_dir) of every entry in an open directory (unsorted): a
+    symlink or special file is listed as a file is (is_dir False).
 
     scandir's d_type tells the types without a stat per entry; where the file
     system does not provide it, CPython stats relative to this same descriptor."""
-    out = []
     with os.scandir(dir_fd) as it:
-        for e in it:
-            if e.is_dir(follow_symlinks=False):
-                out.append((e.name, True))
-            elif e.is_file(follow_symlinks=False):
-                out.append((e.name, False))
-    return out
+        return [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
 
 
 # -- utimensat(2) with UTIME_NOW / UTIME_OMIT, which os.utime cannot express --------------------
@@ -517,7 +540,7 @@ class LocalFS:
     def _final_error(self, e: OSError, dir_fd: int, name: str, path: str) -> OSError:
         """The error for a final-component operation: ELOOP for foreign entries, else as the kernel said."""
         code = e.errno
-        if code in (errno.ELOOP, errno.ENXIO, errno.ENOTDIR, errno.EEXIST) and _kind(dir_fd, name) == _KIND_FOREIGN:
+        if code in (errno.ELOOP, errno.ENXIO, errno.ENOTDIR) and _kind(dir_fd, name) == _KIND_FOREIGN:
             return _foreign(path)
         return fs_error(code or errno.EIO, path)
 
@@ -588,10 +611,9 @@ class LocalFS:
         try:
             os.mkdir(name, 0o777, dir_fd=dfd)
         except FileExistsError:
-            kind = _kind(dfd, name)
-            if kind == _KIND_DIR:
+            if _kind(dfd, name) == _KIND_DIR:
                 return created
-            raise (_foreign(path) if kind == _KIND_FOREIGN else fs_error(errno.EEXIST, path)) from None
+            raise fs_error(errno.EEXIST, path) from None
         except OSError as e:
             raise fs_error(e.errno or errno.EIO, path) from None
         finally:
@@ -603,16 +625,13 @@ class LocalFS:
         return created
 
     def unlink(self, path: str) -> None:
-        """Remove a regular file (EISDIR for a directory; foreign entries are refused, not removed)."""
+        """Remove a regular file, symlink or special file (EISDIR for a directory)."""
         _check(path)
         if path == ROOT:
             raise fs_error(errno.EISDIR, path)
         dfd, name = self._walk(path)
         try:
-            # The type check costs a stat, but a symlink or fifo the federation never exposed is not its to delete.
-            mode = os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode
-            if not _S_ISREG(mode):
-                raise fs_error(errno.EISDIR, path) if _S_ISDIR(mode) else _foreign(path)
+            # unlinkat refuses a directory with EISDIR itself (no type check needed, none is followed)
             os.unlink(name, dir_fd=dfd)
         except OSError as e:
             if e.filename == path:  # already ours
@@ -656,9 +675,9 @@ class LocalFS:
         """Rename the regular file ``path`` to ``new`` with one ``renameat``
         between the two confined parent descriptors, so a regular file at
         ``new`` is replaced atomically: no observer of the local tree sees
-        ``new`` missing.  Errors as MemFS: the source first (ENOENT, EISDIR,
-        ELOOP), then the target (EISDIR for a directory, ELOOP for a foreign
-        entry, which is never replaced, ENOENT when its parent is missing)."""
+        ``new`` missing.  A symlink or special file moves and is replaced as
+        a file is.  Errors as MemFS: the source first (ENOENT, EISDIR), then
+        the target (EISDIR for a directory, ENOENT when its parent is missing)."""
         _check(path)
         _check(new)
         if path == ROOT:
@@ -670,8 +689,8 @@ class LocalFS:
                 mode = os.stat(sname, dir_fd=sfd, follow_symlinks=False).st_mode
             except OSError as e:
                 raise fs_error(e.errno or errno.EIO, path) from None
-            if not _S_ISREG(mode):
-                raise fs_error(errno.EISDIR, path) if _S_ISDIR(mode) else _foreign(path)
+            if _S_ISDIR(mode):
+                raise fs_error(errno.EISDIR, path)
             if new == ROOT:
                 raise fs_error(errno.EISDIR, new)
             dfd, dname = self._walk(new)
@@ -681,8 +700,8 @@ class LocalFS:
                 tmode = None
             except OSError as e:
                 raise fs_error(e.errno or errno.EIO, new) from None
-            if tmode is not None and not _S_ISREG(tmode):
-                raise fs_error(errno.EISDIR, new) if _S_ISDIR(tmode) else _foreign(new)
+            if tmode is not None and _S_ISDIR(tmode):
+                raise fs_error(errno.EISDIR, new)
             if new == path:
                 return
             try:
@@ -714,6 +733,8 @@ class LocalFS:
         except OSError as e:
             if e.errno == errno.EEXIST:  # some file systems say EEXIST for a non-empty directory
                 raise fs_error(errno.ENOTEMPTY, path) from None
+            if e.errno == errno.ENOTDIR:  # a file, symlink or special file: not a directory, as MemFS says
+                raise fs_error(errno.ENOTDIR, path) from None
             raise self._final_error(e, dfd, name, path) from None
         finally:
             if dfd != self._root:
@@ -740,7 +761,7 @@ class LocalFS:
                 os.close(dfd)
 
     def listdir(self, path: str) -> list[tuple[str, bool]]:
-        """Sorted (name, is_dir) of the regular files and directories in a directory."""
+        """Sorted (name, is_dir) of every entry of a directory (symlinks and special files as files)."""
         _check(path)
         fd = self._open_dir(path)
         try:
@@ -753,8 +774,7 @@ class LocalFS:
         return out
 
     def _lstat(self, path: str) -> os.stat_result:
-        """The stat of the regular file or directory at ``path``, not following
-        it (ELOOP for a foreign entry): what stat and getattr report."""
+        """The stat of the entry at ``path`` itself, never followed: what stat and getattr report."""
         _check(path)
         root = self._root
         i = path.rfind("/")
@@ -769,50 +789,39 @@ class LocalFS:
         finally:
             if dfd != root:
                 os.close(dfd)
-        if not (_S_ISREG(st.st_mode) or _S_ISDIR(st.st_mode)):
-            raise _foreign(path)
         return st
 
     def stat(self, path: str) -> tuple[bool, int]:
-        """(is_dir, size); size 0 for directories."""
+        """(is_dir, size) of the entry itself; size 0 for directories, a symlink's its target's length."""
         if path == ROOT:
             return (True, 0)
         st = self._lstat(path)
-        return (False, st.st_size) if _S_ISREG(st.st_mode) else (True, 0)
+        return (True, 0) if _S_ISDIR(st.st_mode) else (False, st.st_size)
 
     def getattr(self, path: str) -> tuple[bool, int, int, int, int, int, int, int, int, int]:
         """(is_dir, mode, nlink, uid, gid, size, atime_ns, mtime_ns, ctime_ns, st_ino); size 0 for directories."""
         st = self._lstat(path)
         is_dir = _S_ISDIR(st.st_mode)
-        size = 0 if is_dir else st.st_size
+        size = 0 if is_dir else st.st_rdev if is_device(st.st_mode) else st.st_size  # (``attrs.Attr.rdev``)
         return (is_dir, st.st_mode, st.st_nlink, st.st_uid, st.st_gid, size,
                 st.st_atime_ns, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)  # fmt: skip
 
     def _entry(self, path: str) -> int:
-        """An ``O_PATH`` descriptor of the regular file or directory at ``path``
-        itself (never a symlink's target: ELOOP for a foreign entry), for the
-        operations that act on the entry, not its data (setattr, statfs)."""
+        """An ``O_PATH`` descriptor of the entry at ``path`` itself (a symlink's,
+        never its target's), for the operations that act on the entry, not
+        its data (setattr, statfs): nothing is opened for reading or writing."""
         _check(path)
         if path == ROOT:
             dfd, name = self._root, "."
         else:
             dfd, name = self._walk(path)
         try:
-            fd = os.open(name, _O_PATH | os.O_NOFOLLOW | _CLOEXEC, dir_fd=dfd)
+            return os.open(name, _O_PATH | os.O_NOFOLLOW | _CLOEXEC, dir_fd=dfd)
         except OSError as e:
             raise self._final_error(e, dfd, name, path) from None
         finally:
             if dfd != self._root:
                 os.close(dfd)
-        try:
-            mode = os.fstat(fd).st_mode
-        except OSError as e:
-            os.close(fd)
-            raise fs_error(e.errno or errno.EIO, path) from None
-        if not (_S_ISREG(mode) or _S_ISDIR(mode)):
-            os.close(fd)
-            raise _foreign(path)
-        return fd
 
     def setattr(self, path: str, mode: int, uid: int, gid: int, atime_ns: int, mtime_ns: int) -> None:
         """chown, then chmod, then utimensat, on the entry itself (``attrs.KEEP``
@@ -829,6 +838,8 @@ class LocalFS:
         check_setattr(path, mode, uid, gid, atime_ns, mtime_ns)
         fd = self._entry(path)
         try:
+            if mode != KEEP and _stat.S_ISLNK(os.fstat(fd).st_mode):  # refused before anything changed
+                raise fs_error(errno.EOPNOTSUPP, path, "a symlink has no mode of its own (Linux)")
             link = _proc_fd(fd, path)
             if uid != KEEP or gid != KEEP:
                 os.chown(link, uid, gid)
@@ -998,6 +1009,54 @@ class LocalFS:
         finally:
             os.close(fd)
 
+    # -- symlinks and special files (never followed, never opened) ----------------------
+    def _make_entry(self, path: str, make: Callable[[str, int], None]) -> list[str]:
+        """``make(name, parent_fd)`` in ``path``'s parent, made with its missing
+        parents as create's (returned, root first); EEXIST if the name is taken."""
+        _check(path)
+        if path == ROOT:
+            raise fs_error(errno.EEXIST, path)
+        created: list[str] = []
+        dfd, name = self._walk(path, created)
+        try:
+            make(name, dfd)
+        except OSError as e:
+            raise fs_error(e.errno or errno.EIO, path) from None
+        finally:
+            if dfd != self._root:
+                os.close(dfd)
+        if self._open:
+            self._drop(path)
+        return created
+
+    def symlink(self, path: str, target: str) -> list[str]:
+        """A symlink at ``path`` holding ``target`` verbatim (``symlinkat`` on the
+        parent's descriptor: the target is never resolved, here or later)."""
+        _check(path)
+        check_target(path, target)
+        return self._make_entry(path, lambda name, dfd: os.symlink(target, name, dir_fd=dfd))
+
+    def mknod(self, path: str, mode: int) -> list[str]:
+        """A fifo or socket at ``path`` (``mknodat``; never opened by the agent)."""
+        _check(path)
+        check_mknod(path, mode)
+        mode = _stat.S_IFMT(mode) | (_stat.S_IMODE(mode) & ~_UMASK)
+        return self._make_entry(path, lambda name, dfd: os.mknod(name, mode, 0, dir_fd=dfd))
+
+    def readlink(self, path: str) -> str:
+        """A symlink's target (``readlinkat`` on the parent's descriptor); EINVAL for anything else."""
+        _check(path)
+        if path == ROOT:
+            raise fs_error(errno.EINVAL, path, "not a symlink")
+        dfd, name = self._walk(path)
+        try:
+            return os.readlink(name, dir_fd=dfd)
+        except OSError as e:
+            raise fs_error(e.errno or errno.EIO, path) from None
+        finally:
+            if dfd != self._root:
+                os.close(dfd)
+
     def list_dirs(self, path: str) -> list[str]:
         """Every directory under ``path``, inclusive, sorted; [] if ``path`` is missing or a file (as MemFS)."""
         _check(path)
@@ -1058,7 +1117,7 @@ class LocalFS:
             raise fs_error(e.errno or errno.EIO, path) from None
 
     # -- whole-tree walk ----------------------------------------------------------------
-    def _scan(self, top: str, top_fd: int, files: dict[str, bytes] | None) -> list[str]:
+    def _scan(self, top: str, top_fd: int, files: dict[str, Any] | None) -> list[str]:
         """Directories under ``top`` (inclusive), depth first from the open ``top_fd`` (closed here).
 
         One descriptor per level of the current branch, each opened relative to
@@ -1101,7 +1160,12 @@ class LocalFS:
         return dirs
 
     @staticmethod
-    def _slurp(dir_fd: int, name: str, path: str) -> bytes:
+    def _slurp(dir_fd: int, name: str, path: str) -> bytes | tuple[object, ...]:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        if _stat.S_ISLNK(st.st_mode):
+            return special_entry(st.st_mode, os.readlink(name, dir_fd=dir_fd))
+        if not _S_ISREG(st.st_mode):  # never opened: a fifo would block, a device is not ours to read
+            return special_entry(st.st_mode, st.st_rdev)
         fd = os.open(name, os.O_RDONLY | _FILE, dir_fd=dir_fd)
         try:
             if not _S_ISREG(os.fstat(fd).st_mode):
@@ -1132,10 +1196,11 @@ class LocalFS:
             elif content:
                 self.write(path, 0, bytes(content))
 
-    def tree(self) -> dict[str, bytes | None]:
-        """path -> None for directories, content for files: the whole served namespace (like MemFS.tree)."""
-        files: dict[str, bytes] = {}
-        out: dict[str, bytes | None] = {d: None for d in self._scan(ROOT, self._open_dir(ROOT), files)}
+    def tree(self) -> dict[str, Any]:
+        """path -> None for directories, content for files, ``attrs.special_entry``
+        for symlinks and special files: the whole served namespace (like MemFS.tree)."""
+        files: dict[str, Any] = {}
+        out: dict[str, Any] = {d: None for d in self._scan(ROOT, self._open_dir(ROOT), files)}
         out.update(files)
         return out
 

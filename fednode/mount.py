@@ -67,8 +67,20 @@ therefore closes the federation descriptor at ``flush``, which ``close(2)``
 waits for, and reopens it by name should the kernel use the handle again (a
 ``dup``'ed descriptor, a shared mapping written back later).
 
-What it does not do (clear errors, not silent surprises): symbolic and hard
-links and special files (``EPERM``); rename across directories and of
+Symbolic links and special files (issue 22) are the protocol's
+(``fedsim/protocol/fedfs/links.py``): ``symlink``, ``readlink`` and
+``mknod`` (fifos and sockets; a device is ``EPERM``: the protocol has no
+caller identity) become the client calls of the same names, and getattr
+gives the entry's own type (``S_IFLNK``, ``S_IFIFO`` ...).  The federation
+never follows a symlink: the kernel does, asking ``readlink`` and looking the
+target's components up as ordinary names.  The I/O of a fifo, socket or
+device node is the kernel's own (its open never reaches a FUSE file
+system), so a fifo on the mount connects a writer and a reader of this
+machine, as on any local file system.
+
+What it does not do (clear errors, not silent surprises): hard links
+(``EPERM``; git falls back to rename), devices (``EPERM``), chmod of a
+symlink (``EOPNOTSUPP``, as on Linux); rename across directories and of
 directories (``EXDEV``: ``mv`` copies); ``rename`` flags such as
 ``RENAME_NOREPLACE`` (``EINVAL``: callers fall back to a plain rename);
 extended attributes outside the ``user.`` namespace (``EOPNOTSUPP``:
@@ -685,13 +697,27 @@ class FedOps(mfusepy.Operations):
         self.entries.forget(new)  # the file replaced there, if any; the moved one is learnt at its next getattr
 
     def symlink(self, target: str, source: str) -> None:
-        raise OSError(errno.EPERM, "a federation holds no symbolic links")
+        """``ln -s source target`` (mfusepy's names: ``target`` is the new link,
+        ``source`` what it holds): the protocol's ``symlink``, at the name's manager."""
+        check_name(target)
+        with self.entries.client(target) as c:
+            c.symlink(source, target)
+
+    def readlink(self, path: str) -> str:
+        """A symlink's target: the kernel follows it itself (the federation never does)."""
+        with self.entries.client(path) as c:
+            return c.readlink(path)
 
     def link(self, target: str, source: str) -> None:
         raise OSError(errno.EPERM, "a federation holds no hard links")
 
     def mknod(self, path: str, mode: int, dev: int) -> None:
-        raise OSError(errno.EPERM, "a federation holds only regular files and directories")
+        """``mkfifo``, a socket's ``bind``: the protocol's ``mknod`` (a device is
+        EPERM).  The kernel then does the node's I/O itself: a fifo's or
+        socket's open never reaches this file system."""
+        check_name(path)
+        with self.entries.client(path) as c:
+            c.mknod(path, stat.S_IFMT(mode) | stat.S_IMODE(mode), dev)
 
     # ------------------------------------------------------------------ files
     def _handle(self, c: fclient.Client, fd: int, path: str) -> int:
@@ -809,14 +835,19 @@ def _undo_on_error(undo: Callable[[], None]) -> Iterator[None]:
 
 
 def _stat_dict(a: Any) -> dict[str, int]:
-    kind = stat.S_IFDIR if a.is_dir else stat.S_IFREG
+    """The kernel's ``struct stat`` of ``Attr`` ``a``: its type from the mode
+    (a symlink, fifo, socket or device is one to the kernel too), a device's
+    number in ``st_rdev`` (``Attr.rdev``)."""
+    kind = stat.S_IFMT(a.mode) or (stat.S_IFDIR if a.is_dir else stat.S_IFREG)
+    size = a.st_size
     return {
         "st_mode": kind | stat.S_IMODE(a.mode),
         "st_nlink": a.nlink,
         "st_uid": a.uid,
         "st_gid": a.gid,
-        "st_size": a.size,
-        "st_blocks": (a.size + 511) // 512,
+        "st_size": size,
+        "st_rdev": a.rdev,
+        "st_blocks": (size + 511) // 512,
         "st_blksize": 4096,
         "st_atime": a.atime_ns,
         "st_mtime": a.mtime_ns,

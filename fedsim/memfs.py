@@ -20,6 +20,15 @@ ctime, a change of a directory's entries its mtime and ctime, setattr the
 ctime; a read does not touch atime (as ``noatime``: no real file system's
 relatime heuristic is modelled).
 
+Symlinks and special files (``special``: a symlink's target, or 0 for a fifo
+or socket; their type is their mode's): entries like files, as
+``fednode.localfs`` serves them.  Nothing follows or opens one: a path
+through one (as an intermediate "directory") is ELOOP naming it, and so are
+open, read, write, truncate, fsync and listdir of one; stat and getattr
+describe the entry itself (a symlink's size is its target's length);
+unlink removes it; rename moves it and replaces one; chmod of a symlink is
+EOPNOTSUPP, as Linux has no mode for a symlink.
+
 Extended attributes: per entry, name -> value (``xattrs``), with the names,
 limits, flags and errnos of ``fedsim.protocol.xattrs``; they go with a
 renamed file and with a removed entry.  No per-file space limit is modelled
@@ -33,7 +42,17 @@ import stat as _stat
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from fedsim.protocol.attrs import KEEP, OFF_MAX, UTIME_NOW, UTIME_OMIT, check_setattr
+from fedsim.protocol.attrs import (
+    KEEP,
+    OFF_MAX,
+    UTIME_NOW,
+    UTIME_OMIT,
+    check_mknod,
+    check_setattr,
+    check_target,
+    special_entry,
+    target_size,
+)
 from fedsim.protocol.effects import LOCAL_OPS
 from fedsim.protocol.messages import fs_error
 from fedsim.protocol.names import ROOT, ancestors, is_replica, split
@@ -41,6 +60,10 @@ from fedsim.protocol.xattrs import XATTR_CREATE, XATTR_REPLACE, check_list, chec
 
 FILE_MODE = _stat.S_IFREG | 0o644
 DIR_MODE = _stat.S_IFDIR | 0o755
+LINK_MODE = _stat.S_IFLNK | 0o777  # a symlink's mode on Linux, whatever the umask
+UMASK = 0o022  # what mknod's permission bits lose (the umask the modes above assume)
+#: errno of an operation that would follow or open a symlink or special file (``fednode.localfs``'s too)
+FOREIGN_ERRNO = errno.ELOOP
 BLOCK = 4096  # statfs's block size
 # meta fields
 _MODE, _UID, _GID, _ATIME, _MTIME, _CTIME, _INO = range(7)
@@ -71,6 +94,8 @@ class MemFS:
         self.capacity_bytes, self.capacity_inodes = capacity_bytes, capacity_inodes
         self.dirs: dict[str, dict[str, bool]] = {ROOT: {}}
         self.files: dict[str, Any] = {}
+        #: symlinks (path -> target) and fifos/sockets (path -> 0): see the module docstring
+        self.special: dict[str, Any] = {}
         self._next_ino = 1  # the root gets 2, as on ext4
         self.meta: dict[str, list[int]] = {ROOT: self._new_meta(DIR_MODE)}
         #: path -> its extended attributes (name -> value); an entry without any has none here
@@ -88,10 +113,10 @@ class MemFS:
         m = self.meta[path]
         m[_MTIME] = m[_CTIME] = self.clock()
 
-    def _add(self, path: str, is_dir: bool) -> None:
+    def _add(self, path: str, is_dir: bool, mode: int | None = None) -> None:
         p, name = split(path)
         self.dirs[p][name] = is_dir
-        self.meta[path] = self._new_meta(DIR_MODE if is_dir else FILE_MODE)
+        self.meta[path] = self._new_meta(mode if mode is not None else DIR_MODE if is_dir else FILE_MODE)
         self._changed(p)
 
     def _remove(self, path: str) -> None:
@@ -108,6 +133,8 @@ class MemFS:
                 continue
             if a in self.files:
                 raise fs_error(errno.ENOTDIR, a)
+            if a in self.special:
+                raise _foreign(a)
             self._add(a, True)
             self.dirs[a] = {}
             created.append(a)
@@ -118,7 +145,25 @@ class MemFS:
             return self.files[path]
         if path in self.dirs:
             raise fs_error(errno.EISDIR, path)
+        if path in self.special:
+            raise _foreign(path)
         raise fs_error(errno.ENOENT, path)
+
+    def _through_special(self, path: str) -> None:
+        """ELOOP naming the first proper ancestor of ``path`` that is a symlink
+        or special file: the local layer walks through none (``apply``)."""
+        for a in ancestors(path):
+            if a in self.special:
+                raise _foreign(a)
+
+    def _new_special(self, path: str, mode: int, value: Any) -> list[str]:
+        """Make the symlink or special file ``path`` (exclusive, parents made as create's)."""
+        if path in self.files or path in self.dirs or path in self.special:
+            raise fs_error(errno.EEXIST, path)
+        created = self._make_parents(path)
+        self._add(path, False, mode)
+        self.special[path] = value
+        return created
 
     def populate(self, files: Iterable[tuple[str, int]], dirs: Iterable[str] = ()) -> None:
         """Pre-populate (as if written before the federation started)."""
@@ -130,7 +175,7 @@ class MemFS:
 
     # -- LOCAL_OPS --------------------------------------------------------------------
     def create(self, path: str) -> list[str]:
-        if path in self.files or path in self.dirs:
+        if path in self.files or path in self.dirs or path in self.special:
             raise fs_error(errno.EEXIST, path)
         created = self._make_parents(path)
         self._add(path, False)
@@ -140,7 +185,7 @@ class MemFS:
     def mkdir(self, path: str) -> list[str]:
         if path in self.dirs:
             return []
-        if path in self.files:
+        if path in self.files or path in self.special:
             raise fs_error(errno.EEXIST, path)
         created = self._make_parents(path)
         self._add(path, True)
@@ -149,13 +194,16 @@ class MemFS:
         return created
 
     def unlink(self, path: str) -> None:
-        self._file(path)
-        del self.files[path]
+        if path in self.special:
+            del self.special[path]
+        else:
+            self._file(path)
+            del self.files[path]
         self._remove(path)
 
     def rmdir(self, path: str) -> None:
         if path not in self.dirs:
-            raise fs_error(errno.ENOTDIR if path in self.files else errno.ENOENT, path)
+            raise fs_error(errno.ENOTDIR if path in self.files or path in self.special else errno.ENOENT, path)
         if self.dirs[path]:
             raise fs_error(errno.ENOTEMPTY, path)
         if path == ROOT:
@@ -166,12 +214,17 @@ class MemFS:
     def listdir(self, path: str) -> list[tuple[str, bool]]:
         d = self.dirs.get(path)
         if d is None:
+            if path in self.special:
+                raise _foreign(path)
             raise fs_error(errno.ENOTDIR if path in self.files else errno.ENOENT, path)
         return sorted(d.items())
 
     def stat(self, path: str) -> tuple[bool, int]:
         if path in self.dirs:
             return (True, 0)
+        v = self.special.get(path)
+        if v is not None:
+            return (False, target_size(v) if isinstance(v, str) else 0)  # (a device's size is 0, not its rdev)
         f = self._file(path)
         return (False, f if isinstance(f, int) else len(f))
 
@@ -222,7 +275,10 @@ class MemFS:
     def rename(self, path: str, new: str) -> None:
         """The source is checked first (ENOENT, EISDIR), then the target (EISDIR
         for a directory, ENOENT when its parent is missing), as LocalFS does."""
-        data = self._file(path)
+        special = path in self.special
+        data = self.special[path] if special else self._file(path)
+        if self.special:
+            self._through_special(new)
         if new in self.dirs:
             raise fs_error(errno.EISDIR, new)
         p, name = split(new)
@@ -233,10 +289,10 @@ class MemFS:
         meta = self.meta[path]
         xattrs = self.xattrs.pop(path, None)
         self.unlink(path)
-        if new in self.files:
+        if new in self.files or new in self.special:
             self.unlink(new)
         self.dirs[p][name] = False
-        self.files[new] = data
+        (self.special if special else self.files)[new] = data
         self.meta[new] = meta  # the same file: its inode number and times go with it
         if xattrs is not None:  # ... and its extended attributes
             self.xattrs[new] = xattrs
@@ -252,8 +308,11 @@ class MemFS:
         if d is not None:
             nlink = 2 + sum(d.values())  # "." and its parent's entry, and each subdirectory's ".."
             return (True, m[_MODE], nlink, m[_UID], m[_GID], 0, m[_ATIME], m[_MTIME], m[_CTIME], m[_INO])
-        f = self.files[path]
-        size = f if isinstance(f, int) else len(f)
+        if path in self.special:
+            size = self._special_size(path)
+        else:
+            f = self.files[path]
+            size = f if isinstance(f, int) else len(f)
         return (False, m[_MODE], 1, m[_UID], m[_GID], size, m[_ATIME], m[_MTIME], m[_CTIME], m[_INO])
 
     def setattr(self, path: str, mode: int, uid: int, gid: int, atime_ns: int, mtime_ns: int) -> None:
@@ -262,6 +321,8 @@ class MemFS:
         m = self.meta.get(path)
         if m is None:
             raise fs_error(errno.ENOENT, path)
+        if mode != KEEP and _stat.S_ISLNK(m[_MODE]):
+            raise fs_error(errno.EOPNOTSUPP, path, "a symlink has no mode of its own (Linux)")
         now = self.clock()
         if mode != KEEP:
             m[_MODE] = _stat.S_IFMT(m[_MODE]) | mode
@@ -290,9 +351,33 @@ class MemFS:
         """Nothing to flush in memory; the file must exist (its cost is the storage model's)."""
         self._file(path)
 
-    def _xattrs(self, path: str) -> dict[str, bytes]:
+    def symlink(self, path: str, target: str) -> list[str]:
+        """A symlink holding ``target`` verbatim; returns the parents made (as create)."""
+        check_target(path, target)
+        return self._new_special(path, LINK_MODE, target)
+
+    def readlink(self, path: str) -> str:
+        if path in self.special and _stat.S_ISLNK(self.meta[path][_MODE]):
+            return self.special[path]
+        if path in self.meta:
+            raise fs_error(errno.EINVAL, path, "not a symlink")
+        raise fs_error(errno.ENOENT, path)
+
+    def mknod(self, path: str, mode: int) -> list[str]:
+        """A fifo or socket (``attrs.check_mknod``), its permission bits less ``UMASK``; returns the parents made."""
+        check_mknod(path, mode)
+        return self._new_special(path, _stat.S_IFMT(mode) | (_stat.S_IMODE(mode) & ~UMASK), 0)
+
+    def _special_size(self, path: str) -> int:
+        v = self.special[path]
+        return target_size(v) if isinstance(v, str) else v
+    def _xattrs(self, path: str, write: bool = False) -> dict[str, bytes]:
         if path not in self.meta:
             raise fs_error(errno.ENOENT, path)
+        if path in self.special:  # Linux: user. attributes only on regular files and directories
+            if write:
+                raise fs_error(errno.EPERM, path, "no user extended attributes on a symlink or special file")
+            return {}
         return self.xattrs.get(path) or {}
 
     def getxattr(self, path: str, name: str) -> bytes:
@@ -305,7 +390,7 @@ class MemFS:
     def setxattr(self, path: str, name: str, value: bytes, flags: int) -> None:
         """Set ``name``; XATTR_CREATE fails (EEXIST) if it is set, XATTR_REPLACE (ENODATA) if not."""
         check_set(path, name, value, flags)
-        have = name in self._xattrs(path)
+        have = name in self._xattrs(path, write=True)
         if have and flags & XATTR_CREATE:
             raise fs_error(errno.EEXIST, path)
         if not have and flags & XATTR_REPLACE:
@@ -318,13 +403,15 @@ class MemFS:
 
     def removexattr(self, path: str, name: str) -> None:
         check_name(path, name)
-        x = self._xattrs(path)
+        x = self._xattrs(path, write=True)
         if name not in x:
             raise fs_error(errno.ENODATA, path)
         del x[name]
         self.meta[path][_CTIME] = self.clock()
 
     def list_dirs(self, path: str) -> list[str]:
+        if path in self.special:
+            raise _foreign(path)
         if path == ROOT:
             return list(self.dirs)
         prefix = path + "/"
@@ -336,6 +423,8 @@ class MemFS:
         out: dict[str, Any] = {d: None for d in self.dirs}
         for p, f in self.files.items():
             out[p] = f if isinstance(f, int) else bytes(f)
+        for p, v in self.special.items():
+            out[p] = special_entry(self.meta[p][_MODE], v)
         return out
 
     def apply(self, op: str, path: str, args: tuple[Any, ...] = ()) -> Any:
@@ -343,7 +432,24 @@ class MemFS:
         fn = self._ops.get(op)
         if fn is None:
             raise ValueError(f"unknown local operation {op!r}; allowed: {', '.join(LOCAL_OPS)}")
+        if self.special and op != "close":  # (none: nothing to walk through; close never fails, as LocalFS's)
+            check = _ARG_CHECKS.get(op)
+            if check is not None:  # a bad argument first, as LocalFS refuses it before any system call
+                check(path, *args)
+            self._through_special(path)  # (rename checks its target's, after its source: LocalFS's order)
         return fn(path, *args)
+
+
+#: the argument checks of operations that validate before touching anything
+_ARG_CHECKS: dict[str, Callable[..., None]] = {
+    "setattr": check_setattr, "mknod": check_mknod, "symlink": check_target,
+    "getxattr": check_name, "setxattr": check_set, "removexattr": check_name,
+}  # fmt: skip
+
+
+def _foreign(path: str) -> OSError:
+    return fs_error(FOREIGN_ERRNO, path, "symlink or special file: never followed or opened by the federation")
+
 
 
 def union_tree(trees: Iterable[dict[str, Any]]) -> dict[str, Any]:

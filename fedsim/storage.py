@@ -40,6 +40,11 @@ EXT2_PAPER: dict[str, float] = {
     # a flush of the file's dirty data and inode to the disk: one rotational
     # latency plus a seek of a 1999 7200 rpm disk, as ext2's fsync waits for
     "fsync": 8000.0,
+    # symlinks and special files (``fedfs/links.py``): a symlink and a node are an inode and a
+    # directory entry, as a creat; reading a link's target is a lookup, like a stat
+    "symlink": 89.0,
+    "mknod": 89.0,
+    "readlink": 8.0,
     # extended attributes: a read of the inode's attribute area, like a stat; a change of it, like setattr
     "getxattr": 8.0,
     "listxattr": 8.0,
@@ -48,8 +53,12 @@ EXT2_PAPER: dict[str, float] = {
 }
 ASSUMED = (
     "rmdir", "listdir", "listdir_entry", "stat", "open", "close", "list_dirs", "rename", "truncate", "getattr",
-    "setattr", "statfs", "fsync", "getxattr", "listxattr", "setxattr", "removexattr",
+    "setattr", "statfs", "fsync", "symlink", "mknod", "readlink", "getxattr", "listxattr", "setxattr", "removexattr",
 )  # fmt: skip
+
+
+#: the operations that make missing parent directories and return them (each costs a mkdir)
+_MAKES = frozenset({"create", "mkdir", "symlink", "mknod"})
 
 
 @dataclass(slots=True)
@@ -127,6 +136,6 @@ class StorageModel:
         if op == "listdir":
             n = len(result) if isinstance(result, list) else 0
             return c["listdir"] + c["listdir_entry"] * n
-        if op in ("create", "mkdir") and isinstance(result, list) and len(result) > 1:
+        if op in _MAKES and isinstance(result, list) and len(result) > 1:
             return c[op] + c["mkdir"] * (len(result) - (op == "mkdir"))
         return c.get(op, 0.0)

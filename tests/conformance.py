@@ -51,6 +51,8 @@ class Scenario:
     protocol: dict[str, Any] = field(default_factory=dict)  # overrides of PROTOCOL
     #: groups of op indices (getattr calls) whose inode numbers must be equal in every world
     same_ino: list[tuple[int, ...]] = field(default_factory=list)
+    #: symlinks in the local trees before the start: node -> [(path, target)] (issue 22)
+    links: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
     #: sets user extended attributes in the local trees (skipped by the agents where those cannot hold them)
     local_xattrs: bool = False
 
@@ -59,6 +61,8 @@ class Scenario:
 # into that node's local tree, as a user of the local file system would
 # (FedFS autonomy), between two federated operations.
 OUTSIDE = "outside_create"
+# (node, OUTSIDE_LINK, (path, target)): a symlink made the same way (issue 22)
+OUTSIDE_LINK = "outside_symlink"
 # Membership pseudo-operations (FedFS 3.3): (seed, JOIN, (files, dirs)) starts
 # a new node (the next id: sc.nodes, sc.nodes + 1 ...) over a local tree of
 # ``files`` [(path, data)] and ``dirs``, which joins through member ``seed``;
@@ -759,6 +763,8 @@ def _populate(fs: Any, sc: Scenario, node: int) -> None:
     for path, data in sc.files.get(node, []):
         fs.create(path)
         fs.write(path, 0, data)
+    for path, target in sc.links.get(node, []):
+        fs.symlink(path, target)
 
 
 def joins(sc: Scenario) -> int:
@@ -791,11 +797,14 @@ def _play(
         routed = node == ROUTED
         if routed:
             node = opened_at if FD in args else router.entry(0, args[0])
-        if op == OUTSIDE:
+        if op in (OUTSIDE, OUTSIDE_LINK):
             path, data = args
             fs = local_fs(node)
-            fs.create(path)
-            fs.write(path, 0, data)
+            if op == OUTSIDE_LINK:
+                fs.symlink(path, data)
+            else:
+                fs.create(path)
+                fs.write(path, 0, data)
             results.append(None)
             messages.append([])
             raw.append(None)
@@ -1137,8 +1146,8 @@ def verbs_missing() -> str | None:
 
 
 __all__ = [
-    "CRASH", "DETECT", "GUEST_RPC_TIMEOUT_MS", "JOIN", "LEAVE", "OUTSIDE", "RDMA_DEVICES", "RESTART", "SCENARIOS",
-    "Outcome", "Scenario",
+    "CRASH", "DETECT", "GUEST_RPC_TIMEOUT_MS", "JOIN", "LEAVE", "OUTSIDE", "OUTSIDE_LINK", "RDMA_DEVICES", "RESTART",
+    "SCENARIOS", "Outcome", "Scenario",
     "check_inos", "run_direct", "run_inproc", "run_sim", "run_tcp", "run_verbs", "until", "verbs_missing",
 ]  # fmt: skip
 
@@ -1206,5 +1215,83 @@ SCENARIOS.append(
             (ROUTED, "readdir", ("/r",)),
         ],
         same_ino=[(1, 2)],
+    )
+)
+
+
+_FIFO = stat.S_IFIFO | 0o640
+SCENARIOS.append(
+    Scenario(
+        # issue 22: symlinks and fifos are names with a home, made as files are (reserved at
+        # the manager, made at the home), listed with their types, never followed or opened.
+        # /s/found is a symlink a user made in node 2's tree before the start (autonomy): listed
+        # and read like the others.  A target is data: one pointing out of every root is stored
+        # and returned verbatim.  Errors as a local file system gives them.
+        "links: symlink, readlink, mknod fifo, listed and never followed; their errors",
+        3,
+        files={0: [("/s/f", b"data")]},
+        dirs={1: ["/s/sub"]},
+        links={2: [("/s/found", "f")]},
+        ops=[
+            (1, "symlink", ("f", "/s/l")),  # 0: its home (the manager's choice)
+            (2, "readlink", ("/s/l",)),  # 1: "f"
+            (0, "getattr", ("/s/l",)),  # 2: S_IFLNK 0o777, size 1, its home
+            (2, "stat", ("/s/l",)),  # 3: (False, 1): the link itself
+            (0, "symlink", ("../../../etc/passwd", "/s/sub/up")),  # 4: stored verbatim, never resolved
+            (1, "readlink", ("/s/sub/up",)),  # 5
+            (2, "mknod", ("/s/p", _FIFO, 0)),  # 6
+            (1, "getattr", ("/s/p",)),  # 7: S_IFIFO 0o640
+            (0, "readdir", ("/s",)),  # 8: f, found, l, p, sub
+            (2, "readdir_attrs", ("/s",)),  # 9: with their types
+            (1, "readlink", ("/s/found",)),  # 10: made outside the federation
+            (1, "getattr", ("/s/found",)),  # 11
+            (1, "open", ("/s/l",)),  # 12: ELOOP: never followed
+            (0, "open", ("/s/p",)),  # 13: ELOOP: never opened
+            (2, "symlink", ("x", "/s/f")),  # 14: EEXIST
+            (1, "mknod", ("/s/l", _FIFO, 0)),  # 15: EEXIST
+            (0, "readlink", ("/s/f",)),  # 16: EINVAL
+            (0, "readlink", ("/s/sub",)),  # 17: EINVAL
+            (1, "readlink", ("/s/none",)),  # 18: ENOENT
+            (2, "symlink", ("x", "/nowhere/l")),  # 19: ENOENT
+            (0, "mknod", ("/s/dev", stat.S_IFCHR | 0o600, 0x0103)),  # 20: EPERM: no caller identity
+            (1, "symlink", ("a\x00b", "/s/nul")),  # 21: EINVAL
+            (2, "symlink", ("x" * 4096, "/s/long")),  # 22: ENAMETOOLONG
+            (0, "mknod", ("/s/reg", stat.S_IFREG | 0o644, 0)),  # 23: EINVAL: create makes files
+            (2, "getattr", ("/s/l/x",)),  # 24: nothing is walked through a symlink
+            (0, "rename", ("/s/l", "/s/l2")),  # 25: as a file's
+            (1, "readlink", ("/s/l2",)),  # 26
+            (2, "unlink", ("/s/l2",)),  # 27
+            (0, "unlink", ("/s/p",)),  # 28
+            (1, "unlink", ("/s/found",)),  # 29
+            (2, "readdir", ("/s",)),  # 30: f, sub
+            (1, "symlink", ("f", "/s/l")),  # 31: the name free again: no leftover reservation
+            (2, "readlink", ("/s/l",)),  # 32
+        ],
+    )
+)
+SCENARIOS.append(
+    Scenario(
+        # issue 22, autonomy and failure semantics: a symlink a user makes in a node's tree
+        # while the federation runs is found by a miss in an older VD, as a file is; one made
+        # on the home a new symlink of the same name would get makes that symlink EEXIST at
+        # the home, and the reservation is dropped (Forget): once the user's link is unlinked,
+        # the name can be made again.
+        "links: a symlink made outside is found; a refused symlink leaves no reservation",
+        3,
+        dirs={0: ["/a"], 1: ["/a"], 2: ["/a"]},
+        protocol={"vd_max_age_s": 3600.0, "vd_miss_age_s": 1e-6},
+        ops=[
+            (0, "readdir", ("/a",)),  # 0: cached
+            (2, OUTSIDE_LINK, ("/a/out", "../elsewhere")),  # 1
+            (1, "readlink", ("/a/out",)),  # 2: a miss re-merges /a: found
+            (0, "getattr", ("/a/out",)),  # 3
+            (_manager_of("/a/l", 3), OUTSIDE_LINK, ("/a/l", "user's")),  # 4: on the home a symlink would get
+            (1, "symlink", ("mine", "/a/l")),  # 5: EEXIST at the home; the reservation dropped
+            (2, "readlink", ("/a/l",)),  # 6: the user's
+            (0, "unlink", ("/a/l",)),  # 7
+            (2, "symlink", ("mine", "/a/l")),  # 8: made
+            (1, "readlink", ("/a/l",)),  # 9
+            (0, "readdir_attrs", ("/a",)),  # 10
+        ],
     )
 )

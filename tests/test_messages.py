@@ -68,6 +68,9 @@ def test_every_request_type_round_trips_through_bytes():
         ["MigrateSwitch", "/a", "../b", 1, 2, 3],
         ["EntryAttrs", "/a/../b", b"\x90"],
         ["ListHomes", "a", 0],
+        ["MakeLink", "/a/../../x", "target", 0],
+        ["MakeNode", "a/p", 0o10644, 0],
+        ["ReadLink", "/a/./l"],
     ],
 )
 def test_requests_naming_non_canonical_paths_are_refused_before_any_handler(obj):
@@ -83,6 +86,27 @@ def test_requests_naming_non_canonical_paths_are_refused_before_any_handler(obj)
 def test_malformed_requests_are_rejected_with_protocol_error(obj):
     with pytest.raises(ProtocolError):
         decode_request(obj)
+
+
+@pytest.mark.parametrize(
+    ("target", "code"),
+    [("", errno.ENOENT), ("a\x00b", errno.EINVAL), ("x" * 4096, errno.ENAMETOOLONG)],
+)
+def test_a_peers_symlink_target_is_checked_at_the_home(target, code):
+    """A MakeLink decodes (its target is a plain string: data, never a path), but the
+    home refuses a target no symlink may hold before it touches its local tree."""
+    from fedsim.direct import DirectCluster
+    from fedsim.protocol.fedfs.links import MakeLink, MakeNode
+
+    req = decode_request(unpack(pack(encode_request(MakeLink("/d/l", target, 0)))))
+    c = DirectCluster(2)
+    with pytest.raises(OSError) as info:
+        next(c.nodes[1].on_make_link(0, req))
+    assert info.value.errno == code
+    with pytest.raises(OSError) as info:
+        next(c.nodes[1].on_make_node(0, MakeNode("/d/c", 0o20600, 0)))  # a character device: never
+    assert info.value.errno == errno.EPERM
+    assert c.fs[1].tree() == {"/": None}
 
 
 @given(st.binary(max_size=64))

@@ -288,11 +288,11 @@ def test_inodes_and_refusals(mnt: Path) -> None:
     by_name = {e.name: e.inode() for e in os.scandir(mnt)}
     assert by_name == {"f": os.stat(mnt / "f").st_ino, "d": os.stat(mnt / "d").st_ino}
     assert os.stat(mnt / "f").st_ino != os.stat(mnt / "d").st_ino
-    for make in (lambda: os.symlink("f", mnt / "s"), lambda: os.link(mnt / "f", mnt / "h"),
-                 lambda: os.mkfifo(mnt / "p")):  # fmt: skip
+    for make in (lambda: os.link(mnt / "f", mnt / "h"),
+                 lambda: os.mknod(mnt / "c", stat.S_IFCHR | 0o600, os.makedev(1, 3))):  # fmt: skip
         with pytest.raises(OSError) as e:
             make()
-        assert e.value.errno == errno.EPERM
+        assert e.value.errno == errno.EPERM  # hard links; devices: the protocol has no caller identity
     with pytest.raises(OSError) as e:
         (mnt / ("n" * 256)).write_bytes(b"")
     assert e.value.errno == errno.ENAMETOOLONG
@@ -303,6 +303,64 @@ def test_inodes_and_refusals(mnt: Path) -> None:
     with pytest.raises(OSError) as e:
         os.rmdir(mnt)
     assert e.value.errno == errno.ENOTEMPTY
+
+
+# ---------------------------------------------------------------------------- symlinks, fifos (issue 22)
+def test_symlinks_the_kernel_follows(mnt: Path) -> None:
+    """ln -s, readlink, ls -l show the link; cat through it reads the federated
+    file and a relative link to a subdirectory works for cd and ls: the kernel
+    follows each link (readlink, then ordinary lookups); the federation never does."""
+    (mnt / "f").write_bytes(b"through the link\n")
+    (mnt / "sub").mkdir()
+    (mnt / "sub" / "x").write_bytes(b"x")
+    sh(["ln", "-s", "f", "l"], cwd=mnt)
+    sh(["ln", "-s", "sub", "to_sub"], cwd=mnt)
+    sh(["ln", "-s", "../f", "up"], cwd=mnt / "sub")
+    assert os.readlink(mnt / "l") == "f" and sh(["readlink", "l"], cwd=mnt) == "f\n"
+    st = os.lstat(mnt / "l")
+    assert stat.S_ISLNK(st.st_mode) and st.st_size == 1
+    assert "l -> f" in sh(["ls", "-l"], cwd=mnt)
+    assert sh(["cat", "l"], cwd=mnt) == "through the link\n"
+    assert sh(["cat", "sub/up"], cwd=mnt) == "through the link\n"
+    assert sh("cd to_sub && ls", cwd=mnt).split() == ["up", "x"]
+    assert sh(["ls", "to_sub/"], cwd=mnt).split() == ["up", "x"]
+    assert sorted(os.listdir(mnt)) == ["f", "l", "sub", "to_sub"]
+    with pytest.raises(FileExistsError):
+        os.symlink("g", mnt / "f")
+    with pytest.raises(OSError) as e:
+        os.readlink(mnt / "f")
+    assert e.value.errno == errno.EINVAL
+    os.rename(mnt / "l", mnt / "l2")  # within a directory, as a file
+    assert os.readlink(mnt / "l2") == "f"
+    os.unlink(mnt / "l2")  # the link goes, its target stays
+    assert (mnt / "f").read_bytes() == b"through the link\n" and not os.path.lexists(mnt / "l2")
+
+
+def test_mkfifo_writer_and_reader_on_the_mount(mnt: Path) -> None:
+    """A fifo made on the mount connects a writer and a reader: the kernel does
+    a fifo's I/O itself (its open never reaches the FUSE server)."""
+    sh(["mkfifo", "-m", "600", "p"], cwd=mnt)
+    st = os.stat(mnt / "p")
+    assert stat.S_ISFIFO(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600
+    assert sh(["ls", "-l", "p"], cwd=mnt).startswith("prw-------")
+    writer = subprocess.Popen(["sh", "-c", "echo through the fifo > p"], cwd=mnt)
+    try:
+        assert sh(["cat", "p"], cwd=mnt) == "through the fifo\n"  # blocks until the writer opens: no timing
+        assert writer.wait(timeout=HANG) == 0
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+    os.unlink(mnt / "p")
+    assert not os.path.lexists(mnt / "p")
+
+
+def test_python_venv_inside_the_mount(mnt: Path) -> None:
+    """``python -m venv`` makes symlinks (bin/python, lib64); the venv's python runs."""
+    sh([sys.executable, "-m", "venv", "--without-pip", str(mnt / "venv")])
+    assert os.path.islink(mnt / "venv" / "bin" / "python")
+    assert sh([str(mnt / "venv" / "bin" / "python"), "-c", "import sys; print(1, sys.prefix)"]).split() == [
+        "1", str(mnt / "venv"),
+    ]  # fmt: skip
 
 
 # ---------------------------------------------------------------------------- two mounts

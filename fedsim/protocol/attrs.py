@@ -8,7 +8,8 @@ Inode numbers (``ino``; FUSE's ``use_ino``)
     The same name has the same number seen from every node and across calls,
     never 0, and 1 only for the root (FUSE's root inode).  Within 63 bits:
 
-    * a regular file: ``(home + 1) << 48 | local_ino`` while its home's id is
+    * a regular file (and a symlink or special file, which has a home as a
+      file does: ``fedfs/links.py``): ``(home + 1) << 48 | local_ino`` while its home's id is
       below 2**14 - 1 and its local ``st_ino`` below 2**48 (every ext4 inode;
       XFS's and btrfs' numbers in all but huge file systems): exact, so two
       files never share a number (the home and its local inode identify a
@@ -42,6 +43,20 @@ from fedsim.protocol.messages import fs_error
 from fedsim.protocol.names import ROOT
 
 ROOT_INO = 1
+# st_mode's type bits (POSIX's values, as the ``stat`` module has them: the protocol imports no
+# I/O-side module, tests/test_boundaries.py), for the kinds of entry a name may be (``fedfs/links.py``)
+S_IFMT = 0o170000
+S_IFDIR, S_IFREG, S_IFLNK = 0o040000, 0o100000, 0o120000
+S_IFIFO, S_IFSOCK, S_IFCHR, S_IFBLK = 0o010000, 0o140000, 0o020000, 0o060000
+
+
+def kind(mode: int) -> int:
+    """``mode``'s type bits (``stat.S_IFMT``)."""
+    return mode & S_IFMT
+
+
+def is_regular(mode: int) -> bool:
+    return mode & S_IFMT == S_IFREG
 #: ``setattr``'s mode, uid and gid: leave it as it is (chown's -1)
 KEEP = -1
 #: ``setattr``'s times: set to the holder's current time / leave unchanged
@@ -65,15 +80,31 @@ class Attr(NamedTuple):
     """What ``getattr`` returns (a ``stat`` of the federated name)."""
 
     is_dir: bool
-    mode: int  # full st_mode: S_IFREG/S_IFDIR and the permission bits
+    mode: int  # full st_mode: the type bits (S_IFREG, S_IFDIR, S_IFLNK, S_IFIFO ...) and the permission bits
     nlink: int  # 1 for directories: unknown (several holders), as btrfs says
     uid: int
     gid: int
-    size: int
+    size: int  # a symlink's: its target's length in bytes; a device's: its device number (see ``rdev``)
     atime_ns: int
     mtime_ns: int
     ctime_ns: int
     ino: int
+
+    @property
+    def rdev(self) -> int:
+        """The device number of a character or block device, else 0.
+
+        It travels in ``size``: a device has no size (Linux reports 0), and
+        a field of its own would change ``ATTR_WIRE``, the reply of every
+        attribute request, so that agents of before and after could not
+        talk; ``ls -l`` of a device found in a node's tree (the federation
+        makes none: ``links.py``) shows its major and minor from this."""
+        return self.size if is_device(self.mode) else 0
+
+    @property
+    def st_size(self) -> int:
+        """The size ``stat(2)`` gives: ``size``, except 0 for a device (whose ``size`` is its ``rdev``)."""
+        return 0 if is_device(self.mode) else self.size
 
 
 class StatFS(NamedTuple):
@@ -93,6 +124,11 @@ class StatFS(NamedTuple):
 #: the last being the local inode number (local layer) or the federated one
 ATTR_WIRE = tuple[bool, int, int, int, int, int, int, int, int, int]
 STATFS_WIRE = tuple[int, int, int, int, int, int, int, int]
+
+
+def is_device(mode: int) -> bool:
+    """Whether ``mode`` is a character or block device's (whose ``Attr.size`` is its device number)."""
+    return kind(mode) in (S_IFCHR, S_IFBLK)
 
 
 def file_ino(home: int, local_ino: int) -> int:
@@ -138,6 +174,64 @@ def check_size(path: str, size: int) -> None:
         raise fs_error(errno.EINVAL, path, f"size {size} outside 0..2**63-1")
 
 
+#: a symlink's target, in bytes at most: PATH_MAX (4096) less its NUL, as symlink(2) takes
+TARGET_MAX = 4095
+#: the kinds ``mknod`` makes for anyone; devices (S_IFCHR, S_IFBLK) are EPERM (``fedfs/links.py``)
+NODE_TYPES = (S_IFIFO, S_IFSOCK)
+
+
+def check_target(path: str, target: object) -> None:
+    """A symlink's target is data, stored verbatim and never interpreted: any
+    string the kernel would store (``symlink(2)``'s errnos): ENOENT if empty,
+    EINVAL with a NUL or what no file name can encode, ENAMETOOLONG beyond
+    ``TARGET_MAX`` bytes.  Checked by the requester (before any message), the
+    home (a peer's request is untrusted) and both local layers."""
+    if type(target) is not str:
+        raise fs_error(errno.EINVAL, path, "a symlink's target must be a string")
+    if not target:
+        raise fs_error(errno.ENOENT, path, "a symlink's target cannot be empty")
+    if "\x00" in target:
+        raise fs_error(errno.EINVAL, path, "a symlink's target cannot hold a NUL")
+    if len(target) > TARGET_MAX or not target.isascii():
+        try:
+            raw = target.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            raise fs_error(errno.EINVAL, path, "a symlink's target must encode as a file name") from None
+        if len(raw) > TARGET_MAX:
+            raise fs_error(errno.ENAMETOOLONG, path, f"a symlink's target of {len(raw)} bytes (at most {TARGET_MAX})")
+
+
+def target_size(target: str) -> int:
+    """A symlink's size: its target's length in bytes, as ``lstat`` gives it."""
+    return len(target) if target.isascii() else len(target.encode("utf-8", "surrogateescape"))
+
+
+def special_entry(mode: int, value: object) -> tuple[object, ...]:
+    """A symlink or special file in a local layer's ``tree()`` (MemFS and
+    LocalFS alike, for tests): ("symlink", target) or ("node", its type bits,
+    rdev): neither None (a directory) nor bytes (a file's content)."""
+    if kind(mode) == S_IFLNK:
+        return ("symlink", value)
+    return ("node", kind(mode), value)
+
+
+def check_mknod(path: str, mode: object) -> None:
+    """``mknod``'s mode: a fifo or socket with permission bits only.  A
+    device is EPERM (the protocol has no caller identity to find root by:
+    ``fedfs/links.py``), a regular file, directory or symlink EINVAL (made by
+    create, mkdir and symlink)."""
+    if type(mode) is not int or mode < 0 or mode & ~(S_IFMT | PERM_BITS):
+        raise fs_error(errno.EINVAL, path, f"mknod mode {mode!r} has bits beyond a type and 0o7777")
+    what = kind(mode)
+    if what in (S_IFCHR, S_IFBLK):
+        raise fs_error(
+            errno.EPERM, path,
+            "device files are refused: the federation cannot tell whether its caller is root",
+        )  # fmt: skip
+    if what not in NODE_TYPES:
+        raise fs_error(errno.EINVAL, path, f"mknod makes fifos and sockets, not type {what:#o}")
+
+
 def check_setattr(path: str, mode: int, uid: int, gid: int, atime_ns: int, mtime_ns: int) -> None:
     """EINVAL unless every value of a ``setattr`` is KEEP/a sentinel or in range.
 
@@ -154,6 +248,7 @@ def check_setattr(path: str, mode: int, uid: int, gid: int, atime_ns: int, mtime
 
 
 __all__ = [
-    "ATTR_WIRE", "KEEP", "OFF_MAX", "ROOT_INO", "STATFS_WIRE", "UTIME_NOW", "UTIME_OMIT", "Attr", "StatFS",
-    "check_setattr", "check_size", "dir_ino", "federated", "file_ino", "home_of_ino",
+    "ATTR_WIRE", "KEEP", "NODE_TYPES", "OFF_MAX", "ROOT_INO", "STATFS_WIRE", "TARGET_MAX", "UTIME_NOW", "UTIME_OMIT",
+    "Attr", "StatFS", "check_mknod", "check_setattr", "check_size", "check_target", "dir_ino", "federated",
+    "file_ino", "home_of_ino", "is_device", "is_regular", "kind", "special_entry", "target_size",
 ]  # fmt: skip

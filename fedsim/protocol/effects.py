@@ -193,12 +193,20 @@ LOCAL_OPS: dict[str, str] = {
     "close": "() -> None",
     "list_dirs": "() -> list[str]: every directory under the path (inclusive), for summaries",
     "getattr": "() -> tuple: (is_dir, mode, nlink, uid, gid, size, atime_ns, mtime_ns, ctime_ns, local ino) "
-    "of a regular file or directory (fedsim.protocol.attrs.ATTR_WIRE)",
+    "of the entry itself, never followed (fedsim.protocol.attrs.ATTR_WIRE; a device's size is its rdev)",
     "setattr": "(mode, uid, gid, atime_ns, mtime_ns) -> None: chmod/chown/utimens in one; attrs.KEEP (-1) "
     "leaves mode/uid/gid, UTIME_OMIT a time, UTIME_NOW is this node's clock; ctime becomes now",
     "statfs": "() -> tuple: (bsize, frsize, blocks, bfree, bavail, files, ffree, namemax) of the local "
     "file system holding the path",
     "fsync": "() -> None: flush a regular file's data and metadata to stable storage",
+    # Symlinks and special files (``fedfs/links.py``): entries like files (listdir says is_dir False;
+    # stat/getattr describe the entry itself, never a target; unlink and rename take them), which no
+    # operation follows (an intermediate component, ELOOP) or opens (open/read/write/truncate/fsync, ELOOP).
+    "symlink": "(target) -> list[str]: exclusive create of a symlink holding target verbatim, missing "
+    "parent directories created (as create); returns them",
+    "readlink": "() -> str: a symlink's target (EINVAL for anything else)",
+    "mknod": "(mode) -> list[str]: exclusive create of a fifo or socket (mode: S_IFIFO/S_IFSOCK | permission "
+    "bits), missing parent directories created (as create); returns them",
     # extended attributes of a regular file or directory (fedsim.protocol.xattrs: names, limits, errnos)
     "getxattr": "(name) -> bytes: the value (ENODATA if unset)",
     "setxattr": "(name, value, flags) -> None: XATTR_CREATE (EEXIST if set) / XATTR_REPLACE (ENODATA if "

@@ -15,6 +15,8 @@ parent directory D:
   two names' managers and homes: ``rename.py``;
 * attributes (getattr, chmod/chown/utimens), statfs and fsync, at a file's
   home or a directory's holders through its manager: ``attributes.py``;
+* symbolic links and special files (symlink, readlink, mknod), names with a
+  home as files are, never followed or opened: ``links.py``;
 * extended attributes (getxattr, setxattr, listxattr, removexattr), by the
   same rules: ``extattrs.py``;
 * file migration (FedFS 3.2) and the periodic work of a migration policy:
@@ -37,16 +39,16 @@ below, with its messages registered in its own module.
 from __future__ import annotations
 
 from fedsim.protocol.designs import DESIGNS
-from fedsim.protocol.fedfs.blockcache import BlockCaching
 from fedsim.protocol.fedfs.extattrs import ExtendedAttributes
 from fedsim.protocol.fedfs.failure import FailureDetection
+from fedsim.protocol.fedfs.links import Links
 from fedsim.protocol.fedfs.membership import Membership
 from fedsim.protocol.fedfs.migration import Migration
 from fedsim.protocol.fedfs.replication import Replication
 
 
 @DESIGNS.register("fedfs")
-class FedNode(Replication, FailureDetection, Membership, Migration, BlockCaching, ExtendedAttributes):
+class FedNode(Replication, FailureDetection, Membership, Migration, Links, ExtendedAttributes):
     """One member of a FedFS federation: every role, one object.  The roles
     are a chain of classes (summaries <- directory <- manager <- home <-
     requester <- renaming), each adding its own state in ``__init__`` and its
@@ -58,9 +60,11 @@ class FedNode(Replication, FailureDetection, Membership, Migration, BlockCaching
     of a file's writes wraps the handlers below it).  Replication comes before
     them all: it forwards a change to the secondary once every role below has
     made it, and re-replicates once the view change has moved their state.
+    Links (symlinks and special files) extend block caching and add only
+    operations and handlers of their own.
     Each calls ``super()``, so the order of the chain is Python's method
     resolution order: replication, failure detection, membership, migration,
-    block caching, extended attributes, attributes, renaming, requester,
+    links, block caching, extended attributes, attributes, renaming, requester,
     home, manager, directory, summaries."""
 
 

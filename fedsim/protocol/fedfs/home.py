@@ -87,15 +87,21 @@ class Home(Manager):
 
     @handles(Create)
     def on_create(self, src: int, req: Create) -> Gen:
-        self._unfenced(src, req.token, req.path)
-        created = yield Local("create", req.path)
-        self.moved.pop(req.path)
+        yield from self._made_here(src, req.token, req.path, Local("create", req.path))
+
+    def _made_here(self, src: int, token: int, path: str, make: Local) -> Gen:
+        """A new name with its home here (a file; a symlink or special file:
+        ``links.py``): made in the local tree by ``make`` (its missing parents
+        implicit, summarised), told to the parent's manager, kept in the DT."""
+        self._unfenced(src, token, path)
+        created = yield make
+        self.moved.pop(path)
         self.implicit_dirs.update(created)
         for d in created:
             yield from self.summary_add(d, new_dir=False)
-        d, name = split(req.path)
+        d, name = split(path)
         yield from self.notify(self.manager_of(d), AddEntry(d, name, False, self.id))
-        self.dt.put(req.path, DTEntry(False, self.id))
+        self.dt.put(path, DTEntry(False, self.id))
 
     @handles(Mkdir)
     def on_mkdir(self, src: int, req: Mkdir) -> Gen:

@@ -94,7 +94,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from fedsim.protocol.attrs import KEEP, PERM_BITS, Attr
+from fedsim.protocol.attrs import KEEP, PERM_BITS, Attr, is_regular
 from fedsim.protocol.effects import Compute, Local, Send, Sleep, Spawn
 from fedsim.protocol.fedfs.directory import RenameFlight
 from fedsim.protocol.fedfs.rename import Renaming, _best_effort, _lagging
@@ -365,8 +365,12 @@ class Migration(Renaming):
                 p = join(d, name)
                 if is_dir:
                     stack.append(p)
-                else:
+                    continue
+                try:
                     moved += yield from self._migrate_file(p, to)
+                except OSError as exc:
+                    if exc.errno != errno.ELOOP:
+                        raise  # (a symlink or special file stays where it is: ``links.py``)
         return moved
 
     def _list(self, d: str) -> Gen:
@@ -577,6 +581,8 @@ class Migration(Renaming):
             out.frozen = True
         try:
             a = Attr(*(yield Local("getattr", path)))
+            if not is_regular(a.mode):  # (a symlink with a target was refused by its first MigrateRead already)
+                raise fs_error(errno.ELOOP, path, "symlinks and special files are not migrated: they stay home")
         except OSError:
             self.gates.discard(path)
             out.frozen = False

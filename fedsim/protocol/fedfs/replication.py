@@ -136,7 +136,16 @@ from dataclasses import dataclass
 from types import GeneratorType
 from typing import Any, ClassVar
 
-from fedsim.protocol.attrs import KEEP, PERM_BITS, UTIME_OMIT, Attr, check_setattr, check_size, federated
+from fedsim.protocol.attrs import (
+    KEEP,
+    PERM_BITS,
+    UTIME_OMIT,
+    Attr,
+    check_setattr,
+    check_size,
+    federated,
+    is_regular,
+)
 from fedsim.protocol.effects import Call, Local, Multicast, Sleep, Spawn
 from fedsim.protocol.fedfs.attributes import GetAttr, SetAttr
 from fedsim.protocol.fedfs.blockcache import BlockRead
@@ -706,7 +715,7 @@ class Replication(Membership):
         except FileNotFoundError:
             yield Call(to, ReplicaDrop(path))
             return
-        if a.is_dir:
+        if a.is_dir or not is_regular(a.mode):  # symlinks and special files keep no copy (``links.py``)
             return
         size, mode = a.size, a.mode & PERM_BITS
         chunk = min(self.config.migration_chunk, MAX_REPLICA_CHUNK)

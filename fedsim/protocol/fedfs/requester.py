@@ -194,9 +194,14 @@ class Requester(Home):
         """Create an empty regular file (exclusive: EEXIST if the name exists)."""
         path = normalize(path)
         yield Compute("fedfs_op")
+        return (yield from self._make_entry(path, Create))
+
+    def _make_entry(self, path: str, make: Callable[[str, int], Request]) -> Gen:
+        """A new name with a home (a file, a symlink or special file: ``links.py``),
+        reserved at its manager and made at its home (``_make``); returns the home."""
         if path == ROOT:
             raise fs_error(errno.EEXIST, path)
-        home = yield from self._make(path, "file", Create)
+        home = yield from self._make(path, "file", make)
         self.dt.put(path, DTEntry(False, home))
         return home
 
