@@ -1152,7 +1152,8 @@ def verbs_missing() -> str | None:
 __all__ = [
     "CRASH", "DETECT", "GUEST_RPC_TIMEOUT_MS", "JOIN", "LEAVE", "OUTSIDE", "RDMA_DEVICES", "RESTART", "SCENARIOS",
     "Outcome", "Scenario",
-    "check_inos", "owners_missing", "run_direct", "run_inproc", "run_sim", "run_tcp", "run_verbs", "until", "verbs_missing",
+    "check_inos", "owners_missing", "run_direct", "run_inproc", "run_sim", "run_tcp", "run_verbs", "until",
+    "verbs_missing",
 ]  # fmt: skip
 
 SCENARIOS.append(

@@ -11,12 +11,12 @@ from tests.conformance import (
     SCENARIOS,
     Outcome,
     check_inos,
+    owners_missing,
     run_direct,
     run_inproc,
     run_sim,
     run_tcp,
     run_verbs,
-    owners_missing,
     verbs_missing,
     xattrs_missing,
 )
