@@ -1,6 +1,6 @@
 """A federation as an ordinary directory: FUSE (libfuse3 through mfusepy) over ``fednode.client``.
 
-    fednode mount --cluster FILE --node ID MOUNTPOINT [--foreground]
+    fednode mount --cluster FILE --node ID MOUNTPOINT [--foreground] [--allow-other]
     fednode umount MOUNTPOINT
 
 ``FedOps`` only translates: each FUSE callback becomes the ``Client`` call of
@@ -59,6 +59,31 @@ size of 0 gets the length), E2BIG (a value over 64 KiB), and ENOSPC where the
 home's file system has no more room for the file's attributes (ext4: about
 4 KiB per file).  Names in other namespaces are refused here without a call.
 
+Many users (issue 22).  Permission checks are the kernel's
+(``default_permissions``, always on) against the modes, owners and groups the
+federation stores; ``--allow-other`` (libfuse's ``allow_other``) lets every
+user of the machine enter the mount, not only the mounter (a mounter that is
+not root needs ``user_allow_other`` in /etc/fuse.conf; root does not).  A
+name made through the mount is the caller's: ``create``/``mkdir`` send the
+uid and fsgid libfuse's context carries (``fuse_get_context``: what the
+kernel authenticated), the parent's group instead when the parent is
+set-group-ID (a new directory then inherits S_ISGID: Linux's rule, from the
+parent's attributes as this mount last gave them to the kernel), and the mode
+as the kernel sent it (the VFS applied the caller's umask and dropped a
+file's S_ISGID for a caller outside its group), all in the one create or
+mkdir request: the home makes the entry with them (``messages.Create``), so
+it is never, even for an instant or after a failure, the agent's.  The
+agents must run as root to give files to other users (else EPERM, and
+nothing is made).  What the kernel already does, tested as ordinary users:
+EACCES for a caller the mode refuses; EPERM for chown by a non-owner and for
+removing or renaming another's file in a sticky directory (``may_delete``);
+S_ISUID (and S_ISGID with group execute) cleared when a user other than root
+writes a file (``file_remove_privs``: the mount claims no
+``FUSE_HANDLE_KILLPRIV``, so the kernel sends a SETATTR, which the mount
+stores) and on chown (``notify_change``); supplementary groups.  The client
+API has no calling user: a program holding the cluster's client key chooses
+the owners it gives (as an NFS client with AUTH_SYS does).
+
 Open files and renames.  A descriptor pins its file at the home (a rename of
 an open file is ``EBUSY``: the protocol's rule).  FUSE's ``release`` reaches
 the file system after ``close(2)`` has returned, so a program that closes a
@@ -75,9 +100,7 @@ extended attributes outside the ``user.`` namespace (``EOPNOTSUPP``:
 ``trusted.``, ``security.``, and ``system.``, POSIX ACLs; see
 ``fedsim.protocol.xattrs`` for why); a file unlinked while open is gone for
 its remaining descriptors too (``ENOENT``).  Byte-range locks are the
-kernel's, local to one mount.  Permission checks are the kernel's
-(``default_permissions``) on the modes and owners the federation stores.
-Names longer than 255 bytes and paths of 4096 bytes or more are
+kernel's, local to one mount.  Names longer than 255 bytes and paths of 4096 bytes or more are
 ``ENAMETOOLONG``, as the kernel expects (``statfs`` reports the same
 ``namemax``).  An agent that dies makes its files ``EHOSTDOWN`` within the
 client timeout; an operation routed to a dead agent (a name it manages, a file
