@@ -577,6 +577,19 @@ class LocalFS:
         except OSError as e:
             raise fs_error(e.errno or errno.EIO, path) from None
 
+    def _own_new(
+        self, fd: int, path: str, wanted: tuple[int, int, int], dfd: int, name: str, is_dir: bool, created: list[str]
+    ) -> None:
+        """``_own`` the entry just made as ``name`` in ``dfd`` (open as ``fd``,
+        closed here) with ``wanted`` (mode, uid, gid); if that fails, ``_unmake`` it."""
+        try:
+            self._own(fd, path, *wanted)
+        except OSError:
+            self._unmake(dfd, name, is_dir, created)
+            raise
+        finally:
+            os.close(fd)
+
     def _unmake(self, dfd: int, name: str, is_dir: bool, created: list[str]) -> None:
         """Undo a create/mkdir whose mode or owner could not be given: the
         entry and the parents it made go again (a failed operation leaves no trace)."""
@@ -602,13 +615,9 @@ class LocalFS:
                 fd = os.open(name, _CREATE, 0o600 if owned else 0o666, dir_fd=dfd)
             except OSError as e:
                 raise self._final_error(e, dfd, name, path) from None
-            try:
-                if owned:
-                    self._own(fd, path, mode, uid, gid)
-            except OSError:
-                self._unmake(dfd, name, False, created)
-                raise
-            finally:
+            if owned:
+                self._own_new(fd, path, (mode, uid, gid), dfd, name, False, created)
+            else:
                 os.close(fd)
         finally:
             if dfd != self._root:
@@ -644,13 +653,7 @@ class LocalFS:
                 except OSError as e:
                     self._unmake(dfd, name, True, created)
                     raise fs_error(e.errno or errno.EIO, path) from None
-                try:
-                    self._own(fd, path, mode, uid, gid)
-                except OSError:
-                    self._unmake(dfd, name, True, created)
-                    raise
-                finally:
-                    os.close(fd)
+                self._own_new(fd, path, (mode, uid, gid), dfd, name, True, created)
         finally:
             if dfd != self._root:
                 os.close(dfd)

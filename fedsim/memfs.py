@@ -131,7 +131,7 @@ class MemFS:
 
     # -- LOCAL_OPS --------------------------------------------------------------------
     def _own(self, path: str, mode: int, uid: int, gid: int) -> None:
-        """A new entry's requested mode and owner (KEEP: the defaults it has)."""
+        """Set ``path``'s mode and owner where not KEEP (a new entry's, setattr's)."""
         m = self.meta[path]
         if mode != KEEP:
             m[_MODE] = _stat.S_IFMT(m[_MODE]) | mode
@@ -278,12 +278,7 @@ class MemFS:
         if m is None:
             raise fs_error(errno.ENOENT, path)
         now = self.clock()
-        if mode != KEEP:
-            m[_MODE] = _stat.S_IFMT(m[_MODE]) | mode
-        if uid != KEEP:
-            m[_UID] = uid
-        if gid != KEEP:
-            m[_GID] = gid
+        self._own(path, mode, uid, gid)
         for i, t in ((_ATIME, atime_ns), (_MTIME, mtime_ns)):
             if t != UTIME_OMIT:
                 m[i] = now if t == UTIME_NOW else t
