@@ -311,7 +311,7 @@ def test_malformed_messages_are_answered_with_an_error(tcp_agent, envelope):
 @pytest.mark.parametrize(
     "request_",
     [
-        ["Create", "../../etc/passwd", 0],
+        ["Create", "../../etc/passwd", 0, -1, -1, -1],
         ["Read", "/d/../../x", 0, 10],
         ["Stat", "d/file"],
         ["Unlink", "/d/f\x00"],

@@ -54,8 +54,8 @@ def test_every_request_type_round_trips_through_bytes():
 @pytest.mark.parametrize(
     "obj",
     [
-        ["Create", "../../etc/passwd", 0],
-        ["Create", "/a/../../etc/passwd", 0],
+        ["Create", "../../etc/passwd", 0, -1, -1, -1],
+        ["Create", "/a/../../etc/passwd", 0, -1, -1, -1],
         ["Read", "a/b", 0, 1],
         ["Stat", "/a//b"],
         ["Unlink", "/a\x00b"],
