@@ -4,13 +4,14 @@
                    [--join]                      ... joining a running federation (the file's other nodes: seeds)
                    [--mount MOUNTPOINT]          ... and the federation mounted there, in the same process
     fednode leave  --cluster FILE --node ID       that agent leaves its federation gracefully
-    fednode local  --nodes N --base DIR [--mount MOUNTPOINT [--inproc]]
+    fednode local  --nodes N --base DIR [--mount MOUNTPOINT [--inproc | --allow-other]]
                                                   N agents on this machine (writes DIR/cluster.yaml),
                                                   with --mount: the federation mounted there too
                                                   (--inproc: in the first agent's process)
-    fednode mount  --cluster FILE --node ID MOUNTPOINT [--foreground] [--route home|entry]
+    fednode mount  --cluster FILE --node ID MOUNTPOINT [--foreground] [--route home|entry] [--allow-other]
                                                   the federation as a directory (FUSE): each call to the
-                                                  file's home or name's manager (entry: all via node ID)
+                                                  file's home or name's manager (entry: all via node ID);
+                                                  --allow-other: every user of the machine may enter it
     fednode umount MOUNTPOINT                     unmount (also after the mount process crashed)
     fednode fs     --cluster FILE CMD ARGS...     ls, stat, mkdir, put, get, cat, rm, rmdir, mv
     fednode migrate --cluster FILE PATH --to NODE move a file, or every file under a directory, to NODE
@@ -162,11 +163,19 @@ async def _announce_ready(agent: Any) -> None:
 
 
 # ---------------------------------------------------------------------------- local
-def local(nodes: int, base: str, placement: str | None, mountpoint: str | None = None, inproc: bool = False) -> int:
+def local(
+    nodes: int,
+    base: str,
+    placement: str | None,
+    mountpoint: str | None = None,
+    inproc: bool = False,
+    allow_other: bool = False,
+) -> int:
     """``fednode local``: ``nodes`` agents on this machine until Ctrl-C; with
     ``mountpoint`` the federation mounted there at the first node, by a
-    ``fednode mount`` process, or (``inproc``) in that agent's own process
-    (``fednode serve --mount``: no socket between the mount and its agent)."""
+    ``fednode mount`` process (``allow_other``: for every user), or
+    (``inproc``) in that agent's own process (``fednode serve --mount``: no
+    socket between the mount and its agent)."""
     from pydantic import ValidationError
 
     from fednode.cluster import READY_MOUNTED, AgentExited, ProcessCluster, write_local
@@ -214,7 +223,9 @@ def local(nodes: int, base: str, placement: str | None, mountpoint: str | None =
             from fednode.mount import MountProcess
 
             with open(Path(base) / "logs" / "mount.log", "ab") as mlog:
-                mp = MountProcess.federation(path, pc.cluster.spec.members[0], mountpoint, stderr=mlog)
+                mp = MountProcess.federation(
+                    path, pc.cluster.spec.members[0], mountpoint, stderr=mlog, allow_other=allow_other
+                )
             try:
                 print(mp.wait_ready(), flush=True)
             except RuntimeError as exc:
@@ -242,7 +253,13 @@ def local(nodes: int, base: str, placement: str | None, mountpoint: str | None =
 
 # ---------------------------------------------------------------------------- mount
 def mount(
-    cluster_file: str, node: int, mountpoint: str, foreground: bool, log_file: str | None, route: str = "home"
+    cluster_file: str,
+    node: int,
+    mountpoint: str,
+    foreground: bool,
+    log_file: str | None,
+    route: str = "home",
+    allow_other: bool = False,
 ) -> int:
     """``fednode mount``: in the foreground, serve until unmounted or signalled;
     else start that as a process in its own session, wait until the mount is
@@ -254,12 +271,13 @@ def mount(
     from fednode.mount import mount as run_mount
 
     if foreground:
-        return run_mount(cluster_file, node, mountpoint, route)
+        return run_mount(cluster_file, node, mountpoint, route, allow_other=allow_other)
     err = open(log_file, "ab") if log_file else subprocess.DEVNULL
     try:
         mp = MountProcess.federation(
-            Path(cluster_file).resolve(), node, Path(mountpoint).resolve(), stderr=err, route=route
-        )
+            Path(cluster_file).resolve(), node, Path(mountpoint).resolve(), stderr=err, route=route,
+            allow_other=allow_other,
+        )  # fmt: skip
     finally:
         if log_file:
             err.close()  # type: ignore[union-attr]
@@ -538,6 +556,7 @@ def main(argv: list[str] | None = None) -> int:
     lo.add_argument("--mount", default=None, metavar="MOUNTPOINT", help="also mount the federation there (FUSE)")
     lo.add_argument("--inproc", action="store_true",
                     help="with --mount: mount in the first agent's own process (fednode serve --mount)")  # fmt: skip
+    lo.add_argument("--allow-other", action="store_true", help="with --mount: as fednode mount --allow-other")
     mo = sub.add_parser("mount", help="mount a federation as a directory (FUSE)")
     mo.add_argument("--cluster", required=True)
     mo.add_argument(
@@ -549,6 +568,11 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     mo.add_argument("--foreground", action="store_true", help="serve in this process (default: in the background)")
     mo.add_argument("--log", default=None, help="in the background: append the mount's messages to this file")
+    mo.add_argument(
+        "--allow-other", action="store_true",
+        help="let every user of this machine enter the mount (libfuse's allow_other; the kernel checks the modes "
+        "and owners the federation stores; a mounter that is not root needs user_allow_other in /etc/fuse.conf)",
+    )  # fmt: skip
     mo.add_argument("mountpoint")
     um = sub.add_parser("umount", help="unmount a federation mount (also after its process crashed)")
     um.add_argument("mountpoint")
@@ -624,11 +648,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "local":
             if args.nodes <= 0:
                 raise ConfigError(f"--nodes must be at least 1, not {args.nodes}")
-            if args.inproc and args.mount is None:
-                raise ConfigError("--inproc: give --mount MOUNTPOINT too")
-            return local(args.nodes, args.base, args.placement, args.mount, args.inproc)
+            if (args.inproc or args.allow_other) and args.mount is None:
+                raise ConfigError("fednode local: --inproc and --allow-other need --mount MOUNTPOINT")
+            if args.inproc and args.allow_other:
+                raise ConfigError("fednode local: --allow-other is for a mount process, not --inproc (serve --mount)")
+            return local(args.nodes, args.base, args.placement, args.mount, args.inproc, args.allow_other)
         if args.cmd == "mount":
-            return mount(args.cluster, args.node, args.mountpoint, args.foreground, args.log, args.route)
+            return mount(args.cluster, args.node, args.mountpoint, args.foreground, args.log, args.route,
+                         args.allow_other)  # fmt: skip
         if args.cmd == "umount":
             return umount(args.mountpoint)
         if args.cmd == "fs":

@@ -49,7 +49,7 @@ from typing import Any, NamedTuple
 from fednode import wire
 from fednode.config import Cluster, load_cluster
 from fednode.transport.tcp import tls_contexts
-from fedsim.protocol.attrs import KEEP, UTIME_NOW, UTIME_OMIT, Attr, StatFS
+from fedsim.protocol.attrs import KEEP, UTIME_NOW, UTIME_OMIT, Attr, StatFS, new_args
 from fedsim.protocol.messages import PeerUnavailable, ProtocolError, decode_error, pack
 from fedsim.protocol.names import join, normalize
 
@@ -321,12 +321,18 @@ class Client:
         return out
 
     # ------------------------------------------------------------------ the file API
-    def create(self, path: str) -> int:
-        """Create an empty file (exclusive); returns the node that holds it."""
-        return self.call("create", path)
+    # A new name's mode and owner (-1, ``KEEP``: the home's default) are made with it, in the same
+    # call.  The API has no notion of a calling user: whoever holds the cluster's client key chooses
+    # them, as an NFS client with AUTH_SYS names its users; ``fednode mount`` passes the caller the
+    # kernel authenticated.  Left out of the message when all are KEEP (the call older agents know).
+    def create(self, path: str, mode: int = KEEP, uid: int = KEEP, gid: int = KEEP) -> int:
+        """Create an empty file (exclusive), with permission bits ``mode`` and owner ``uid``/``gid``;
+        returns the node that holds it."""
+        return self.call("create", path, *new_args(mode, uid, gid))
 
-    def mkdir(self, path: str) -> int:
-        return self.call("mkdir", path)
+    def mkdir(self, path: str, mode: int = KEEP, uid: int = KEEP, gid: int = KEEP) -> int:
+        """Make a directory, with ``mode`` and owner ``uid``/``gid`` (as ``create``)."""
+        return self.call("mkdir", path, *new_args(mode, uid, gid))
 
     def unlink(self, path: str) -> None:
         self.call("unlink", path)
@@ -443,9 +449,12 @@ class Client:
     def open(self, path: str) -> int:
         return self.call("open", path)
 
-    def create_open(self, path: str) -> tuple[int, Attr | None]:
-        """Create a file (exclusive), open it and read its attributes, in one round trip."""
-        fd, attr = self.call("create_open", path)
+    def create_open(
+        self, path: str, mode: int = KEEP, uid: int = KEEP, gid: int = KEEP
+    ) -> tuple[int, Attr | None]:
+        """Create a file (exclusive) with ``mode`` and owner ``uid``/``gid`` (as ``create``),
+        open it and read its attributes, in one round trip."""
+        fd, attr = self.call("create_open", path, *new_args(mode, uid, gid))
         return fd, None if attr is None else Attr(*attr)
 
     def close(self, fd: int) -> None:
@@ -597,3 +606,4 @@ class _Failed(Exception):
         super().__init__(str(error))
         self.error = error
         self.log = log
+

@@ -162,6 +162,7 @@ from fedsim.protocol.attrs import (
     UTIME_NOW,
     UTIME_OMIT,
     check_mknod,
+    check_new,
     check_setattr,
     check_target,
     is_device,
@@ -582,40 +583,100 @@ class LocalFS:
             os.close(of.fd)
 
     # -- LOCAL_OPS --------------------------------------------------------------------
-    def create(self, path: str) -> list[str]:
-        """Exclusive create (O_CREAT|O_EXCL), making missing parents; returns the made directories, root first."""
+    @staticmethod
+    def _own(fd: int, path: str, mode: int, uid: int, gid: int) -> None:
+        """Give the entry just made (open as ``fd``) the owner, then the mode,
+        asked for (KEEP: leave the kernel's).  The owner first: a chown clears
+        set-id bits, which the mode then sets (as ``install`` orders them).  A
+        chown to the ids it already has is skipped, so an agent that is not
+        root can still make its own user's files; to give one away it must be
+        root (EPERM otherwise)."""
+        try:
+            if uid != KEEP or gid != KEEP:
+                st = os.fstat(fd)
+                if (uid != KEEP and uid != st.st_uid) or (gid != KEEP and gid != st.st_gid):
+                    os.fchown(fd, uid, gid)
+            if mode != KEEP:
+                os.fchmod(fd, mode)
+        except OSError as e:
+            raise fs_error(e.errno or errno.EIO, path) from None
+
+    def _own_new(
+        self, fd: int, path: str, wanted: tuple[int, int, int], dfd: int, name: str, is_dir: bool, created: list[str]
+    ) -> None:
+        """``_own`` the entry just made as ``name`` in ``dfd`` (open as ``fd``,
+        closed here) with ``wanted`` (mode, uid, gid); if that fails, ``_unmake`` it."""
+        try:
+            self._own(fd, path, *wanted)
+        except OSError:
+            self._unmake(dfd, name, is_dir, created)
+            raise
+        finally:
+            os.close(fd)
+
+    def _unmake(self, dfd: int, name: str, is_dir: bool, created: list[str]) -> None:
+        """Undo a create/mkdir whose mode or owner could not be given: the
+        entry and the parents it made go again (a failed operation leaves no trace)."""
+        with contextlib.suppress(OSError):
+            (os.rmdir if is_dir else os.unlink)(name, dir_fd=dfd)
+        for d in reversed(created):
+            with contextlib.suppress(OSError):
+                self.rmdir(d)
+
+    def create(self, path: str, mode: int = KEEP, uid: int = KEEP, gid: int = KEEP) -> list[str]:
+        """Exclusive create (O_CREAT|O_EXCL), making missing parents; returns the made directories, root first.
+        ``mode`` and ``uid``/``gid`` (KEEP: the process's umask and ids) are the file's before the
+        name can be used: it is made 0600 and changed through its descriptor (``_own``)."""
         _check(path)
+        check_new(path, mode, uid, gid)
         if path == ROOT:
             raise fs_error(errno.EEXIST, path)
         created: list[str] = []
         dfd, name = self._walk(path, created)
+        owned = mode != KEEP or uid != KEEP or gid != KEEP
         try:
-            fd = os.open(name, _CREATE, 0o666, dir_fd=dfd)
-        except OSError as e:
-            raise self._final_error(e, dfd, name, path) from None
+            try:
+                fd = os.open(name, _CREATE, 0o600 if owned else 0o666, dir_fd=dfd)
+            except OSError as e:
+                raise self._final_error(e, dfd, name, path) from None
+            if owned:
+                self._own_new(fd, path, (mode, uid, gid), dfd, name, False, created)
+            else:
+                os.close(fd)
         finally:
             if dfd != self._root:
                 os.close(dfd)
-        os.close(fd)
         if self._open:
             self._drop(path)
         return created
 
-    def mkdir(self, path: str) -> list[str]:
-        """Make a directory and missing parents; [] if it already is one (exist ok), EEXIST if a file."""
+    def mkdir(self, path: str, mode: int = KEEP, uid: int = KEEP, gid: int = KEEP) -> list[str]:
+        """Make a directory and missing parents; [] if it already is one (exist ok), EEXIST if a file.
+        ``mode`` and ``uid``/``gid`` as ``create``'s, for the directory made (not its parents; an
+        existing one is left as it is)."""
         _check(path)
+        check_new(path, mode, uid, gid)
         if path == ROOT:
             return []
         created: list[str] = []
         dfd, name = self._walk(path, created)
+        owned = mode != KEEP or uid != KEEP or gid != KEEP
         try:
-            os.mkdir(name, 0o777, dir_fd=dfd)
-        except FileExistsError:
-            if _kind(dfd, name) == _KIND_DIR:
-                return created
-            raise fs_error(errno.EEXIST, path) from None
-        except OSError as e:
-            raise fs_error(e.errno or errno.EIO, path) from None
+            try:
+                os.mkdir(name, 0o700 if owned else 0o777, dir_fd=dfd)
+            except FileExistsError:
+                if _kind(dfd, name) == _KIND_DIR:
+                    return created
+                raise fs_error(errno.EEXIST, path) from None
+            except OSError as e:
+                raise fs_error(e.errno or errno.EIO, path) from None
+            if owned:
+                try:
+                    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC, dir_fd=dfd)
+                except OSError as e:
+                    self._unmake(dfd, name, True, created)
+                    raise fs_error(e.errno or errno.EIO, path) from None
+                self._own_new(fd, path, (mode, uid, gid), dfd, name, True, created)
         finally:
             if dfd != self._root:
                 os.close(dfd)

@@ -1,6 +1,6 @@
 """A federation as an ordinary directory: FUSE (libfuse3 through mfusepy) over ``fednode.client``.
 
-    fednode mount --cluster FILE --node ID MOUNTPOINT [--foreground]
+    fednode mount --cluster FILE --node ID MOUNTPOINT [--foreground] [--allow-other]
     fednode umount MOUNTPOINT
 
 ``FedOps`` only translates: each FUSE callback becomes the ``Client`` call of
@@ -59,6 +59,31 @@ size of 0 gets the length), E2BIG (a value over 64 KiB), and ENOSPC where the
 home's file system has no more room for the file's attributes (ext4: about
 4 KiB per file).  Names in other namespaces are refused here without a call.
 
+Many users (issue 22).  Permission checks are the kernel's
+(``default_permissions``, always on) against the modes, owners and groups the
+federation stores; ``--allow-other`` (libfuse's ``allow_other``) lets every
+user of the machine enter the mount, not only the mounter (a mounter that is
+not root needs ``user_allow_other`` in /etc/fuse.conf; root does not).  A
+name made through the mount is the caller's: ``create``/``mkdir`` send the
+uid and fsgid libfuse's context carries (``fuse_get_context``: what the
+kernel authenticated), the parent's group instead when the parent is
+set-group-ID (a new directory then inherits S_ISGID: Linux's rule, from the
+parent's attributes as this mount last gave them to the kernel), and the mode
+as the kernel sent it (the VFS applied the caller's umask and dropped a
+file's S_ISGID for a caller outside its group), all in the one create or
+mkdir request: the home makes the entry with them (``messages.Create``), so
+it is never, even for an instant or after a failure, the agent's.  The
+agents must run as root to give files to other users (else EPERM, and
+nothing is made).  What the kernel already does, tested as ordinary users:
+EACCES for a caller the mode refuses; EPERM for chown by a non-owner and for
+removing or renaming another's file in a sticky directory (``may_delete``);
+S_ISUID (and S_ISGID with group execute) cleared when a user other than root
+writes a file (``file_remove_privs``: the mount claims no
+``FUSE_HANDLE_KILLPRIV``, so the kernel sends a SETATTR, which the mount
+stores) and on chown (``notify_change``); supplementary groups.  The client
+API has no calling user: a program holding the cluster's client key chooses
+the owners it gives (as an NFS client with AUTH_SYS does).
+
 Open files and renames.  A descriptor pins its file at the home (a rename of
 an open file is ``EBUSY``: the protocol's rule).  FUSE's ``release`` reaches
 the file system after ``close(2)`` has returned, so a program that closes a
@@ -87,9 +112,7 @@ extended attributes outside the ``user.`` namespace (``EOPNOTSUPP``:
 ``trusted.``, ``security.``, and ``system.``, POSIX ACLs; see
 ``fedsim.protocol.xattrs`` for why); a file unlinked while open is gone for
 its remaining descriptors too (``ENOENT``).  Byte-range locks are the
-kernel's, local to one mount.  Permission checks are the kernel's
-(``default_permissions``) on the modes and owners the federation stores.
-Names longer than 255 bytes and paths of 4096 bytes or more are
+kernel's, local to one mount.  Names longer than 255 bytes and paths of 4096 bytes or more are
 ``ENAMETOOLONG``, as the kernel expects (``statfs`` reports the same
 ``namemax``).  An agent that dies makes its files ``EHOSTDOWN`` within the
 client timeout; an operation routed to a dead agent (a name it manages, a file
@@ -98,6 +121,7 @@ it holds; with ``--route entry``, every call) is ``EHOSTDOWN``, never a hang.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import errno
@@ -148,8 +172,8 @@ COHERENCE_BOUND_S = max(ENTRY_TIMEOUT, ATTR_TIMEOUT, NEGATIVE_TIMEOUT)
 POOL_SIZE = 16  # connections to each agent: more than libfuse's threads, far below limits.max_connections
 ROUTES = ("home", "entry")  # where a mount's calls go (``Entries``)
 READY_MOUNTED = "fednode-mounted"  # the line `fednode mount` prints once the kernel talks to the mount
-_DEFAULT_FILE_MODE = 0o644  # what an agent with umask 022 creates: no chmod needed after create
-_DEFAULT_DIR_MODE = 0o755
+#: directories whose mode and group a mount remembers for the set-group-ID rule of new names (``_Dirs``)
+DIR_ATTRS = 4096
 # create's attributes answer the getattr libfuse makes right after it only this soon (the same thread, at
 # once): no older than the attributes a getattr round trip would bring, so the coherence bound is unchanged
 _PREFETCH_AGE_S = 0.02
@@ -357,6 +381,37 @@ class Entries:
             pool.close()
 
 
+class _Dirs:
+    """The mode and group of the directories a mount last described to the
+    kernel (getattr, readdirplus), at most ``size``, the least recently seen
+    dropped first: what the group of a name made in one comes from
+    (``FedOps._new_owner``).  Fresh enough by construction: the kernel's
+    permission check of the create used attributes it got from this mount,
+    which are never newer than these.  libfuse's threads share it: a lock."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._seen: collections.OrderedDict[str, tuple[int, int]] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def saw(self, path: str, a: Attr) -> None:
+        if not a.is_dir:
+            return
+        with self._lock:
+            self._seen[path] = (a.mode, a.gid)
+            self._seen.move_to_end(path)
+            if len(self._seen) > self._size:
+                self._seen.popitem(last=False)
+
+    def get(self, path: str) -> tuple[int, int] | None:
+        with self._lock:
+            return self._seen.get(path)
+
+    def forget(self, path: str) -> None:
+        with self._lock:
+            self._seen.pop(path, None)
+
+
 class _Handle:
     """An open file of the mount: the client its descriptor belongs to, and the descriptor (None once flushed)."""
 
@@ -541,11 +596,15 @@ class FedOps(mfusepy.Operations):
         self.listings: dict[int, list[tuple[str, dict[str, int], int]]] = {}
         self._fh = itertools.count(1)
         self._on_ready = on_ready
+        #: directories' modes and groups as last given to the kernel: a new name's group (``_new_owner``)
+        self.dirs = _Dirs(DIR_ATTRS)
+        self._served = False  # set by ``init``: callbacks then come from libfuse, with a caller's context
         if stats is not None:
             stats.install(self)
 
     # ------------------------------------------------------------------ set-up
     def init_with_config(self, conn_info: Any, config: Any) -> None:
+        self._served = True
         if config is not None:
             FuseConfig.apply(config)
         if conn_info is not None and conn_info.capable & FUSE_CAP_READDIRPLUS:
@@ -560,6 +619,43 @@ class FedOps(mfusepy.Operations):
     def destroy(self, path: str) -> None:
         self.entries.close()
 
+    # ------------------------------------------------------------------ the owners of new names
+    def _caller(self) -> tuple[int, int]:
+        """The uid and gid (the kernel's fsuid/fsgid) of the process whose system
+        call this callback serves, as the kernel sent them with the request
+        (libfuse's ``fuse_get_context``).  Outside a FUSE callback (a
+        ``FedOps`` called directly, in tests) this process's own."""
+        if not self._served:
+            return os.geteuid(), os.getegid()
+        uid, gid, _pid = mfusepy.fuse_get_context()
+        return uid, gid
+
+    def _new_owner(self, path: str, mode: int, is_dir: bool) -> tuple[int, int, int]:
+        """The (mode, uid, gid) Linux gives a name ``path`` made with ``mode`` by
+        the caller: the caller's uid; the parent directory's gid if the parent
+        is set-group-ID (and a new directory inherits S_ISGID), else the
+        caller's fsgid.  ``mode`` is stored as the kernel sent it: the VFS has
+        applied the caller's umask (no ``FUSE_CAP_DONT_MASK``, no POSIX ACLs)
+        and dropped S_ISGID of a file for a caller outside its group
+        (``mode_strip_sgid``).  The parent's mode and group are the ones this
+        mount last gave the kernel (``_Dirs``), which its permission check of
+        this call used; only a parent not seen since it left ``_Dirs`` costs
+        a getattr round trip."""
+        mode = stat.S_IMODE(mode)
+        uid, gid = self._caller()
+        parent = path.rsplit("/", 1)[0] or "/"
+        seen = self.dirs.get(parent)
+        if seen is None:
+            with self.entries.client(parent) as c:
+                a = c.getattr(parent)
+            self.dirs.saw(parent, a)
+            seen = (a.mode, a.gid)
+        if seen[0] & stat.S_ISGID:
+            gid = seen[1]
+            if is_dir:
+                mode |= stat.S_ISGID
+        return mode, uid, gid
+
     # ------------------------------------------------------------------ attributes
     def getattr(self, path: str, fh: int | None = None) -> dict[str, int]:
         h = self.handles.get(fh) if fh is not None else None
@@ -572,6 +668,7 @@ class FedOps(mfusepy.Operations):
         with self.entries.client(path) as c:
             a = c.getattr(path)
         self.entries.learn(path, a)
+        self.dirs.saw(path, a)
         return _stat_dict(a)
 
     def chmod(self, path: str, mode: int) -> None:
@@ -661,6 +758,7 @@ class FedOps(mfusepy.Operations):
                 if a is not None:
                     attrs = _stat_dict(a)
                     self.entries.learn(prefix + name, a)  # a listing names its files' homes too
+                    self.dirs.saw(prefix + name, a)
                 else:
                     attrs = {"st_mode": stat.S_IFDIR if is_dir else stat.S_IFREG}
                     if is_dir:
@@ -672,15 +770,14 @@ class FedOps(mfusepy.Operations):
 
     def mkdir(self, path: str, mode: int) -> None:
         check_name(path)
+        mode, uid, gid = self._new_owner(path, mode, is_dir=True)
         with self.entries.client(path) as c:
-            c.mkdir(path)
-            if stat.S_IMODE(mode) != _DEFAULT_DIR_MODE:
-                with _undo_on_error(lambda: c.rmdir(path)):
-                    c.chmod(path, stat.S_IMODE(mode))
+            c.mkdir(path, mode, uid, gid)  # the mode and owner made with it, at its home: one round trip
 
     def rmdir(self, path: str) -> None:
         with self.entries.client(path) as c:
             c.rmdir(path)
+        self.dirs.forget(path)
 
     def unlink(self, path: str) -> None:
         with self.entries.client(path) as c:
@@ -727,32 +824,18 @@ class FedOps(mfusepy.Operations):
 
     def create(self, path: str, mode: int, flags: int = 0) -> int:
         check_name(path)
+        mode, uid, gid = self._new_owner(path, mode, is_dir=False)
         pool = self.entries.pool(path)
         c = pool.take()
         try:
-            if stat.S_IMODE(mode) == _DEFAULT_FILE_MODE:
-                # create, open and the attributes libfuse asks for next, in one round trip
-                fd, attr = c.create_open(path)
-                fh = self._handle(c, fd, path)
-                if attr is not None:
-                    self.handles[fh].attr = (attr, time.monotonic())
-                    self.entries.learn(path, attr)
-                return fh
-            # another mode: the chmod must follow the create and precede the open (a failed
-            # create must not chmod a file that was there before it)
-            c.create(path)
-            with _undo_on_error(lambda: c.unlink(path)):  # a failed create leaves no file behind
-                c.chmod(path, stat.S_IMODE(mode))
-                # libfuse asks for the new file's attributes as soon as create
-                # returns: fetched with the open, in the same round trip
-                fd, attr = c.pipeline(("open", (path,)), ("getattr", (path,)))
-                if isinstance(fd, BaseException):
-                    raise fd
-                fh = self._handle(c, fd, path)
-                if not isinstance(attr, BaseException):
-                    self.handles[fh].attr = (Attr(*attr), time.monotonic())
-                    self.entries.learn(path, attr)
-                return fh
+            # create with the caller's mode and owner, open, and the attributes libfuse asks
+            # for next, in one round trip (a failed call leaves no file: ``create_open``)
+            fd, attr = c.create_open(path, mode, uid, gid)
+            fh = self._handle(c, fd, path)
+            if attr is not None:
+                self.handles[fh].attr = (attr, time.monotonic())
+                self.entries.learn(path, attr)
+            return fh
         finally:
             pool.give(c)
 
@@ -822,18 +905,6 @@ class FedOps(mfusepy.Operations):
                 h.client.close(h.fd)
 
 
-@contextlib.contextmanager
-def _undo_on_error(undo: Callable[[], None]) -> Iterator[None]:
-    """If the block fails, ``undo`` what the call made before it (best effort:
-    what fails it, a dead agent, fails the undo too) and raise the block's error."""
-    try:
-        yield
-    except BaseException:
-        with contextlib.suppress(OSError):
-            undo()
-        raise
-
-
 def _stat_dict(a: Any) -> dict[str, int]:
     """The kernel's ``struct stat`` of ``Attr`` ``a``: its type from the mode
     (a symlink, fifo, socket or device is one to the kernel too), a device's
@@ -878,12 +949,16 @@ def serve_fuse(
     mountpoint: str | Path,
     fsname: str,
     snapshot: Callable[[bool], None] | None = None,
+    allow_other: bool = False,
 ) -> int:
     """Run a FUSE file system from this process until it is unmounted or the
     process gets SIGINT/SIGTERM/SIGHUP; 0 when it ended either way.
     ``make_ops(ready)`` builds the operations, whose ``init`` must call
     ``ready()``: it prints the readiness line (``READY_MOUNTED``).
     Multithreaded; the libfuse options every mount of this project shares.
+    ``allow_other``: every user of the machine may enter the mount, not only
+    the mounter (libfuse's ``allow_other``; with ``default_permissions``, on
+    always, the kernel checks each caller against the stored modes and owners).
 
     Signals.  libfuse's own handlers would end the loop, but make
     ``fuse_main`` report a failure (the loop returns the signal's number), and
@@ -915,7 +990,9 @@ def serve_fuse(
 
     def run() -> None:
         try:
-            _FUSE(make_ops(ready), mp, foreground=True, fsname=fsname, subtype="fedfs", default_permissions=True)
+            options = {"allow_other": True} if allow_other else {}  # (mfusepy would pass a False one on)
+            _FUSE(make_ops(ready), mp, foreground=True, fsname=fsname, subtype="fedfs", default_permissions=True,
+                  **options)  # fmt: skip
             outcome.append(None)
         except BaseException as exc:  # reported by the main thread
             outcome.append(exc)
@@ -1007,14 +1084,16 @@ def _poke(mountpoint: str) -> None:
         os.statvfs(mountpoint)
 
 
-def mount(cluster_file: str | Path, node: int, mountpoint: str | Path, route: str = "home") -> int:
+def mount(
+    cluster_file: str | Path, node: int, mountpoint: str | Path, route: str = "home", allow_other: bool = False
+) -> int:
     """``fednode mount --foreground``: serve until unmounted or signalled; 0 when it ended cleanly."""
     cluster = load_cluster(cluster_file)
     cluster.spec.node(node)
     stats = MountStats.from_env()  # STATS_ENV: count the callbacks
     return serve_fuse(lambda ready: FedOps(cluster, node, on_ready=ready, stats=stats, route=route), mountpoint,
                       fsname=f"fedfs:{Path(cluster_file).resolve()}#{node}",
-                      snapshot=None if stats is None else stats.write)  # fmt: skip
+                      snapshot=None if stats is None else stats.write, allow_other=allow_other)  # fmt: skip
 
 
 def is_mounted(mountpoint: str | Path) -> bool:
@@ -1072,10 +1151,13 @@ class MountProcess:
         stderr: Any = None,
         env: dict[str, str] | None = None,
         route: str = "home",
+        allow_other: bool = False,
     ) -> MountProcess:
-        """``fednode mount --foreground``; ``proc.pid`` is the process serving the mount (no shell between)."""
+        """``fednode mount --foreground``; ``proc.pid`` is the process serving the mount (no shell between).
+        ``allow_other``: ``--allow-other`` (every user of the machine may enter it)."""
         cmd = [sys.executable, "-m", "fednode.cli", "mount", "--cluster", str(cluster_file), "--node", str(node),
-               "--route", route, "--foreground", str(mountpoint)]  # fmt: skip
+               "--route", route, "--foreground", *(["--allow-other"] if allow_other else []),
+               str(mountpoint)]  # fmt: skip
         return cls(cmd, mountpoint, stderr, env)
 
     def wait_ready(self, timeout: float | None = None) -> str:

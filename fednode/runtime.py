@@ -790,8 +790,8 @@ class Agent:
     def _api_args(self, op: str, args: tuple[Any, ...], conn: Conn | None) -> tuple[Any, ...]:
         """An API call's arguments, checked (types, the descriptor's owner) and
         with a size beyond ``max_io`` cut to it."""
-        check_args(op, self.api_ops[op], args)
         meta = self.api_meta[op]
+        check_args(op, self.api_ops[op], args, meta.optional)
         if conn is not None and meta.fd in ("uses", "closes"):
             self._own_fd(conn, args[0])
         k = meta.size_arg
@@ -974,8 +974,8 @@ class Agent:
                 raise OSError(errno.EINVAL, f"bench fedfs: op must be one of {', '.join(allowed)}, not {op!r}")
             method = getattr(self.node, op)  # op is one of the closed set above, and of the node's interface
             for args in calls:
-                check_args(f"bench fedfs {op}", self.api_ops[op], args)
                 meta = self.api_meta[op]
+                check_args(f"bench fedfs {op}", self.api_ops[op], args, meta.optional)
                 if meta.size_arg is not None and not 0 <= args[meta.size_arg] <= self.max_io:
                     raise over_limit("read size", args[meta.size_arg], self.max_io, "max_message_bytes")
                 if conn is not None and meta.fd in ("uses", "closes"):

@@ -15,7 +15,8 @@ clock of the in-memory runtime), never the wall clock, so a simulation stays
 a function of its seed; the default clock stands still at 0.  New entries
 get the modes a process with umask 022 gets (0o644 files, 0o755
 directories) and the owner ``uid``/``gid``.  There are no permission checks
-(a simulated node may chown anything).  create/write/truncate set mtime and
+(a simulated node may chown anything; create and mkdir give a new entry
+the mode and owner asked for, as an agent running as root does).  create/write/truncate set mtime and
 ctime, a change of a directory's entries its mtime and ctime, setattr the
 ctime; a read does not touch atime (as ``noatime``: no real file system's
 relatime heuristic is modelled).
@@ -48,6 +49,7 @@ from fedsim.protocol.attrs import (
     UTIME_NOW,
     UTIME_OMIT,
     check_mknod,
+    check_new,
     check_setattr,
     check_target,
     special_entry,
@@ -174,15 +176,28 @@ class MemFS:
             self.files[path] = bytearray(size) if self.keep_data else size
 
     # -- LOCAL_OPS --------------------------------------------------------------------
-    def create(self, path: str) -> list[str]:
+    def _own(self, path: str, mode: int, uid: int, gid: int) -> None:
+        """Set ``path``'s mode and owner where not KEEP (a new entry's, setattr's)."""
+        m = self.meta[path]
+        if mode != KEEP:
+            m[_MODE] = _stat.S_IFMT(m[_MODE]) | mode
+        if uid != KEEP:
+            m[_UID] = uid
+        if gid != KEEP:
+            m[_GID] = gid
+
+    def create(self, path: str, mode: int = KEEP, uid: int = KEEP, gid: int = KEEP) -> list[str]:
+        check_new(path, mode, uid, gid)
         if path in self.files or path in self.dirs or path in self.special:
             raise fs_error(errno.EEXIST, path)
         created = self._make_parents(path)
         self._add(path, False)
         self.files[path] = bytearray() if self.keep_data else 0
+        self._own(path, mode, uid, gid)
         return created
 
-    def mkdir(self, path: str) -> list[str]:
+    def mkdir(self, path: str, mode: int = KEEP, uid: int = KEEP, gid: int = KEEP) -> list[str]:
+        check_new(path, mode, uid, gid)
         if path in self.dirs:
             return []
         if path in self.files or path in self.special:
@@ -190,6 +205,7 @@ class MemFS:
         created = self._make_parents(path)
         self._add(path, True)
         self.dirs[path] = {}
+        self._own(path, mode, uid, gid)
         created.append(path)
         return created
 
@@ -324,12 +340,7 @@ class MemFS:
         if mode != KEEP and _stat.S_ISLNK(m[_MODE]):
             raise fs_error(errno.EOPNOTSUPP, path, "a symlink has no mode of its own (Linux)")
         now = self.clock()
-        if mode != KEEP:
-            m[_MODE] = _stat.S_IFMT(m[_MODE]) | mode
-        if uid != KEEP:
-            m[_UID] = uid
-        if gid != KEEP:
-            m[_GID] = gid
+        self._own(path, mode, uid, gid)
         for i, t in ((_ATIME, atime_ns), (_MTIME, mtime_ns)):
             if t != UTIME_OMIT:
                 m[i] = now if t == UTIME_NOW else t

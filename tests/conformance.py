@@ -55,6 +55,9 @@ class Scenario:
     links: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
     #: sets user extended attributes in the local trees (skipped by the agents where those cannot hold them)
     local_xattrs: bool = False
+    #: gives entries owners (create/mkdir with uid/gid): getattr results then show uid and gid too,
+    #: and the agents must run as root to give them (skipped otherwise)
+    owners: bool = False
 
 
 # A pseudo-operation: (node, OUTSIDE, (path, data)) writes a file straight
@@ -490,25 +493,35 @@ def xattrs_missing() -> str | None:
     return None
 
 
-def view(op: str, value: Any) -> Any:
+def owners_missing() -> str | None:
+    """Why the agents (this process's user) cannot give files other owners, or None."""
+    if os.geteuid() != 0:
+        return "giving a file another user's uid/gid needs the agents to run as root"
+    return None
+
+
+def view(op: str, value: Any, owners: bool = False) -> Any:
     """What of an attribute result every world must agree on.  Times, owners
     and a file's local inode number are the host's (wall clock, the agent's
     uid, the local file system's numbering): they are checked by the agent
     tests (tests/test_attributes.py); here a file's inode number shows only
     its home (``attrs.file_ino``), a directory's is compared whole (a hash of
-    its path), and statfs shows only namemax (the sizes are the hosts')."""
+    its path), and statfs shows only namemax (the sizes are the hosts').  With
+    ``owners`` (``Scenario.owners``: every owner in the script is given
+    explicitly) uid and gid are compared too."""
     if isinstance(value, BaseException):
         return value
     if op == "getattr":
-        is_dir, mode, nlink, _uid, _gid, size, _a, _m, _c, ino = value
+        is_dir, mode, nlink, uid, gid, size, _a, _m, _c, ino = value
         where = ino if is_dir else ("home", (ino >> 48) - 1)
-        return (is_dir, stat.S_IFMT(mode), stat.S_IMODE(mode), nlink, size, where)
+        seen = (is_dir, stat.S_IFMT(mode), stat.S_IMODE(mode), nlink, size, where)
+        return (*seen, uid, gid) if owners else seen
     if op == "statfs":
         return ("statfs", value[7])
     if op == "create_open":
-        return (value[0], None if value[1] is None else view("getattr", value[1]))
+        return (value[0], None if value[1] is None else view("getattr", value[1], owners))
     if op == "readdir_attrs":
-        return [(name, is_dir, None if a is None else view("getattr", a)) for name, is_dir, a in value]
+        return [(name, is_dir, None if a is None else view("getattr", a, owners)) for name, is_dir, a in value]
     return value
 
 
@@ -830,7 +843,7 @@ def _play(
             elif op == "create_open" and isinstance(value, (list, tuple)) and value[1] is not None:
                 router.learn(args[0], value[1])
         raw.append(value)
-        results.append(canonical(view(op, value)))
+        results.append(canonical(view(op, value, sc.owners)))
         messages.append([tuple(m) for m in log])
     return results, messages, raw
 
@@ -1148,7 +1161,8 @@ def verbs_missing() -> str | None:
 __all__ = [
     "CRASH", "DETECT", "GUEST_RPC_TIMEOUT_MS", "JOIN", "LEAVE", "OUTSIDE", "OUTSIDE_LINK", "RDMA_DEVICES", "RESTART",
     "SCENARIOS", "Outcome", "Scenario",
-    "check_inos", "run_direct", "run_inproc", "run_sim", "run_tcp", "run_verbs", "until", "verbs_missing",
+    "check_inos", "owners_missing", "run_direct", "run_inproc", "run_sim", "run_tcp", "run_verbs", "until",
+    "verbs_missing",
 ]  # fmt: skip
 
 SCENARIOS.append(
@@ -1293,5 +1307,44 @@ SCENARIOS.append(
             (1, "readlink", ("/a/l",)),  # 9
             (0, "readdir_attrs", ("/a",)),  # 10
         ],
+    )
+)
+_U, _G = 4321, 8765  # owners no agent's user has
+SCENARIOS.append(
+    Scenario(
+        # issue 22: a new name's mode and owner travel with create/mkdir/create_open and are
+        # the entry's from its first instant, at its home (no chmod or chown after it): what a
+        # mount passes for the calling user.  The mode is stored exactly (set-id and sticky bits
+        # too); a directory's mode and owner are its making holder's (getattr's answer).  Out
+        # of range values are EINVAL before any message; a failed create (EEXIST, a missing
+        # parent's file) leaves nothing; KEEP (-1) is the home's default.
+        "owners: create and mkdir with a mode and an owner, in one request",
+        3,
+        files={0: [("/d/old", b"old")]},
+        dirs={1: ["/d"]},
+        ops=[
+            (2, "create", ("/d/f", 0o640, _U, _G)),  # 0
+            (0, "getattr", ("/d/f",)),
+            (1, "mkdir", ("/d/sub", 0o2775, _U, _G)),
+            (2, "getattr", ("/d/sub",)),
+            (0, "create_open", ("/d/sub/g", 0o4755, _U + 1, _G)),  # 4: a setuid file, made so
+            (0, "close", (FD,)),
+            (1, "getattr", ("/d/sub/g",)),
+            (2, "mkdir", ("/t", 0o1777, 0, 0)),  # 7: a sticky directory
+            (1, "getattr", ("/t",)),
+            (1, "create", ("/d/m", 0o600, -1, -1)),  # 9: a mode only: the home's owner (the test runs as root)
+            (0, "getattr", ("/d/m",)),
+            (1, "create", ("/d/old", 0o600, _U, _G)),  # 11: EEXIST: the old file's mode and owner unchanged
+            (2, "getattr", ("/d/old",)),
+            (2, "create", ("/d/bad", 0o10644, _U, _G)),  # 13: a file-type bit: EINVAL
+            (2, "create", ("/d/bad", 0o644, -2, _G)),  # EINVAL
+            (2, "mkdir", ("/d/bad", 0o755, _U, 1 << 32)),  # EINVAL (2**32 - 1 is chown's "unchanged")
+            (2, "create_open", ("/d/bad", 0o644, _U, (1 << 32) - 1)),  # EINVAL
+            (0, "create", ("/d/old/x", 0o644, _U, _G)),  # 17: a file as a parent: ENOTDIR
+            (0, "readdir_attrs", ("/d",)),  # the owners as a listing gives them; no /d/bad
+            (1, "setattr", ("/d/f", KEEP, 0, 0, UTIME_OMIT, UTIME_OMIT)),  # 19: setattr still changes them
+            (2, "getattr", ("/d/f",)),
+        ],
+        owners=True,
     )
 )

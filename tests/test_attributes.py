@@ -290,6 +290,47 @@ def test_an_unprivileged_agents_eperm_reaches_the_client_as_eperm():
         assert stat.S_IMODE(mode) == 0o600 == stat.S_IMODE(os.stat(base / f"n{home}" / "own").st_mode)
 
 
+def test_create_and_mkdir_give_the_new_name_its_mode_and_owner_or_leave_nothing():
+    """Issue 22: create, mkdir and create_open with a mode and an owner make the
+    entry with them at its home (the local file itself has them); bad values
+    are EINVAL from the agent's type and range checks; an agent that may not
+    give a file away (not root) answers EPERM and leaves no file, no directory
+    and no missing parent it made behind, while its own ids are still allowed."""
+    with _group(2) as (g, base):
+        g.op(0, "mkdir", "/o")
+        if os.geteuid() == 0:
+            home = g.op(1, "create", "/o/f", 0o4750, 1234, 5678)
+            st = os.stat(base / f"n{home}" / "o" / "f")
+            assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (1234, 5678, 0o4750)
+            home = g.op(0, "mkdir", "/o/d", 0o2770, 1234, 5678)
+            a = g.op(1, "getattr", "/o/d")
+            assert (a[3], a[4], stat.S_IMODE(a[1])) == (1234, 5678, 0o2770)
+            fd, a = g.op(0, "create_open", "/o/d/g", 0o600, 4321, 5678)
+            assert (a[3], a[4], stat.S_IMODE(a[1])) == (4321, 5678, 0o600)
+            g.op(0, "close", fd)
+        for args in [("/o/x", 0o644, 1 << 32, 0), ("/o/x", 0o644, 0, -2), ("/o/x", 0o20644, 0, 0),
+                     ("/o/x", "0644", 0, 0), ("/o/x", 0o644, 0.0, 0), ("/o/x", 0o644, 0, 0, 0)]:  # fmt: skip
+            for op in ("create", "mkdir", "create_open"):
+                with pytest.raises(OSError) as info:
+                    g.op(1, op, *args)
+                assert info.value.errno == errno.EINVAL, (op, args)
+        assert not any((base / f"n{n}" / "o" / "x").exists() for n in (0, 1))
+        os.chmod(base, 0o755)
+        with _unprivileged([base / "n0", base / "n1"]):
+            me, group = os.geteuid(), os.getegid()
+            for op, path in (("create", "/o/p/f"), ("mkdir", "/o/q/d"), ("create_open", "/o/r/f")):
+                g.op(0, "mkdir", os.path.dirname(path))
+                if me != 0:  # (as root the agent may: the test dropped to nobody's ids, or it is unprivileged)
+                    with pytest.raises(PermissionError):
+                        g.op(1, op, path, 0o644, me + 1 if me < 60000 else 1, group)
+                    assert not any((base / f"n{n}" / path.lstrip("/")).exists() for n in (0, 1)), path
+                    with pytest.raises(FileNotFoundError):
+                        g.op(0, "getattr", path)
+            g.op(1, "create", "/o/p/own", 0o640, me, group)  # its own ids: no chown needed, allowed
+            a = g.op(0, "getattr", "/o/p/own")
+        assert (a[3], stat.S_IMODE(a[1])) == (me, 0o640)
+
+
 # ---------------------------------------------------------------------------- the protocol's rules
 def _mod_n(path: str, n: int) -> int:
     return make_hashing("mod_n", list(range(n)), 64).manager_of(path)

@@ -11,6 +11,7 @@ from tests.conformance import (
     SCENARIOS,
     Outcome,
     check_inos,
+    owners_missing,
     run_direct,
     run_inproc,
     run_sim,
@@ -36,8 +37,9 @@ def assert_same(ref: Outcome, got: Outcome, sc, world: str, replies: bool = True
 
 
 def _local_support(sc) -> None:
-    """Skip a scenario that needs what the agents' local file system lacks (user xattrs on tmpfs of old kernels)."""
-    why = xattrs_missing() if sc.local_xattrs else None
+    """Skip a scenario that needs what the agents' local file system lacks (user xattrs on tmpfs of
+    old kernels), or the agents' user (root, to give files other owners)."""
+    why = (xattrs_missing() if sc.local_xattrs else None) or (owners_missing() if sc.owners else None)
     if why:
         pytest.skip(why)
 

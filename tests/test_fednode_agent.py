@@ -311,7 +311,7 @@ def test_malformed_messages_are_answered_with_an_error(tcp_agent, envelope):
 @pytest.mark.parametrize(
     "request_",
     [
-        ["Create", "../../etc/passwd", 0],
+        ["Create", "../../etc/passwd", 0, -1, -1, -1],
         ["Read", "/d/../../x", 0, 10],
         ["Stat", "d/file"],
         ["Unlink", "/d/f\x00"],
@@ -353,15 +353,18 @@ def test_truncated_and_oversized_frames_close_only_that_connection(tcp_agent):
 )
 def test_paths_cannot_reach_outside_the_root(tcp_agent, path, code):
     """'..', NUL and relative names are invalid; an absolute name is the root's;
-    a symlink out of the root is never followed (reads, writes, creates)."""
+    a symlink out of the root is never followed (reads, writes, creates).  A
+    symlink is a name of its own (issue 22): unlinking it removes the link, never
+    its target."""
     _, cluster, outside = tcp_agent
+    link = path == "/d/leak"
     with Client(cluster, node=0) as c:
         for attempt in (
             lambda: c.read_file(path),
             lambda: c.write_file(path, b"x", overwrite=True),
             lambda: c.create(path + "/new"),
             lambda: c.readdir(path),
-            lambda: c.unlink(path),
+            *(() if link else (lambda: c.unlink(path),)),
         ):
             with pytest.raises(OSError) as err:
                 attempt()
@@ -371,6 +374,9 @@ def test_paths_cannot_reach_outside_the_root(tcp_agent, path, code):
             c.create("/d/escape/new")  # through a symlinked directory
         with pytest.raises(OSError):
             c.mkdir("/d/escape/newdir")
+        if link:
+            assert c.readlink(path) == str(outside / "secret.txt")
+            c.unlink(path)  # the link itself
     assert (outside / "secret.txt").read_bytes() == b"do not touch"
     assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
 

@@ -54,8 +54,8 @@ def test_every_request_type_round_trips_through_bytes():
 @pytest.mark.parametrize(
     "obj",
     [
-        ["Create", "../../etc/passwd", 0],
-        ["Create", "/a/../../etc/passwd", 0],
+        ["Create", "../../etc/passwd", 0, -1, -1, -1],
+        ["Create", "/a/../../etc/passwd", 0, -1, -1, -1],
         ["Read", "a/b", 0, 1],
         ["Stat", "/a//b"],
         ["Unlink", "/a\x00b"],
@@ -247,3 +247,47 @@ def test_xattr_replies_are_checked_and_a_peers_request_is_checked_as_a_clients()
             c.run(home, c.nodes[home].handle(1 - home, req))
         assert e.value.errno == code, req
     assert c.fs[home].listxattr("/f") == []
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        ["Create", "/a", 0, "0644", -1, -1],  # a mode as text
+        ["Create", "/a", 0, 0o644, -1],  # a field missing
+        ["Create", "/a", 0, 0o644, -1, -1, 7],  # one too many
+        ["Create", "/a", 0, True, -1, -1],  # a bool is not a mode
+        ["Mkdir", "/a", 0, 0o755, 1.5, 0],  # a float uid
+        ["Mkdir", "/a", 0, 0o755, 0, None],
+        ["Mkdir", "a/../b", 0, 0o755, 0, 0],
+    ],
+)
+def test_garbled_create_and_mkdir_owner_fields_are_refused_before_any_handler(obj):
+    """Issue 22: the mode and owner a Create/Mkdir carries are typed on the wire."""
+    with pytest.raises(ProtocolError):
+        decode_request(obj)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [(0o17777, 1, 1), (0o100644, 1, 1), (-2, 1, 1), (0o644, -2, 1), (0o644, 1, 1 << 32), (0o644, (1 << 32) - 1, 1)],
+)
+def test_a_peers_create_with_an_out_of_range_mode_or_owner_is_einval_and_makes_nothing(fields):
+    """Out-of-range values decode (they are ints) but the home checks them as the
+    requester does (``attrs.check_new``): EINVAL, and nothing is made."""
+    from fedsim.direct import DirectCluster
+    from fedsim.protocol.messages import Create, Mkdir
+
+    c = DirectCluster(2)
+    c.op(0, "mkdir", "/new")
+    for req in (Create("/new/f", 0, *fields), Mkdir("/new/d", 0, *fields)):
+        assert decode_request(encode_request(req)) == req
+        with pytest.raises(OSError) as e:
+            c.run(1, c.nodes[1].handle(0, req))
+        assert e.value.errno == errno.EINVAL, req
+        with pytest.raises(OSError) as e:  # the requester refuses them before any message
+            c.op(0, "create" if type(req) is Create else "mkdir", req.path, *fields)
+        assert e.value.errno == errno.EINVAL
+    assert not any(p in ("/new/f", "/new/d") for n in (0, 1) for p in c.fs[n].tree())
+    c.op(0, "create", "/new/f", 0o4750, 7, 8)  # in range: made so, at its home
+    home = next(n for n in (0, 1) if "/new/f" in c.fs[n].tree())
+    assert c.fs[home].getattr("/new/f")[1:5] == (0o104750, 1, 7, 8)

@@ -22,6 +22,7 @@ test rather than a stuck suite.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import signal
@@ -29,6 +30,7 @@ import stat
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -854,3 +856,281 @@ def test_readahead_is_raised_without_a_request_to_the_mount_itself(fed: Federati
     assert dev == f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
     if os.geteuid() == 0:
         assert Path(f"/sys/class/bdi/{dev}/read_ahead_kb").read_text().strip() == str(mount.READAHEAD_KB)
+
+
+# ---------------------------------------------------------------------------- many users (issue 22)
+# Two ordinary users (made here if absent) and a group only one of them is in, on a mount at
+# node 1 with --allow-other: the kernel checks every caller against the modes and owners the
+# federation stores (default_permissions), the mount makes new names the caller's (one request:
+# create/mkdir carry the owner), and a set-group-ID parent gives its group.
+ALICE, BOB, TEAM = "fedfs-alice", "fedfs-bob", "fedfs-team"  # alice is in TEAM, bob is not
+USER_PY = "/usr/bin/python3"  # a Python every user can run (the venv's may live under /root)
+# The child's helpers: ``err(fn, *args)`` is 0 or the errno the call failed with.
+_PRELUDE = """
+import json, os, stat, sys
+def err(fn, *args):
+    try:
+        fn(*args)
+        return 0
+    except OSError as exc:
+        return exc.errno
+def write(path, data=b"x", flags=os.O_WRONLY):
+    fd = os.open(path, flags, 0o666)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+def mode(path):
+    return stat.S_IMODE(os.stat(path).st_mode)
+def owner(path):
+    st = os.stat(path)
+    return [st.st_uid, st.st_gid]
+"""
+
+
+def _users_missing() -> str | None:
+    """Why the many-users tests cannot run here (None: they can; the users are made if absent)."""
+    if os.geteuid() != 0:
+        return "needs root: the test creates users and runs commands as them on an --allow-other mount"
+    for tool in ("useradd", "groupadd", "setpriv"):
+        if shutil.which(tool) is None:
+            return f"needs {tool} to create users and run commands as them"
+    if not os.access(USER_PY, os.X_OK):
+        return f"needs {USER_PY} (a Python every user can run)"
+    import grp
+    import pwd
+
+    try:
+        grp.getgrnam(TEAM)
+    except KeyError:
+        subprocess.run(["groupadd", TEAM], check=True, capture_output=True)
+    for user, extra in ((ALICE, ["-G", TEAM]), (BOB, [])):
+        try:
+            pwd.getpwnam(user)
+        except KeyError:
+            subprocess.run(["useradd", "-M", "-U", "-d", "/nonexistent", "-s", "/bin/sh", *extra, user],
+                           check=True, capture_output=True)  # fmt: skip
+    return None
+
+
+def _ids(user: str) -> tuple[int, int]:
+    import pwd
+
+    pw = pwd.getpwnam(user)
+    return pw.pw_uid, pw.pw_gid
+
+
+def _team() -> int:
+    import grp
+
+    return grp.getgrnam(TEAM).gr_gid
+
+
+def as_user(user: str, code: str, umask: int = 0o022) -> dict:
+    """Run Python ``code`` as ``user`` (uid, primary group and supplementary
+    groups: ``setpriv --init-groups``) with ``umask``; ``code`` sets ``out``,
+    a dict, which comes back (JSON)."""
+    uid, gid = _ids(user)
+    script = f"{_PRELUDE}\nos.umask({umask})\nout = {{}}\n{code}\nprint(json.dumps(out))"
+    r = subprocess.run(
+        ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--init-groups", USER_PY, "-c", script],
+        capture_output=True, text=True, timeout=HANG, cwd="/",
+    )  # fmt: skip
+    assert r.returncode == 0, f"as {user}: {r.stderr[-3000:]}"
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def shared(fed: Federation) -> Iterator[Path]:
+    """A second mount of the module's federation, at node 1, with --allow-other, at a
+    mount point every user can reach (pytest's temporary directories are root's only)."""
+    why = _users_missing()
+    if why:
+        pytest.skip(why)
+    mount, _, _ = _mount_modules()
+    top = Path(tempfile.mkdtemp(prefix="fedfs-users-"))
+    top.chmod(0o755)
+    mnt = top / "m"
+    mnt.mkdir()
+    with open(fed.base / "shared.log", "ab") as log:
+        mp = mount.MountProcess.federation(fed.path, 1, mnt, stderr=log, allow_other=True)
+    try:
+        mp.wait_ready()
+        yield mnt
+    finally:
+        mp.stop()
+        assert not mount.is_mounted(mnt)
+        shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.fixture
+def pub(shared: Path, request: pytest.FixtureRequest) -> Path:
+    """A fresh directory of the shared mount that every user may write in (mode 0777)."""
+    d = shared / request.node.name
+    d.mkdir()
+    d.chmod(0o777)
+    return d
+
+
+def test_allow_other_users_own_what_they_make_with_their_umask(fed: Federation, pub: Path) -> None:
+    """An ordinary user enters the mount, and the file and directory they make
+    are theirs (uid, primary group) with the mode their umask gives, in the
+    federation itself (its getattr through the API, and the home's local file);
+    another user cannot write them (EACCES, the kernel's check), and reads as
+    the mode allows."""
+    from fednode.client import Client
+
+    alice = _ids(ALICE)
+    made = as_user(ALICE, f"""
+d = {str(pub)!r}
+write(d + "/f", b"alice's", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+os.mkdir(d + "/s", 0o777)
+out["f"] = owner(d + "/f") + [mode(d + "/f")]
+out["s"] = owner(d + "/s") + [mode(d + "/s")]
+out["listed"] = sorted(os.listdir(d))
+""", umask=0o027)  # fmt: skip
+    assert made["f"] == [*alice, 0o640] and made["s"] == [*alice, 0o750]
+    assert made["listed"] == ["f", "s"]
+    rel = "/" + pub.name
+    with Client(load_cluster(fed.path), node=2) as c:  # another node's view: what the federation stores
+        a = c.getattr(rel + "/f")
+        assert (a.uid, a.gid, stat.S_IMODE(a.mode)) == (*alice, 0o640)
+        a = c.getattr(rel + "/s")
+        assert (a.uid, a.gid, stat.S_IMODE(a.mode)) == (*alice, 0o750)
+    homes = [p for p in (fed.base / "fed").glob(f"n*{rel}/f")]  # the home's local file: made so, not chowned after
+    assert len(homes) == 1 and (homes[0].stat().st_uid, homes[0].stat().st_gid) == alice
+    seen = as_user(BOB, f"""
+d = {str(pub)!r}
+out["write"] = err(write, d + "/f")
+out["read"] = err(read, d + "/f")
+out["make_in_s"] = err(os.mkdir, d + "/s/x")
+out["unlink"] = err(os.unlink, d + "/f")  # the directory is 0777 and not sticky: allowed
+""")  # fmt: skip
+    assert seen == {"write": errno.EACCES, "read": errno.EACCES, "make_in_s": errno.EACCES, "unlink": 0}
+    as_user(ALICE, f"""
+write({str(pub)!r} + "/g", b"readable", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+os.chmod({str(pub)!r} + "/g", 0o644)
+""", umask=0o077)  # fmt: skip
+    seen = as_user(BOB, f"""
+out["read"] = read({str(pub)!r} + "/g").decode()
+out["write"] = err(write, {str(pub)!r} + "/g")
+""")  # fmt: skip
+    assert seen == {"read": "readable", "write": errno.EACCES}
+    assert os.stat(pub / "g").st_uid == alice[0] and (pub / "g").read_bytes() == b"readable"  # root reads anything
+
+
+def test_allow_other_set_group_id_directory_and_supplementary_groups(pub: Path) -> None:
+    """A set-group-ID directory gives its group to new files and S_ISGID to new
+    subdirectories (Linux's rule, applied by the mount); the kernel strips
+    S_ISGID from a file its maker is not in the group of; a supplementary
+    group grants what the group bits say (the kernel's check), and chgrp to it
+    works, to another group is EPERM."""
+    alice, bob, team = _ids(ALICE), _ids(BOB), _team()
+    sg = pub / "sg"
+    sg.mkdir()
+    os.chown(sg, -1, team)
+    os.chmod(sg, 0o2777)
+    out = as_user(BOB, f"""
+d = {str(sg)!r}
+write(d + "/f", b"", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+os.mkdir(d + "/sub", 0o755)
+fd = os.open(d + "/x", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o2755)
+os.close(fd)
+out["f"] = owner(d + "/f") + [mode(d + "/f")]
+out["sub"] = owner(d + "/sub") + [mode(d + "/sub")]
+out["x"] = mode(d + "/x")
+write(d + "/sub/g", b"", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+out["sub/g"] = owner(d + "/sub/g")
+""")  # fmt: skip
+    assert out["f"] == [bob[0], team, 0o644]
+    assert out["sub"] == [bob[0], team, 0o2755]  # inherits S_ISGID
+    assert out["x"] == 0o755  # bob is not in TEAM: the kernel dropped S_ISGID
+    assert out["sub/g"] == [bob[0], team]  # the inheritance goes on down
+    # supplementary groups: a file of root:TEAM, mode 0660
+    shared_file = pub / "team-file"
+    shared_file.write_bytes(b"team")
+    os.chown(shared_file, 0, team)
+    os.chmod(shared_file, 0o660)
+    seen = {u: as_user(u, f"out['write'] = err(write, {str(shared_file)!r})") for u in (ALICE, BOB)}
+    assert seen == {ALICE: {"write": 0}, BOB: {"write": errno.EACCES}}
+    out = as_user(ALICE, f"""
+f = {str(pub)!r} + "/mine"
+write(f, b"", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+out["to_team"] = err(os.chown, f, -1, {team})
+out["group"] = owner(f)[1]
+out["to_bob_group"] = err(os.chown, f, -1, {bob[1]})
+""")  # fmt: skip
+    assert out == {"to_team": 0, "group": team, "to_bob_group": errno.EPERM}
+    assert os.stat(pub / "mine").st_gid == team and os.stat(pub / "mine").st_uid == alice[0]
+
+
+def test_allow_other_set_id_bits_cleared_on_write_and_chown(pub: Path) -> None:
+    """A set-user-ID file loses S_ISUID (and S_ISGID with group execute) when
+    a user that is not root writes it (the kernel's ``file_remove_privs``: a
+    SETATTR the mount stores), not when root does; a chown clears them too,
+    even root's (as Linux does); a chown by a user who may not is EPERM."""
+    alice, bob = _ids(ALICE), _ids(BOB)
+    out = as_user(ALICE, f"""
+d = {str(pub)!r}
+for name in ("mine", "open", "rootw"):
+    write(d + "/" + name, b"#!", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+os.chmod(d + "/mine", 0o6755)
+os.chmod(d + "/open", 0o4777)
+os.chmod(d + "/rootw", 0o4755)
+out["before"] = mode(d + "/mine")
+write(d + "/mine", b"more")
+out["mine"] = mode(d + "/mine")
+out["chown_to_bob"] = err(os.chown, d + "/open", {bob[0]}, -1)
+""")  # fmt: skip
+    assert out == {"before": 0o6755, "mine": 0o755, "chown_to_bob": errno.EPERM}
+    out = as_user(BOB, f"""
+d = {str(pub)!r}
+write(d + "/open", b"bob was here")
+out["open"] = mode(d + "/open")
+out["chown_alice_file"] = err(os.chown, d + "/rootw", {bob[0]}, {bob[1]})
+out["chmod_alice_file"] = err(os.chmod, d + "/rootw", 0o777)
+""")  # fmt: skip
+    assert out == {"open": 0o777, "chown_alice_file": errno.EPERM, "chmod_alice_file": errno.EPERM}
+    with open(pub / "rootw", "r+b") as f:  # root (CAP_FSETID) keeps the bits
+        f.write(b"root")
+    assert stat.S_IMODE(os.stat(pub / "rootw").st_mode) == 0o4755
+    os.chown(pub / "rootw", bob[0], -1)  # a chown clears S_ISUID, root's too
+    st = os.stat(pub / "rootw")
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (bob[0], alice[1], 0o755)
+
+
+def test_allow_other_sticky_directory(pub: Path) -> None:
+    """In a sticky directory (1777) only the file's owner, the directory's
+    owner or root may remove or rename a file: another user gets the kernel's
+    EPERM (``may_delete``)."""
+    t = pub / "tmp"
+    t.mkdir()
+    t.chmod(0o1777)
+    as_user(ALICE, f"write({str(t)!r} + '/a', b'a', os.O_WRONLY | os.O_CREAT | os.O_EXCL)")
+    as_user(ALICE, f"write({str(t)!r} + '/a2', b'a', os.O_WRONLY | os.O_CREAT | os.O_EXCL)")
+    out = as_user(BOB, f"""
+t = {str(t)!r}
+out["unlink"] = err(os.unlink, t + "/a")
+out["rename"] = err(os.rename, t + "/a", t + "/b")
+write(t + "/mine", b"b", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+out["own"] = err(os.unlink, t + "/mine")
+""")  # fmt: skip
+    assert out == {"unlink": errno.EPERM, "rename": errno.EPERM, "own": 0}
+    out = as_user(ALICE, f"""
+t = {str(t)!r}
+out["rename"] = err(os.rename, t + "/a", t + "/b")
+out["unlink"] = err(os.unlink, t + "/b")
+out["left"] = sorted(os.listdir(t))
+""")  # fmt: skip
+    assert out == {"rename": 0, "unlink": 0, "left": ["a2"]}
+    os.unlink(t / "a2")  # root may
+    # the directory's owner may remove anyone's file in it
+    bobs = pub / "bobs"
+    bobs.mkdir()
+    os.chown(bobs, _ids(BOB)[0], -1)
+    bobs.chmod(0o1777)
+    as_user(ALICE, f"write({str(bobs)!r} + '/a', b'a', os.O_WRONLY | os.O_CREAT | os.O_EXCL)")
+    assert as_user(BOB, f"out['unlink'] = err(os.unlink, {str(bobs)!r} + '/a')") == {"unlink": 0}

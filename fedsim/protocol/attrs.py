@@ -247,8 +247,28 @@ def check_setattr(path: str, mode: int, uid: int, gid: int, atime_ns: int, mtime
             raise fs_error(errno.EINVAL, path, f"{what} {t} ns outside +-2**62 (or UTIME_NOW/UTIME_OMIT)")
 
 
+def check_new(path: str, mode: int, uid: int, gid: int) -> None:
+    """EINVAL unless the mode and owner a ``create``/``mkdir`` asks for are
+    each KEEP (the home's default) or in range: the permission bits and
+    set-id/sticky bits (0..0o7777, no file-type bits) and ids in 0..ID_MAX.
+
+    A new name's mode and owner travel with the request that makes it, so the
+    home makes the entry with them in one step: a create followed by a chmod
+    and a chown would leave, between them or after a failure of the second,
+    a file owned by the agent's user with the agent's default mode.  Checked
+    where ``check_setattr`` is (requester, home, both local layers)."""
+    check_setattr(path, mode, uid, gid, UTIME_OMIT, UTIME_OMIT)
+
+
+def new_args(mode: int, uid: int, gid: int) -> tuple[int, ...]:
+    """The ``Local`` arguments of a create/mkdir: none when every value is
+    KEEP (the local layer's defaults; the hot path stays as it was)."""
+    return () if mode == KEEP and uid == KEEP and gid == KEEP else (mode, uid, gid)
+
+
 __all__ = [
     "ATTR_WIRE", "KEEP", "NODE_TYPES", "OFF_MAX", "ROOT_INO", "STATFS_WIRE", "TARGET_MAX", "UTIME_NOW", "UTIME_OMIT",
-    "Attr", "StatFS", "check_mknod", "check_setattr", "check_size", "check_target", "dir_ino", "federated",
-    "file_ino", "home_of_ino", "is_device", "is_regular", "kind", "special_entry", "target_size",
+    "Attr", "StatFS", "check_mknod", "check_new", "check_setattr", "check_size", "check_target", "dir_ino",
+    "federated", "file_ino", "home_of_ino", "is_device", "is_regular", "kind", "new_args", "special_entry",
+    "target_size",
 ]  # fmt: skip

@@ -178,8 +178,12 @@ EFFECTS = (Call, Send, Multicast, Local, Compute, Spawn, Await, Wake, Now, Sleep
 # arguments after the path.  Every local layer (fedsim.memfs.MemFS,
 # fednode.localfs.LocalFS) implements exactly these.
 LOCAL_OPS: dict[str, str] = {
-    "create": "() -> list[str]: exclusive create, missing parent directories created; returns them",
-    "mkdir": "() -> list[str]: create directory and missing parents (exist ok); returns created dirs",
+    "create": "([mode, uid, gid]) -> list[str]: exclusive create, missing parent directories created; returns "
+    "them.  The optional mode (0..0o7777) and owner (attrs.KEEP: the layer's default) are the new file's "
+    "from the start; if they cannot be given (EPERM) nothing is left made",
+    "mkdir": "([mode, uid, gid]) -> list[str]: create directory and missing parents (exist ok); returns created "
+    "dirs.  The optional mode and owner are the new directory's (not the parents'; an existing one is left as "
+    "it is); if they cannot be given nothing is left made",
     "unlink": "() -> None",
     "rmdir": "() -> None: the directory must be empty",
     "listdir": "() -> list[tuple[str, bool]]: (name, is_dir) of every entry",

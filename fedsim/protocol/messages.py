@@ -398,19 +398,33 @@ class SummaryPush(Request):
 @register_request
 @dataclass(slots=True, frozen=True)
 class Create(Request):
+    """Make the file at the home the manager chose.  ``mode`` (permission,
+    set-id and sticky bits) and ``uid``/``gid`` are the new file's from its
+    first instant (-1, ``attrs.KEEP``: the home's default), so a file made
+    for a mount's user is never, even briefly or after a failure, the
+    agent's; the home checks them (``attrs.check_new``: EINVAL)."""
+
     reply: ClassVar[Any] = None
 
     path: str
     token: int = 0  # the requester's attempt (``HomeInfo.token``): refused here once fenced
+    mode: int = -1  # attrs.KEEP (attrs imports this module)
+    uid: int = -1
+    gid: int = -1
 
 
 @register_request
 @dataclass(slots=True, frozen=True)
 class Mkdir(Request):
+    """Make the directory at the home the manager chose; ``mode``/``uid``/``gid`` as ``Create``'s."""
+
     reply: ClassVar[Any] = None
 
     path: str
     token: int = 0
+    mode: int = -1
+    uid: int = -1
+    gid: int = -1
 
 
 @register_request

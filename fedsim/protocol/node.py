@@ -41,15 +41,23 @@ class ApiMeta:
       vanished client left open;
     * ``size_arg``: the index of the argument that bounds the reply's size
       (a read's byte count), which the agent clamps to what one message
-      carries and reserves against its buffer limits."""
+      carries and reserves against its buffer limits;
+    * ``optional``: how many of the last arguments a client may leave out
+      (the method's defaults then apply): an operation grows arguments
+      without breaking the clients that do not use them (create's mode and
+      owner)."""
 
     fd: str | None = None
     size_arg: int | None = None
+    optional: int = 0
 
 
-def api(*types: type, fd: str | None = None, size_arg: int | None = None) -> Callable[[F], F]:
+def api(*types: type, fd: str | None = None, size_arg: int | None = None, optional: int = 0) -> Callable[[F], F]:
     """Mark a generator method as a client operation taking arguments of
-    ``types`` (checked by the agent before a call from the wire runs)."""
+    ``types`` (checked by the agent before a call from the wire runs), the
+    last ``optional`` of which may be left out (``ApiMeta.optional``)."""
+    if not 0 <= optional < max(1, len(types)):
+        raise ValueError(f"optional {optional}: at most {len(types) - 1} of {types} may be left out")
     if fd not in (None, "opens", "uses", "closes"):
         raise ValueError(f"fd must be 'opens', 'uses' or 'closes', not {fd!r}")
     if fd in ("uses", "closes") and (not types or types[0] is not int):
@@ -58,7 +66,7 @@ def api(*types: type, fd: str | None = None, size_arg: int | None = None) -> Cal
         raise ValueError(f"size_arg {size_arg} must index an int argument of {types}")
 
     def mark(fn: F) -> F:
-        fn._fed_api = (types, ApiMeta(fd, size_arg))  # type: ignore[attr-defined]
+        fn._fed_api = (types, ApiMeta(fd, size_arg, optional))  # type: ignore[attr-defined]
         return fn
 
     return mark

@@ -97,7 +97,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from fedsim.protocol.attrs import ATTR_WIRE, STATFS_WIRE, check_setattr, federated
+from fedsim.protocol.attrs import ATTR_WIRE, KEEP, STATFS_WIRE, check_setattr, federated
 from fedsim.protocol.effects import NOW, Compute, Local, Multicast
 from fedsim.protocol.fedfs.directory import SUSPECT_S
 from fedsim.protocol.fedfs.rename import Renaming
@@ -350,16 +350,17 @@ class Attributes(Renaming):
                 out.append((name, home is None, attr))
         return out
 
-    @api(str, fd="opens")
-    def create_open(self, path: str) -> Gen:
+    @api(str, int, int, int, fd="opens", optional=3)
+    def create_open(self, path: str, mode: int = KEEP, uid: int = KEEP, gid: int = KEEP) -> Gen:
         """``create``, ``open`` and ``getattr`` of a new file in one call: (descriptor,
         attributes).  What a program's ``creat(2)`` on a mount needs, in one round trip
         of the mount to its agent instead of two (the three cannot share a pipeline:
         its calls run in no promised order).  Exclusive, as ``create``: EEXIST opens
         nothing.  An open that fails after the create removes the file again, so a
         failed call leaves no trace; the attributes are None if the file went before
-        they were read (it is open: the caller has it)."""
-        yield from self.create(path)
+        they were read (it is open: the caller has it).  ``mode`` and ``uid``/``gid``
+        as ``create``'s: the caller's, made with the file (no chmod or chown after)."""
+        yield from self.create(path, mode, uid, gid)
         try:
             fd = yield from self.open(path)
         except OSError:

@@ -22,6 +22,7 @@ import errno
 from collections import Counter
 from typing import Any
 
+from fedsim.protocol.attrs import check_new, new_args
 from fedsim.protocol.effects import Local
 from fedsim.protocol.fedfs.manager import Manager
 from fedsim.protocol.messages import (
@@ -87,7 +88,10 @@ class Home(Manager):
 
     @handles(Create)
     def on_create(self, src: int, req: Create) -> Gen:
-        yield from self._made_here(src, req.token, req.path, Local("create", req.path))
+        check_new(req.path, req.mode, req.uid, req.gid)  # a peer's request is as untrusted as a client's
+        yield from self._made_here(
+            src, req.token, req.path, Local("create", req.path, new_args(req.mode, req.uid, req.gid))
+        )
 
     def _made_here(self, src: int, token: int, path: str, make: Local) -> Gen:
         """A new name with its home here (a file; a symlink or special file:
@@ -106,7 +110,8 @@ class Home(Manager):
     @handles(Mkdir)
     def on_mkdir(self, src: int, req: Mkdir) -> Gen:
         self._unfenced(src, req.token, req.path)
-        created = yield Local("mkdir", req.path)
+        check_new(req.path, req.mode, req.uid, req.gid)
+        created = yield Local("mkdir", req.path, new_args(req.mode, req.uid, req.gid))
         self.implicit_dirs.update(d for d in created if d != req.path)
         for d in created:
             yield from self.summary_add(d, new_dir=d == req.path)

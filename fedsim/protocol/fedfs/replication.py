@@ -504,7 +504,7 @@ class Replication(Membership):
 
     # ------------------------------------------------------------------ the primary's changes
     def _rep_create(self, inner: Any, src: int, req: Create) -> Gen:
-        return (yield from self._mutated(req.path, inner(src, req), lambda: ReplicaPut(req.path, 0, b"", 0, KEEP)))
+        return (yield from self._mutated(req.path, inner(src, req), lambda: ReplicaPut(req.path, 0, b"", 0, req.mode)))
 
     def _rep_write(self, inner: Any, src: int, req: Write) -> Gen:
         forward = lambda: ReplicaWrite(req.path, req.offset, req.data)  # noqa: E731

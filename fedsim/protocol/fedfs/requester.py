@@ -27,7 +27,7 @@ import errno
 from collections.abc import Callable
 from typing import Any
 
-from fedsim.protocol.attrs import check_size
+from fedsim.protocol.attrs import KEEP, check_new, check_size
 from fedsim.protocol.effects import NOW, Compute, Sleep
 from fedsim.protocol.fedfs.home import Home
 from fedsim.protocol.messages import (
@@ -189,12 +189,20 @@ class Requester(Home):
             raise
         return home
 
-    @api(str)
-    def create(self, path: str) -> Gen:
-        """Create an empty regular file (exclusive: EEXIST if the name exists)."""
+    # The optional mode and owner of a new name: the new entry has them from
+    # its first instant, at its home (``messages.Create``).  The client API has
+    # no notion of a calling user: a program holding the cluster's client key
+    # chooses them (as an NFS client with AUTH_SYS does); a mount passes the
+    # kernel-authenticated caller's (``fednode.mount``).
+    @api(str, int, int, int, optional=3)
+    def create(self, path: str, mode: int = KEEP, uid: int = KEEP, gid: int = KEEP) -> Gen:
+        """Create an empty regular file (exclusive: EEXIST if the name exists),
+        with permission bits ``mode`` and owner ``uid``/``gid`` (KEEP: the
+        home's default: the agent's user, 0644)."""
         path = normalize(path)
+        check_new(path, mode, uid, gid)
         yield Compute("fedfs_op")
-        return (yield from self._make_entry(path, Create))
+        return (yield from self._make_entry(path, lambda p, token: Create(p, token, mode, uid, gid)))
 
     def _make_entry(self, path: str, make: Callable[[str, int], Request]) -> Gen:
         """A new name with a home (a file, a symlink or special file: ``links.py``),
@@ -205,13 +213,18 @@ class Requester(Home):
         self.dt.put(path, DTEntry(False, home))
         return home
 
-    @api(str)
-    def mkdir(self, path: str) -> Gen:
+    @api(str, int, int, int, optional=3)
+    def mkdir(self, path: str, mode: int = KEEP, uid: int = KEEP, gid: int = KEEP) -> Gen:
+        """Make a directory with ``mode`` and owner ``uid``/``gid`` (KEEP: the
+        home's default).  Only the holder that makes it has them: a directory
+        copy made later on another node to hold a file has that node's default
+        (``attributes``: getattr answers from the lowest holder's own copy)."""
         path = normalize(path)
+        check_new(path, mode, uid, gid)
         yield Compute("fedfs_op")
         if path == ROOT:
             raise fs_error(errno.EEXIST, path)
-        return (yield from self._make(path, "dir", Mkdir))
+        return (yield from self._make(path, "dir", lambda p, token: Mkdir(p, token, mode, uid, gid)))
 
     @api(str)
     def unlink(self, path: str) -> Gen:
