@@ -3,10 +3,10 @@
     fednode serve  --cluster FILE --node ID       run one agent in the foreground
                    [--join]                      ... joining a running federation (the file's other nodes: seeds)
     fednode leave  --cluster FILE --node ID       that agent leaves its federation gracefully
-    fednode local  --nodes N --base DIR [--mount MOUNTPOINT]
+    fednode local  --nodes N --base DIR [--mount MOUNTPOINT [--consistency cto|sync]]
                                                   N agents on this machine (writes DIR/cluster.yaml),
                                                   with --mount: the federation mounted there too
-    fednode mount  --cluster FILE --node ID MOUNTPOINT [--foreground]
+    fednode mount  --cluster FILE --node ID MOUNTPOINT [--foreground] [--consistency cto|sync]
                                                   the federation as a directory (FUSE), entered at node ID
     fednode umount MOUNTPOINT                     unmount (also after the mount process crashed)
     fednode fs     --cluster FILE CMD ARGS...     ls, stat, mkdir, put, get, cat, rm, rmdir, mv
@@ -143,7 +143,9 @@ async def _announce_ready(agent: Any) -> None:
 
 
 # ---------------------------------------------------------------------------- local
-def local(nodes: int, base: str, placement: str | None, mountpoint: str | None = None) -> int:
+def local(
+    nodes: int, base: str, placement: str | None, mountpoint: str | None = None, consistency: str | None = None
+) -> int:
     from pydantic import ValidationError
 
     from fednode.cluster import AgentExited, ProcessCluster, write_local
@@ -179,7 +181,8 @@ def local(nodes: int, base: str, placement: str | None, mountpoint: str | None =
             from fednode.mount import MountProcess
 
             with open(Path(base) / "logs" / "mount.log", "ab") as mlog:
-                mp = MountProcess.federation(path, pc.cluster.spec.members[0], mountpoint, stderr=mlog)
+                mp = MountProcess.federation(path, pc.cluster.spec.members[0], mountpoint, stderr=mlog,
+                                             consistency=consistency)  # fmt: skip
             try:
                 print(mp.wait_ready(), flush=True)
             except RuntimeError as exc:
@@ -206,7 +209,21 @@ def local(nodes: int, base: str, placement: str | None, mountpoint: str | None =
 
 
 # ---------------------------------------------------------------------------- mount
-def mount(cluster_file: str, node: int, mountpoint: str, foreground: bool, log_file: str | None) -> int:
+# fednode.mount's CONSISTENCY_MODES, spelled here: importing it loads libfuse, which --help must not need
+_CONSISTENCY = ("cto", "sync")
+_CONSISTENCY_HELP = ("cto: writes kept until close/fsync, an open sees every close before it (NFS's close-to-open); "
+                     "sync: every write sent before it returns. Default: $FEDNODE_MOUNT_CONSISTENCY, else the "
+                     "mount's default (README, Mount)")  # fmt: skip
+
+
+def mount(
+    cluster_file: str,
+    node: int,
+    mountpoint: str,
+    foreground: bool,
+    log_file: str | None,
+    consistency: str | None = None,
+) -> int:
     """``fednode mount``: in the foreground, serve until unmounted or signalled;
     else start that as a process in its own session, wait until the mount is
     live, print its readiness line, and leave it running."""
@@ -217,10 +234,11 @@ def mount(cluster_file: str, node: int, mountpoint: str, foreground: bool, log_f
     from fednode.mount import mount as run_mount
 
     if foreground:
-        return run_mount(cluster_file, node, mountpoint)
+        return run_mount(cluster_file, node, mountpoint, consistency)
     err = open(log_file, "ab") if log_file else subprocess.DEVNULL
     try:
-        mp = MountProcess.federation(Path(cluster_file).resolve(), node, Path(mountpoint).resolve(), stderr=err)
+        mp = MountProcess.federation(Path(cluster_file).resolve(), node, Path(mountpoint).resolve(), stderr=err,
+                                     consistency=consistency)  # fmt: skip
     finally:
         if log_file:
             err.close()  # type: ignore[union-attr]
@@ -468,11 +486,13 @@ def main(argv: list[str] | None = None) -> int:
     lo.add_argument("--base", required=True)
     lo.add_argument("--placement", default=None, help="protocol.placement of the cluster file (default with_manager)")
     lo.add_argument("--mount", default=None, metavar="MOUNTPOINT", help="also mount the federation there (FUSE)")
+    lo.add_argument("--consistency", choices=_CONSISTENCY, default=None, help=_CONSISTENCY_HELP)
     mo = sub.add_parser("mount", help="mount a federation as a directory (FUSE)")
     mo.add_argument("--cluster", required=True)
     mo.add_argument("--node", type=int, required=True, help="the agent the mount enters the federation through")
     mo.add_argument("--foreground", action="store_true", help="serve in this process (default: in the background)")
     mo.add_argument("--log", default=None, help="in the background: append the mount's messages to this file")
+    mo.add_argument("--consistency", choices=_CONSISTENCY, default=None, help=_CONSISTENCY_HELP)
     mo.add_argument("mountpoint")
     um = sub.add_parser("umount", help="unmount a federation mount (also after its process crashed)")
     um.add_argument("mountpoint")
@@ -542,9 +562,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "local":
             if args.nodes <= 0:
                 raise ConfigError(f"--nodes must be at least 1, not {args.nodes}")
-            return local(args.nodes, args.base, args.placement, args.mount)
+            return local(args.nodes, args.base, args.placement, args.mount, args.consistency)
         if args.cmd == "mount":
-            return mount(args.cluster, args.node, args.mountpoint, args.foreground, args.log)
+            return mount(args.cluster, args.node, args.mountpoint, args.foreground, args.log, args.consistency)
         if args.cmd == "umount":
             return umount(args.mountpoint)
         if args.cmd == "fs":

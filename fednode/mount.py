@@ -113,6 +113,25 @@ _DEFAULT_DIR_MODE = 0o755
 _PREFETCH_AGE_S = 0.02
 #: names the file a mount writes its callback counters to (``MountStats``); unset, nothing is counted
 STATS_ENV = "FEDNODE_MOUNT_STATS"
+#: the consistency modes (see the module docstring): writes buffered until close, or sent by each write
+CONSISTENCY_MODES = ("cto", "sync")
+DEFAULT_CONSISTENCY = "sync"
+#: the mode a mount runs in when none is given (``--consistency``): for a whole experiment at once
+CONSISTENCY_ENV = "FEDNODE_MOUNT_CONSISTENCY"
+#: bytes of writes an open file may hold back in ``cto`` (one client message: sent in one round trip) ...
+WRITE_BUFFER = fclient.CHUNK
+#: ... in at most this many separate ranges (a random writer's buffer is sent before it grows long)
+MAX_EXTENTS = 64
+#: files whose last-seen attributes the mount remembers (for ``keep_cache`` at open), oldest forgotten first
+_SEEN_MAX = 65536
+
+
+def default_consistency() -> str:
+    """``CONSISTENCY_ENV`` if set, else ``DEFAULT_CONSISTENCY``; ``ValueError`` for an unknown mode."""
+    mode = os.environ.get(CONSISTENCY_ENV) or DEFAULT_CONSISTENCY
+    if mode not in CONSISTENCY_MODES:
+        raise ValueError(f"{CONSISTENCY_ENV}={mode!r}: not one of {', '.join(CONSISTENCY_MODES)}")
+    return mode
 
 
 def check_name(path: str) -> None:
@@ -146,6 +165,16 @@ class _FUSE(mfusepy.FUSE):
         return self.operations.rename(
             old.decode(self.encoding, self.errors), new.decode(self.encoding, self.errors), flags
         )
+
+    def open(self, path: bytes, fip: Any) -> int:
+        """mfusepy's open, and the kernel told to keep the file's cached pages
+        when the operations say so (``keep_cache(fh)``: ``cto``'s revalidation)."""
+        fi = fip.contents
+        fi.fh = self.operations.open(path.decode(self.encoding, self.errors), fi.flags)
+        keep = getattr(self.operations, "keep_cache", None)
+        if keep is not None and keep(fi.fh):
+            fi.keep_cache = 1
+        return 0
 
 
 class ClientPool:
@@ -202,7 +231,7 @@ class ClientPool:
 class _Handle:
     """An open file of the mount: the client its descriptor belongs to, and the descriptor (None once flushed)."""
 
-    __slots__ = ("attr", "client", "fd", "lock", "path")
+    __slots__ = ("attr", "buf", "client", "error", "fd", "flushed", "keep_cache", "lock", "path")
 
     def __init__(self, client: fclient.Client, fd: int, path: str) -> None:
         self.client = client
@@ -211,6 +240,62 @@ class _Handle:
         self.lock = threading.Lock()
         #: the attributes ``create`` fetched with its open, and when: for libfuse's getattr right after it, once
         self.attr: tuple[Attr, float] | None = None
+        #: ``cto``: the writes not sent yet; the error sending them met outside flush/fsync, for them to report
+        self.buf: _WriteBuffer | None = None
+        self.error: OSError | None = None
+        self.flushed = False  # closed once: later writes (a dup, a mapping written back) go through
+        self.keep_cache = False  # what open tells the kernel about the file's cached pages
+
+
+class _WriteBuffer:
+    """The writes of one open file not sent yet (``cto``): disjoint ranges,
+    a later write merged over the earlier ones it touches.  Disjoint, so the
+    writes that send them commute and go out together (``Client.pipeline``
+    serves its calls in no promised order)."""
+
+    __slots__ = ("extents", "size")
+
+    def __init__(self) -> None:
+        self.extents: list[tuple[int, bytearray]] = []  # (offset, data), sorted by offset
+        self.size = 0
+
+    def fits(self, n: int) -> bool:
+        return self.size + n <= WRITE_BUFFER and len(self.extents) < MAX_EXTENTS
+
+    def add(self, offset: int, data: bytes) -> None:
+        end = offset + len(data)
+        if self.extents:
+            o, b = self.extents[-1]
+            if o + len(b) == offset:  # the next bytes of a sequential writer: the common case, no search
+                b += data
+                self.size += len(data)
+                return
+        keep: list[tuple[int, bytearray]] = []
+        touched: list[tuple[int, bytearray]] = []
+        for o, b in self.extents:
+            (touched if o <= end and offset <= o + len(b) else keep).append((o, b))
+        lo = min([offset, *(o for o, _ in touched)])
+        hi = max([end, *(o + len(b) for o, b in touched)])
+        merged = bytearray(hi - lo)
+        for o, b in touched:
+            merged[o - lo : o - lo + len(b)] = b
+        merged[offset - lo : end - lo] = data
+        keep.append((lo, merged))
+        keep.sort(key=lambda e: e[0])
+        self.extents = keep
+        self.size = sum(len(b) for _, b in keep)
+
+    def calls(self, fd: int) -> list[tuple[str, tuple[Any, ...]]]:
+        """The writes that send it: one per range, cut at multiples of ``fclient.CHUNK``
+        in the file (page-aligned, so a page is never written in two parts)."""
+        out: list[tuple[str, tuple[Any, ...]]] = []
+        for o, b in self.extents:
+            pos = 0
+            while pos < len(b):
+                cut = min(len(b), (o + pos) // fclient.CHUNK * fclient.CHUNK + fclient.CHUNK - o)
+                out.append(("write", (fd, o + pos, bytes(b[pos:cut]))))
+                pos = cut
+        return out
 
 
 def _errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -362,9 +447,19 @@ class FedOps(mfusepy.Operations):
         on_ready: Callable[[], None] | None = None,
         timeout: float | None = None,
         stats: MountStats | None = None,
+        consistency: str | None = None,
     ) -> None:
         self.cluster = cluster
         self.node = node
+        self.consistency = consistency or default_consistency()
+        if self.consistency not in CONSISTENCY_MODES:
+            raise ValueError(f"consistency {self.consistency!r}: not one of {', '.join(CONSISTENCY_MODES)}")
+        self.cto = self.consistency == "cto"
+        self._dirty: dict[str, set[_Handle]] = {}  # path -> its handles holding writes not sent (cto)
+        self._dirty_lock = threading.Lock()
+        self._told: dict[str, tuple[int, ...]] = {}  # path -> the attributes last given the kernel (cto)
+        self._pages: dict[str, tuple[int, ...]] = {}  # path -> its attributes when the kernel's pages were (cto)
+        self._fuse: ctypes.c_void_p | None = None  # libfuse's ``struct fuse``, for fuse_invalidate_path
 
         def connect() -> fclient.Client:
             c = fclient.Client(cluster, node=node, timeout=timeout)
@@ -381,6 +476,8 @@ class FedOps(mfusepy.Operations):
     def init_with_config(self, conn_info: Any, config: Any) -> None:
         if config is not None:
             FuseConfig.apply(config)
+        if self.cto:  # a callback: libfuse's context names the file system, which invalidations need
+            self._fuse = ctypes.c_void_p(mfusepy._libfuse.fuse_get_context().contents.fuse)
         if self._on_ready is not None:
             self._on_ready()
 
@@ -394,17 +491,29 @@ class FedOps(mfusepy.Operations):
             path = h.path
             fresh, h.attr = h.attr, None
             if fresh is not None and time.monotonic() - fresh[1] < _PREFETCH_AGE_S:
-                return _stat_dict(fresh[0])
+                return self._tell(path, fresh[0])
         check_name(path)  # the kernel's lookup of every new name comes here first
+        if self._dirty:
+            self._settle(path)  # the size and times with this mount's buffered writes in them
         with self.pool.client() as c:
             a = c.getattr(path)
+        return self._tell(path, a)
+
+    def _tell(self, path: str, a: Attr) -> dict[str, int]:
+        """``a`` for the kernel, remembered (``cto``) as what it holds of a file."""
+        if self.cto and not a.is_dir:
+            _remember(self._told, path, _version(a))
         return _stat_dict(a)
 
     def chmod(self, path: str, mode: int) -> None:
+        if self._dirty:
+            self._settle(path)
         with self.pool.client() as c:
             c.chmod(path, stat.S_IMODE(mode))
 
     def chown(self, path: str, uid: int, gid: int) -> None:
+        if self._dirty:
+            self._settle(path)
         with self.pool.client() as c:
             c.chown(path, uid, gid)
 
@@ -413,6 +522,8 @@ class FedOps(mfusepy.Operations):
             atime, mtime = fclient.UTIME_NOW, fclient.UTIME_NOW
         else:
             atime, mtime = (_utime(t) for t in times)
+        if self._dirty:
+            self._settle(path)  # else the buffered writes, sent later, would set the mtime again (cp -p)
         with self.pool.client() as c:
             c.utimens(path, atime, mtime)
 
@@ -465,6 +576,16 @@ class FedOps(mfusepy.Operations):
     def unlink(self, path: str) -> None:
         with self.pool.client() as c:
             c.unlink(path)
+        if self._dirty:
+            self._discard(path)
+
+    def _discard(self, path: str) -> None:
+        """Drop the buffered writes of a file just unlinked: nobody can read them now."""
+        with self._dirty_lock:
+            held = self._dirty.pop(path, set())
+        for h in held:
+            with h.lock:
+                h.buf = None
 
     def rename(self, old: str, new: str, flags: int = 0) -> None:
         if flags:
@@ -519,16 +640,64 @@ class FedOps(mfusepy.Operations):
     def open(self, path: str, flags: int) -> int:
         c = self.pool.take()
         try:
-            fd = c.open(path)
+            if self.cto:
+                # close-to-open: the file's attributes now, in the open's round trip, decide
+                # whether the pages the kernel holds of it are still the file's
+                fd, attr = c.pipeline(("open", (path,)), ("getattr", (path,)))
+                if isinstance(fd, BaseException):
+                    raise fd
+            else:
+                fd, attr = c.open(path), None
             if flags & os.O_TRUNC:  # libfuse3 asks the kernel for atomic O_TRUNC: it arrives here
                 try:
+                    if self._dirty:
+                        self._settle(path)  # this mount's earlier writes first, then the cut
                     c.truncate(path, 0)
                 except OSError:
                     c.close(fd)
                     raise
-            return self._handle(c, fd, path)
+                self._pages.pop(path, None)
+            fh = self._handle(c, fd, path)
+            if self.cto and not flags & os.O_TRUNC:
+                self.handles[fh].keep_cache = self._revalidate(path, attr)
+            return fh
         finally:
             self.pool.give(c)
+
+    def keep_cache(self, fh: int) -> bool:
+        """Whether ``open`` found the kernel's pages of the file current (``_FUSE.open`` tells the kernel)."""
+        h = self.handles.get(fh)
+        return h is not None and h.keep_cache
+
+    def _revalidate(self, path: str, attr: Any) -> bool:
+        """``cto`` at open: keep the kernel's pages of ``path`` only if the file
+        is the version they were read from (ino, size, mtime, ctime: ctime moves
+        with every change); and if the attributes the kernel holds are not
+        these, drop them too (``fuse_invalidate_path``), else a cached size,
+        trusted for ``ATTR_TIMEOUT``, would cut reads of a file another mount
+        extended short."""
+        if isinstance(attr, BaseException):
+            self._pages.pop(path, None)
+            self._invalidate(path)
+            return False
+        v = _version(Attr(*attr))
+        keep = self._pages.get(path) == v
+        _remember(self._pages, path, v)
+        if self._told.get(path) != v:
+            self._invalidate(path)  # the pages go too: not kept
+            _remember(self._told, path, v)  # the kernel now holds nothing older than this
+            return False
+        return keep
+
+    def _invalidate(self, path: str) -> None:
+        """The kernel forgets ``path``'s attributes and pages (FUSE_NOTIFY_INVAL_INODE
+        through libfuse, which knows the kernel's number for the path).  Without a
+        write-back cache there are no dirty pages, so it never waits, and is safe
+        inside ``open``."""
+        if self._fuse is not None:
+            rc = _libfuse_invalidate_path(self._fuse, path.encode(errors="surrogateescape"))
+            if rc not in (0, -errno.ENOENT):  # ENOENT: the kernel holds nothing of it
+                log.warning("fuse_invalidate_path(%s): %s", path, os.strerror(-rc))
 
     def _fd(self, fh: int) -> tuple[_Handle, int]:
         """The handle and its federation descriptor, reopened by name if ``flush`` closed it."""
@@ -541,40 +710,154 @@ class FedOps(mfusepy.Operations):
             return h, h.fd
 
     def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
+        if self._dirty:
+            h = self.handles.get(fh)
+            if h is not None:
+                self._settle(h.path)  # this mount's buffered writes, through any of its handles, first
         h, fd = self._fd(fh)
         return h.client.read(fd, size, offset)
 
     def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
-        h, fd = self._fd(fh)
-        return h.client.write(fd, data, offset)
+        if not self.cto:
+            h, fd = self._fd(fh)
+            return h.client.write(fd, data, offset)
+        h = self.handles.get(fh)
+        if h is None:
+            raise OSError(errno.EBADF, f"no open file {fh}")
+        with h.lock:
+            if h.flushed or len(data) > WRITE_BUFFER:
+                # after close no flush would report an error: through at once (and a write larger than
+                # the buffer goes as it is, after what the buffer holds)
+                self._send_locked(h)
+                if h.fd is None:
+                    h.fd = h.client.open(h.path)
+                self._pages.pop(h.path, None)
+                return h.client.write(h.fd, data, offset)
+            if h.buf is None:
+                h.buf = _WriteBuffer()
+                with self._dirty_lock:
+                    self._dirty.setdefault(h.path, set()).add(h)
+            elif not h.buf.fits(len(data)):
+                self._send_locked(h)  # its error is this write's: the write fails and its data is not kept
+                h.buf = _WriteBuffer()
+                with self._dirty_lock:
+                    self._dirty.setdefault(h.path, set()).add(h)
+            h.buf.add(offset, data)
+            return len(data)
+
+    def _send_locked(self, h: _Handle) -> None:
+        """Send ``h``'s buffered writes (its lock held), in one round trip.  The
+        buffer is gone whatever happens: a failed send is reported once, by
+        whoever sent it (as NFS reports a failed write-back once)."""
+        buf, h.buf = h.buf, None
+        if buf is None:
+            return
+        with self._dirty_lock:
+            held = self._dirty.get(h.path)
+            if held is not None:
+                held.discard(h)
+                if not held:
+                    del self._dirty[h.path]
+        if not buf.extents:
+            return
+        self._pages.pop(h.path, None)  # the file is no longer what the kernel's pages were read from
+        if h.fd is None:
+            h.fd = h.client.open(h.path)
+        calls = buf.calls(h.fd)
+        for (_, (_, _, data)), r in zip(calls, h.client.pipeline(*calls), strict=True):
+            if isinstance(r, BaseException):
+                raise r
+            if r != len(data):
+                raise OSError(errno.EIO, f"{h.path}: short write ({r} of {len(data)} bytes)")
+
+    def _settle(self, path: str) -> None:
+        """Send every buffered write of ``path`` at this mount, before a call
+        that must see them (a read, getattr, truncate, a change of its
+        attributes).  An error is kept for the handle's close or fsync to report."""
+        with self._dirty_lock:
+            held = list(self._dirty.get(path, ()))
+        for h in held:
+            with h.lock:
+                try:
+                    self._send_locked(h)
+                except OSError as exc:
+                    h.error = h.error or exc
 
     def truncate(self, path: str, length: int, fh: int | None = None) -> None:
         h = self.handles.get(fh) if fh is not None else None
         if h is not None:
             path = h.path
+        if self._dirty:
+            self._settle(path)  # the writes made before the cut, first
         with self.pool.client() as c:
             c.truncate(path, length)
+        self._pages.pop(path, None)
 
     def fsync(self, path: str, datasync: int, fh: int) -> None:
         h, fd = self._fd(fh)
+        if self.cto:
+            with h.lock:
+                err, h.error = h.error, None
+                self._send_locked(h)
+                if err is not None:
+                    raise err
+                fd = h.fd if h.fd is not None else fd
         h.client.fsync(fd)
 
     def flush(self, path: str, fh: int) -> None:
         """``close(2)`` of one of the file's descriptors: give up the federation
-        descriptor now, so the file is not pinned once ``close`` returned."""
+        descriptor now, so the file is not pinned once ``close`` returned; in
+        ``cto`` send the buffered writes first, and report their error (or one
+        met sending them earlier, outside flush and fsync) as close's."""
         h = self.handles.get(fh)
         if h is None:
             return
+        err = None
         with h.lock:
+            if self.cto:
+                err, h.error = h.error, None
+                h.flushed = True
+                try:
+                    self._send_locked(h)
+                except OSError as exc:
+                    err = err or exc
             fd, h.fd = h.fd, None
         if fd is not None:
-            h.client.close(fd)
+            try:
+                h.client.close(fd)
+            except OSError:
+                if err is None:
+                    raise
+        if err is not None:
+            raise err
 
     def release(self, path: str, fh: int) -> None:
+        h = self.handles.get(fh)
+        if h is not None and h.buf is not None:  # written after the last flush (not in cto: through at once)
+            with h.lock, contextlib.suppress(OSError):
+                self._send_locked(h)
         h = self.handles.pop(fh, None)
         if h is not None and h.fd is not None:
             with contextlib.suppress(OSError):  # the connection may be gone: its files closed with it
                 h.client.close(h.fd)
+
+
+def _version(a: Attr) -> tuple[int, ...]:
+    """What tells two versions of a file apart: ctime moves with every change, and ino tells files apart."""
+    return (a.ino, a.size, a.mtime_ns, a.ctime_ns)
+
+
+def _remember(seen: dict[str, tuple[int, ...]], path: str, v: tuple[int, ...]) -> None:
+    seen[path] = v
+    if len(seen) > _SEEN_MAX:
+        with contextlib.suppress(StopIteration, KeyError, RuntimeError):
+            del seen[next(iter(seen))]
+
+
+def _libfuse_invalidate_path(fuse: ctypes.c_void_p, path: bytes) -> int:
+    fn = mfusepy._libfuse.fuse_invalidate_path
+    fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_char_p], ctypes.c_int
+    return int(fn(fuse, path))
 
 
 @contextlib.contextmanager
@@ -711,12 +994,15 @@ def _poke(mountpoint: str) -> None:
         os.statvfs(mountpoint)
 
 
-def mount(cluster_file: str | Path, node: int, mountpoint: str | Path) -> int:
-    """``fednode mount --foreground``: serve until unmounted or signalled; 0 when it ended cleanly."""
+def mount(cluster_file: str | Path, node: int, mountpoint: str | Path, consistency: str | None = None) -> int:
+    """``fednode mount --foreground``: serve until unmounted or signalled; 0 when it ended cleanly.
+    ``consistency``: ``cto`` or ``sync`` (None: ``default_consistency()``)."""
     cluster = load_cluster(cluster_file)
     cluster.spec.node(node)
+    consistency = consistency or default_consistency()
     stats = MountStats.from_env()  # STATS_ENV: count the callbacks
-    return serve_fuse(lambda ready: FedOps(cluster, node, on_ready=ready, stats=stats), mountpoint,
+    return serve_fuse(lambda ready: FedOps(cluster, node, on_ready=ready, stats=stats, consistency=consistency),
+                      mountpoint,
                       fsname=f"fedfs:{Path(cluster_file).resolve()}#{node}",
                       snapshot=None if stats is None else stats.write)  # fmt: skip
 
@@ -775,10 +1061,14 @@ class MountProcess:
         mountpoint: str | Path,
         stderr: Any = None,
         env: dict[str, str] | None = None,
+        consistency: str | None = None,
     ) -> MountProcess:
-        """``fednode mount --foreground``; ``proc.pid`` is the process serving the mount (no shell between)."""
+        """``fednode mount --foreground``; ``proc.pid`` is the process serving the mount (no shell between).
+        ``consistency``: its ``--consistency`` (None: the mount's default, ``CONSISTENCY_ENV`` included)."""
         cmd = [sys.executable, "-m", "fednode.cli", "mount", "--cluster", str(cluster_file), "--node", str(node),
                "--foreground", str(mountpoint)]  # fmt: skip
+        if consistency is not None:
+            cmd[-1:-1] = ["--consistency", consistency]
         return cls(cmd, mountpoint, stderr, env)
 
     def wait_ready(self, timeout: float | None = None) -> str:

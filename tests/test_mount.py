@@ -21,6 +21,7 @@ test rather than a stuck suite.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -28,6 +29,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,12 +55,17 @@ def _mount_modules() -> tuple:
     return mount, ProcessCluster, write_local
 
 
-class Federation:
-    """A local federation of ``n`` agents and the mounts made on it (all stopped in ``close``)."""
+MODES = ("sync", "cto")  # every test of a mount runs in both consistency modes
 
-    def __init__(self, base: Path, n: int = 4, **options: object) -> None:
+
+class Federation:
+    """A local federation of ``n`` agents and the mounts made on it (all stopped in
+    ``close``), each in ``consistency`` mode."""
+
+    def __init__(self, base: Path, n: int = 4, consistency: str = "sync", **options: object) -> None:
         _, ProcessCluster, write_local = _mount_modules()
         self.base = base
+        self.consistency = consistency
         self.path = write_local(base / "fed", n, **options)
         self.pc = ProcessCluster(self.path, log_dir=base / "logs", new_session=True)
         self.mounts: list = []
@@ -73,7 +80,7 @@ class Federation:
         mnt = self.base / name
         mnt.mkdir()
         with open(self.base / f"{name}.log", "ab") as log:
-            mp = mount.MountProcess.federation(self.path, node, mnt, stderr=log)
+            mp = mount.MountProcess.federation(self.path, node, mnt, stderr=log, consistency=self.consistency)
         self.mounts.append(mp)
         line = mp.wait_ready()
         assert line == f"{mount.READY_MOUNTED} {mnt.resolve()}"
@@ -90,9 +97,9 @@ class Federation:
             self.pc.stop()
 
 
-@pytest.fixture(scope="module")
-def fed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Federation]:
-    f = Federation(tmp_path_factory.mktemp("mount"))
+@pytest.fixture(scope="module", params=MODES)
+def fed(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Federation]:
+    f = Federation(tmp_path_factory.mktemp(f"mount-{request.param}"), consistency=request.param)
     try:
         f.mount(0, "mnt")
         yield f
@@ -305,11 +312,19 @@ def test_inodes_and_refusals(mnt: Path) -> None:
 
 
 # ---------------------------------------------------------------------------- two mounts
+def _other(fed: Federation, mnt: Path) -> Path:
+    """``mnt``'s directory as a second mount, at node 1, sees it (made once per module)."""
+    name = "mnt1"
+    if not any(m.mountpoint.name == name for m in fed.mounts):
+        fed.mount(1, name)
+    return fed.base / name / mnt.name
+
+
 def test_two_mounts_coherence(fed: Federation, mnt: Path) -> None:
     """The documented property: once a write/close has returned at one mount, an
     open+read that starts COHERENCE_BOUND_S later at another mount sees it."""
     mount, _, _ = _mount_modules()
-    other = fed.mount(1, "mnt1") / mnt.name
+    other = _other(fed, mnt)
     (mnt / "shared").write_bytes(b"first version")
     assert (other / "shared").read_bytes() == b"first version"  # nothing cached at the other mount yet
     os.stat(other / "shared")  # the other mount now caches its name and attributes
@@ -328,6 +343,128 @@ def test_two_mounts_coherence(fed: Federation, mnt: Path) -> None:
     assert not (other / "late").exists()
     (mnt / "late").write_bytes(b"z")
     assert (other / "late").read_bytes() == b"z"
+
+
+def test_close_to_open_across_mounts(fed: Federation, mnt: Path) -> None:
+    """cto's property, with nothing to wait for: once close returned at mount A, an
+    open at mount B sees all the data, even where B holds the file's name,
+    attributes (a smaller size) and pages of the version before."""
+    if fed.consistency != "cto":
+        pytest.skip("close-to-open is the cto mode's property (sync's is the coherence bound)")
+    b = _other(fed, mnt)
+    a_file, b_file = mnt / "f", b / "f"
+    with open(a_file, "wb") as f:
+        for i in range(100):  # 100 small writes, held at A until close
+            f.write(b"%05d" % i * 100)
+    want = b"".join(b"%05d" % i * 100 for i in range(100))
+    assert b_file.read_bytes() == want  # at once, and whole
+    # B now has the name, the attributes and the pages of this version: A rewrites it (the same size,
+    # other bytes) and closes; B's next open drops the pages it holds
+    assert os.stat(b_file).st_size == len(want)
+    with open(a_file, "r+b") as f:
+        f.write(b"X" * len(want))
+    assert b_file.read_bytes() == b"X" * len(want)
+    # A extends it: B's cached size (ATTR_TIMEOUT) does not cut the read short
+    assert os.stat(b_file).st_size == len(want)
+    with open(a_file, "ab") as f:
+        f.write(b"Y" * 70000)
+    assert b_file.read_bytes() == b"X" * len(want) + b"Y" * 70000
+    assert os.stat(b_file).st_size == len(want) + 70000
+    # and A truncates it: B reads the shorter file, not its cached pages past the end
+    os.truncate(a_file, 10)
+    assert b_file.read_bytes() == b"X" * 10
+    # unchanged, B's second read (its pages kept) is the same
+    assert b_file.read_bytes() == b"X" * 10
+
+
+def test_a_mount_sees_its_own_buffered_writes(fed: Federation, mnt: Path) -> None:
+    """Writes still held by one descriptor are seen by a read through another
+    descriptor of the same mount, by stat, and are cut by a truncate in order."""
+    with open(mnt / "g", "wb") as w:
+        w.write(b"a" * 5000)
+        w.flush()  # out of Python's buffer: the mount holds it (cto) or has sent it (sync)
+        assert os.stat(mnt / "g").st_size == 5000
+        with open(mnt / "g", "rb") as r:
+            assert r.read() == b"a" * 5000
+        w.write(b"b" * 100)
+        w.flush()
+        os.truncate(mnt / "g", 5050)  # after the writes, as they were made
+        w.seek(0)
+        w.write(b"c")
+        w.flush()
+        os.utime(mnt / "g", ns=(10**9, 2 * 10**9))  # a time set after a write stays (cp -p)
+    st = os.stat(mnt / "g")
+    assert (mnt / "g").read_bytes() == b"c" + b"a" * 4999 + b"b" * 50
+    assert st.st_mtime_ns == 2 * 10**9
+
+
+def test_a_write_error_is_reported(fed: Federation, mnt: Path) -> None:
+    """A write that cannot reach the file (unlinked at another mount meanwhile)
+    fails: at write in sync, at close or fsync in cto (as on NFS); it leaves no
+    file behind."""
+    b = _other(fed, mnt)
+    for sync_call in ("close", "fsync"):  # a name each: A's kernel keeps a name it knows for ENTRY_TIMEOUT
+        name = f"h-{sync_call}"
+        f = open(mnt / name, "wb", buffering=0)  # closed below: its error is the point
+        try:
+            f.write(b"1")
+            os.unlink(b / name)
+            with pytest.raises(OSError) as e:
+                f.write(b"2")
+                if sync_call == "fsync":
+                    os.fsync(f.fileno())
+                f.close()
+            assert e.value.errno in (errno.ENOENT, errno.ESTALE, errno.EBADF), e.value
+        finally:
+            with contextlib.suppress(OSError):
+                f.close()
+        assert not (b / name).exists()
+        with pytest.raises(FileNotFoundError):  # not brought back by the failed writes
+            (mnt / name).read_bytes()
+
+
+def test_no_torn_records_across_mounts(fed: Federation, mnt: Path) -> None:
+    """A reads-while-B-writes run: A rewrites a file of 4 KiB records,
+    generation after generation (each record one byte value), larger than the
+    mount's write buffer; a reader at B, opening and reading it over and over,
+    only ever finds whole records (one value each, of some generation: records
+    of different generations side by side are what NFS shows too), and after
+    A's close it reads the last generation everywhere."""
+    mount, _, _ = _mount_modules()
+    b = _other(fed, mnt)
+    rec, n, gens = 4096, 2 * mount.WRITE_BUFFER // 4096 + 3, 5
+    (mnt / "r").write_bytes(bytes([0]) * rec * n)
+    done = threading.Event()
+    failures: list[str] = []
+    reads = 0
+
+    def reader() -> None:
+        nonlocal reads
+        while not done.is_set():
+            data = (b / "r").read_bytes()
+            reads += 1
+            for i in range(0, len(data), rec):
+                r = data[i : i + rec]
+                if r.count(r[:1]) != len(r) or r[0] > gens:
+                    failures.append(f"record {i // rec} torn or foreign: {set(r)}")
+                    return
+
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        with open(mnt / "r", "r+b", buffering=0) as f:
+            for g in range(1, gens + 1):
+                f.seek(0)
+                for _ in range(n):
+                    f.write(bytes([g]) * rec)
+                if g % 2 == 0:
+                    os.fsync(f.fileno())
+    finally:
+        done.set()
+        t.join(HANG)
+    assert not failures, failures
+    assert reads > 0
+    assert (b / "r").read_bytes() == bytes([gens]) * rec * n
 
 
 # ---------------------------------------------------------------------------- failures
@@ -388,11 +525,12 @@ def _home(st_ino: int) -> int:
 
 
 @pytest.mark.skipif(shutil.which("postmark") is None, reason="needs postmark (./dev.sh setup installs it)")
-def test_agent_sigkilled_under_the_mount(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_agent_sigkilled_under_the_mount(tmp_path: Path, mode: str) -> None:
     """Replication off: a PostMark run ends with I/O errors, the dead agent's files fail
     with EHOSTDOWN or EIO within the client timeout (no hang), the others still work;
     with the entry agent dead too every call is EHOSTDOWN; unmount works."""
-    fed = Federation(tmp_path, rpc_timeout_ms=500.0, protocol={"placement": "round_robin"})
+    fed = Federation(tmp_path, consistency=mode, rpc_timeout_ms=500.0, protocol={"placement": "round_robin"})
     try:
         # A directory is looked up at its manager (getattr), so a dead manager hides the whole
         # subtree: the dead agent is one that manages neither the root nor the directories used
@@ -454,13 +592,14 @@ def test_agent_sigkilled_under_the_mount(tmp_path: Path) -> None:
         fed.close()
 
 
-def test_fednode_local_with_mount(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_fednode_local_with_mount(tmp_path: Path, mode: str) -> None:
     mount, _, _ = _mount_modules()
     mnt = tmp_path / "m"
     mnt.mkdir()
     p = subprocess.Popen(
         [sys.executable, "-m", "fednode.cli", "local", "--nodes", "2", "--base", str(tmp_path / "b"), "--mount",
-         str(mnt)],
+         str(mnt), "--consistency", mode],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
     try:
@@ -485,22 +624,28 @@ def test_fednode_local_with_mount(tmp_path: Path) -> None:
 def test_mount_bench_quick(tmp_path: Path) -> None:
     r = subprocess.run(
         [sys.executable, "-m", "fednode.tools.mount_bench", "--quick", "--only", "passthrough,fed1",
-         "--workloads", "postmark,fs_mark", "--work", str(tmp_path / "w")],
+         "--consistency", "sync,cto", "--workloads", "postmark,fs_mark", "--work", str(tmp_path / "w")],
         capture_output=True, text=True, timeout=600, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
     )  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     lines = r.stdout.splitlines()
-    assert any("passthrough" in ln and "fed1" in ln for ln in lines), r.stdout
+    assert any("passthrough" in ln and "fed1:sync" in ln and "fed1:cto" in ln for ln in lines), r.stdout
     assert any(ln.startswith("postmark") or " postmark " in ln for ln in lines), r.stdout
     assert any(ln.split()[:2] == ["x", "pt"] for ln in lines), r.stdout  # a row of ratios to the passthrough
 
 
 @pytest.mark.skipif(shutil.which("postmark") is None, reason="no postmark binary (./dev.sh installs it)")
-def test_the_demo_runs_postmark_on_a_mount_beside_the_simulator(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+@pytest.mark.parametrize("mode", MODES)
+def test_the_demo_runs_postmark_on_a_mount_beside_the_simulator(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
     """The main job's last step: the real binary on a mounted federation and the
     same PostMark simulated do the same operations (the generator follows the
     binary's decisions), so every count PostMark reports is equal on both sides."""
     from experiments.demo import mounted_postmark
+    from fednode.mount import CONSISTENCY_ENV
+
+    monkeypatch.setenv(CONSISTENCY_ENV, mode)  # the demo's mount runs in the mode its environment names
 
     png = mounted_postmark(tmp_path, quick=True)
     assert png is not None and png.stat().st_size > 0
@@ -518,7 +663,7 @@ def test_create_answers_libfuse_getattr_from_its_own_round_trip(fed: Federation)
     mount, _, _ = _mount_modules()
     from fednode.config import load_cluster
 
-    ops = mount.FedOps(load_cluster(fed.path), 0)
+    ops = mount.FedOps(load_cluster(fed.path), 0, consistency=fed.consistency)
     sent: list[str] = []
     try:
         with ops.pool.client() as c:
