@@ -2,6 +2,7 @@
 
     python -m fednode.tools.mount_bench [--quick] [--only CASE,...] [--workloads W,...] [--out FILE]
     python -m fednode.tools.mount_bench --only gluster4,fed4-manager   # GlusterFS against 4 agents
+    python -m fednode.tools.mount_bench --only fed1,fed4-rr --consistency sync,cto   # the two modes side by side
 
 Runs the Debian ``postmark``, ``fio`` (4 KB random read and random write,
 and its ``filecreate`` and ``filestat`` engines), ``dbench`` and ``fs_mark``,
@@ -26,6 +27,11 @@ each on:
 * ``fed1``: a 1-agent federation mounted with ``fednode mount``;
 * ``fed4-manager``: 4 agents, ``placement: with_manager``;
 * ``fed4-rr``: 4 agents, ``placement: round_robin``.
+
+A federation case runs its mount in the mode ``--consistency`` names
+(``fednode mount --consistency``); given several (``sync,cto``), each
+federation case runs once per mode, its column named ``fed1:sync``,
+``fed1:cto`` ...; a case may also name its mode itself (``--only fed1:cto``).
 
 It prints one table: each figure, and under it two rows of its cost relative
 to the baselines measured in the same run, ``x gl`` to GlusterFS and ``x pt``
@@ -434,11 +440,13 @@ WORKLOADS: dict[str, Callable[[Path, bool], list[Figure]]] = {
 # ---------------------------------------------------------------------------- the cases
 @contextlib.contextmanager
 def case_dir(case: str, work: Path) -> Iterator[Path]:
-    """The directory a case's workloads run in, set up and torn down around them."""
+    """The directory a case's workloads run in, set up and torn down around them
+    (``fed1:cto``: the case ``fed1`` with its mount in mode ``cto``)."""
     from fednode.cluster import ProcessCluster, write_local
     from fednode.mount import MountProcess
 
-    base = work / case
+    base = work / case.replace(":", "-")
+    case, _, mode = case.partition(":")
     base.mkdir()
     mnt = base / "mnt"
     if case == "local":
@@ -470,7 +478,7 @@ def case_dir(case: str, work: Path) -> Iterator[Path]:
     mp = None
     try:
         pc.wait_ready()
-        mp = MountProcess.federation(path, 0, mnt, stderr=log)
+        mp = MountProcess.federation(path, 0, mnt, stderr=log, consistency=mode or None)
         mp.wait_ready()
         yield mnt
     finally:
@@ -478,6 +486,18 @@ def case_dir(case: str, work: Path) -> Iterator[Path]:
             mp.stop()
         pc.stop()
         log.close()
+
+
+def with_modes(cases: list[str], modes: list[str]) -> list[str]:
+    """Each federation case once per consistency mode (``fed1:sync``, ``fed1:cto``) when
+    more than one is asked for, else with the one asked for; the others as they are."""
+    out = []
+    for case in cases:
+        if case.startswith("fed") and ":" not in case and modes:
+            out += [f"{case}:{m}" for m in modes] if len(modes) > 1 else [f"{case}:{modes[0]}"]
+        else:
+            out.append(case)
+    return out
 
 
 def run(cases: list[str], workloads: list[str], quick: bool, work: Path) -> dict[str, dict[str, Figure]]:
@@ -547,10 +567,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workloads", default=",".join(WORKLOADS), help=f"of {', '.join(WORKLOADS)}")
     ap.add_argument("--work", default=None, help="where the cases' directories go (default: a temporary directory)")
     ap.add_argument("--out", default=None, help="also write the table to this file")
+    ap.add_argument("--consistency", default="", help="the federation mounts' modes, comma-separated (of sync, "
+                    "cto; several: each federation case once per mode; default: the mount's default)")  # fmt: skip
     args = ap.parse_args(argv)
-    cases = [c for c in args.only.split(",") if c]
+    modes = [m for m in args.consistency.split(",") if m]
+    cases = with_modes([c for c in args.only.split(",") if c], modes)
     workloads = [w for w in args.workloads.split(",") if w]
-    bad = [c for c in cases if c not in CASES] + [w for w in workloads if w not in WORKLOADS]
+    bad = [c for c in cases if c.partition(":")[0] not in CASES or c.partition(":")[2] not in ("", "sync", "cto")]
+    bad += [m for m in modes if m not in ("sync", "cto")] + [w for w in workloads if w not in WORKLOADS]
     if bad or not cases or not workloads:
         print(f"unknown case or workload: {bad}", file=sys.stderr)
         return 2
