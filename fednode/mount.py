@@ -28,13 +28,55 @@ compiler), longer delays what other mounts see.  Failed lookups are not cached
 The attributes libfuse asks for right after a ``create`` come with the
 create's open (``Client.pipeline``: one round trip for both), used once and
 only within ``_PREFETCH_AGE_S``: as fresh as a getattr round trip of its own.
-File data is not kept across opens (no ``keep_cache``: the kernel drops a
-file's pages at each open) and writes go through to the file's home before
-``write`` returns (no write-back cache).  The property, tested in
-``tests/test_mount.py``: once a write, close or metadata change has returned
-at one mount, every open and read that *starts* ``COHERENCE_BOUND_S`` (1 s)
-later at any mount of the federation sees it.  Two mounts that both have a
-file open see each other's writes at the latest on their next open.
+File data follows the mount's consistency mode (``fednode mount --consistency``;
+``DEFAULT_CONSISTENCY``, or ``CONSISTENCY_ENV`` when the option is not given):
+
+* ``sync``: writes go through to the file's home before ``write`` returns (a
+  4 KiB write that straddles a page is two round trips), and the kernel drops a
+  file's pages at each open (no ``keep_cache``).  Property: once a write, close
+  or metadata change has returned at one mount, every open and read that
+  *starts* ``COHERENCE_BOUND_S`` (1 s) later at any mount sees it; two mounts
+  that both have a file open see each other's writes at their next open.
+* ``cto``, close-to-open, NFS's: an open file's writes are held by the mount,
+  per handle (``_WriteBuffer``: coalesced, at most ``WRITE_BUFFER`` bytes in
+  ``MAX_EXTENTS`` ranges), and sent in one round trip (the ranges are disjoint,
+  so their writes commute and are pipelined) at ``flush`` (``close(2)`` waits
+  for it), at ``fsync``, when the buffer is full, and before anything on this
+  mount must see them: a read of the file through any handle, its getattr
+  (the size), a truncate, a change of its times, mode or owner (else the held
+  writes, sent later, would set the mtime a ``cp -p`` just set); an unlink at
+  this mount drops them.  An open fetches the file's attributes in its own
+  round trip and keeps the kernel's pages (``keep_cache``) only if the file
+  is the version they were read from (ino, size, mtime_ns, ctime_ns: ctime
+  moves with every change; ext4 and tmpfs on Linux 6.13+ give a changed file a
+  new ctime even within one clock tick once its ctime was read); if the
+  attributes the kernel holds are not the open's, it is told to drop them
+  (``fuse_invalidate_path``: FUSE_NOTIFY_INVAL_INODE, which without dirty
+  pages never waits), else a size it trusts for ``ATTR_TIMEOUT`` would cut
+  reads of a file another mount extended short.  Property (tested with two
+  mounts at different nodes): an open at any mount that starts after a
+  ``close`` (or ``fsync``) returned at another sees all that close's data, at
+  once; what another mount wrote and has not closed may be seen or not (held
+  writes are sent when the buffer fills), and each 4 KiB page-aligned record
+  is seen whole, never torn (a send is cut at ``fclient.CHUNK`` multiples, and
+  an agent runs one call at a time).  Metadata keep the 1 s bound (a ``stat``
+  may show the size before another mount's close for up to ``ATTR_TIMEOUT``;
+  the open after it does not).  Errors: a held write that fails is reported
+  by ``close`` or ``fsync`` (as NFS does: check them), once; one found while
+  sending for another call (a read, a getattr) is kept for the handle's next
+  ``close``/``fsync``; a ``write`` that finds the buffer full and its send
+  failing fails itself and its data is not kept.  The data of a failed send
+  is dropped, not retried.  After ``close`` a handle still used (a ``dup``,
+  a shared mapping written back) writes through, since no later flush would
+  report an error.
+
+Why buffer in the mount rather than use the kernel's ``writeback_cache``:
+with it the kernel keeps a regular file's size and times as its own
+(``fuse_get_cache_mask``) and never takes the size another mount wrote, which
+breaks close-to-open across mounts, and it writes dirty pages back whenever
+it likes, so an open elsewhere could not know it has everything; a buffer per
+handle is sent exactly when the protocol needs it, and its errors reach
+``close``.
 
 Open files and renames.  A descriptor pins its file at the home (a rename of
 an open file is ``EBUSY``: the protocol's rule).  FUSE's ``release`` reaches
