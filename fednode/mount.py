@@ -683,6 +683,8 @@ class FedOps(mfusepy.Operations):
         c = self.pool.take()
         try:
             if self.cto:
+                if self._dirty:
+                    self._settle(path)  # this mount's held writes are part of the version it opens
                 # close-to-open: the file's attributes now, in the open's round trip, decide
                 # whether the pages the kernel holds of it are still the file's
                 fd, attr = c.pipeline(("open", (path,)), ("getattr", (path,)))
