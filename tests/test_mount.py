@@ -691,3 +691,27 @@ def test_create_answers_libfuse_getattr_from_its_own_round_trip(fed: Federation)
         assert ops.handles == {}
     finally:
         ops.pool.close()
+
+
+def test_write_buffer_merges_overlapping_writes_and_cuts_at_chunks() -> None:
+    """The held writes are disjoint ranges whose bytes are the last write's
+    wherever writes overlapped, so sending them in any order gives the file the
+    writes would have; a range is sent in page-aligned pieces of the client's
+    message size."""
+    mount, _, _ = _mount_modules()
+    from fednode.client import CHUNK
+
+    b = mount._WriteBuffer()
+    b.add(0, b"a" * 10)
+    b.add(10, b"b" * 5)  # sequential: the same range
+    b.add(100, b"c" * 10)  # apart: a range of its own
+    b.add(8, b"X" * 4)  # over the first range's end
+    b.add(15, b"d" * 85)  # fills the gap: the ranges join
+    assert [(o, bytes(d)) for o, d in b.extents] == [(0, b"a" * 8 + b"XXXX" + b"b" * 3 + b"d" * 85 + b"c" * 10)]
+    assert b.size == 110
+    b = mount._WriteBuffer()
+    b.add(CHUNK - 4096, bytes(3 * 4096))
+    calls = b.calls(7)
+    assert [(c[1][1], len(c[1][2])) for c in calls] == [(CHUNK - 4096, 4096), (CHUNK, 2 * 4096)]
+    assert all(c[0] == "write" and c[1][0] == 7 for c in calls)
+    assert b.fits(CHUNK - 3 * 4096) and not b.fits(CHUNK - 3 * 4096 + 1)
