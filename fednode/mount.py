@@ -31,14 +31,15 @@ only within ``_PREFETCH_AGE_S``: as fresh as a getattr round trip of its own.
 File data follows the mount's consistency mode (``fednode mount --consistency``;
 ``DEFAULT_CONSISTENCY``, or ``CONSISTENCY_ENV`` when the option is not given):
 
-* ``sync``: writes go through to the file's home before ``write`` returns (a
-  4 KiB write that straddles a page is two round trips), and the kernel drops a
-  file's pages at each open (no ``keep_cache``).  Property: once a write, close
-  or metadata change has returned at one mount, every open and read that
-  *starts* ``COHERENCE_BOUND_S`` (1 s) later at any mount sees it; two mounts
-  that both have a file open see each other's writes at their next open.
-* ``cto``, close-to-open, NFS's: an open file's writes are held by the mount,
-  per handle (``_WriteBuffer``: coalesced, at most ``WRITE_BUFFER`` bytes in
+* ``sync`` (the mount before issue 23): writes go through to the file's
+  home before ``write`` returns (a 4 KiB write that straddles a page is two
+  round trips), and the kernel drops a file's pages at each open (no
+  ``keep_cache``).  Property: once a write, close or metadata change has
+  returned at one mount, every open and read that *starts*
+  ``COHERENCE_BOUND_S`` (1 s) later at any mount sees it; two mounts that
+  both have a file open see each other's writes at their next open.
+* ``cto`` (the default), close-to-open, NFS's: an open file's writes are
+  held by the mount, per handle (``_WriteBuffer``: coalesced, at most ``WRITE_BUFFER`` bytes in
   ``MAX_EXTENTS`` ranges), and sent in one round trip (the ranges are disjoint,
   so their writes commute and are pipelined) at ``flush`` (``close(2)`` waits
   for it), at ``fsync``, when the buffer is full, and before anything on this
@@ -157,7 +158,10 @@ _PREFETCH_AGE_S = 0.02
 STATS_ENV = "FEDNODE_MOUNT_STATS"
 #: the consistency modes (see the module docstring): writes buffered until close, or sent by each write
 CONSISTENCY_MODES = ("cto", "sync")
-DEFAULT_CONSISTENCY = "sync"
+# cto: every test of the mount passes in it, and the FUSE model follows it (round trips per PostMark
+# run within the same few per cent of the mount's count as in sync); sync stays for programs that
+# never check close(2)'s status
+DEFAULT_CONSISTENCY = "cto"
 #: the mode a mount runs in when none is given (``--consistency``): for a whole experiment at once
 CONSISTENCY_ENV = "FEDNODE_MOUNT_CONSISTENCY"
 #: bytes of writes an open file may hold back in ``cto`` (one client message: sent in one round trip) ...
