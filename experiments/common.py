@@ -223,7 +223,7 @@ def postmark_clients(cfg: Config, clients: int | None = None) -> Clients:
     """The PostMark clients ``cfg.workload`` describes (client i in /pm<i>);
     ``clients`` overrides how many."""
     pm = cfg.workload.postmark
-    params = PostMarkParams(**pm.model_dump(exclude={"seed_step", "route", "client_link", "mount"}))  # its own
+    params = PostMarkParams(**pm.model_dump(exclude={"seed_step", "route", "client_link", "mount", "mount_route"}))  # its own
     return Clients(params, clients=clients or cfg.workload.clients, seed_step=pm.seed_step)
 
 
@@ -243,7 +243,9 @@ def run_postmark(cfg: Config, **overrides: Any) -> RunOutcome:
                 "and name its profile under calibration:"
             )
         fuse = FuseParams.from_profile(cfg.machine.fuse)
-    drv = PostMarkDriver(c, postmark_clients(cfg), route=pm.route, client_link=pm.client_link, mount=fuse)
+    drv = PostMarkDriver(
+        c, postmark_clients(cfg), route=pm.route, client_link=pm.client_link, mount=fuse, mount_route=pm.mount_route
+    )
     with long_run_gc():
         e0 = simulator_events(c)
         t_wall = time.perf_counter()

@@ -6,8 +6,9 @@
     fednode local  --nodes N --base DIR [--mount MOUNTPOINT [--consistency cto|sync]]
                                                   N agents on this machine (writes DIR/cluster.yaml),
                                                   with --mount: the federation mounted there too
-    fednode mount  --cluster FILE --node ID MOUNTPOINT [--foreground] [--consistency cto|sync]
-                                                  the federation as a directory (FUSE), entered at node ID
+    fednode mount  --cluster FILE --node ID MOUNTPOINT [--foreground] [--route home|entry]
+                   [--consistency cto|sync]      the federation as a directory (FUSE): each call to the
+                                                  file's home or name's manager (entry: all via node ID)
     fednode umount MOUNTPOINT                     unmount (also after the mount process crashed)
     fednode fs     --cluster FILE CMD ARGS...     ls, stat, mkdir, put, get, cat, rm, rmdir, mv
     fednode migrate --cluster FILE PATH --to NODE move a file, or every file under a directory, to NODE
@@ -36,6 +37,7 @@ import json
 import logging
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -222,6 +224,7 @@ def mount(
     mountpoint: str,
     foreground: bool,
     log_file: str | None,
+    route: str = "home",
     consistency: str | None = None,
 ) -> int:
     """``fednode mount``: in the foreground, serve until unmounted or signalled;
@@ -234,11 +237,13 @@ def mount(
     from fednode.mount import mount as run_mount
 
     if foreground:
-        return run_mount(cluster_file, node, mountpoint, consistency)
+        return run_mount(cluster_file, node, mountpoint, route, consistency)
     err = open(log_file, "ab") if log_file else subprocess.DEVNULL
     try:
-        mp = MountProcess.federation(Path(cluster_file).resolve(), node, Path(mountpoint).resolve(), stderr=err,
-                                     consistency=consistency)  # fmt: skip
+        mp = MountProcess.federation(
+            Path(cluster_file).resolve(), node, Path(mountpoint).resolve(), stderr=err, route=route,
+            consistency=consistency,
+        )  # fmt: skip
     finally:
         if log_file:
             err.close()  # type: ignore[union-attr]
@@ -271,7 +276,15 @@ FS_COMMANDS = {
 }
 
 
-def fs(cluster_file: str, node: int | None, cmd: str, args: list[str]) -> int:
+def _long_line(name: str, is_dir: bool, a: Any) -> str:
+    """One ``ls -l`` line (mode, links, owner, group, size, mtime, name); ``?`` where the attributes are unknown."""
+    if a is None:
+        return f"{'d' if is_dir else '-'}?????????  ?  ?  ?  ? {'?':>16} {name}{'/' if is_dir else ''}"
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(a.mtime_ns / 1e9))
+    return f"{stat.filemode(a.mode)} {a.nlink:2} {a.uid} {a.gid} {a.size:8} {when} {name}{'/' if is_dir else ''}"
+
+
+def fs(cluster_file: str, node: int | None, cmd: str, args: list[str], long: bool = False) -> int:
     from fednode.client import Client
 
     want = FS_COMMANDS[cmd]
@@ -282,7 +295,10 @@ def fs(cluster_file: str, node: int | None, cmd: str, args: list[str]) -> int:
         return 2
     try:
         with Client(load_cluster(cluster_file), node=node) as c:
-            if cmd == "ls":
+            if cmd == "ls" and long:  # one call for the listing and every entry's attributes
+                for name, is_dir, a in c.readdir_attrs(args[0]):
+                    print(_long_line(name, is_dir, a))
+            elif cmd == "ls":
                 for name, is_dir in c.readdir(args[0]):
                     print(name + ("/" if is_dir else ""))
             elif cmd == "stat":
@@ -489,7 +505,13 @@ def main(argv: list[str] | None = None) -> int:
     lo.add_argument("--consistency", choices=_CONSISTENCY, default=None, help=_CONSISTENCY_HELP)
     mo = sub.add_parser("mount", help="mount a federation as a directory (FUSE)")
     mo.add_argument("--cluster", required=True)
-    mo.add_argument("--node", type=int, required=True, help="the agent the mount enters the federation through")
+    mo.add_argument(
+        "--node", type=int, required=True, help="the mount's own agent (statfs; all calls with --route entry)"
+    )
+    mo.add_argument(
+        "--route", choices=("home", "entry"), default="home",
+        help="home: each call straight to the file's home or the name's manager (default); entry: all through --node",
+    )  # fmt: skip
     mo.add_argument("--foreground", action="store_true", help="serve in this process (default: in the background)")
     mo.add_argument("--log", default=None, help="in the background: append the mount's messages to this file")
     mo.add_argument("--consistency", choices=_CONSISTENCY, default=None, help=_CONSISTENCY_HELP)
@@ -499,6 +521,7 @@ def main(argv: list[str] | None = None) -> int:
     f = sub.add_parser("fs", help="file commands over the client API")
     f.add_argument("--cluster", required=True)
     f.add_argument("--node", type=int, default=None, help="the agent to talk to (default: the first that answers)")
+    f.add_argument("-l", dest="long", action="store_true", help="ls: with every entry's attributes (one call)")
     f.add_argument("command", choices=sorted(FS_COMMANDS))
     f.add_argument("args", nargs="*")
     ini = sub.add_parser("init", help="write a cluster file for a list of hosts (with a new secret)")
@@ -552,7 +575,11 @@ def main(argv: list[str] | None = None) -> int:
     cb.add_argument("--mount", action="store_true", help="calibrate the FUSE mount too (needs /dev/fuse)")
     cb.add_argument("--base", default=None, help="for local agents: where their directories go (default: $TMPDIR)")
     cb.add_argument("--out", default="results/calibration", help="directory for profile.yaml and calibration.txt")
-    args = ap.parse_args(argv)
+    args, extra = ap.parse_known_args(argv)
+    if extra and args.cmd == "fs" and not any(a.startswith("-") for a in extra):
+        args.args += extra  # ``fs ls -l DIR``: argparse stops taking positionals at the option
+    elif extra:
+        ap.error(f"unrecognized arguments: {' '.join(extra)}")
     _setup_logging(args.verbose)
     try:
         if args.cmd == "serve":
@@ -564,11 +591,12 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError(f"--nodes must be at least 1, not {args.nodes}")
             return local(args.nodes, args.base, args.placement, args.mount, args.consistency)
         if args.cmd == "mount":
-            return mount(args.cluster, args.node, args.mountpoint, args.foreground, args.log, args.consistency)
+            return mount(args.cluster, args.node, args.mountpoint, args.foreground, args.log, args.route,
+                         args.consistency)  # fmt: skip
         if args.cmd == "umount":
             return umount(args.mountpoint)
         if args.cmd == "fs":
-            return fs(args.cluster, args.node, args.command, args.args)
+            return fs(args.cluster, args.node, args.command, args.args, args.long)
         if args.cmd == "status":
             return status(args.cluster, args.json)
         if args.cmd == "migrate":

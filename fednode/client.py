@@ -322,6 +322,20 @@ class Client:
         """[(name, is_dir)] sorted by name: the union of the nodes' directories."""
         return list(self.call("readdir", path))
 
+    def readdir_attrs(self, path: str) -> list[tuple[str, bool, Attr | None]]:
+        """[(name, is_dir, attributes)] sorted by name: ``readdir`` with every
+        entry's ``getattr``, for ``ls -l``, ``find -ls`` and a mount's
+        readdirplus.  One call, and two round trips of the agent whatever the
+        number of entries (the listing, then one batch per node holding
+        entries, sent together), where readdir and a getattr per entry cost a
+        round trip each.  A name removed meanwhile is left out; attributes are
+        None when the entry's home or holders did not answer (a listing
+        survives a dead member, as readdir's does)."""
+        out = []
+        for name, is_dir, a in self.call("readdir_attrs", path):
+            out.append((name, is_dir, None if a is None else Attr(*a)))
+        return out
+
     def listdir(self, path: str) -> list[str]:
         return [name for name, _ in self.readdir(path)]
 

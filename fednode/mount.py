@@ -1,18 +1,22 @@
 """A federation as an ordinary directory: FUSE (libfuse3 through mfusepy) over ``fednode.client``.
 
-    fednode mount --cluster FILE --node ID MOUNTPOINT [--foreground]
+    fednode mount --cluster FILE --node ID MOUNTPOINT [--foreground] [--route home|entry] [--consistency cto|sync]
     fednode umount MOUNTPOINT
 
 ``FedOps`` only translates: each FUSE callback becomes the ``Client`` call of
-the same meaning at the node the mount enters the federation through (as a
-DNFS server is entered at one server), and the client's ``OSError`` goes back
-to the kernel with its errno unchanged.  Every decision about names, homes,
-renames and failures is the protocol's.
+the same meaning, and the client's ``OSError`` goes back to the kernel with
+its errno unchanged.  Every decision about names, homes, renames and failures
+is the protocol's, and so is where a call goes (``Entries``): the mount is a
+client of the whole federation, as a Federated DAFS client is, and sends a
+path's operation straight to the file's home where it has seen the file, else
+to the name's manager (``fedsim.protocol.routing``'s ``home`` route, the one
+the simulator's FUSE model runs); ``--route entry`` makes every call enter at
+the mount's node instead, which relays (as a DNFS server is entered at one).
 
 Threads.  libfuse runs callbacks on several threads so that calls waiting on
 other nodes overlap.  A ``Client`` serialises its calls (one request at a time
-per connection), so the mount keeps a pool of clients (``POOL_SIZE``
-connections to its agent): a path operation borrows one for the call; an open
+per connection), so the mount keeps a pool of clients of each agent it calls
+(``POOL_SIZE`` connections at most): a path operation borrows one for the call; an open
 file keeps the client its descriptor was opened on (descriptors belong to
 their connection), whose lock orders that file's reads and writes.
 Thread-local clients would not work: libfuse's threads enter Python through
@@ -39,8 +43,8 @@ File data follows the mount's consistency mode (``fednode mount --consistency``;
   ``COHERENCE_BOUND_S`` (1 s) later at any mount sees it; two mounts that
   both have a file open see each other's writes at their next open.
 * ``cto`` (the default), close-to-open, NFS's: an open file's writes are
-  held by the mount, per handle (``_WriteBuffer``: coalesced, at most ``WRITE_BUFFER`` bytes in
-  ``MAX_EXTENTS`` ranges), and sent in one round trip (the ranges are disjoint,
+  held by the mount, per handle (``_WriteBuffer``: coalesced, at most
+  ``WRITE_BUFFER`` bytes in ``MAX_EXTENTS`` ranges), and sent in one round trip (the ranges are disjoint,
   so their writes commute and are pipelined) at ``flush`` (``close(2)`` waits
   for it), at ``fsync``, when the buffer is full, and before anything on this
   mount must see them: a read of the file through any handle, its getattr
@@ -79,6 +83,15 @@ it likes, so an open elsewhere could not know it has everything; a buffer per
 handle is sent exactly when the protocol needs it, and its errors reach
 ``close``.
 
+Listings (readdirplus).  A readdir is one ``Client.readdir_attrs`` per
+listing (two round trips of the agent whatever the number of entries) kept
+with the directory handle, and every entry goes to the kernel with its full
+attributes (``FUSE_FILL_DIR_PLUS``; ``_FUSE.readdir_fuse_3``), readdirplus
+on every readdir (not "auto"): the kernel then knows each name and its
+attributes for the cache timeouts above, so ``ls -l``, ``find -ls`` and
+``scandir`` + ``stat`` make no lookup or getattr per name (before: a
+getattr round trip per file in readdir, then a lookup per name).
+
 Open files and renames.  A descriptor pins its file at the home (a rename of
 an open file is ``EBUSY``: the protocol's rule).  FUSE's ``release`` reaches
 the file system after ``close(2)`` has returned, so a program that closes a
@@ -98,7 +111,8 @@ kernel's, local to one mount.  Permission checks are the kernel's
 Names longer than 255 bytes and paths of 4096 bytes or more are
 ``ENAMETOOLONG``, as the kernel expects (``statfs`` reports the same
 ``namemax``).  An agent that dies makes its files ``EHOSTDOWN`` within the
-client timeout; a dead entry agent makes every call ``EHOSTDOWN``, never a hang.
+client timeout; an operation routed to a dead agent (a name it manages, a file
+it holds; with ``--route entry``, every call) is ``EHOSTDOWN``, never a hang.
 """
 
 from __future__ import annotations
@@ -128,6 +142,7 @@ from typing import Any
 
 from fedsim.protocol.attrs import Attr, dir_ino
 from fedsim.protocol.names import MAX_NAME, MAX_PATH
+from fedsim.protocol.routing import Router
 
 # mfusepy picks libfuse2 ("fuse") before libfuse3 when both are installed, unless told:
 # FUSE_LIBRARY_NAME / FUSE_LIBRARY_PATH are read once, at its import.
@@ -147,7 +162,8 @@ ENTRY_TIMEOUT = 1.0  # seconds the kernel trusts a name it looked up
 ATTR_TIMEOUT = 1.0  # seconds the kernel trusts a file's attributes
 NEGATIVE_TIMEOUT = 0.0  # a failed lookup is not remembered
 COHERENCE_BOUND_S = max(ENTRY_TIMEOUT, ATTR_TIMEOUT, NEGATIVE_TIMEOUT)
-POOL_SIZE = 16  # connections to the entry agent: more than libfuse's threads, far below limits.max_connections
+POOL_SIZE = 16  # connections to each agent: more than libfuse's threads, far below limits.max_connections
+ROUTES = ("home", "entry")  # where a mount's calls go (``Entries``)
 READY_MOUNTED = "fednode-mounted"  # the line `fednode mount` prints once the kernel talks to the mount
 _DEFAULT_FILE_MODE = 0o644  # what an agent with umask 022 creates: no chmod needed after create
 _DEFAULT_DIR_MODE = 0o755
@@ -156,6 +172,8 @@ _DEFAULT_DIR_MODE = 0o755
 _PREFETCH_AGE_S = 0.02
 #: names the file a mount writes its callback counters to (``MountStats``); unset, nothing is counted
 STATS_ENV = "FEDNODE_MOUNT_STATS"
+#: the kernel's readahead on a mount, KiB (``raise_readahead``): as large as one FUSE read (max_pages, 1 MiB)
+READAHEAD_KB = 1024
 #: the consistency modes (see the module docstring): writes buffered until close, or sent by each write
 CONSISTENCY_MODES = ("cto", "sync")
 # cto: every test of the mount passes in it, and the FUSE model follows it (round trips per PostMark
@@ -203,9 +221,18 @@ class FuseConfig:
         config.auto_cache = 0
 
 
+# libfuse3's readdir flags (fuse.h): the kernel asked for readdirplus; a filler entry carries full attributes
+FUSE_READDIR_PLUS = 1 << 0
+FUSE_FILL_DIR_PLUS = 1 << 1
+# fuse_common.h: the kernel may use readdirplus; ... and decides per call whether to (``init_with_config``)
+FUSE_CAP_READDIRPLUS = 1 << 13
+FUSE_CAP_READDIRPLUS_AUTO = 1 << 14
+
+
 class _FUSE(mfusepy.FUSE):
     """mfusepy's FUSE, with ``rename``'s flags passed on (mfusepy drops them,
-    which would turn ``RENAME_NOREPLACE`` into a silent overwrite)."""
+    which would turn ``RENAME_NOREPLACE`` into a silent overwrite), and
+    readdirplus (mfusepy passes only a name's type and inode number)."""
 
     def rename_fuse_3(self, old: bytes, new: bytes, flags: int) -> int:
         return self.operations.rename(
@@ -220,6 +247,34 @@ class _FUSE(mfusepy.FUSE):
         keep = getattr(self.operations, "keep_cache", None)
         if keep is not None and keep(fi.fh):
             fi.keep_cache = 1
+        return 0
+
+    def readdir_fuse_3(self, path: bytes | None, buf: Any, filler: Any, offset: int, fip: Any, flags: int) -> int:
+        """Entries from ``offset`` on, each with its full ``struct stat`` and
+        ``FUSE_FILL_DIR_PLUS`` when the kernel asked for readdirplus, so that
+        the kernel caches every name and its attributes and ``ls -l`` looks up
+        and stats none of them.  The entries carry non-zero offsets (their
+        position + 1): libfuse 3.14's high-level readdir passes a readdirplus
+        entry's attributes on only in that mode (without offsets it buffers
+        the listing and sends nodeid 0, "ignore these attributes"; fixed in
+        3.18), calling the file system again from the offset where the
+        kernel's buffer filled.  ``FedOps.readdir`` keeps its listing per
+        directory handle, so one listing serves all those calls."""
+        if not getattr(self.operations, "readdir_plus", False):  # (the passthrough baseline): mfusepy's way
+            return super().readdir_fuse_3(path, buf, filler, offset, fip, flags)
+        plus = bool(flags & FUSE_READDIR_PLUS)
+        decoded = None if path is None else path.decode(self.encoding, self.errors)
+        st = mfusepy.c_stat()
+        for name, attrs, off in self.operations.readdir(decoded, fip.contents.fh, offset):
+            ctypes.memset(ctypes.byref(st), 0, ctypes.sizeof(st))
+            full = plus and "st_nlink" in attrs
+            if full:
+                mfusepy.set_st_attrs(st, attrs, use_ns=True)
+            else:  # a plain entry: its type and inode number (use_ino); the kernel looks it up when needed
+                st.st_mode = attrs["st_mode"]
+                st.st_ino = attrs.get("st_ino", 0)
+            if filler(buf, name.encode(self.encoding, self.errors), st, off, FUSE_FILL_DIR_PLUS if full else 0):
+                break  # the kernel's buffer is full: it asks again from ``off``
         return 0
 
 
@@ -274,13 +329,90 @@ class ClientPool:
                     c.disconnect()
 
 
+class Entries:
+    """Where a mount's calls go: the agent a path's operation is routed to, and a
+    pool of clients of each agent (made when first needed).
+
+    ``route="home"`` (the default): the mount is a client of the whole
+    federation, as a Federated DAFS client is.  A path's operation goes to the
+    file's home where the mount has seen it (the home its inode number names,
+    learnt from every getattr and create's attributes), else to the path's
+    manager: ``fedsim.protocol.routing.Router``, the protocol's code, which the
+    simulator's FUSE model runs too.  With the default placement a file's home
+    is its manager, so a stat, open, read or write is served by the agent that
+    receives it, with no relay.  A hint gone stale (the file migrated) costs a
+    relay, never a wrong answer: the agent's requester finds the file, and the
+    attributes of the next getattr teach the mount its new home.
+    ``route="entry"``: every call enters at ``node`` (today's DNFS-style mount,
+    kept for comparison).  ``statfs`` always asks ``node``.
+
+    The router's table is shared by libfuse's threads: a lock around it."""
+
+    def __init__(
+        self, cluster: Cluster, node: int, route: str, connect: Callable[[int], fclient.Client], pool_size: int
+    ) -> None:
+        if route not in ROUTES:
+            raise ValueError(f"unknown mount route {route!r}; allowed: {', '.join(ROUTES)}")
+        self.node = node
+        self.route = route
+        self.router = Router("home", cluster.spec.federation()) if route == "home" else None
+        self._connect = connect
+        self._size = pool_size
+        self._pools: dict[int, ClientPool] = {}
+        self._lock = threading.Lock()
+
+    def node_of(self, path: str | None) -> int:
+        """The agent an operation on ``path`` goes to (``node`` for none)."""
+        if path is None or self.router is None:
+            return self.node
+        with self._lock:
+            return self.router.entry(0, path)
+
+    def pool(self, path: str | None = None) -> ClientPool:
+        """The clients of the agent an operation on ``path`` goes to."""
+        n = self.node_of(path)
+        pool = self._pools.get(n)
+        if pool is None:
+            with self._lock:
+                pool = self._pools.get(n)
+                if pool is None:
+                    pool = self._pools[n] = ClientPool(functools.partial(self._connect, n), self._size)
+        return pool
+
+    def learn(self, path: str, attr: Any) -> None:
+        if self.router is not None:
+            with self._lock:
+                self.router.learn(path, attr)
+
+    def forget(self, path: str) -> None:
+        if self.router is not None:
+            with self._lock:
+                self.router.forget(path)
+
+    @contextlib.contextmanager
+    def client(self, path: str | None = None) -> Iterator[fclient.Client]:
+        """A client of ``path``'s agent for one call; a path that turns out not to
+        exist loses its hint (its next operation goes to its manager)."""
+        try:
+            with self.pool(path).client() as c:
+                yield c
+        except FileNotFoundError:
+            if path is not None:
+                self.forget(path)
+            raise
+
+    def close(self) -> None:
+        for pool in list(self._pools.values()):
+            pool.close()
+
+
 class _Handle:
     """An open file of the mount: the client its descriptor belongs to, and the descriptor (None once flushed)."""
 
     __slots__ = ("attr", "buf", "client", "error", "fd", "flushed", "keep_cache", "lock", "path")
 
     def __init__(self, client: fclient.Client, fd: int, path: str) -> None:
-        self.client = client
+        self.client = client  # of the agent that opened it, which its descriptor belongs to
         self.fd: int | None = fd
         self.path = path
         self.lock = threading.Lock()
@@ -483,6 +615,7 @@ class FedOps(mfusepy.Operations):
     """FUSE callbacks as ``Client`` calls at one node (see the module docstring)."""
 
     use_ns = True  # times in nanoseconds, as the client carries them
+    readdir_plus = True  # ``readdir`` takes an offset and gives full attributes (``_FUSE.readdir_fuse_3``)
     _fuse_callbacks: tuple[str, ...]  # set by _fuse_ops
 
     def __init__(
@@ -493,6 +626,7 @@ class FedOps(mfusepy.Operations):
         on_ready: Callable[[], None] | None = None,
         timeout: float | None = None,
         stats: MountStats | None = None,
+        route: str = "home",
         consistency: str | None = None,
     ) -> None:
         self.cluster = cluster
@@ -507,12 +641,14 @@ class FedOps(mfusepy.Operations):
         self._pages: dict[str, tuple[int, ...]] = {}  # path -> its attributes when the kernel's pages were (cto)
         self._fuse: ctypes.c_void_p | None = None  # libfuse's ``struct fuse``, for fuse_invalidate_path
 
-        def connect() -> fclient.Client:
-            c = fclient.Client(cluster, node=node, timeout=timeout)
+        def connect(n: int) -> fclient.Client:
+            c = fclient.Client(cluster, node=n, timeout=timeout)
             return c if stats is None else stats.watch(c)
 
-        self.pool = ClientPool(connect, pool_size)
+        self.entries = Entries(cluster, node, route, connect, pool_size)
         self.handles: dict[int, _Handle] = {}
+        #: open directory handle -> its listing (``readdir``), fetched at offset 0 and served from here
+        self.listings: dict[int, list[tuple[str, dict[str, int], int]]] = {}
         self._fh = itertools.count(1)
         self._on_ready = on_ready
         if stats is not None:
@@ -522,13 +658,19 @@ class FedOps(mfusepy.Operations):
     def init_with_config(self, conn_info: Any, config: Any) -> None:
         if config is not None:
             FuseConfig.apply(config)
+        if conn_info is not None and conn_info.capable & FUSE_CAP_READDIRPLUS:
+            # readdirplus for every readdir, not "auto": with auto the kernel asks for it only for a
+            # directory's first buffer (about 30 entries) until lookups show it is worth it, so ``ls -l``
+            # of a larger directory would still look up and stat most names one by one.  A plain ``ls``
+            # then gets the attributes too: one listing call either way (``readdir``).
+            conn_info.want = (conn_info.want | FUSE_CAP_READDIRPLUS) & ~FUSE_CAP_READDIRPLUS_AUTO
         if self.cto:  # a callback: libfuse's context names the file system, which invalidations need
             self._fuse = ctypes.c_void_p(mfusepy._libfuse.fuse_get_context().contents.fuse)
         if self._on_ready is not None:
             self._on_ready()
 
     def destroy(self, path: str) -> None:
-        self.pool.close()
+        self.entries.close()
 
     # ------------------------------------------------------------------ attributes
     def getattr(self, path: str, fh: int | None = None) -> dict[str, int]:
@@ -541,8 +683,9 @@ class FedOps(mfusepy.Operations):
         check_name(path)  # the kernel's lookup of every new name comes here first
         if self._dirty:
             self._settle(path)  # the size and times with this mount's buffered writes in them
-        with self.pool.client() as c:
+        with self.entries.client(path) as c:
             a = c.getattr(path)
+        self.entries.learn(path, a)
         return self._tell(path, a)
 
     def _tell(self, path: str, a: Attr) -> dict[str, int]:
@@ -554,13 +697,13 @@ class FedOps(mfusepy.Operations):
     def chmod(self, path: str, mode: int) -> None:
         if self._dirty:
             self._settle(path)
-        with self.pool.client() as c:
+        with self.entries.client(path) as c:
             c.chmod(path, stat.S_IMODE(mode))
 
     def chown(self, path: str, uid: int, gid: int) -> None:
         if self._dirty:
             self._settle(path)
-        with self.pool.client() as c:
+        with self.entries.client(path) as c:
             c.chown(path, uid, gid)
 
     def utimens(self, path: str, times: tuple[int, int] | None = None) -> None:
@@ -570,11 +713,11 @@ class FedOps(mfusepy.Operations):
             atime, mtime = (_utime(t) for t in times)
         if self._dirty:
             self._settle(path)  # else the buffered writes, sent later, would set the mtime again (cp -p)
-        with self.pool.client() as c:
+        with self.entries.client(path) as c:
             c.utimens(path, atime, mtime)
 
     def statfs(self, path: str) -> dict[str, int]:
-        with self.pool.client() as c:
+        with self.entries.client() as c:
             s = c.statfs()
         return {
             "f_bsize": s.bsize,
@@ -589,39 +732,62 @@ class FedOps(mfusepy.Operations):
         }
 
     # ------------------------------------------------------------------ names
-    def readdir(self, path: str, fh: int) -> list[tuple[str, dict[str, int], int]]:
-        """The names with their inode numbers (``use_ino``): a directory's is
-        a hash of its path (``attrs.dir_ino``, no message), a file's needs its
-        home, so one ``getattr`` per file."""
-        out = [(".", {"st_mode": stat.S_IFDIR, "st_ino": dir_ino(path)}, 0), ("..", {"st_mode": stat.S_IFDIR}, 0)]
-        prefix = path.rstrip("/") + "/"
-        with self.pool.client() as c:
-            for name, is_dir in c.readdir(path):
-                if is_dir:
-                    ino = dir_ino(prefix + name)
+    def opendir(self, path: str) -> int:
+        """A handle for the listing ``readdir`` keeps while the directory is open."""
+        return next(self._fh)
+
+    def releasedir(self, path: str, fh: int) -> None:
+        self.listings.pop(fh, None)
+
+    def readdir(self, path: str, fh: int, offset: int = 0) -> list[tuple[str, dict[str, int], int]]:
+        """The entries from ``offset`` on, each (name, attributes, its offset + 1),
+        with every entry's attributes as ``getattr`` gives them (inode numbers
+        included: ``use_ino``), for ``_FUSE.readdir_fuse_3`` to hand the
+        kernel as readdirplus.  One ``Client.readdir_attrs`` at offset 0 (a
+        rewind too): a round trip of the mount and two of its agent for the
+        whole directory, where a readdir and a getattr per file cost a round
+        trip each; the later calls of the same listing (the kernel's buffer
+        holds a few dozen entries) are served from the handle.  A name
+        removed since the listing is not listed, as a local readdir would
+        not; one whose attributes did not come (its home down) is listed
+        with its type only, and the kernel's lookup of it fails as a
+        getattr would."""
+        listing = self.listings.get(fh) if offset else None
+        if listing is None:
+            dot = {"st_mode": stat.S_IFDIR, "st_ino": dir_ino(path)}
+            listing = [(".", dot, 1), ("..", {"st_mode": stat.S_IFDIR}, 2)]
+            prefix = path.rstrip("/") + "/"
+            with self.entries.client(path) as c:
+                entries = c.readdir_attrs(path)
+            for name, is_dir, a in entries:
+                if a is not None:
+                    attrs = self._tell(prefix + name, a)  # (cto) what the kernel now holds of the file
+                    self.entries.learn(prefix + name, a)  # a listing names its files' homes too
                 else:
-                    try:
-                        ino = c.getattr(prefix + name).ino
-                    except FileNotFoundError:
-                        continue  # removed since the listing: not listed, as a local readdir would not
-                out.append((name, {"st_mode": stat.S_IFDIR if is_dir else stat.S_IFREG, "st_ino": ino}, 0))
-        return out
+                    attrs = {"st_mode": stat.S_IFDIR if is_dir else stat.S_IFREG}
+                    if is_dir:
+                        attrs["st_ino"] = dir_ino(prefix + name)
+                listing.append((name, attrs, len(listing) + 1))
+            if fh:
+                self.listings[fh] = listing
+        return listing[offset:]
 
     def mkdir(self, path: str, mode: int) -> None:
         check_name(path)
-        with self.pool.client() as c:
+        with self.entries.client(path) as c:
             c.mkdir(path)
             if stat.S_IMODE(mode) != _DEFAULT_DIR_MODE:
                 with _undo_on_error(lambda: c.rmdir(path)):
                     c.chmod(path, stat.S_IMODE(mode))
 
     def rmdir(self, path: str) -> None:
-        with self.pool.client() as c:
+        with self.entries.client(path) as c:
             c.rmdir(path)
 
     def unlink(self, path: str) -> None:
-        with self.pool.client() as c:
+        with self.entries.client(path) as c:
             c.unlink(path)
+        self.entries.forget(path)
         if self._dirty:
             self._discard(path)
 
@@ -637,8 +803,10 @@ class FedOps(mfusepy.Operations):
         if flags:
             raise OSError(errno.EINVAL, "rename flags (RENAME_NOREPLACE, RENAME_EXCHANGE) are not supported")
         check_name(new)
-        with self.pool.client() as c:
+        with self.entries.client(old) as c:
             c.rename(old, new)
+        self.entries.forget(old)
+        self.entries.forget(new)  # the file replaced there, if any; the moved one is learnt at its next getattr
 
     def symlink(self, target: str, source: str) -> None:
         raise OSError(errno.EPERM, "a federation holds no symbolic links")
@@ -657,7 +825,8 @@ class FedOps(mfusepy.Operations):
 
     def create(self, path: str, mode: int, flags: int = 0) -> int:
         check_name(path)
-        c = self.pool.take()
+        pool = self.entries.pool(path)
+        c = pool.take()
         try:
             if stat.S_IMODE(mode) == _DEFAULT_FILE_MODE:
                 # create, open and the attributes libfuse asks for next, in one round trip
@@ -665,6 +834,7 @@ class FedOps(mfusepy.Operations):
                 fh = self._handle(c, fd, path)
                 if attr is not None:
                     self.handles[fh].attr = (attr, time.monotonic())
+                    self.entries.learn(path, attr)
                 return fh
             # another mode: the chmod must follow the create and precede the open (a failed
             # create must not chmod a file that was there before it)
@@ -679,23 +849,31 @@ class FedOps(mfusepy.Operations):
                 fh = self._handle(c, fd, path)
                 if not isinstance(attr, BaseException):
                     self.handles[fh].attr = (Attr(*attr), time.monotonic())
+                    self.entries.learn(path, attr)
                 return fh
         finally:
-            self.pool.give(c)
+            pool.give(c)
 
     def open(self, path: str, flags: int) -> int:
-        c = self.pool.take()
+        pool = self.entries.pool(path)
+        c = pool.take()
         try:
-            if self.cto:
-                if self._dirty:
-                    self._settle(path)  # this mount's held writes are part of the version it opens
-                # close-to-open: the file's attributes now, in the open's round trip, decide
-                # whether the pages the kernel holds of it are still the file's
-                fd, attr = c.pipeline(("open", (path,)), ("getattr", (path,)))
-                if isinstance(fd, BaseException):
-                    raise fd
-            else:
-                fd, attr = c.open(path), None
+            try:
+                if self.cto:
+                    if self._dirty:
+                        self._settle(path)  # this mount's held writes are part of the version it opens
+                    # close-to-open: the file's attributes now, in the open's round trip, decide
+                    # whether the pages the kernel holds of it are still the file's
+                    fd, attr = c.pipeline(("open", (path,)), ("getattr", (path,)))
+                    if isinstance(fd, BaseException):
+                        raise fd
+                    if not isinstance(attr, BaseException):
+                        self.entries.learn(path, Attr(*attr))
+                else:
+                    fd, attr = c.open(path), None
+            except FileNotFoundError:
+                self.entries.forget(path)
+                raise
             if flags & os.O_TRUNC:  # libfuse3 asks the kernel for atomic O_TRUNC: it arrives here
                 try:
                     if self._dirty:
@@ -710,7 +888,7 @@ class FedOps(mfusepy.Operations):
                 self.handles[fh].keep_cache = self._revalidate(path, attr)
             return fh
         finally:
-            self.pool.give(c)
+            pool.give(c)
 
     def keep_cache(self, fh: int) -> bool:
         """Whether ``open`` found the kernel's pages of the file current (``_FUSE.open`` tells the kernel)."""
@@ -837,7 +1015,7 @@ class FedOps(mfusepy.Operations):
             path = h.path
         if self._dirty:
             self._settle(path)  # the writes made before the cut, first
-        with self.pool.client() as c:
+        with self.entries.client(path) as c:
             c.truncate(path, length)
         self._pages.pop(path, None)
 
@@ -986,6 +1164,8 @@ def serve_fuse(
 
     def ready() -> None:  # in init, a FUSE callback: the one place libfuse's context names the session
         session.append(ctypes.c_void_p(mfusepy._libfuse.fuse_get_context().contents.fuse))
+        # not here: the mount answers nothing until init returns, and the stat would wait for it
+        threading.Thread(target=raise_readahead, args=(mp,), name="fednode-readahead", daemon=True).start()
         print(f"{READY_MOUNTED} {mp}", flush=True)
 
     rfd, wfd = os.pipe()
@@ -1037,20 +1217,41 @@ def serve_fuse(
     return 0
 
 
+def raise_readahead(mountpoint: str, kb: int = READAHEAD_KB) -> None:
+    """Let the kernel read ahead ``kb`` KiB on the mount, not its default 128.
+
+    A FUSE mount's readahead is its backing device's (``/sys/class/bdi/MAJ:MIN/
+    read_ahead_kb``, 128 KiB by default), which caps every sequential read at
+    128 KiB per FUSE request, a round trip each, although libfuse3 already
+    negotiates requests of up to 1 MiB (``max_pages``; writes use them).  Root
+    may raise it (a sequential read of 8 MiB then takes 8 round trips, not 64);
+    for anyone else it stays as it is, logged, and the mount works the same.
+    Random reads are unaffected: the kernel reads ahead only what it sees read
+    in sequence."""
+    try:
+        st = os.stat(mountpoint)
+        with open(f"/sys/class/bdi/{os.major(st.st_dev)}:{os.minor(st.st_dev)}/read_ahead_kb", "w") as f:
+            f.write(str(kb))
+    except OSError as exc:
+        log.info("readahead of %s left at the kernel's default: %s", mountpoint, exc)
+
+
 def _poke(mountpoint: str) -> None:
     with contextlib.suppress(OSError):
         os.statvfs(mountpoint)
 
 
-def mount(cluster_file: str | Path, node: int, mountpoint: str | Path, consistency: str | None = None) -> int:
+def mount(
+    cluster_file: str | Path, node: int, mountpoint: str | Path, route: str = "home", consistency: str | None = None
+) -> int:
     """``fednode mount --foreground``: serve until unmounted or signalled; 0 when it ended cleanly.
     ``consistency``: ``cto`` or ``sync`` (None: ``default_consistency()``)."""
     cluster = load_cluster(cluster_file)
     cluster.spec.node(node)
     consistency = consistency or default_consistency()
     stats = MountStats.from_env()  # STATS_ENV: count the callbacks
-    return serve_fuse(lambda ready: FedOps(cluster, node, on_ready=ready, stats=stats, consistency=consistency),
-                      mountpoint,
+    return serve_fuse(lambda ready: FedOps(cluster, node, on_ready=ready, stats=stats, route=route,
+                                           consistency=consistency), mountpoint,
                       fsname=f"fedfs:{Path(cluster_file).resolve()}#{node}",
                       snapshot=None if stats is None else stats.write)  # fmt: skip
 
@@ -1109,12 +1310,13 @@ class MountProcess:
         mountpoint: str | Path,
         stderr: Any = None,
         env: dict[str, str] | None = None,
+        route: str = "home",
         consistency: str | None = None,
     ) -> MountProcess:
         """``fednode mount --foreground``; ``proc.pid`` is the process serving the mount (no shell between).
         ``consistency``: its ``--consistency`` (None: the mount's default, ``CONSISTENCY_ENV`` included)."""
         cmd = [sys.executable, "-m", "fednode.cli", "mount", "--cluster", str(cluster_file), "--node", str(node),
-               "--foreground", str(mountpoint)]  # fmt: skip
+               "--route", route, "--foreground", str(mountpoint)]  # fmt: skip
         if consistency is not None:
             cmd[-1:-1] = ["--consistency", consistency]
         return cls(cmd, mountpoint, stderr, env)

@@ -341,7 +341,7 @@ class Agent:
                 if t is Call:
                     value = await self.call(eff.node, eff.request, depth, trace)
                 elif t is Multicast:
-                    value = await self._multicast(eff.nodes, eff.request, depth, trace)
+                    value = await self._multicast(eff.nodes, eff.requests(), depth, trace)
                 elif t is Send:
                     await self._send_oneway(eff.node, eff.request, depth, trace)
                 elif t is Sleep:
@@ -461,13 +461,13 @@ class Agent:
                 evicted,
             )
 
-    async def _multicast(self, nodes: tuple[int, ...], req: Request, depth: int, trace: Log) -> list[Any]:
-        """One call per node, concurrently; exceptions are returned in place.
+    async def _multicast(self, nodes: tuple[int, ...], reqs: tuple[Request, ...], depth: int, trace: Log) -> list[Any]:
+        """One call per node (``reqs[i]`` to ``nodes[i]``), concurrently; exceptions are returned in place.
         Traced, the log lists every request first (in ``nodes`` order, as they
         were sent), then each peer's nested messages and reply in that order."""
         subs: list[Log] = [[] if trace is not None else None for _ in nodes]
         results = await asyncio.gather(
-            *(self.call(n, req, depth, s) for n, s in zip(nodes, subs, strict=True)), return_exceptions=True
+            *(self.call(n, r, depth, s) for n, r, s in zip(nodes, reqs, subs, strict=True)), return_exceptions=True
         )
         if trace is not None:
             trace.extend(s[0] for s in subs if s)

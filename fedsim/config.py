@@ -153,9 +153,12 @@ class PostMarkConfig(PostMarkParams):
     # clients across a network from the servers (the paper's DAFS clients): each
     # call's request and reply cross it, replies occupying the server's NIC
     client_link: bool = False
-    # each client is the PostMark binary on a FUSE mount of node i mod N (the fixed route): its
-    # system calls go through the FUSE model (``fedsim.fuse``, costs from ``machine.fuse``)
+    # each client is the PostMark binary on a FUSE mount of node i mod N: its system calls go
+    # through the FUSE model (``fedsim.fuse``, costs from ``machine.fuse``), and each call to
+    # the file's home or the name's manager (mount_route home, ``fednode mount``'s default)
+    # or to node i mod N, which relays (entry); ``route`` is then not used
     mount: bool = False
+    mount_route: Literal["home", "entry"] = "home"
 
 
 class WorkloadConfig(Strict):

@@ -198,9 +198,9 @@ class DirectCluster:
             return None
         if t is Multicast:
             out: list[Any] = []
-            for n in eff.nodes:
+            for n, req in zip(eff.nodes, eff.requests(), strict=True):
                 try:
-                    out.append(self._deliver(node_id, n, eff.request))
+                    out.append(self._deliver(node_id, n, req))
                 except Exception as e:
                     out.append(e)
             return out

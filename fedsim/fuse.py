@@ -64,6 +64,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fedsim.protocol.names import split
+from fedsim.protocol.routing import Router
 
 #: the phases a program's calls map onto, and the calls each must make (the rest are getattrs)
 ESSENTIAL = {"creat": 1, "open_cached": 1, "open_cold": 1, "open_append": 1, "write4k": 1, "close_written": 1,
@@ -150,18 +151,28 @@ class FuseParams:
 
 @dataclass
 class Mount:
-    """One program on one mount of ``node`` (``client`` numbers both processes)."""
+    """One program on one mount of ``node`` (``client`` numbers both processes).
+
+    Where each round trip goes is the real mount's decision, made by the same
+    code (``fednode.mount.Entries``): with ``route="home"`` (the mount's
+    default) a path's call goes to the file's home the mount learnt from the
+    attributes a getattr or create brought back, else to the name's manager
+    (``fedsim.protocol.routing.Router``); a descriptor's call to the agent that
+    opened it.  ``route="entry"``: every call to ``node``."""
 
     cluster: Any  # SimCluster
     params: FuseParams
     client: int
     node: int
+    route: str = "home"
     app: Hashable = None
     proc: Hashable = None
     seen: dict[str, float] = field(default_factory=dict)  # path -> when the kernel last looked it up (us)
     dirs: dict[str, float] = field(default_factory=dict)  # directory -> when the kernel last fetched its attributes
     fetched: set[int] = field(default_factory=set)  # descriptors whose data the first read brought
     created: Any = None  # the descriptor a create's own call opened (create_open), for the open that follows it
+    fd_nodes: dict[int, int] = field(default_factory=dict)  # descriptor -> the agent that opened it
+    router: Router | None = None
     # cto: each descriptor's held writes ([fd, offset, bytearray], coalesced when sequential), the file
     # each descriptor is of, the version of each file the kernel holds pages of, and every file's version
     held: dict[int, list[list[Any]]] = field(default_factory=dict)
@@ -170,10 +181,45 @@ class Mount:
     versions: dict[str, int] = field(default_factory=dict)  # shared by the mounts of one simulation
 
     def __post_init__(self) -> None:
+        if self.route not in ("home", "entry"):
+            raise ValueError(f"unknown mount route {self.route!r}; allowed: home, entry")
         m = self.cluster.machine
         host = 0 if m.p.hosts == 1 else m.host_of_node(self.node)
         self.app = m.add_proc(("app", self.client), host)
         self.proc = m.add_proc(("mount", self.client), host)
+        if self.route == "home":
+            self.router = Router("home", self.cluster.spec)
+
+    def entry(self, path: str) -> int:
+        """The agent a call on ``path`` goes to (``fednode.mount.Entries.node_of``)."""
+        return self.node if self.router is None else self.router.entry(self.client, path)
+
+    def _call(self, path: str, calls: list[tuple[str, tuple[Any, ...]]], trace: Any) -> Generator:
+        """One round trip of ``calls`` to the agent a call on ``path`` goes to (for
+        a descriptor's call, ``path`` empty, its opener); what it returned teaches
+        the router (a getattr's or create's attributes) and the descriptor map."""
+        c = self.cluster
+        op, args = calls[0]
+        if path:
+            node = self.entry(path)
+        else:  # a descriptor's call: where it was opened (a close forgets it)
+            node = (self.fd_nodes.pop if op == "close" else self.fd_nodes.get)(args[0], self.node)
+        try:
+            value = yield from c.agent_call(node, calls, trace)
+        except FileNotFoundError:
+            if self.router is not None and path:
+                self.router.forget(path)
+            raise
+        if op == "getattr" and self.router is not None:
+            self.router.learn(path, value)
+        elif op in ("open", "create_open"):
+            fd = value if op == "open" else value[0]
+            self.fd_nodes[fd] = node
+            if op == "create_open" and self.router is not None and value[1] is not None:
+                self.router.learn(path, value[1])
+        elif op == "unlink" and self.router is not None:
+            self.router.forget(path)
+        return value
 
     def _fresh(self, path: str) -> bool:
         t = self.seen.get(path)
@@ -235,7 +281,7 @@ class Mount:
         ph = self.params.phases.get("close_written")
         share = ph.mount_us / max(ph.round_trips, 1) / 2 if ph is not None else 0.0
         yield c.cpu_at(self.proc, share)
-        yield from c.agent_call(self.node, [("write", (f, o, bytes(d))) for f, o, d in held], trace)
+        yield from self._call("", [("write", (f, o, bytes(d))) for f, o, d in held], trace)  # to fd's opener
         yield c.cpu_at(self.proc, share)
 
     def close(self, fd: int, phase: str, trace: Any) -> Generator:
@@ -284,13 +330,13 @@ class Mount:
         for name in names:
             yield c.cpu_at(self.proc, share)
             try:
-                yield from c.agent_call(self.node, [("getattr", (name,))], trace)
+                yield from self._call(name, [("getattr", (name,))], trace)
             except OSError:
                 pass  # a lookup of a name not made yet: ENOENT, as the kernel expects
         for held in before or ():
-            yield from c.agent_call(self.node, held, trace)
+            yield from self._call("", held, trace)  # a descriptor's writes: to the agent that opened it
         yield c.cpu_at(self.proc, share)
-        value = yield from c.agent_call(self.node, calls, trace)
+        value = yield from self._call(path, calls, trace)
         yield c.cpu_at(self.proc, share)
         yield c.env.timeout(mach.p.L_us)  # the answer back to the program
         if path:
@@ -318,7 +364,7 @@ class Mount:
         yield c.cpu_at(self.app, ph.app_us)
         yield c.env.timeout(c.machine.p.L_us)
         yield c.cpu_at(self.proc, ph.mount_us / max(ph.callbacks, 1e-9) / 2 if ph.callbacks else 0.0)
-        value = yield from c.agent_call(self.node, [("read", (fd, offset, max(want, size)))], trace)
+        value = yield from self._call("", [("read", (fd, offset, max(want, size)))], trace)
         yield c.cpu_at(self.proc, ph.mount_us / max(ph.callbacks, 1e-9) / 2 if ph.callbacks else 0.0)
         yield c.env.timeout(c.machine.p.L_us)
         return value

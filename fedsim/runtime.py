@@ -653,14 +653,19 @@ class SimCluster:
                     if cost > 0 and mach is None:  # on a machine, inside the measured handler costs
                         yield self.cpu_work(node_id, cost)
                 elif t is Multicast:
+                    reqs = eff.requests()
                     if mach is None:
-                        events = [request(node_id, n, eff.request, trace, depth, True) for n in eff.nodes]
+                        nodes = eff.nodes
+                        events = [request(node_id, n, r, trace, depth, True) for n, r in zip(nodes, reqs, strict=True)]
                     else:
-                        size = wire_size(eff.request)
-                        cost = mach.message_us(size) + mach.p.call_us
-                        yield self.cpu_at(node_id, len(eff.nodes) * cost + wait)
+                        sizes = [wire_size(r) for r in reqs]
+                        cost = sum(mach.message_us(s) for s in sizes) + len(reqs) * mach.p.call_us
+                        yield self.cpu_at(node_id, cost + wait)
                         wait = 0.0
-                        events = [request(node_id, n, eff.request, trace, depth, True, size) for n in eff.nodes]
+                        events = [
+                            request(node_id, n, r, trace, depth, True, s)
+                            for n, r, s in zip(eff.nodes, reqs, sizes, strict=True)
+                        ]
                     value = []
                     for ev in events:
                         ok, v = yield ev

@@ -31,7 +31,8 @@ from fedsim.direct import DirectCluster
 from fedsim.memfs import MemFS
 from fedsim.network import preset
 from fedsim.protocol.attrs import KEEP, ROOT_INO, UTIME_NOW, UTIME_OMIT
-from fedsim.protocol.config import ProtocolConfig
+from fedsim.protocol.config import FederationSpec, ProtocolConfig
+from fedsim.protocol.routing import Router
 from fedsim.runtime import OpTrace, SimCluster
 
 FD = "$fd"  # in an op's args: the descriptor the last open at that node returned
@@ -76,6 +77,11 @@ CRASH = "crash"
 DETECT = "detect"
 RESTART = "restart"
 DYNAMIC = (JOIN, LEAVE, CRASH, DETECT, RESTART)
+# As an op's node: the node a mount picks (issue 23: ``fedsim.protocol.routing``'s
+# ``home`` route, as ``fednode.mount.Entries`` and the FUSE model run it): the
+# file's home once a getattr or create_open taught it, else the path's manager;
+# a descriptor's call goes to the node of the last routed open.
+ROUTED = -1
 
 
 SCENARIOS = [
@@ -379,6 +385,38 @@ SCENARIOS.append(
 )
 
 
+SCENARIOS.append(
+    Scenario(
+        # issue 23: readdir with attributes (``ls -l``, a mount's readdirplus) in two round
+        # trips of the requester: the listing at /p's manager (node 0), then one EntryAttrs
+        # per node at once (files to their homes, the subdirectories to every holder of /p).
+        # /p is held by all four; /p/s by node 3 only, until the create of /p/s/q (managed,
+        # so homed, at node 1) makes an implicit copy at node 1: /p/s's attributes stay
+        # node 3's (chmod 700 before the copy existed), as getattr gives them.
+        "readdir_attrs: a listing with every entry's attributes in two round trips",
+        4,
+        files={0: [("/p/a", b"aaaa")], 1: [("/p/d", b"d"), ("/p/e", b"eee")], 2: [("/p/b", b"bb"), ("/p/f", b"")]},
+        dirs={3: ["/p/s"], 2: ["/p/t"]},
+        ops=[
+            (1, "readdir_attrs", ("/p",)),  # 0: homes 0, 1, 2; holders 0-3 for s and t
+            (3, "setattr", ("/p/s", 0o700, KEEP, KEEP, *_OMIT2)),  # 1: at its one holder, node 3
+            (0, "create", ("/p/s/q",)),  # 2: home node 1, which makes /p/s there (implicit)
+            (2, "setattr", ("/p/a", 0o600, KEEP, KEEP, *_OMIT2)),  # 3
+            (2, "unlink", ("/p/b",)),  # 4
+            (2, "readdir_attrs", ("/p",)),  # 5: no b; a 600; s 700 (node 3's own copy)
+            (0, "getattr", ("/p/s",)),  # 6: the same as op 5 gives for s
+            (3, "getattr", ("/p/a",)),  # 7: the same as op 5 gives for a
+            (1, "readdir_attrs", ("/p/a",)),  # 8: ENOTDIR
+            (1, "readdir_attrs", ("/none",)),  # 9: ENOENT
+            (3, "readdir_attrs", ("/",)),  # 10: the root: p, every member a holder
+            (0, "readdir_attrs", ("/p/s/",)),  # 11: q, at node 1; not canonical, normalised
+            (2, "mkdir", ("/empty",)),  # 12
+            (2, "readdir_attrs", ("/empty",)),  # 13: nothing to fetch: the listing only
+        ],
+    )
+)
+
+
 def view(op: str, value: Any) -> Any:
     """What of an attribute result every world must agree on.  Times, owners
     and a file's local inode number are the host's (wall clock, the agent's
@@ -396,6 +434,8 @@ def view(op: str, value: Any) -> Any:
         return ("statfs", value[7])
     if op == "create_open":
         return (value[0], None if value[1] is None else view("getattr", value[1]))
+    if op == "readdir_attrs":
+        return [(name, is_dir, None if a is None else view("getattr", a)) for name, is_dir, a in value]
     return value
 
 
@@ -676,7 +716,12 @@ def _play(
     results, messages, raw = [], [], []
     fds: dict[int, int] = {}
     nodes = sc.nodes
+    router = Router("home", FederationSpec(range(sc.nodes), placement=sc.placement))
+    opened_at = 0  # the node of the last routed open
     for node, op, args in sc.ops:
+        routed = node == ROUTED
+        if routed:
+            node = opened_at if FD in args else router.entry(0, args[0])
         if op == OUTSIDE:
             path, data = args
             fs = local_fs(node)
@@ -697,6 +742,15 @@ def _play(
             fds[node] = value
         elif op == "create_open" and isinstance(value, (list, tuple)):
             fds[node] = value[0]
+        if routed:
+            if op in ("open", "create_open"):
+                opened_at = node
+            if isinstance(value, FileNotFoundError) or op == "unlink":
+                router.forget(args[0])
+            elif op == "getattr" and not isinstance(value, BaseException):
+                router.learn(args[0], value)
+            elif op == "create_open" and isinstance(value, (list, tuple)) and value[1] is not None:
+                router.learn(args[0], value[1])
         raw.append(value)
         results.append(canonical(view(op, value)))
         messages.append([tuple(m) for m in log])
@@ -1045,5 +1099,43 @@ SCENARIOS.append(
         ],
         same_ino=[],
         protocol={"block_cache_blocks": 3, "block_size": 4},
+    )
+)
+
+
+_RF = "/r/f"
+_RM = _manager_of(_RF, 4)
+SCENARIOS.append(
+    Scenario(
+        # issue 23: a mount routes each call to the file's home or the name's manager
+        # (ROUTED).  /r/f lives on a node that does not manage it (autonomy): the first
+        # getattr goes to its manager, which relays; the next to its home (which asks the
+        # manager once, then serves alone).  After a migration the hint is stale: the old
+        # home's requester finds the file at its new home, and the answer teaches the
+        # router; an unlinked name's hint is dropped.  A new file's calls go to its
+        # manager, its home: served where received.
+        "routing: a mount's calls go to the home or the manager, and a stale hint is recovered",
+        4,
+        files={(_RM + 1) % 4: [(_RF, b"routed data")]},
+        dirs={0: ["/r"], 2: ["/r"]},
+        ops=[
+            (ROUTED, "readdir", ("/r",)),  # at /r's manager
+            (ROUTED, "getattr", (_RF,)),  # at the manager: relayed to the home; learnt
+            (ROUTED, "getattr", (_RF,)),  # at the home: asks the manager once
+            (ROUTED, "open", (_RF,)),  # at the home, alone
+            (ROUTED, "read", (FD, 0, 100)),
+            (ROUTED, "close", (FD,)),
+            (0, "migrate", (_RF, (_RM + 2) % 4)),
+            (ROUTED, "getattr", (_RF,)),  # the stale hint: the old home finds it moved; learnt again
+            (ROUTED, "stat", (_RF,)),  # at the new home
+            (ROUTED, "create_open", ("/r/g",)),  # at /r/g's manager, where the file is made
+            (ROUTED, "write", (FD, 0, b"new")),
+            (ROUTED, "close", (FD,)),
+            (ROUTED, "getattr", ("/r/g",)),
+            (ROUTED, "unlink", (_RF,)),  # at the new home; the hint dropped
+            (ROUTED, "getattr", (_RF,)),  # at the manager: ENOENT
+            (ROUTED, "readdir", ("/r",)),
+        ],
+        same_ino=[(1, 2)],
     )
 )

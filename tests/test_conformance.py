@@ -82,3 +82,18 @@ def test_agent_processes_over_verbs_match_the_simulator(sc, sim_outcomes):
     if why:
         pytest.skip(why)
     assert_same(sim_outcomes[sc.name], run_verbs(sc), sc, "verbs")
+
+
+def test_routed_calls_are_served_where_they_arrive_once_the_home_is_known(sim_outcomes):
+    """The routing scenario shows what routing saves, not only that every world
+    agrees: once a getattr named the home, the open, read and close there, the
+    stat at the new home after a migration and the new file's calls at its
+    manager cause no message at all; before it, the manager relays."""
+    sc = next(s for s in SCENARIOS if s.name.startswith("routing"))
+    ref = sim_outcomes[sc.name]
+    ops = [(op, args) for _, op, args in sc.ops]
+    first = ops.index(("getattr", ("/r/f",)))
+    assert ref.requests(first) and all(src != dst for src, dst, _ in ref.requests(first))  # relayed
+    for i in (ops.index(("open", ("/r/f",))), first + 3, first + 4, ops.index(("stat", ("/r/f",))),
+              ops.index(("getattr", ("/r/g",)))):  # fmt: skip
+        assert ref.requests(i) == [], (i, ops[i], ref.requests(i))

@@ -35,7 +35,7 @@ from fedsim.protocol.effects import (
     UnknownWork,
     Wake,
 )
-from fedsim.protocol.messages import Stat
+from fedsim.protocol.messages import ReadDir, Stat
 from fedsim.runtime import CpuCosts, SimCluster
 
 Gen = Generator[Any, Any, Any]
@@ -52,6 +52,10 @@ def _send() -> Gen:
 
 def _multicast() -> Gen:
     return (yield Multicast((1, 2), Stat("/")))
+
+
+def _multicast_each() -> Gen:
+    return (yield Multicast((1, 2), (Stat("/"), ReadDir("/"))))
 
 
 def _local() -> Gen:
@@ -179,6 +183,15 @@ def test_every_runtime_handles_every_effect(runtime: tuple[str, Runner], effect:
             run(0, make())
         return
     assert _canonical(run(0, make())) == _canonical(want)
+
+
+def test_a_multicast_of_one_request_per_node(runtime: tuple[str, Runner]) -> None:
+    """``Multicast`` with a tuple sends its i-th request to the i-th node
+    (a batch per home), the replies in ``nodes`` order as for one request."""
+    _, run = runtime
+    assert _canonical(run(0, _multicast_each())) == ((True, 0), ())
+    with pytest.raises(ValueError, match="2 requests for 1 nodes"):
+        Multicast((1,), (Stat("/"), Stat("/")))
 
 
 def test_unknown_compute_work_is_an_error_naming_the_known_work(runtime: tuple[str, Runner]) -> None:

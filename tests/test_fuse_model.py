@@ -99,6 +99,49 @@ def test_a_write_from_inside_a_page_past_its_end_is_two_writes(offset: int, size
     assert all(p[0] == 7 for p in got)
 
 
+@pytest.mark.parametrize("route", ["home", "entry"])
+def test_each_call_goes_where_the_real_mount_sends_it(route: str) -> None:
+    """``route="home"`` (``fednode mount``'s default, the same ``Router``): a
+    path's call to its manager until a getattr names the file's home, then to
+    the home; a descriptor's calls to the agent that opened it.  ``entry``: all
+    to the mount's node, which relays."""
+    from fedsim.protocol.routing import Router
+
+    mp = MachineParams(hosts=1, cores=2, o_us=10.0, L_us=2.0, api_us={"*": 10.0}, client_us={"*": 20.0})
+    c = SimCluster(4, network=preset("fedfs_prototype"), machine=mp)
+    managers = Router("hash", c.spec)
+    m_a = managers.entry(0, "/d/a")
+    home = (m_a + 1) % 4  # a file its manager does not hold (found in a local tree)
+    c.populate(home, [("/d/a", 100)], ["/d"])
+    c.preload_summaries()
+    mount = Mount(c, FuseParams.from_profile(FUSE), 0, 0, route)
+    went: list[tuple[int, str]] = []
+    real = c.agent_call
+
+    def spy(node: int, calls: list, trace: Any) -> Any:
+        went.append((node, calls[0][0]))
+        return (yield from real(node, calls, trace))
+
+    c.agent_call = spy  # type: ignore[method-assign]
+
+    def run(gen: Any) -> Any:
+        return c.env.run(until=c.env.process(gen))
+
+    fd = run(mount.syscall("open_cold", [("open", ("/d/a",))], "/d/a", None))
+    run(mount.syscall("write4k", [("write", (fd, 0, b"x" * 10))], "", None))
+    run(mount.syscall("close_written", [("close", (fd,))], "", None))
+    fd = run(mount.syscall("open_cold", [("open", ("/d/a",))], "/d/a", None))
+    run(mount.syscall("close_read", [("close", (fd,))], "", None))
+    if route == "entry":
+        assert {n for n, _ in went} == {0}
+        return
+    m_d = managers.entry(0, "/d")
+    # /d's getattr at its manager, /d/a's at its manager (which names the home), then the open at the home
+    assert went[:3] == [(m_a, "getattr"), (m_d, "getattr"), (home, "open")]
+    assert went[3:5] == [(home, "write"), (home, "close")]  # the descriptor's calls where it was opened
+    assert went[5:] == [(home, "getattr"), (home, "open"), (home, "close")]  # the home learnt: no relay
+
+
 def cto_mounted() -> tuple[SimCluster, Mount]:
     """``mounted``, with the mount measured in cto: writes held (no round trip), the close
     of a written file carrying them (two round trips: the writes, then the close)."""

@@ -66,6 +66,8 @@ def test_every_request_type_round_trips_through_bytes():
         ["RenameFinish", "../x", "/a/y", True],
         ["MigrateIn", "/a/../../x", 1, 0.5],
         ["MigrateSwitch", "/a", "../b", 1, 2, 3],
+        ["EntryAttrs", "/a/../b", b"\x90"],
+        ["ListHomes", "a", 0],
     ],
 )
 def test_requests_naming_non_canonical_paths_are_refused_before_any_handler(obj):

@@ -529,7 +529,7 @@ def _home(st_ino: int) -> int:
 def test_agent_sigkilled_under_the_mount(tmp_path: Path, mode: str) -> None:
     """Replication off: a PostMark run ends with I/O errors, the dead agent's files fail
     with EHOSTDOWN or EIO within the client timeout (no hang), the others still work;
-    with the entry agent dead too every call is EHOSTDOWN; unmount works."""
+    with the mount's own agent dead too, a name it manages is EHOSTDOWN; unmount works."""
     fed = Federation(tmp_path, consistency=mode, rpc_timeout_ms=500.0, protocol={"placement": "round_robin"})
     try:
         # A directory is looked up at its manager (getattr), so a dead manager hides the whole
@@ -582,12 +582,12 @@ def test_agent_sigkilled_under_the_mount(tmp_path: Path, mode: str) -> None:
         alive = next(name for name, home in homes.items() if home != dead)
         (mnt / d[1:] / alive).write_bytes(b"rewritten")  # the mount stays usable for the others' files
         assert (mnt / d[1:] / alive).read_bytes() == b"rewritten"
-        # the entry agent itself dies: every call that reaches the mount is EHOSTDOWN at once
+        # the mount's own agent dies too: a call routed to it (a name it manages) is EHOSTDOWN at once
         fed.pc.kill(0)
-        for call in (lambda: os.stat(mnt / "never-looked-up"), lambda: os.listdir(mnt)):
-            with pytest.raises(OSError) as e:
-                call()
-            assert e.value.errno == errno.EHOSTDOWN
+        gone = next(f"never-{i}" for i in range(10_000) if h.manager_of(f"/never-{i}") == 0)
+        with pytest.raises(OSError) as e:
+            os.stat(mnt / gone)
+        assert e.value.errno == errno.EHOSTDOWN
     finally:
         fed.close()
 
@@ -666,8 +666,9 @@ def test_create_answers_libfuse_getattr_from_its_own_round_trip(fed: Federation)
     ops = mount.FedOps(load_cluster(fed.path), 0, consistency=fed.consistency)
     sent: list[str] = []
     try:
-        with ops.pool.client() as c:
+        with ops.entries.client("/prefetch") as c:
             c.mkdir("/prefetch")
+        with ops.entries.client("/prefetch/f") as c:  # the client the create will borrow (the pool is LIFO)
             real = c._exchange
 
             def counting(calls: tuple, trace: bool) -> list:
@@ -677,20 +678,130 @@ def test_create_answers_libfuse_getattr_from_its_own_round_trip(fed: Federation)
             c._exchange = counting  # type: ignore[method-assign]
         fh = ops.create("/prefetch/f", 0o100644)
         assert sent == ["create_open"]
-        with ops.pool.client() as c:
+        with ops.entries.client("/prefetch/f") as c:
             want = mount._stat_dict(c.getattr("/prefetch/f"))
         sent.clear()
         assert ops.getattr("/prefetch/f", fh) == want and sent == []  # no round trip
         assert ops.getattr("/prefetch/f", fh) == want and sent == ["getattr"]  # used once only
         # the pipelined calls fail one by one: an open of a missing file is its error, the other call's value stands
-        with ops.pool.client() as c:
+        with ops.entries.client("/prefetch/f") as c:
             fd_err, attr = c.pipeline(("open", ("/prefetch/none",)), ("getattr", ("/prefetch/f",)))
         assert isinstance(fd_err, FileNotFoundError) and mount._stat_dict(mount.Attr(*attr)) == want
         ops.flush("/prefetch/f", fh)
         ops.release("/prefetch/f", fh)
         assert ops.handles == {}
     finally:
-        ops.pool.close()
+        ops.entries.close()
+
+
+def test_the_mount_sends_each_call_to_the_file_home_or_the_name_manager(fed: Federation) -> None:
+    """The mount is a client of the whole federation (``Entries``, route ``home``):
+    a new file's calls go to its manager, which (placement with_manager) is its
+    home, so they are served with no relay; a file migrated away is served by
+    its new home once a getattr taught the mount where it is; a hint gone stale
+    (migrated again) still gets the right answer (the requester there finds the
+    file) and is learnt anew."""
+    mount, _, _ = _mount_modules()
+    cluster = load_cluster(fed.path)
+    h = cluster.spec.hashing_fn()
+    ops = mount.FedOps(cluster, 0, consistency=fed.consistency)
+    path = "/routed"
+
+    def relays() -> list:
+        with ops.entries.client(path) as c:
+            value, log = c.traced("getattr", path)
+        assert not isinstance(value, BaseException), value
+        return log
+
+    try:
+        fh = ops.create(path, 0o100644)
+        ops.write(path, b"routed", 0, fh)
+        ops.flush(path, fh)
+        ops.release(path, fh)
+        m = h.manager_of(path)
+        assert ops.entries.node_of(path) == m and _home(ops.getattr(path)["st_ino"]) == m
+        assert relays() == []  # served by the agent that received it
+        for to in [n for n in range(4) if n != m][:2]:
+            was = ops.entries.node_of(path)
+            with ops.entries.client() as c:
+                assert c.migrate(path, to) == 1
+            st = ops.getattr(path)  # routed by the old hint: the requester there finds the file
+            assert _home(st["st_ino"]) == to and st["st_size"] == 6
+            assert ops.entries.node_of(path) == to != was
+            relays()  # the new home learns the name's entry from its manager once
+            assert relays() == []  # then serves it alone
+        fh = ops.open(path, os.O_RDONLY)
+        assert ops.read(path, 100, 0, fh) == b"routed"
+        ops.flush(path, fh)
+        ops.release(path, fh)
+        ops.unlink(path)
+        assert ops.entries.node_of(path) == m  # gone: no hint left
+    finally:
+        ops.entries.close()
+
+
+def test_ls_l_of_a_directory_is_one_listing_not_a_stat_per_name(fed: Federation, tmp_path: Path) -> None:
+    """Issue 23: ``ls -l``, ``find -ls`` and ``os.scandir`` + ``stat`` of a
+    directory of 100 files reach the mount as about one readdir round trip
+    (``readdir_attrs``, handed to the kernel as readdirplus) and a handful of
+    getattr callbacks, not a lookup per name; and the attributes the listing
+    gave are ``stat``'s.  The files are made through the client API, so the
+    mount's kernel has none of the names cached before the listing."""
+    mount, _, _ = _mount_modules()
+    from fednode.client import Client
+    from fednode.tools.calibrate_fuse import _Probe
+
+    stats_file = tmp_path / "stats.json"
+    mnt = fed.base / "mnt_rdp"
+    mnt.mkdir()
+    with open(fed.base / "mnt_rdp.log", "ab") as log:
+        mp = mount.MountProcess.federation(fed.path, 1, mnt, stderr=log, env={mount.STATS_ENV: str(stats_file)},
+                                           consistency=fed.consistency)  # fmt: skip
+    fed.mounts.append(mp)
+    mp.wait_ready()
+    probe = _Probe(mp, stats_file)
+
+    def counted(run: object) -> dict[str, dict[str, int]]:
+        before = probe.snapshot()["callbacks"]
+        run()  # type: ignore[operator]
+        after = probe.snapshot()["callbacks"]
+        return {k: {f: v[f] - before.get(k, {}).get(f, 0) for f in v} for k, v in after.items()}
+
+    with Client(fed.path, node=2) as c:
+        for top in ("/rdp_ls", "/rdp_find", "/rdp_scan"):
+            c.mkdir(top)
+            for i in range(100):
+                c.write_file(f"{top}/f{i:03d}", b"x" * i)
+            c.mkdir(f"{top}/sub")
+        want = {e: c.getattr(f"/rdp_scan/{e}") for e in c.listdir("/rdp_scan")}
+
+    out: list[str] = []
+    for top, cmd in (("rdp_ls", ["ls", "-l"]), ("rdp_find", ["find", ".", "-ls"])):
+        d = counted(lambda top=top, cmd=cmd: out.append(sh(cmd, cwd=mnt / top)))
+        assert len(out[-1].splitlines()) == 102, out[-1][-500:]
+        # without readdirplus: ~100 lookups (getattr callbacks) and 100 getattr round trips of the readdir
+        assert d.get("getattr", {}).get("calls", 0) <= 5, (cmd, d)
+        assert d["readdir"]["round_trips"] <= 2, (cmd, d)
+        rts = sum(v["round_trips"] for v in d.values())
+        assert rts <= 7, (cmd, d)
+
+    seen: dict[str, os.stat_result] = {}
+
+    def scan() -> None:
+        with os.scandir(mnt / "rdp_scan") as it:
+            for e in it:
+                seen[e.name] = e.stat()
+                assert e.inode() == seen[e.name].st_ino
+
+    d = counted(scan)
+    assert d.get("getattr", {}).get("calls", 0) <= 5 and d["readdir"]["round_trips"] <= 2, d
+    assert set(seen) == set(want)
+    for name, st in seen.items():
+        a = want[name]
+        assert (st.st_ino, st.st_size, st.st_mode, st.st_nlink) == (a.ino, a.size, mount._stat_dict(a)["st_mode"],
+                                                                    a.nlink), name  # fmt: skip
+        assert (st.st_uid, st.st_gid, st.st_mtime_ns) == (a.uid, a.gid, a.mtime_ns), name
+        assert os.stat(mnt / "rdp_scan" / name).st_ino == st.st_ino
 
 
 def test_write_buffer_merges_overlapping_writes_and_cuts_at_chunks() -> None:

@@ -26,7 +26,12 @@ each on:
   the package, and the rest of the table still runs;
 * ``fed1``: a 1-agent federation mounted with ``fednode mount``;
 * ``fed4-manager``: 4 agents, ``placement: with_manager``;
-* ``fed4-rr``: 4 agents, ``placement: round_robin``.
+* ``fed4-rr``: 4 agents, ``placement: round_robin``;
+* ``fed4-entry``: as ``fed4-manager``, the mount with ``--route entry``: every
+  call through the mount's own agent, which relays (what routing saves).
+
+The federation's mounts route each call to the file's home or the name's
+manager (``fednode mount``'s default ``--route home``) unless the case says.
 
 A federation case runs its mount in the mode ``--consistency`` names
 (``fednode mount --consistency``); given several (``sync,cto``), each
@@ -68,7 +73,7 @@ from typing import Any
 
 GLUSTER = "gluster4"  # the GlusterFS case: a distribute volume of GLUSTER_BRICKS bricks
 GLUSTER_BRICKS = 4
-CASES = ("local", "passthrough", GLUSTER, "fed1", "fed4-manager", "fed4-rr")
+CASES = ("local", "passthrough", GLUSTER, "fed1", "fed4-manager", "fed4-rr", "fed4-entry")
 # the baselines every figure is compared with, by the tag its ratio row carries
 BASELINES = (("gl", GLUSTER), ("pt", "passthrough"))
 DBENCH_LOADFILE = "/usr/share/dbench/client.txt"
@@ -472,13 +477,14 @@ def case_dir(case: str, work: Path) -> Iterator[Path]:
             log.close()
         return
     nodes = 1 if case == "fed1" else 4
-    placement = {"fed4-manager": "with_manager", "fed4-rr": "round_robin"}.get(case)
+    placement = {"fed4-manager": "with_manager", "fed4-rr": "round_robin", "fed4-entry": "with_manager"}.get(case)
     path = write_local(base / "fed", nodes, **({"protocol": {"placement": placement}} if placement else {}))
     pc = ProcessCluster(path, log_dir=base / "logs", new_session=True)
     mp = None
     try:
         pc.wait_ready()
-        mp = MountProcess.federation(path, 0, mnt, stderr=log, consistency=mode or None)
+        route = "entry" if case == "fed4-entry" else "home"
+        mp = MountProcess.federation(path, 0, mnt, stderr=log, route=route, consistency=mode or None)
         mp.wait_ready()
         yield mnt
     finally:

@@ -103,6 +103,18 @@ def file_ino(home: int, local_ino: int) -> int:
     return (min(home, _FILE_HOMES - 1) % _FILE_HOMES + 1) << _FILE_SHIFT | low
 
 
+def home_of_ino(ino: int) -> int | None:
+    """The home a regular file's federated inode number names (``file_ino``),
+    or None where it names none for sure: a directory, the root, a home at or
+    beyond the last exact id.  A client uses it as a hint only (the file may
+    have moved since): the requester that receives the call still finds the
+    file (``fedsim.protocol.routing``)."""
+    if ino & _DIR_BIT or ino >> _FILE_SHIFT == 0:
+        return None
+    home = (ino >> _FILE_SHIFT) - 1
+    return home if home < _FILE_HOMES - 1 else None
+
+
 def dir_ino(path: str) -> int:
     """The federated inode number of the directory at canonical ``path``."""
     if path == ROOT:
@@ -143,5 +155,5 @@ def check_setattr(path: str, mode: int, uid: int, gid: int, atime_ns: int, mtime
 
 __all__ = [
     "ATTR_WIRE", "KEEP", "OFF_MAX", "ROOT_INO", "STATFS_WIRE", "UTIME_NOW", "UTIME_OMIT", "Attr", "StatFS",
-    "check_setattr", "check_size", "dir_ino", "federated", "file_ino",
+    "check_setattr", "check_size", "dir_ino", "federated", "file_ino", "home_of_ino",
 ]  # fmt: skip

@@ -49,14 +49,27 @@ class Send:
 
 @dataclass(slots=True, frozen=True)
 class Multicast:
-    """The same request to several peers at once (dirmerge, summary pushes).
+    """A request to each of several peers at once: the same one (dirmerge,
+    summary pushes), or with ``request`` a tuple, the i-th to ``nodes[i]``
+    (a batch per home: ``readdir_attrs``), so a fan-out of different
+    requests costs the slowest round trip, not their sum, with no
+    ``Spawn``/``Await`` (which the in-memory runtime cannot wait on).
 
     Result: a list, in ``nodes`` order, holding each reply or the exception
     that peer's handler raised (exceptions are returned, not raised, so one
     unavailable peer does not hide the others' answers)."""
 
     nodes: tuple[int, ...]
-    request: Request
+    request: Request | tuple[Request, ...]
+
+    def __post_init__(self) -> None:
+        if type(self.request) is tuple and len(self.request) != len(self.nodes):
+            raise ValueError(f"Multicast: {len(self.request)} requests for {len(self.nodes)} nodes")
+
+    def requests(self) -> tuple[Request, ...]:
+        """The request each of ``nodes`` gets, in their order (every runtime reads them so)."""
+        r = self.request
+        return r if type(r) is tuple else (r,) * len(self.nodes)  # type: ignore[return-value]
 
 
 @dataclass(slots=True, frozen=True)

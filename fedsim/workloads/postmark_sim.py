@@ -55,6 +55,7 @@ class PostMarkDriver:
         route: Route = "fixed",
         client_link: bool = False,
         mount: FuseParams | None = None,
+        mount_route: str = "home",
     ) -> None:
         self.c = cluster
         self.client_link = client_link
@@ -67,15 +68,17 @@ class PostMarkDriver:
         self.tx_span: list[tuple[float, float]] = [(0.0, 0.0)] * clients.clients
         #: each client's whole run (its directory, pool, transactions, clean-up): what a binary's wall time spans
         self.span: list[tuple[float, float]] = [(0.0, 0.0)] * clients.clients
-        #: with ``mount``: client i is the PostMark binary on a FUSE mount of node i (the fixed route),
-        #: its system calls simulated by the FUSE model (``fedsim.fuse``; needs the machine model)
+        #: with ``mount``: client i is the PostMark binary on a FUSE mount of node i, its system calls
+        #: simulated by the FUSE model (``fedsim.fuse``; needs the machine model) and routed as the
+        #: mount routes them (``mount_route``: ``home``, the mount's default, or ``entry``)
         self.mounts: list[Mount] | None = None
         if mount is not None:
             if cluster.machine is None:
                 raise ValueError("PostMark on a mount needs the machine model (machine: model: calibrated)")
             n = len(cluster.nodes)
             versions: dict[str, int] = {}  # every file's version, shared: a write at one mount is seen by all
-            self.mounts = [Mount(cluster, mount, i, i % n, versions=versions) for i in range(clients.clients)]
+            self.mounts = [Mount(cluster, mount, i, i % n, mount_route, versions=versions)
+                           for i in range(clients.clients)]  # fmt: skip
 
     @property
     def counts(self) -> list[dict[str, int]]:

@@ -60,6 +60,28 @@ working while one member is down (its own files fail with EHOSTDOWN).
 ``fsync`` flushes a file at its home (``os.fsync`` of the real file; the
 simulator's storage model charges a disk flush).
 
+``readdir_attrs`` is ``readdir`` with every entry's ``getattr`` (what ``ls
+-l``, ``find -ls`` and a mount's readdirplus need) in two round trips of the
+requester, whatever the number of entries: the listing at the directory's
+manager (``ListHomes``: each name with its home, and the directory's
+holders), then one ``EntryAttrs`` per node, all sent at once (``Multicast``
+of one request per node), carrying the names whose attributes it gives: a
+file's to its home, each subdirectory's to every holder of the directory
+(a node holding ``/d/s`` holds ``/d``), at most ``ATTR_BATCH`` names or
+``ATTR_BATCH_BYTES`` per request (more go in several, in the same multicast).
+A subdirectory's attributes follow getattr's rule over the answers: the
+lowest holder's that is not a copy made for a file, else the lowest copy's.
+That takes no extra round trip and gives getattr's answer whenever the
+directory's holders as its parent's VD knows them are its own holders (as
+after any merge; a holder made outside the federation since the parent's
+VD was built is missed until that VD is rebuilt, as readdir misses its
+names).  A name gone between the listing and its attributes (removed,
+renamed) is left out, as a local readdir would; one whose attributes are
+busy or moved (a rename or migration in flight: EAGAIN, ESTALE) is asked
+again by ``getattr``; one whose home or holders did not answer (down, a
+suspect not asked again for ``SUSPECT_S``) is listed with no attributes
+(None), so a listing survives a dead member as readdir does.
+
 ``stat`` stays as it was, the cheap ``(is_dir, size)`` of FedFS's file API:
 it is what the Table 2 study and the workloads time, and its two-value reply
 is what their simulated message sizes were calibrated with; a ``getattr``
@@ -79,12 +101,32 @@ from fedsim.protocol.attrs import ATTR_WIRE, STATFS_WIRE, check_setattr, federat
 from fedsim.protocol.effects import NOW, Compute, Local, Multicast
 from fedsim.protocol.fedfs.directory import SUSPECT_S
 from fedsim.protocol.fedfs.rename import Renaming
-from fedsim.protocol.messages import PeerUnavailable, Request, fs_error, register_request
-from fedsim.protocol.names import ROOT, normalize
+from fedsim.protocol.messages import (
+    PeerUnavailable,
+    ProtocolError,
+    Request,
+    fs_error,
+    pack,
+    register_request,
+    unpack,
+)
+from fedsim.protocol.names import ROOT, InvalidPath, join, normalize
 from fedsim.protocol.node import Gen, api, handles
 from fedsim.protocol.tables import DTEntry
 
 _U64 = (1 << 64) - 1  # statfs figures are unsigned 64-bit counts
+#: names one ``EntryAttrs`` carries at most, and their packed bytes at most:
+#: a request of at most 64 KB and a reply of about 40 KB (some 75 bytes per
+#: name), whatever the names; a home of more files of one directory gets
+#: several, in the same multicast
+ATTR_BATCH = 512
+ATTR_BATCH_BYTES = 64 << 10
+#: errnos of a name in an ``EntryAttrs`` reply that mean "gone": left out of the listing
+_GONE_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR})
+#: ... that mean "busy or moved" (a rename or migration in flight): asked again by ``getattr``
+_AGAIN_ERRNOS = frozenset({errno.EAGAIN, errno.ESTALE})
+_GONE = object()  # ``_pick``'s verdicts besides attributes and None
+_AGAIN = object()
 
 
 # --- at the home of a file, or at a holder of a directory ------------------------------------
@@ -141,7 +183,77 @@ class HolderAttr(Request):
     path: str
 
 
+@register_request
+@dataclass(slots=True, frozen=True)
+class EntryAttrs(Request):
+    """This node's attributes of entries of ``directory``: ``names`` packs
+    their names (``pack_names``: at most ``ATTR_BATCH``, ``ATTR_BATCH_BYTES``).
+    Reply, per name in order: (implicit, attr) as ``HolderAttr``'s, or the
+    errno its local getattr failed with."""
+
+    reply: ClassVar[Any] = list[tuple[bool, ATTR_WIRE] | int]
+    directory: str
+    names: bytes
+
+
+def pack_names(names: list[str]) -> bytes:
+    return pack(names)
+
+
+def unpack_names(directory: str, data: bytes) -> list[str]:
+    """``EntryAttrs.names`` from the wire: an array of at most ATTR_BATCH
+    names, each making a canonical path under ``directory`` (no "/", "." or
+    "..", NUL, over-long or reserved name), within ATTR_BATCH_BYTES
+    (ProtocolError otherwise: a peer's request is untrusted)."""
+    if len(data) > ATTR_BATCH_BYTES:
+        raise ProtocolError(f"EntryAttrs: names of {len(data)} bytes, more than {ATTR_BATCH_BYTES}")
+    obj = unpack(data, max_size=ATTR_BATCH_BYTES, use_list=False)
+    if type(obj) is not tuple or len(obj) > ATTR_BATCH:
+        raise ProtocolError(f"EntryAttrs: names must be an array of at most {ATTR_BATCH} names")
+    for name in obj:
+        if type(name) is not str or not name or "/" in name:
+            raise ProtocolError(f"EntryAttrs: {name!r} is not a name")
+        path = join(directory, name)
+        try:
+            ok = normalize(path) == path
+        except InvalidPath:  # (ReservedPath too: the replica space is no entry)
+            ok = False
+        if not ok:
+            raise ProtocolError(f"EntryAttrs: {name!r} is not a canonical name in {directory}")
+    return list(obj)
+
+
+def name_batches(names: list[str]) -> list[list[str]]:
+    """``names`` cut into EntryAttrs batches: at most ATTR_BATCH names and
+    ATTR_BATCH_BYTES packed each (a name costs at most its bytes plus 3)."""
+    out: list[list[str]] = []
+    batch: list[str] = []
+    size = 5  # the array's header, at most
+    for name in names:
+        n = len(name.encode("utf-8", "surrogateescape")) + 3
+        if batch and (len(batch) == ATTR_BATCH or size + n > ATTR_BATCH_BYTES):
+            out.append(batch)
+            batch, size = [], 5
+        batch.append(name)
+        size += n
+    if batch:
+        out.append(batch)
+    return out
+
+
 # --- at the manager of a name ---------------------------------------------------------------
+@register_request
+@dataclass(slots=True, frozen=True)
+class ListHomes(Request):
+    """``readdir_attrs``'s listing at the directory's manager. Reply: (sorted
+    [(name, home or None for a directory)], the directory's holders sorted)."""
+
+    route: ClassVar[str | None] = "path"
+    reply: ClassVar[Any] = tuple[list[tuple[str, int | None]], list[int]]
+    path: str
+    epoch: int = 0  # the sender's view (``route``)
+
+
 # (the same fields as GetAttr and SetAttr; their own types, because the
 # manager's handlers differ: they resolve the name and pick or reach the holders)
 @register_request
@@ -172,6 +284,71 @@ class Attributes(Renaming):
         if path == ROOT:  # every member holds it (its local tree's top): the lowest answers, no manager needed
             return (yield from self._lowest_holder(ROOT, sorted(self.members)))
         return (yield from self._by_name(path, GetAttr, PathAttr))
+
+    @api(str)
+    def readdir_attrs(self, path: str) -> Gen:
+        """Sorted [(name, is_dir, attr or None)] of a directory: readdir with each
+        entry's getattr, in two round trips (the listing, then one batch per
+        node at once) instead of one per entry (module docstring)."""
+        path = normalize(path)
+        yield Compute("fedfs_op")
+        m = self.manager_of(path)
+        entries, holders = yield from self._busy(lambda: self.call(m, ListHomes(path)))
+        dirs = [name for name, home in entries if home is None]
+        ask: dict[int, list[str]] = {n: list(dirs) for n in holders} if dirs else {}
+        for name, home in entries:
+            if home is not None:
+                ask.setdefault(home, []).append(name)
+        suspects = self.suspects
+        if suspects:  # not asked again for a while (as a dirmerge's silent peer): their names get None
+            now = yield NOW
+            for n in [n for n, until in suspects.items() if until <= now]:
+                del suspects[n]
+        answers: dict[tuple[int, str], Any] = {}  # (node, name) -> (implicit, attr), errno, or None
+        sent: list[tuple[int, list[str], EntryAttrs]] = [
+            (n, batch, EntryAttrs(path, pack_names(batch)))
+            for n in sorted(ask)
+            if n not in suspects
+            for batch in name_batches(ask[n])
+        ]
+        replies: list[Any] = []
+        for n, _, req in sent:
+            if n == self.id:  # this node's own part first, with no message (as a dirmerge's)
+                try:
+                    replies.append((yield from self.call(self.id, req)))
+                except OSError as exc:
+                    replies.append(exc)
+        remote = [(n, req) for n, _, req in sent if n != self.id]
+        if remote:
+            replies += yield Multicast(tuple(n for n, _ in remote), tuple(r for _, r in remote))
+        mine = [s for s in sent if s[0] == self.id]
+        silent: set[int] = set()
+        for (n, batch, _), reply in zip(mine + [s for s in sent if s[0] != self.id], replies, strict=True):
+            if isinstance(reply, BaseException):
+                if isinstance(reply, PeerUnavailable) and reply.node == n:
+                    silent.add(n)
+                continue  # its names get None (down, root lost ...); a listing is still given
+            if len(reply) != len(batch):
+                raise ProtocolError(f"EntryAttrs reply: {len(reply)} answers for {len(batch)} names")
+            answers.update(((n, name), a) for name, a in zip(batch, reply, strict=True))
+        if silent:
+            until = (yield NOW) + SUSPECT_S
+            for n in silent:
+                suspects[n] = until
+        out: list[tuple[str, bool, Any]] = []
+        for name, home in entries:
+            got = [answers.get((home, name))] if home is not None else [answers.get((h, name)) for h in holders]
+            attr = _pick(got, home is None)
+            if attr is _AGAIN:  # busy or moved at its home: the one-name path waits or follows it
+                try:
+                    attr = yield from self.getattr(join(path, name))
+                except FileNotFoundError:
+                    attr = _GONE
+                except OSError:
+                    attr = None
+            if attr is not _GONE:
+                out.append((name, home is None, attr))
+        return out
 
     @api(str, fd="opens")
     def create_open(self, path: str) -> Gen:
@@ -291,6 +468,28 @@ class Attributes(Renaming):
         local = yield Local("getattr", req.path)
         return req.path in self.implicit_dirs, federated(local, req.path, self.id)
 
+    @handles(EntryAttrs)
+    def on_entry_attrs(self, src: int, req: EntryAttrs) -> Gen:
+        directory = req.directory
+        out: list[Any] = []
+        for name in unpack_names(directory, req.names):
+            path = join(directory, name)
+            try:
+                local = yield from self.listed_attr(path)
+            except OSError as exc:
+                out.append(exc.errno if isinstance(exc.errno, int) and exc.errno > 0 else errno.EIO)
+                continue
+            out.append((path in self.implicit_dirs, federated(local, path, self.id)))
+        return out
+
+    def listed_attr(self, path: str) -> Gen:
+        """The local attributes of an entry ``EntryAttrs`` names, through its
+        rename gate (EAGAIN, ESTALE: the requester asks ``getattr`` then).
+        A role that must refuse a name (replication, promoting it) wraps this."""
+        if not self.gates and not self.moved:  # the hot path, as on_getattr's
+            return (yield Local("getattr", path))
+        return (yield from self._local("getattr", path))
+
     # ------------------------------------------------------------------ at a directory's manager
     def _holders(self, path: str, ask_all: bool) -> Gen:
         vd, _ = yield from self.ensure_vd(path, ask_all=ask_all)
@@ -353,6 +552,11 @@ class Attributes(Renaming):
         assert err is not None
         raise err
 
+    @handles(ListHomes)
+    def on_list_homes(self, src: int, req: ListHomes) -> Gen:
+        vd, _ = yield from self.ensure_vd(req.path)
+        return sorted((name, e.home) for name, e in vd.entries.items()), sorted(vd.holders)
+
     @handles(PathSetAttr)
     def on_path_set_attr(self, src: int, req: PathSetAttr) -> Gen:
         path = req.path
@@ -368,6 +572,39 @@ class Attributes(Renaming):
         for h in holders:
             yield from self.call(h, SetAttr(path, *args))
         return None, None, how
+
+
+def _pick(answers: list[Any], is_dir: bool) -> Any:
+    """An entry's attributes from its ``EntryAttrs`` answers (a file: its
+    home's; a directory: every holder's, in id order): the attributes, None
+    (no answer), ``_GONE`` (not there: left out) or ``_AGAIN`` (ask getattr).
+    A directory's are getattr's rule (``_lowest_holder``): the lowest holder's
+    own copy, else the lowest implicit one; a holder where the name is a file
+    does not count."""
+    fallback = None
+    gone = again = False
+    for a in answers:
+        if type(a) is int:
+            gone |= a in _GONE_ERRNOS
+            again |= a in _AGAIN_ERRNOS
+        elif a is None:
+            continue
+        elif not is_dir:
+            return a[1]
+        elif a[1][0]:
+            if not a[0]:
+                return a[1]
+            if fallback is None:
+                fallback = a[1]
+        else:
+            gone = True  # a file there now (made outside the federation): not this directory
+    if fallback is not None:
+        return fallback
+    if again:
+        return _AGAIN
+    if gone and all(type(a) is int or (a is not None and not a[1][0]) for a in answers):
+        return _GONE  # every node asked says it is not there
+    return None
 
 
 def _sum_statfs(figures: list[tuple[int, ...]]) -> tuple[int, ...]:

@@ -429,6 +429,23 @@ class Replication(Membership):
         raise fs_error(errno.EAGAIN, path, "this file is being promoted here (its home left); try again")
         yield
 
+    def listed_attr(self, path: str) -> Gen:
+        """A ``readdir_attrs`` batch's name, refused as ``handle`` refuses a home
+        request: not a member yet (down, to the requester), a promotion in
+        flight (EAGAIN), or missing where a copy is held (EAGAIN: the one-name
+        ``getattr`` then finds it as ``_at_home_holding_copy`` does)."""
+        if self.replicating:
+            if not self.member:
+                return (yield from self._not_member(path))
+            if path in self.promoting:
+                return (yield from self._promotion_busy(path))
+            if path in self.held:
+                try:
+                    return (yield from super().listed_attr(path))
+                except FileNotFoundError:
+                    raise fs_error(errno.EAGAIN, path, "a copy is held here; ask for it by name") from None
+        return (yield from super().listed_attr(path))
+
     def _at_home_holding_copy(self, src: int, request: Any) -> Gen:
         """A home request for a name this node holds a copy of: a requester
         under a newer view (its primary left) was pointed here before this
