@@ -17,7 +17,8 @@ done
 # PostMark 1.5x, the benchmark the Federated DAFS paper measures with (tests/test_postmark.py runs it)
 command -v postmark >/dev/null || need_apt+=(postmark)
 # `fednode mount` (FUSE 3: fusermount3 and libfuse3) and the other benchmarks run on it (fednode.tools.mount_bench)
-for tool in fusermount3:fuse3 fio:fio dbench:dbench fs_mark:fsmark; do
+# extended attributes on a mount (tests/test_mount.py): getfattr/setfattr, rsync -X, stress-ng's xattr stressor
+for tool in fusermount3:fuse3 fio:fio dbench:dbench fs_mark:fsmark getfattr:attr rsync:rsync stress-ng:stress-ng; do
   command -v "${tool%%:*}" >/dev/null || need_apt+=("${tool#*:}")
 done
 # GlusterFS, the gluster4 baseline of fednode.tools.mount_bench (a 4-brick volume on this machine, what a peer

@@ -223,7 +223,8 @@ def postmark_clients(cfg: Config, clients: int | None = None) -> Clients:
     """The PostMark clients ``cfg.workload`` describes (client i in /pm<i>);
     ``clients`` overrides how many."""
     pm = cfg.workload.postmark
-    params = PostMarkParams(**pm.model_dump(exclude={"seed_step", "route", "client_link", "mount", "mount_route"}))  # its own
+    routing = {"seed_step", "route", "client_link", "mount", "mount_route"}
+    params = PostMarkParams(**pm.model_dump(exclude=routing))  # its own
     return Clients(params, clients=clients or cfg.workload.clients, seed_step=pm.seed_step)
 
 

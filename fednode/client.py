@@ -362,6 +362,34 @@ class Client:
         ``UTIME_NOW`` is the holding node's clock, ``UTIME_OMIT`` leaves one."""
         self.call("setattr", path, KEEP, KEEP, KEEP, atime_ns, mtime_ns)
 
+    # Extended attributes (``fedsim.protocol.xattrs``: the ``user.`` namespace; EOPNOTSUPP for others).
+    # A file's live at its home, a directory's are read at the holder getattr answers from and
+    # changed at every holder: one call each, whatever the number of nodes involved.
+    def getxattr(self, path: str, name: str, size: int | None = None) -> bytes:
+        """The value of extended attribute ``name`` (ENODATA if unset).  With
+        ``size``, as ``getxattr(2)`` with a buffer of that many bytes: ERANGE
+        if the value is longer (size 0 asks only for the length: the value is
+        returned whole, len() is the answer).  The protocol always carries the
+        whole value (at most 64 KiB: one message), so the buffer is checked here."""
+        value = self.call("getxattr", path, name)
+        if size and len(value) > size:
+            raise OSError(errno.ERANGE, f"value of {len(value)} bytes, buffer of {size}", path)
+        return value
+
+    def setxattr(self, path: str, name: str, value: bytes, flags: int = 0) -> None:
+        """Set ``name`` to ``value`` (at most 64 KiB; E2BIG beyond); ``flags``
+        ``os.XATTR_CREATE`` fails with EEXIST if it is set, ``os.XATTR_REPLACE``
+        with ENODATA if it is not.  A directory's is set at every node holding it."""
+        self.call("setxattr", path, name, bytes(value), flags)
+
+    def listxattr(self, path: str) -> list[str]:
+        """The names of ``path``'s extended attributes, sorted."""
+        return list(self.call("listxattr", path))
+
+    def removexattr(self, path: str, name: str) -> None:
+        """Remove ``name`` (ENODATA if unset); a directory's at every node holding it."""
+        self.call("removexattr", path, name)
+
     def statfs(self) -> StatFS:
         """The federation's size and free space: every member's local file
         system summed (members that do not answer are left out)."""

@@ -108,9 +108,21 @@ The root itself
     Once lost, the root and every open file are closed and every operation
     fails with EIO naming the root and what to do (``lost_error``).
 
+Extended attributes
+    ``getxattr``/``setxattr``/``listxattr``/``removexattr`` act on the entry
+    held by an ``O_PATH`` descriptor (``_entry``: the confined walk, O_NOFOLLOW,
+    a regular file or directory or ELOOP), through its ``/proc/self/fd`` link,
+    as ``setattr`` does: Linux's f*xattr calls refuse an O_PATH descriptor, and
+    the link names exactly the inode held, never a path built from a request.
+    Names are checked first (``fedsim.protocol.xattrs``: the ``user.``
+    namespace only, EOPNOTSUPP otherwise), and a listing shows only those
+    namespaces.  A file system without user xattrs answers EOPNOTSUPP; one
+    with less room than 64 KiB per file (ext4: about 4 KiB) answers ENOSPC.
+
 Autonomy
     LocalFS writes no metadata of its own into the tree: no hidden files, no
-    temporary files, no extended attributes.  The directory looks exactly as
+    temporary files, no extended attributes (the ``user.`` attributes a client
+    sets are the client's, as any user's).  The directory looks exactly as
     if the federation were not serving it.
 
 Not thread safe: the agent calls it from its one event-loop thread.
@@ -133,6 +145,7 @@ from fedsim.protocol.attrs import KEEP, UTIME_NOW, UTIME_OMIT, check_setattr
 from fedsim.protocol.effects import LOCAL_OPS
 from fedsim.protocol.messages import fs_error
 from fedsim.protocol.names import MAX_NAME, ROOT, InvalidPath, join, normalize
+from fedsim.protocol.xattrs import allowed, check_list, check_name, check_set
 
 __all__ = ["FOREIGN_ERRNO", "ROOT_LOST_ERRNO", "LocalFS", "RootUnusable"]
 
@@ -144,7 +157,9 @@ log = logging.getLogger("fednode")
 ROOT_LOST_ERRNO = errno.EIO
 # Operations that change the namespace (or read the whole of it, as a summary refresh does): the root
 # is checked before they run, so none of them acts on a root that was moved away.
-_CHECKED_FIRST = frozenset({"create", "mkdir", "unlink", "rmdir", "rename", "setattr", "list_dirs"})
+_CHECKED_FIRST = frozenset(
+    {"create", "mkdir", "unlink", "rmdir", "rename", "setattr", "list_dirs", "setxattr", "removexattr"}
+)
 
 
 class RootUnusable(ValueError):
@@ -825,6 +840,40 @@ class LocalFS:
             raise fs_error(e.errno or errno.EIO, path) from None
         finally:
             os.close(fd)
+
+    def _xattr(self, path: str, call: Callable[[str], Any]) -> Any:
+        """``call(link)`` on the entry at ``path`` (module docstring: Extended attributes)."""
+        fd = self._entry(path)
+        try:
+            return call(_proc_fd(fd, path))
+        except OSError as e:
+            raise fs_error(e.errno or errno.EIO, path) from None
+        finally:
+            os.close(fd)
+
+    def getxattr(self, path: str, name: str) -> bytes:
+        """The value of extended attribute ``name`` (ENODATA if unset)."""
+        _check(path)  # a bad path is refused first, as by every operation
+        check_name(path, name)
+        return self._xattr(path, lambda link: os.getxattr(link, name))
+
+    def setxattr(self, path: str, name: str, value: bytes, flags: int) -> None:
+        """Set ``name`` (``os.XATTR_CREATE``: EEXIST if set; ``XATTR_REPLACE``: ENODATA if not)."""
+        _check(path)
+        check_set(path, name, value, flags)
+        self._xattr(path, lambda link: os.setxattr(link, name, value, flags))
+
+    def listxattr(self, path: str) -> list[str]:
+        """The names of the entry's extended attributes in the namespaces the federation carries, sorted."""
+        _check(path)
+        names = self._xattr(path, os.listxattr)
+        return check_list(path, [n for n in names if allowed(n)])
+
+    def removexattr(self, path: str, name: str) -> None:
+        """Remove ``name`` (ENODATA if unset)."""
+        _check(path)
+        check_name(path, name)
+        self._xattr(path, lambda link: os.removexattr(link, name))
 
     def statfs(self, path: str) -> tuple[int, int, int, int, int, int, int, int]:
         """(bsize, frsize, blocks, bfree, bavail, files, ffree, namemax) of the

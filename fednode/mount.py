@@ -92,6 +92,16 @@ attributes for the cache timeouts above, so ``ls -l``, ``find -ls`` and
 ``scandir`` + ``stat`` make no lookup or getattr per name (before: a
 getattr round trip per file in readdir, then a lookup per name).
 
+Extended attributes.  ``getxattr``, ``setxattr`` (XATTR_CREATE, XATTR_REPLACE),
+``listxattr`` and ``removexattr`` of ``user.`` names are the ``Client`` calls of
+the same names (a file's at its home, a directory's at its holders: the
+protocol's rules, ``fedsim.protocol.fedfs.extattrs``), with the errnos a local
+file system gives: ENODATA, EEXIST, ERANGE (a name over 255 bytes, or a
+caller's buffer too small: mfusepy compares it with what we return, and a
+size of 0 gets the length), E2BIG (a value over 64 KiB), and ENOSPC where the
+home's file system has no more room for the file's attributes (ext4: about
+4 KiB per file).  Names in other namespaces are refused here without a call.
+
 Open files and renames.  A descriptor pins its file at the home (a rename of
 an open file is ``EBUSY``: the protocol's rule).  FUSE's ``release`` reaches
 the file system after ``close(2)`` has returned, so a program that closes a
@@ -104,7 +114,9 @@ What it does not do (clear errors, not silent surprises): symbolic and hard
 links and special files (``EPERM``); rename across directories and of
 directories (``EXDEV``: ``mv`` copies); ``rename`` flags such as
 ``RENAME_NOREPLACE`` (``EINVAL``: callers fall back to a plain rename);
-extended attributes (``EOPNOTSUPP``); a file unlinked while open is gone for
+extended attributes outside the ``user.`` namespace (``EOPNOTSUPP``:
+``trusted.``, ``security.``, and ``system.``, POSIX ACLs; see
+``fedsim.protocol.xattrs`` for why); a file unlinked while open is gone for
 its remaining descriptors too (``ENOENT``).  Byte-range locks are the
 kernel's, local to one mount.  Permission checks are the kernel's
 (``default_permissions``) on the modes and owners the federation stores.
@@ -127,6 +139,7 @@ import json
 import logging
 import os
 import queue
+import re
 import select
 import selectors
 import shutil
@@ -140,6 +153,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from fedsim.protocol import xattrs
 from fedsim.protocol.attrs import Attr, dir_ino
 from fedsim.protocol.names import MAX_NAME, MAX_PATH
 from fedsim.protocol.routing import Router
@@ -731,6 +745,30 @@ class FedOps(mfusepy.Operations):
             "f_namemax": min(s.namemax, MAX_NAME),
         }
 
+    # ------------------------------------------------------------------ extended attributes
+    # ``user.`` only (``fedsim.protocol.xattrs``); a name outside it is EOPNOTSUPP here, with no
+    # call: the kernel asks for ``security.capability`` before writes to a file it has not seen
+    # without one, and that must not cost a round trip to an agent.  Sizes are mfusepy's: size 0
+    # asks for the length, a buffer too small is ERANGE (it compares the value or list we return).
+    def getxattr(self, path: str, name: str, position: int = 0) -> bytes:
+        xattrs.check_name(path, name)
+        with self.entries.client(path) as c:
+            return c.getxattr(path, name)
+
+    def setxattr(self, path: str, name: str, value: bytes, options: int, position: int = 0) -> None:
+        xattrs.check_set(path, name, value, options)
+        with self.entries.client(path) as c:
+            c.setxattr(path, name, value, options)
+
+    def listxattr(self, path: str) -> list[str]:
+        with self.entries.client(path) as c:
+            return c.listxattr(path)
+
+    def removexattr(self, path: str, name: str) -> None:
+        xattrs.check_name(path, name)
+        with self.entries.client(path) as c:
+            c.removexattr(path, name)
+
     # ------------------------------------------------------------------ names
     def opendir(self, path: str) -> int:
         """A handle for the listing ``readdir`` keeps while the directory is open."""
@@ -1227,13 +1265,38 @@ def raise_readahead(mountpoint: str, kb: int = READAHEAD_KB) -> None:
     may raise it (a sequential read of 8 MiB then takes 8 round trips, not 64);
     for anyone else it stays as it is, logged, and the mount works the same.
     Random reads are unaffected: the kernel reads ahead only what it sees read
-    in sequence."""
+    in sequence.
+
+    The kernel caps the value when it processes the reply to FUSE's init, so
+    this waits for that with a ``stat`` of the mount point, made by a child
+    process: a stat from a thread of this process is a FUSE request to
+    itself, and a mount SIGKILLed while it was in flight kept that thread in
+    uninterruptible wait, the process a zombie holding ``/dev/fuse``, and
+    every process that touched the mount hung with it (until the connection
+    was aborted by hand).  A child's stat fails once this process is gone.
+    The device number comes from ``/proc/self/mountinfo``."""
     try:
-        st = os.stat(mountpoint)
-        with open(f"/sys/class/bdi/{os.major(st.st_dev)}:{os.minor(st.st_dev)}/read_ahead_kb", "w") as f:
+        probe = [sys.executable, "-c", "import os, sys; os.stat(sys.argv[1])", mountpoint]
+        subprocess.run(probe, check=True, timeout=60, stdin=subprocess.DEVNULL, capture_output=True)
+        dev = _mount_dev(os.path.abspath(mountpoint))  # (realpath would lstat the mount: a FUSE request)
+        with open(f"/sys/class/bdi/{dev}/read_ahead_kb", "w") as f:
             f.write(str(kb))
-    except OSError as exc:
+    except (OSError, subprocess.SubprocessError) as exc:
         log.info("readahead of %s left at the kernel's default: %s", mountpoint, exc)
+
+
+def _mount_dev(mountpoint: str) -> str:
+    """The device number ("MAJ:MIN") of the last mount at ``mountpoint``, from
+    mountinfo (which writes a space, tab, newline or backslash as octal)."""
+    dev = None
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+        for line in f:
+            fields = line.split()
+            if re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4]) == mountpoint:
+                dev = fields[2]
+    if dev is None:
+        raise OSError(errno.ENOENT, "not in /proc/self/mountinfo", mountpoint)
+    return dev
 
 
 def _poke(mountpoint: str) -> None:

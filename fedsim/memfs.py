@@ -19,6 +19,11 @@ directories) and the owner ``uid``/``gid``.  There are no permission checks
 ctime, a change of a directory's entries its mtime and ctime, setattr the
 ctime; a read does not touch atime (as ``noatime``: no real file system's
 relatime heuristic is modelled).
+
+Extended attributes: per entry, name -> value (``xattrs``), with the names,
+limits, flags and errnos of ``fedsim.protocol.xattrs``; they go with a
+renamed file and with a removed entry.  No per-file space limit is modelled
+(ext4's ENOSPC past about 4 KiB per file is the real file system's).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from fedsim.protocol.attrs import KEEP, OFF_MAX, UTIME_NOW, UTIME_OMIT, check_se
 from fedsim.protocol.effects import LOCAL_OPS
 from fedsim.protocol.messages import fs_error
 from fedsim.protocol.names import ROOT, ancestors, is_replica, split
+from fedsim.protocol.xattrs import XATTR_CREATE, XATTR_REPLACE, check_list, check_name, check_set
 
 FILE_MODE = _stat.S_IFREG | 0o644
 DIR_MODE = _stat.S_IFDIR | 0o755
@@ -67,6 +73,8 @@ class MemFS:
         self.files: dict[str, Any] = {}
         self._next_ino = 1  # the root gets 2, as on ext4
         self.meta: dict[str, list[int]] = {ROOT: self._new_meta(DIR_MODE)}
+        #: path -> its extended attributes (name -> value); an entry without any has none here
+        self.xattrs: dict[str, dict[str, bytes]] = {}
         self._ops: dict[str, Any] = {op: getattr(self, op) for op in LOCAL_OPS}  # bound once for apply
 
     # -- helpers --------------------------------------------------------------------
@@ -90,6 +98,7 @@ class MemFS:
         p, name = split(path)
         del self.dirs[p][name]
         del self.meta[path]
+        self.xattrs.pop(path, None)
         self._changed(p)
 
     def _make_parents(self, path: str) -> list[str]:
@@ -222,12 +231,15 @@ class MemFS:
         if new == path:
             return
         meta = self.meta[path]
+        xattrs = self.xattrs.pop(path, None)
         self.unlink(path)
         if new in self.files:
             self.unlink(new)
         self.dirs[p][name] = False
         self.files[new] = data
         self.meta[new] = meta  # the same file: its inode number and times go with it
+        if xattrs is not None:  # ... and its extended attributes
+            self.xattrs[new] = xattrs
         meta[_CTIME] = self.clock()
         self._changed(p)
 
@@ -277,6 +289,40 @@ class MemFS:
     def fsync(self, path: str) -> None:
         """Nothing to flush in memory; the file must exist (its cost is the storage model's)."""
         self._file(path)
+
+    def _xattrs(self, path: str) -> dict[str, bytes]:
+        if path not in self.meta:
+            raise fs_error(errno.ENOENT, path)
+        return self.xattrs.get(path) or {}
+
+    def getxattr(self, path: str, name: str) -> bytes:
+        check_name(path, name)
+        value = self._xattrs(path).get(name)
+        if value is None:
+            raise fs_error(errno.ENODATA, path)
+        return value
+
+    def setxattr(self, path: str, name: str, value: bytes, flags: int) -> None:
+        """Set ``name``; XATTR_CREATE fails (EEXIST) if it is set, XATTR_REPLACE (ENODATA) if not."""
+        check_set(path, name, value, flags)
+        have = name in self._xattrs(path)
+        if have and flags & XATTR_CREATE:
+            raise fs_error(errno.EEXIST, path)
+        if not have and flags & XATTR_REPLACE:
+            raise fs_error(errno.ENODATA, path)
+        self.xattrs.setdefault(path, {})[name] = bytes(value)
+        self.meta[path][_CTIME] = self.clock()
+
+    def listxattr(self, path: str) -> list[str]:
+        return check_list(path, list(self._xattrs(path)))
+
+    def removexattr(self, path: str, name: str) -> None:
+        check_name(path, name)
+        x = self._xattrs(path)
+        if name not in x:
+            raise fs_error(errno.ENODATA, path)
+        del x[name]
+        self.meta[path][_CTIME] = self.clock()
 
     def list_dirs(self, path: str) -> list[str]:
         if path == ROOT:

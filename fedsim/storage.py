@@ -40,10 +40,15 @@ EXT2_PAPER: dict[str, float] = {
     # a flush of the file's dirty data and inode to the disk: one rotational
     # latency plus a seek of a 1999 7200 rpm disk, as ext2's fsync waits for
     "fsync": 8000.0,
+    # extended attributes: a read of the inode's attribute area, like a stat; a change of it, like setattr
+    "getxattr": 8.0,
+    "listxattr": 8.0,
+    "setxattr": 19.0,
+    "removexattr": 19.0,
 }
 ASSUMED = (
     "rmdir", "listdir", "listdir_entry", "stat", "open", "close", "list_dirs", "rename", "truncate", "getattr",
-    "setattr", "statfs", "fsync",
+    "setattr", "statfs", "fsync", "getxattr", "listxattr", "setxattr", "removexattr",
 )  # fmt: skip
 
 

@@ -51,6 +51,8 @@ class Scenario:
     protocol: dict[str, Any] = field(default_factory=dict)  # overrides of PROTOCOL
     #: groups of op indices (getattr calls) whose inode numbers must be equal in every world
     same_ino: list[tuple[int, ...]] = field(default_factory=list)
+    #: sets user extended attributes in the local trees (skipped by the agents where those cannot hold them)
+    local_xattrs: bool = False
 
 
 # A pseudo-operation: (node, OUTSIDE, (path, data)) writes a file straight
@@ -415,6 +417,73 @@ SCENARIOS.append(
         ],
     )
 )
+
+
+_XC, _XR = os.XATTR_CREATE, os.XATTR_REPLACE
+_BIG = bytes(range(256)) * 12  # 3 KiB: within the 64 KiB limit and within ext4's room per file (one 4 KiB block)
+SCENARIOS.append(
+    Scenario(
+        # issue 22: extended attributes where getattr/setattr find attributes.  /x is held by
+        # all four nodes (its manager is node 0 over 4 nodes); /x/a lives on node 0, /x/b on
+        # node 2, /x/s on node 3 only.  A file's at its home; a directory's read at its lowest
+        # holder, changed at every holder lowest first.  Refused names cost no message.
+        "extended attributes: get/set/list/remove on files and directories",
+        4,
+        files={0: [("/x/a", b"aaaa")], 2: [("/x/b", b"bb")]},
+        dirs={1: ["/x"], 3: ["/x/s"]},
+        local_xattrs=True,
+        ops=[
+            (1, "setxattr", ("/x/a", "user.k", b"v1", 0)),  # 0: at its home, node 0
+            (3, "getxattr", ("/x/a", "user.k")),  # 1: v1
+            (2, "setxattr", ("/x/a", "user.k", b"v2", _XC)),  # 2: EEXIST
+            (2, "setxattr", ("/x/a", "user.new", b"n", _XR)),  # 3: ENODATA
+            (2, "setxattr", ("/x/a", "user.k", b"v2", _XR)),  # 4
+            (0, "setxattr", ("/x/a", "user.big", _BIG, 0)),  # 5: big but allowed
+            (1, "listxattr", ("/x/a",)),  # 6: sorted: user.big, user.k
+            (3, "getxattr", ("/x/a", "user.none")),  # 7: ENODATA
+            (3, "setxattr", ("/x/a", "user.huge", bytes(65537), 0)),  # 8: E2BIG, no message
+            (3, "setxattr", ("/x/a", "trusted.t", b"t", 0)),  # 9: EOPNOTSUPP: not carried
+            (3, "getxattr", ("/x/a", "security.selinux")),  # 10: EOPNOTSUPP
+            (3, "setxattr", ("/x/a", "system.posix_acl_access", b"", 0)),  # 11: EOPNOTSUPP: no ACLs
+            (1, "getxattr", ("/x/a", "user." + "n" * 251)),  # 12: ERANGE: a name over 255 bytes
+            (2, "setxattr", ("/x/a", "user.k", b"v", 4)),  # 13: EINVAL: no such flag
+            (2, "setxattr", ("/x", "user.d", b"dir", 0)),  # 14: at holders 0, 1, 2, 3
+            (3, "getxattr", ("/x", "user.d")),  # 15: at the lowest holder, node 0
+            (1, "listxattr", ("/x",)),  # 16
+            (0, "setxattr", ("/x", "user.d", b"again", _XC)),  # 17: EEXIST at the lowest: nothing changed
+            (2, "removexattr", ("/x", "user.d")),  # 18: at every holder
+            (3, "getxattr", ("/x", "user.d")),  # 19: ENODATA
+            (1, "removexattr", ("/x", "user.d")),  # 20: ENODATA
+            (0, "rename", ("/x/a", "/x/c")),  # 21: the local rename keeps them
+            (2, "getxattr", ("/x/c", "user.k")),  # 22: v2
+            (1, "migrate", ("/x/c", 3)),  # 23: copied with the data, under the freeze
+            (0, "listxattr", ("/x/c",)),  # 24: both, at node 3
+            (2, "getxattr", ("/x/c", "user.big")),  # 25
+            (3, "removexattr", ("/x/c", "user.k")),  # 26
+            (1, "listxattr", ("/x/c",)),  # 27: user.big
+            (0, "setxattr", ("/", "user.root", b"r", 0)),  # 28: the root, at every member
+            (3, "getxattr", ("/", "user.root")),  # 29: at the lowest member, asked directly
+            (2, "removexattr", ("/", "user.root")),  # 30
+            (0, "getxattr", ("/x/none", "user.k")),  # 31: ENOENT
+            (2, "setxattr", ("/x/b/z", "user.k", b"", 0)),  # 32: ENOTDIR: through a file
+            (1, "listxattr", ("/x/s",)),  # 33: none, at its one holder (node 3)
+            (0, "setxattr", ("/x/b", "user.empty", b"", 0)),  # 34: an empty value
+            (3, "getxattr", ("/x/b", "user.empty")),  # 35
+            (1, "listxattr", ("/x/b/",)),  # 36: not canonical, normalised by the requester
+        ],
+    )
+)
+
+
+def xattrs_missing() -> str | None:
+    """Why the agents' local trees (temporary directories) cannot hold ``user.``
+    extended attributes, or None: the scenarios that set them are skipped there."""
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            os.setxattr(tmp, "user.fedfs-probe", b"1")
+        except OSError as exc:
+            return f"the file system of {tempfile.gettempdir()} holds no user xattrs: {exc.strerror}"
+    return None
 
 
 def view(op: str, value: Any) -> Any:

@@ -142,6 +142,9 @@ ARGS: dict[str, tuple[Any, ...]] = {
     "truncate": (0,),
     "rename": ("/renamed",),
     "setattr": (0o777, KEEP, KEEP, 1, 1),
+    "getxattr": ("user.a",),
+    "setxattr": ("user.a", b"v", 0),
+    "removexattr": ("user.a",),
 }
 
 
@@ -180,7 +183,10 @@ WEIGHTED_OPS = (
     + ["rename"] * 3
     + ["unlink", "rmdir", "listdir", "stat", "close", "list_dirs", "truncate"]
     + ["getattr", "setattr", "statfs", "fsync"]
+    + ["setxattr"] * 2
+    + ["getxattr", "listxattr", "removexattr"]
 )
+XATTR_NAMES = st.sampled_from(["user.a", "user.b", "trusted.t", "user.", ""])
 ARG_STRATEGIES: dict[str, st.SearchStrategy[tuple[Any, ...]]] = {
     "read": st.tuples(st.integers(-1, 12), st.integers(-1, 12)),
     "write": st.tuples(st.integers(-1, 12), st.binary(max_size=6)),
@@ -195,6 +201,11 @@ ARG_STRATEGIES: dict[str, st.SearchStrategy[tuple[Any, ...]]] = {
         st.sampled_from([UTIME_OMIT, 0, 10**18]),
         st.sampled_from([UTIME_OMIT, -(10**9), 1]),
     ),
+    # extended attributes: two names, refused ones (a namespace not carried, an empty suffix or name),
+    # both flags and a bad one; values within what any file system holds
+    "getxattr": st.tuples(XATTR_NAMES),
+    "setxattr": st.tuples(XATTR_NAMES, st.binary(max_size=6), st.sampled_from([0, 1, 2, 3, 4])),
+    "removexattr": st.tuples(XATTR_NAMES),
 }
 
 

@@ -174,3 +174,52 @@ def test_an_agent_refuses_a_peers_reply_of_the_wrong_type(tmp_path):
         with pytest.raises(OSError) as ei:
             g.op(0, "stat", name)
         assert ei.value.errno == errno.EBADMSG and "node 1 sent a bad reply: Stat reply" in str(ei.value)
+
+
+# --- extended attributes (issue 22) ------------------------------------------------------------
+@pytest.mark.parametrize(
+    "obj",
+    [
+        ["GetXattr", "/a", "user.a\x00b"],  # a NUL: no requester sends it
+        ["GetXattr", "/a", ""],
+        ["GetXattr", "/a", "user." + "n" * 300],  # over 255 bytes
+        ["GetXattr", "/a", 5],
+        ["SetXattr", "/a", "user.k", b"x" * 65537, 0],  # over 64 KiB
+        ["SetXattr", "/a", "user.k", "text, not bytes", 0],
+        ["PathSetXattr", "/a", "user.k", b"v", "0"],
+        ["RemoveXattr", "../a", "user.k"],
+        ["PathRemoveXattr", "/a", "user.\u00e9" * 100],  # 700 bytes of UTF-8
+        ["ListXattr", "/a", "extra"],
+        ["PathListXattr", "/a//b"],
+        ["MigrateXattrs", "a/b"],
+    ],
+)
+def test_garbled_xattr_requests_are_refused_before_any_handler(obj):
+    with pytest.raises(ProtocolError):
+        decode_request(obj)
+
+
+def test_xattr_replies_are_checked_and_a_peers_request_is_checked_as_a_clients():
+    from fedsim.direct import DirectCluster
+    from fedsim.protocol.fedfs.extattrs import GetXattr, ListXattr, SetXattr
+    from fedsim.protocol.fedfs.migration import MigrateXattrs
+    from fedsim.protocol.messages import check_reply
+
+    check_reply(ListXattr("/f"), ("user.a", "user.b"))
+    check_reply(MigrateXattrs("/f"), (("user.a", b"v"),))
+    for req, bad in [(ListXattr("/f"), ("user.a", 1)), (GetXattr("/f", "user.a"), "v"),
+                     (MigrateXattrs("/f"), (("user.a", "v"),))]:  # fmt: skip
+        with pytest.raises(ProtocolError):
+            check_reply(req, bad)
+    c = DirectCluster(2)
+    c.op(0, "create", "/f")
+    home = next(n for n in (0, 1) if "/f" in c.fs[n].tree())
+    for req, code in [
+        (SetXattr("/f", "trusted.x", b"v", 0), errno.EOPNOTSUPP),  # a namespace not carried, whoever asks
+        (SetXattr("/f", "user.x", b"v", 8), errno.EINVAL),  # no such flag
+        (GetXattr("/f", "security.selinux"), errno.EOPNOTSUPP),
+    ]:
+        with pytest.raises(OSError) as e:
+            c.run(home, c.nodes[home].handle(1 - home, req))
+        assert e.value.errno == code, req
+    assert c.fs[home].listxattr("/f") == []

@@ -27,6 +27,7 @@ import os
 import shutil
 import signal
 import stat
+import struct
 import subprocess
 import sys
 import threading
@@ -826,3 +827,139 @@ def test_write_buffer_merges_overlapping_writes_and_cuts_at_chunks() -> None:
     assert [(c[1][1], len(c[1][2])) for c in calls] == [(CHUNK - 4096, 4096), (CHUNK, 2 * 4096)]
     assert all(c[0] == "write" and c[1][0] == 7 for c in calls)
     assert b.fits(CHUNK - 3 * 4096) and not b.fits(CHUNK - 3 * 4096 + 1)
+
+
+# ---------------------------------------------------------------------------- extended attributes
+def _libc_getxattr(path: Path, name: str, size: int) -> tuple[int, int, bytes]:
+    """getxattr(2) with a buffer of ``size`` bytes (os.getxattr grows its own
+    buffer, so it never shows ERANGE): (return value, errno, the bytes got)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = ctypes.create_string_buffer(max(size, 1))
+    n = libc.getxattr(os.fsencode(path), name.encode(), buf if size else None, ctypes.c_size_t(size))
+    return n, ctypes.get_errno() if n < 0 else 0, buf.raw[: max(n, 0)]
+
+
+def _libc_listxattr(path: Path, size: int) -> tuple[int, int]:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = ctypes.create_string_buffer(max(size, 1))
+    n = libc.listxattr(os.fsencode(path), buf if size else None, ctypes.c_size_t(size))
+    return n, ctypes.get_errno() if n < 0 else 0
+
+
+def _errno_of(call: object) -> int | None:
+    try:
+        call()  # type: ignore[operator]
+    except OSError as e:
+        return e.errno
+    return None
+
+
+def test_xattrs_round_trip_with_the_errnos_of_a_local_file_system(mnt: Path) -> None:
+    """setfattr/getfattr and os.*xattr on a file and a directory; the errnos
+    a local file system gives (ENODATA, EEXIST, ERANGE, E2BIG, EOPNOTSUPP)."""
+    f, d = mnt / "f", mnt / "d"
+    f.write_bytes(b"data")
+    d.mkdir()
+    sh(["setfattr", "-n", "user.color", "-v", "blue", str(f)])
+    assert sh(["getfattr", "--only-values", "-n", "user.color", str(f)]) == "blue"
+    assert os.getxattr(f, "user.color") == b"blue"
+    os.setxattr(f, "user.big", b"\x00\xff" * 1500)  # 3000 bytes: binary, within ext4's room per file
+    assert os.listxattr(f) == ["user.big", "user.color"]
+    assert os.getxattr(f, "user.big") == b"\x00\xff" * 1500
+    assert _errno_of(lambda: os.setxattr(f, "user.color", b"red", os.XATTR_CREATE)) == errno.EEXIST
+    assert _errno_of(lambda: os.setxattr(f, "user.none", b"x", os.XATTR_REPLACE)) == errno.ENODATA
+    os.setxattr(f, "user.color", b"red", os.XATTR_REPLACE)
+    assert os.getxattr(f, "user.color") == b"red"
+    assert _errno_of(lambda: os.getxattr(f, "user.none")) == errno.ENODATA
+    assert _errno_of(lambda: os.setxattr(f, "user.huge", bytes(65537))) == errno.E2BIG  # the kernel's own limit
+    assert _errno_of(lambda: os.getxattr(f, "user." + "n" * 251)) == errno.ERANGE
+    for name in ("trusted.t", "security.x"):  # root may on a local file system; the federation does not
+        assert _errno_of(lambda name=name: os.setxattr(f, name, b"v")) == errno.EOPNOTSUPP, name
+    # POSIX ACLs: the kernel checks the value first (EINVAL for garbage), then has no ACL support here
+    acl = struct.pack("<I", 2) + b"".join(
+        struct.pack("<HHI", tag, perm, 0xFFFFFFFF) for tag, perm in ((1, 6), (4, 4), (0x20, 4))
+    )  # u::rw-,g::r--,o::r--
+    assert _errno_of(lambda: os.setxattr(f, "system.posix_acl_access", acl)) == errno.EOPNOTSUPP
+    os.removexattr(f, "user.big")
+    assert _errno_of(lambda: os.removexattr(f, "user.big")) == errno.ENODATA
+    assert os.listxattr(f) == ["user.color"]
+    # a directory: at every node holding it, read where getattr reads
+    sh(["setfattr", "-n", "user.tag", "-v", "0x00ff", str(d)])
+    assert os.getxattr(d, "user.tag") == b"\x00\xff"
+    assert "user.tag" in sh(["getfattr", "-d", "-e", "hex", str(d)])
+    os.removexattr(d, "user.tag")
+    assert os.listxattr(d) == []
+    assert (f.read_bytes(), os.stat(f).st_size) == (b"data", 4)  # the data untouched
+
+
+def test_xattr_buffer_too_small_is_erange_and_size_0_asks_the_length(mnt: Path) -> None:
+    f = mnt / "f"
+    f.write_bytes(b"")
+    os.setxattr(f, "user.k", b"0123456789")
+    os.setxattr(f, "user.l", b"")
+    assert _libc_getxattr(f, "user.k", 0)[:2] == (10, 0)  # the length
+    assert _libc_getxattr(f, "user.k", 4)[:2] == (-1, errno.ERANGE)
+    assert _libc_getxattr(f, "user.k", 10) == (10, 0, b"0123456789")
+    assert _libc_getxattr(f, "user.l", 0)[:2] == (0, 0)
+    names = len(b"user.k\0user.l\0")
+    assert _libc_listxattr(f, 0) == (names, 0)
+    assert _libc_listxattr(f, names - 1) == (-1, errno.ERANGE)
+    assert _libc_listxattr(f, names) == (names, 0)
+
+
+def test_xattrs_survive_rename_and_copy_tools(mnt: Path, tmp_path: Path) -> None:
+    """A rename keeps them (the home renames its local file); ``cp --preserve=xattr``
+    and ``rsync -X`` carry them in and out of the mount."""
+    f = mnt / "f"
+    f.write_bytes(b"x")
+    os.setxattr(f, "user.k", b"v")
+    os.rename(f, mnt / "g")
+    assert os.getxattr(mnt / "g", "user.k") == b"v"
+    sh(["cp", "--preserve=xattr", str(mnt / "g"), str(mnt / "h")])
+    assert os.getxattr(mnt / "h", "user.k") == b"v"
+    local = tmp_path / "local"
+    local.write_bytes(b"l")
+    os.setxattr(local, "user.from", b"outside")
+    sh(["cp", "--preserve=xattr", str(local), str(mnt / "in")])
+    assert os.getxattr(mnt / "in", "user.from") == b"outside"
+    if shutil.which("rsync"):
+        src = tmp_path / "tree"
+        (src / "sub").mkdir(parents=True)
+        (src / "sub" / "a").write_bytes(b"a")
+        os.setxattr(src / "sub" / "a", "user.r", b"1")
+        os.setxattr(src / "sub", "user.dir", b"2")
+        sh(["rsync", "-aX", f"{src}/", str(mnt / "tree")])
+        assert os.getxattr(mnt / "tree" / "sub" / "a", "user.r") == b"1"
+        assert os.getxattr(mnt / "tree" / "sub", "user.dir") == b"2"
+        back = tmp_path / "back"
+        sh(["rsync", "-aX", f"{mnt / 'tree'}/", str(back)])
+        assert os.getxattr(back / "sub" / "a", "user.r") == b"1"
+
+
+@pytest.mark.skipif(shutil.which("stress-ng") is None, reason="needs stress-ng (./dev.sh setup installs it)")
+def test_stress_ng_xattr_stressor_runs_and_verifies(mnt: Path) -> None:
+    """stress-ng's xattr stressor (set with both flags, get, list, remove, and
+    the kernel's limits) on the mount: not skipped, no verification failure."""
+    out = subprocess.run(
+        ["stress-ng", "--xattr", "1", "--xattr-ops", "30", "--verify", "--metrics-brief", "--temp-path", str(mnt)],
+        capture_output=True, text=True, timeout=HANG, cwd=mnt,
+    )  # fmt: skip
+    text = out.stdout + out.stderr
+    assert out.returncode == 0, text[-3000:]
+    assert "successful run completed" in text and "skipped" not in text.replace("0 skipped", ""), text[-3000:]
+
+
+def test_readahead_is_raised_without_a_request_to_the_mount_itself(fed: Federation) -> None:
+    """The mount finds its device number in mountinfo, not by a stat of itself
+    (a FUSE request to its own process, which a SIGKILL in flight turned into a
+    zombie that hung every process touching the mount)."""
+    mount, _, _ = _mount_modules()
+    dev = mount._mount_dev(str((fed.base / "mnt").resolve()))
+    st = os.stat(fed.base / "mnt")
+    assert dev == f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    if os.geteuid() == 0:
+        assert Path(f"/sys/class/bdi/{dev}/read_ahead_kb").read_text().strip() == str(mount.READAHEAD_KB)

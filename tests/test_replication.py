@@ -227,6 +227,26 @@ def test_a_graceful_leave_with_two_copies_loses_no_file(leaver):
     assert_replicated(c.fs, c.live)
 
 
+def test_extended_attributes_are_not_replicated_so_a_promoted_file_has_none():
+    """The documented limit (``fedsim.protocol.fedfs.extattrs``): a secondary copy
+    carries the data, mode and times, not the extended attributes.  A file set
+    with one keeps it while its home serves it, and is promoted without it when
+    its home leaves; it can be set again on the promoted file."""
+    c = DirectCluster(4, config=TWO)
+    populate(c, 4, 4)
+    c.op(1, "setxattr", "/d/f2", "user.k", b"v", 0)
+    assert c.op(3, "getxattr", "/d/f2", "user.k") == b"v"
+    assert not [k for _, _, k in c.trace if "Xattr" in k and k.startswith("Replica")]
+    home = next(n for n in c.members if "/d/f2" in files_of(c.fs[n]))
+    c.leave(home)
+    assert read_all(c, c.live[0], "/d/f2") == b"content 2"  # promoted, data whole
+    with pytest.raises(OSError) as e:
+        c.op(c.live[0], "getxattr", "/d/f2", "user.k")
+    assert e.value.errno == errno.ENODATA
+    c.op(c.live[0], "setxattr", "/d/f2", "user.k", b"again", 0)
+    assert c.op(c.live[-1], "listxattr", "/d/f2") == ["user.k"]
+
+
 def test_leaves_down_to_one_member_keep_every_file():
     c = DirectCluster(3, config=TWO)
     ref = populate(c, 3, 9)

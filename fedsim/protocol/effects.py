@@ -199,6 +199,12 @@ LOCAL_OPS: dict[str, str] = {
     "statfs": "() -> tuple: (bsize, frsize, blocks, bfree, bavail, files, ffree, namemax) of the local "
     "file system holding the path",
     "fsync": "() -> None: flush a regular file's data and metadata to stable storage",
+    # extended attributes of a regular file or directory (fedsim.protocol.xattrs: names, limits, errnos)
+    "getxattr": "(name) -> bytes: the value (ENODATA if unset)",
+    "setxattr": "(name, value, flags) -> None: XATTR_CREATE (EEXIST if set) / XATTR_REPLACE (ENODATA if "
+    "unset); ctime becomes now",
+    "listxattr": "() -> list[str]: the names, sorted, of the namespaces the federation carries",
+    "removexattr": "(name) -> None: ENODATA if unset; ctime becomes now",
 }
 
 

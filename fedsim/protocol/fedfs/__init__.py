@@ -15,6 +15,8 @@ parent directory D:
   two names' managers and homes: ``rename.py``;
 * attributes (getattr, chmod/chown/utimens), statfs and fsync, at a file's
   home or a directory's holders through its manager: ``attributes.py``;
+* extended attributes (getxattr, setxattr, listxattr, removexattr), by the
+  same rules: ``extattrs.py``;
 * file migration (FedFS 3.2) and the periodic work of a migration policy:
   ``migration.py``;
 * the remote data-block cache, at the requester for files homed elsewhere,
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 from fedsim.protocol.designs import DESIGNS
 from fedsim.protocol.fedfs.blockcache import BlockCaching
+from fedsim.protocol.fedfs.extattrs import ExtendedAttributes
 from fedsim.protocol.fedfs.failure import FailureDetection
 from fedsim.protocol.fedfs.membership import Membership
 from fedsim.protocol.fedfs.migration import Migration
@@ -43,11 +46,12 @@ from fedsim.protocol.fedfs.replication import Replication
 
 
 @DESIGNS.register("fedfs")
-class FedNode(Replication, FailureDetection, Membership, Migration, BlockCaching):
+class FedNode(Replication, FailureDetection, Membership, Migration, BlockCaching, ExtendedAttributes):
     """One member of a FedFS federation: every role, one object.  The roles
     are a chain of classes (summaries <- directory <- manager <- home <-
     requester <- renaming), each adding its own state in ``__init__`` and its
-    handlers; attributes (then block caching, over attributes), migration and
+    handlers; attributes (then block caching and extended attributes, over
+    attributes), migration and
     membership all extend renaming and are joined here (membership first, as
     a view change reaches every role, with failure detection before it: an
     eviction is a view change; then migration, so that its bookkeeping
@@ -56,7 +60,7 @@ class FedNode(Replication, FailureDetection, Membership, Migration, BlockCaching
     made it, and re-replicates once the view change has moved their state.
     Each calls ``super()``, so the order of the chain is Python's method
     resolution order: replication, failure detection, membership, migration,
-    block caching, attributes, renaming, requester,
+    block caching, extended attributes, attributes, renaming, requester,
     home, manager, directory, summaries."""
 
 

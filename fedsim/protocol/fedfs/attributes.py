@@ -520,8 +520,13 @@ class Attributes(Renaming):
         answer becomes a suspect (``Node.suspects``, as a dirmerge's silent
         peer does) and is asked again only after the others, so a dead member
         costs one timeout, not one per getattr of every directory it holds."""
+        return (yield from self._answering_holder(path, holders))[1]
+
+    def _answering_holder(self, path: str, holders: list[int]) -> Gen:
+        """(the holder, its attributes) that ``_lowest_holder`` answers from:
+        what a directory's extended attributes are read at, too."""
         err: OSError | None = None
-        fallback = None  # the lowest implicit copy's, if no holder has one of its own
+        fallback: tuple[int, Any] | None = None  # the lowest implicit copy's, if no holder has one of its own
         suspects = self.suspects
         order = holders
         if suspects:
@@ -544,9 +549,9 @@ class Attributes(Renaming):
             if not attr[0]:  # a file now, made outside the federation since the merge
                 err = fs_error(errno.ENOTDIR, path)
             elif not implicit:
-                return attr
+                return h, attr
             elif fallback is None:
-                fallback = attr
+                fallback = h, attr
         if fallback is not None:
             return fallback
         assert err is not None

@@ -14,6 +14,7 @@ PM = manager_of(D), T runs the move; its calls, in order::
     T -> S   MigrateFreeze(P)              S gates P (EAGAIN) once no write to it is in flight;
                                            reply: size, the dirty range, the open pins
     T -> S   MigrateRead ...               only the range written during the copy
+    T -> S   MigrateXattrs(P)              the extended attributes, read under the freeze
     (T -> T' ReplicaPut ...                with two copies: the file whole to T's successor)
     T -> M   MigrateDT(P, S, T)            M's DT names T
     T -> PM  MigrateSwitch(D, name, T, S)  --- the commit point: PM's VD names T ---
@@ -24,6 +25,11 @@ PM = manager_of(D), T runs the move; its calls, in order::
 Each move is named by a token (the target's, as a create attempt's), so an
 undo or a repeated step that arrives late (``repair``) touches only its own
 move's state, never a newer move of the same file.
+
+The extended attributes (``extattrs.py``) are read once the file is
+frozen, so one set during the copy moves too; the target sets them on its
+copy before the commit point (one that its local file system refuses,
+ENOSPC say, fails the move, which is undone).
 
 Service is not disrupted: until the freeze, S serves P as before (reads,
 writes, opens); a write during the copy marks its range dirty at S and T
@@ -111,6 +117,7 @@ from fedsim.protocol.names import ROOT, join, normalize, split
 from fedsim.protocol.node import Gen, api, handles
 from fedsim.protocol.policies.migration import FileLoad, LoadView, make_migration_policy
 from fedsim.protocol.tables import LRU, DTEntry
+from fedsim.protocol.xattrs import check_set
 
 CLEAN = -1  # no dirty range
 TRACKED_FILES = 4096  # per-file counters a node keeps for its policy (the hottest survive decay)
@@ -165,6 +172,20 @@ class MigrateFreeze(Request):
     gated, so a chmod or utimens made during the copy moves with it."""
 
     reply: ClassVar[Any] = tuple[int, int, int, int, int, int, int]
+    path: str
+
+
+@register_request
+@dataclass(slots=True, frozen=True)
+class MigrateXattrs(Request):
+    """The frozen file's extended attributes, so that a moved file keeps them
+    (a separate message: MigrateFreeze's reply stays as it was).  Reply:
+    [(name, value)], each as ``fedsim.protocol.xattrs`` bounds them (at most
+    64 KiB of names, each value at most 64 KiB; all in one message: a file
+    whose attributes need more than ``max_message_bytes`` cannot move, and
+    its move is undone)."""
+
+    reply: ClassVar[Any] = list[tuple[str, bytes]]
     path: str
 
 
@@ -418,6 +439,9 @@ class Migration(Renaming):
             yield Local("truncate", path, (size,))
             if lo != CLEAN and lo < size:
                 copied += yield from self._copy(source, path, lo, min(hi, size))
+            for attr, value in (yield from self.call(source, MigrateXattrs(path))):
+                check_set(path, attr, value, 0)  # a peer's names are untrusted
+                yield Local("setxattr", path, (attr, value, 0))
             # last, so that the copy's own writes do not stamp the times
             yield Local("setattr", path, (mode, KEEP, KEEP, atime_ns, mtime_ns))
             copied_on = True
@@ -559,6 +583,20 @@ class Migration(Renaming):
             raise
         pins = self.opens.get(path, 0)
         return a.size, out.lo, min(out.hi, INF), pins, a.mode & PERM_BITS, a.atime_ns, a.mtime_ns
+
+    @handles(MigrateXattrs)
+    def on_migrate_xattrs(self, src: int, req: MigrateXattrs) -> Gen:
+        path = req.path
+        if not self._outgoing(src, path).frozen:
+            raise fs_error(errno.EINVAL, path, f"the migration of this file to node {src} is not frozen")
+        out = []
+        for attr in (yield Local("listxattr", path)):
+            try:
+                out.append((attr, (yield Local("getxattr", path, (attr,)))))
+            except OSError as exc:
+                if exc.errno != errno.ENODATA:  # (removed outside the federation since listed: not moved)
+                    raise
+        return out
 
     @handles(MigrateDone)
     def on_migrate_done(self, src: int, req: MigrateDone) -> Gen:
@@ -751,5 +789,5 @@ class Migration(Renaming):
 
 __all__ = [
     "LoadGossip", "MigrateBegin", "MigrateDT", "MigrateDone", "MigrateFreeze", "MigrateIn", "MigrateRead",
-    "MigrateRelease", "MigrateSwitch", "Migration",
+    "MigrateRelease", "MigrateSwitch", "MigrateXattrs", "Migration",
 ]  # fmt: skip
