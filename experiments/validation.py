@@ -320,6 +320,17 @@ def cache_path(params: Params) -> Path:
     return Path(params.cache) / where / "profile.yaml"
 
 
+def _mount_mode() -> str:
+    """The consistency mode a mount started now runs in (``fednode.mount.default_consistency``)."""
+    from experiments.postmark_agents import mount_missing
+
+    if mount_missing():
+        return "sync"
+    from fednode.mount import default_consistency
+
+    return default_consistency()
+
+
 def profile_for(params: Params, say: Callable[[str], None]) -> Path:
     """The profile to predict with: ``params.profile``, or a cached calibration of
     this machine and code, or a new one (``fednode calibrate``)."""
@@ -332,7 +343,9 @@ def profile_for(params: Params, say: Callable[[str], None]) -> Path:
     if path.exists():
         prof = yaml.safe_load(path.read_text()) or {}
         on = (prof.get("machine") or {}).get("measured_on") or {}
-        has_fuse = bool((prof.get("machine") or {}).get("fuse"))
+        fuse_prof = (prof.get("machine") or {}).get("fuse") or {}
+        # the mount's costs as measured in the mode the mounts will run in (writes held or not)
+        has_fuse = bool(fuse_prof) and (not params.mount or fuse_prof.get("consistency", "sync") == _mount_mode())
         wanted = prof.get("code") == digest and prof.get("agent_dir") == params.agent_dir
         fresh = time.time() - float(on.get("at", 0)) < params.max_age_s
         if wanted and fresh and not foreign(on) and (has_fuse or not params.mount):

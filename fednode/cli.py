@@ -4,11 +4,12 @@
                    [--join]                      ... joining a running federation (the file's other nodes: seeds)
                    [--mount MOUNTPOINT]          ... and the federation mounted there, in the same process
     fednode leave  --cluster FILE --node ID       that agent leaves its federation gracefully
-    fednode local  --nodes N --base DIR [--mount MOUNTPOINT [--inproc | --allow-other]]
+    fednode local  --nodes N --base DIR [--mount MOUNTPOINT [--inproc | --allow-other] [--consistency cto|sync]]
                                                   N agents on this machine (writes DIR/cluster.yaml),
                                                   with --mount: the federation mounted there too
                                                   (--inproc: in the first agent's process)
-    fednode mount  --cluster FILE --node ID MOUNTPOINT [--foreground] [--route home|entry] [--allow-other]
+    fednode mount  --cluster FILE --node ID MOUNTPOINT [--foreground] [--route home|entry]
+                   [--consistency cto|sync] [--allow-other]
                                                   the federation as a directory (FUSE): each call to the
                                                   file's home or name's manager (entry: all via node ID);
                                                   --allow-other: every user of the machine may enter it
@@ -170,6 +171,7 @@ def local(
     mountpoint: str | None = None,
     inproc: bool = False,
     allow_other: bool = False,
+    consistency: str | None = None,
 ) -> int:
     """``fednode local``: ``nodes`` agents on this machine until Ctrl-C; with
     ``mountpoint`` the federation mounted there at the first node, by a
@@ -224,8 +226,9 @@ def local(
 
             with open(Path(base) / "logs" / "mount.log", "ab") as mlog:
                 mp = MountProcess.federation(
-                    path, pc.cluster.spec.members[0], mountpoint, stderr=mlog, allow_other=allow_other
-                )
+                    path, pc.cluster.spec.members[0], mountpoint, stderr=mlog, allow_other=allow_other,
+                    consistency=consistency,
+                )  # fmt: skip
             try:
                 print(mp.wait_ready(), flush=True)
             except RuntimeError as exc:
@@ -252,6 +255,13 @@ def local(
 
 
 # ---------------------------------------------------------------------------- mount
+# fednode.mount's CONSISTENCY_MODES, spelled here: importing it loads libfuse, which --help must not need
+_CONSISTENCY = ("cto", "sync")
+_CONSISTENCY_HELP = ("cto: writes kept until close/fsync, an open sees every close before it (NFS's close-to-open); "
+                     "sync: every write sent before it returns. Default: $FEDNODE_MOUNT_CONSISTENCY, else the "
+                     "mount's default (README, Mount)")  # fmt: skip
+
+
 def mount(
     cluster_file: str,
     node: int,
@@ -260,6 +270,7 @@ def mount(
     log_file: str | None,
     route: str = "home",
     allow_other: bool = False,
+    consistency: str | None = None,
 ) -> int:
     """``fednode mount``: in the foreground, serve until unmounted or signalled;
     else start that as a process in its own session, wait until the mount is
@@ -271,12 +282,13 @@ def mount(
     from fednode.mount import mount as run_mount
 
     if foreground:
-        return run_mount(cluster_file, node, mountpoint, route, allow_other=allow_other)
+        return run_mount(cluster_file, node, mountpoint, route, allow_other=allow_other, consistency=consistency)
     err = open(log_file, "ab") if log_file else subprocess.DEVNULL
     try:
         mp = MountProcess.federation(
             Path(cluster_file).resolve(), node, Path(mountpoint).resolve(), stderr=err, route=route,
             allow_other=allow_other,
+            consistency=consistency,
         )  # fmt: skip
     finally:
         if log_file:
@@ -557,6 +569,7 @@ def main(argv: list[str] | None = None) -> int:
     lo.add_argument("--inproc", action="store_true",
                     help="with --mount: mount in the first agent's own process (fednode serve --mount)")  # fmt: skip
     lo.add_argument("--allow-other", action="store_true", help="with --mount: as fednode mount --allow-other")
+    lo.add_argument("--consistency", choices=_CONSISTENCY, default=None, help=_CONSISTENCY_HELP)
     mo = sub.add_parser("mount", help="mount a federation as a directory (FUSE)")
     mo.add_argument("--cluster", required=True)
     mo.add_argument(
@@ -573,6 +586,7 @@ def main(argv: list[str] | None = None) -> int:
         help="let every user of this machine enter the mount (libfuse's allow_other; the kernel checks the modes "
         "and owners the federation stores; a mounter that is not root needs user_allow_other in /etc/fuse.conf)",
     )  # fmt: skip
+    mo.add_argument("--consistency", choices=_CONSISTENCY, default=None, help=_CONSISTENCY_HELP)
     mo.add_argument("mountpoint")
     um = sub.add_parser("umount", help="unmount a federation mount (also after its process crashed)")
     um.add_argument("mountpoint")
@@ -650,12 +664,16 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError(f"--nodes must be at least 1, not {args.nodes}")
             if (args.inproc or args.allow_other) and args.mount is None:
                 raise ConfigError("fednode local: --inproc and --allow-other need --mount MOUNTPOINT")
-            if args.inproc and args.allow_other:
-                raise ConfigError("fednode local: --allow-other is for a mount process, not --inproc (serve --mount)")
-            return local(args.nodes, args.base, args.placement, args.mount, args.inproc, args.allow_other)
+            if args.inproc and (args.allow_other or args.consistency):
+                raise ConfigError(
+                    "fednode local: --allow-other and --consistency are for a mount process, not --inproc "
+                    "(serve --mount mounts in the default mode; FEDNODE_MOUNT_CONSISTENCY sets it)"
+                )
+            return local(args.nodes, args.base, args.placement, args.mount, args.inproc, args.allow_other,
+                         args.consistency)  # fmt: skip
         if args.cmd == "mount":
             return mount(args.cluster, args.node, args.mountpoint, args.foreground, args.log, args.route,
-                         args.allow_other)  # fmt: skip
+                         args.allow_other, args.consistency)  # fmt: skip
         if args.cmd == "umount":
             return umount(args.mountpoint)
         if args.cmd == "fs":

@@ -1,6 +1,7 @@
 """A federation as an ordinary directory: FUSE (libfuse3 through mfusepy) over ``fednode.client``.
 
-    fednode mount --cluster FILE --node ID MOUNTPOINT [--foreground] [--allow-other]
+    fednode mount --cluster FILE --node ID MOUNTPOINT [--foreground] [--route home|entry] [--consistency cto|sync]
+                  [--allow-other]
     fednode umount MOUNTPOINT
 
 ``FedOps`` only translates: each FUSE callback becomes the ``Client`` call of
@@ -32,13 +33,56 @@ compiler), longer delays what other mounts see.  Failed lookups are not cached
 The attributes libfuse asks for right after a ``create`` come with the
 create's open (``Client.pipeline``: one round trip for both), used once and
 only within ``_PREFETCH_AGE_S``: as fresh as a getattr round trip of its own.
-File data is not kept across opens (no ``keep_cache``: the kernel drops a
-file's pages at each open) and writes go through to the file's home before
-``write`` returns (no write-back cache).  The property, tested in
-``tests/test_mount.py``: once a write, close or metadata change has returned
-at one mount, every open and read that *starts* ``COHERENCE_BOUND_S`` (1 s)
-later at any mount of the federation sees it.  Two mounts that both have a
-file open see each other's writes at the latest on their next open.
+File data follows the mount's consistency mode (``fednode mount --consistency``;
+``DEFAULT_CONSISTENCY``, or ``CONSISTENCY_ENV`` when the option is not given):
+
+* ``sync`` (the mount before issue 23): writes go through to the file's
+  home before ``write`` returns (a 4 KiB write that straddles a page is two
+  round trips), and the kernel drops a file's pages at each open (no
+  ``keep_cache``).  Property: once a write, close or metadata change has
+  returned at one mount, every open and read that *starts*
+  ``COHERENCE_BOUND_S`` (1 s) later at any mount sees it; two mounts that
+  both have a file open see each other's writes at their next open.
+* ``cto`` (the default), close-to-open, NFS's: an open file's writes are
+  held by the mount, per handle (``_WriteBuffer``: coalesced, at most
+  ``WRITE_BUFFER`` bytes in ``MAX_EXTENTS`` ranges), and sent in one round trip (the ranges are disjoint,
+  so their writes commute and are pipelined) at ``flush`` (``close(2)`` waits
+  for it), at ``fsync``, when the buffer is full, and before anything on this
+  mount must see them: a read of the file through any handle, its getattr
+  (the size), a truncate, a change of its times, mode or owner (else the held
+  writes, sent later, would set the mtime a ``cp -p`` just set); an unlink at
+  this mount drops them.  An open fetches the file's attributes in its own
+  round trip and keeps the kernel's pages (``keep_cache``) only if the file
+  is the version they were read from (ino, size, mtime_ns, ctime_ns: ctime
+  moves with every change; ext4 and tmpfs on Linux 6.13+ give a changed file a
+  new ctime even within one clock tick once its ctime was read); if the
+  attributes the kernel holds are not the open's, it is told to drop them
+  (``fuse_invalidate_path``: FUSE_NOTIFY_INVAL_INODE, which without dirty
+  pages never waits), else a size it trusts for ``ATTR_TIMEOUT`` would cut
+  reads of a file another mount extended short.  Property (tested with two
+  mounts at different nodes): an open at any mount that starts after a
+  ``close`` (or ``fsync``) returned at another sees all that close's data, at
+  once; what another mount wrote and has not closed may be seen or not (held
+  writes are sent when the buffer fills), and each 4 KiB page-aligned record
+  is seen whole, never torn (a send is cut at ``fclient.CHUNK`` multiples, and
+  an agent runs one call at a time).  Metadata keep the 1 s bound (a ``stat``
+  may show the size before another mount's close for up to ``ATTR_TIMEOUT``;
+  the open after it does not).  Errors: a held write that fails is reported
+  by ``close`` or ``fsync`` (as NFS does: check them), once; one found while
+  sending for another call (a read, a getattr) is kept for the handle's next
+  ``close``/``fsync``; a ``write`` that finds the buffer full and its send
+  failing fails itself and its data is not kept.  The data of a failed send
+  is dropped, not retried.  After ``close`` a handle still used (a ``dup``,
+  a shared mapping written back) writes through, since no later flush would
+  report an error.
+
+Why buffer in the mount rather than use the kernel's ``writeback_cache``:
+with it the kernel keeps a regular file's size and times as its own
+(``fuse_get_cache_mask``) and never takes the size another mount wrote, which
+breaks close-to-open across mounts, and it writes dirty pages back whenever
+it likes, so an open elsewhere could not know it has everything; a buffer per
+handle is sent exactly when the protocol needs it, and its errors reach
+``close``.
 
 Listings (readdirplus).  A readdir is one ``Client.readdir_attrs`` per
 listing (two round trips of the agent whatever the number of entries) kept
@@ -181,6 +225,28 @@ _PREFETCH_AGE_S = 0.02
 STATS_ENV = "FEDNODE_MOUNT_STATS"
 #: the kernel's readahead on a mount, KiB (``raise_readahead``): as large as one FUSE read (max_pages, 1 MiB)
 READAHEAD_KB = 1024
+#: the consistency modes (see the module docstring): writes buffered until close, or sent by each write
+CONSISTENCY_MODES = ("cto", "sync")
+# cto: every test of the mount passes in it, and the FUSE model follows it (round trips per PostMark
+# run within the same few per cent of the mount's count as in sync); sync stays for programs that
+# never check close(2)'s status
+DEFAULT_CONSISTENCY = "cto"
+#: the mode a mount runs in when none is given (``--consistency``): for a whole experiment at once
+CONSISTENCY_ENV = "FEDNODE_MOUNT_CONSISTENCY"
+#: bytes of writes an open file may hold back in ``cto`` (one client message: sent in one round trip) ...
+WRITE_BUFFER = fclient.CHUNK
+#: ... in at most this many separate ranges (a random writer's buffer is sent before it grows long)
+MAX_EXTENTS = 64
+#: files whose last-seen attributes the mount remembers (for ``keep_cache`` at open), oldest forgotten first
+_SEEN_MAX = 65536
+
+
+def default_consistency() -> str:
+    """``CONSISTENCY_ENV`` if set, else ``DEFAULT_CONSISTENCY``; ``ValueError`` for an unknown mode."""
+    mode = os.environ.get(CONSISTENCY_ENV) or DEFAULT_CONSISTENCY
+    if mode not in CONSISTENCY_MODES:
+        raise ValueError(f"{CONSISTENCY_ENV}={mode!r}: not one of {', '.join(CONSISTENCY_MODES)}")
+    return mode
 
 
 def check_name(path: str) -> None:
@@ -223,6 +289,16 @@ class _FUSE(mfusepy.FUSE):
         return self.operations.rename(
             old.decode(self.encoding, self.errors), new.decode(self.encoding, self.errors), flags
         )
+
+    def open(self, path: bytes, fip: Any) -> int:
+        """mfusepy's open, and the kernel told to keep the file's cached pages
+        when the operations say so (``keep_cache(fh)``: ``cto``'s revalidation)."""
+        fi = fip.contents
+        fi.fh = self.operations.open(path.decode(self.encoding, self.errors), fi.flags)
+        keep = getattr(self.operations, "keep_cache", None)
+        if keep is not None and keep(fi.fh):
+            fi.keep_cache = 1
+        return 0
 
     def readdir_fuse_3(self, path: bytes | None, buf: Any, filler: Any, offset: int, fip: Any, flags: int) -> int:
         """Entries from ``offset`` on, each with its full ``struct stat`` and
@@ -415,7 +491,7 @@ class _Dirs:
 class _Handle:
     """An open file of the mount: the client its descriptor belongs to, and the descriptor (None once flushed)."""
 
-    __slots__ = ("attr", "client", "fd", "lock", "path")
+    __slots__ = ("attr", "buf", "client", "error", "fd", "flushed", "keep_cache", "lock", "path")
 
     def __init__(self, client: fclient.Client, fd: int, path: str) -> None:
         self.client = client  # of the agent that opened it, which its descriptor belongs to
@@ -424,6 +500,62 @@ class _Handle:
         self.lock = threading.Lock()
         #: the attributes ``create`` fetched with its open, and when: for libfuse's getattr right after it, once
         self.attr: tuple[Attr, float] | None = None
+        #: ``cto``: the writes not sent yet; the error sending them met outside flush/fsync, for them to report
+        self.buf: _WriteBuffer | None = None
+        self.error: OSError | None = None
+        self.flushed = False  # closed once: later writes (a dup, a mapping written back) go through
+        self.keep_cache = False  # what open tells the kernel about the file's cached pages
+
+
+class _WriteBuffer:
+    """The writes of one open file not sent yet (``cto``): disjoint ranges,
+    a later write merged over the earlier ones it touches.  Disjoint, so the
+    writes that send them commute and go out together (``Client.pipeline``
+    serves its calls in no promised order)."""
+
+    __slots__ = ("extents", "size")
+
+    def __init__(self) -> None:
+        self.extents: list[tuple[int, bytearray]] = []  # (offset, data), sorted by offset
+        self.size = 0
+
+    def fits(self, n: int) -> bool:
+        return self.size + n <= WRITE_BUFFER and len(self.extents) < MAX_EXTENTS
+
+    def add(self, offset: int, data: bytes) -> None:
+        end = offset + len(data)
+        if self.extents:
+            o, b = self.extents[-1]
+            if o + len(b) == offset:  # the next bytes of a sequential writer: the common case, no search
+                b += data
+                self.size += len(data)
+                return
+        keep: list[tuple[int, bytearray]] = []
+        touched: list[tuple[int, bytearray]] = []
+        for o, b in self.extents:
+            (touched if o <= end and offset <= o + len(b) else keep).append((o, b))
+        lo = min([offset, *(o for o, _ in touched)])
+        hi = max([end, *(o + len(b) for o, b in touched)])
+        merged = bytearray(hi - lo)
+        for o, b in touched:
+            merged[o - lo : o - lo + len(b)] = b
+        merged[offset - lo : end - lo] = data
+        keep.append((lo, merged))
+        keep.sort(key=lambda e: e[0])
+        self.extents = keep
+        self.size = sum(len(b) for _, b in keep)
+
+    def calls(self, fd: int) -> list[tuple[str, tuple[Any, ...]]]:
+        """The writes that send it: one per range, cut at multiples of ``fclient.CHUNK``
+        in the file (page-aligned, so a page is never written in two parts)."""
+        out: list[tuple[str, tuple[Any, ...]]] = []
+        for o, b in self.extents:
+            pos = 0
+            while pos < len(b):
+                cut = min(len(b), (o + pos) // fclient.CHUNK * fclient.CHUNK + fclient.CHUNK - o)
+                out.append(("write", (fd, o + pos, bytes(b[pos:cut]))))
+                pos = cut
+        return out
 
 
 def _errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -578,6 +710,7 @@ class FedOps(mfusepy.Operations):
         stats: MountStats | None = None,
         route: str = "home",
         client_factory: Callable[[int], fclient.Client] | None = None,
+        consistency: str | None = None,
     ) -> None:
         """``client_factory(node)``: a new client of agent ``node`` (default a
         ``Client`` over TCP; ``fednode serve --mount`` gives the agent's own
@@ -585,6 +718,15 @@ class FedOps(mfusepy.Operations):
         self.cluster = cluster
         self.node = node
         make = client_factory or (lambda n: fclient.Client(cluster, node=n, timeout=timeout))
+        self.consistency = consistency or default_consistency()
+        if self.consistency not in CONSISTENCY_MODES:
+            raise ValueError(f"consistency {self.consistency!r}: not one of {', '.join(CONSISTENCY_MODES)}")
+        self.cto = self.consistency == "cto"
+        self._dirty: dict[str, set[_Handle]] = {}  # path -> its handles holding writes not sent (cto)
+        self._dirty_lock = threading.Lock()
+        self._told: dict[str, tuple[int, ...]] = {}  # path -> the attributes last given the kernel (cto)
+        self._pages: dict[str, tuple[int, ...]] = {}  # path -> its attributes when the kernel's pages were (cto)
+        self._fuse: ctypes.c_void_p | None = None  # libfuse's ``struct fuse``, for fuse_invalidate_path
 
         def connect(n: int) -> fclient.Client:
             c = make(n)
@@ -613,6 +755,8 @@ class FedOps(mfusepy.Operations):
             # of a larger directory would still look up and stat most names one by one.  A plain ``ls``
             # then gets the attributes too: one listing call either way (``readdir``).
             conn_info.want = (conn_info.want | FUSE_CAP_READDIRPLUS) & ~FUSE_CAP_READDIRPLUS_AUTO
+        if self.cto:  # a callback: libfuse's context names the file system, which invalidations need
+            self._fuse = ctypes.c_void_p(mfusepy._libfuse.fuse_get_context().contents.fuse)
         if self._on_ready is not None:
             self._on_ready()
 
@@ -663,19 +807,31 @@ class FedOps(mfusepy.Operations):
             path = h.path
             fresh, h.attr = h.attr, None
             if fresh is not None and time.monotonic() - fresh[1] < _PREFETCH_AGE_S:
-                return _stat_dict(fresh[0])
+                return self._tell(path, fresh[0])
         check_name(path)  # the kernel's lookup of every new name comes here first
+        if self._dirty:
+            self._settle(path)  # the size and times with this mount's buffered writes in them
         with self.entries.client(path) as c:
             a = c.getattr(path)
         self.entries.learn(path, a)
         self.dirs.saw(path, a)
+        return self._tell(path, a)
+
+    def _tell(self, path: str, a: Attr) -> dict[str, int]:
+        """``a`` for the kernel, remembered (``cto``) as what it holds of a file."""
+        if self.cto and not a.is_dir:
+            _remember(self._told, path, _version(a))
         return _stat_dict(a)
 
     def chmod(self, path: str, mode: int) -> None:
+        if self._dirty:
+            self._settle(path)
         with self.entries.client(path) as c:
             c.chmod(path, stat.S_IMODE(mode))
 
     def chown(self, path: str, uid: int, gid: int) -> None:
+        if self._dirty:
+            self._settle(path)
         with self.entries.client(path) as c:
             c.chown(path, uid, gid)
 
@@ -684,6 +840,8 @@ class FedOps(mfusepy.Operations):
             atime, mtime = fclient.UTIME_NOW, fclient.UTIME_NOW
         else:
             atime, mtime = (_utime(t) for t in times)
+        if self._dirty:
+            self._settle(path)  # else the buffered writes, sent later, would set the mtime again (cp -p)
         with self.entries.client(path) as c:
             c.utimens(path, atime, mtime)
 
@@ -756,7 +914,7 @@ class FedOps(mfusepy.Operations):
                 entries = c.readdir_attrs(path)
             for name, is_dir, a in entries:
                 if a is not None:
-                    attrs = _stat_dict(a)
+                    attrs = self._tell(prefix + name, a)  # (cto) what the kernel now holds of the file
                     self.entries.learn(prefix + name, a)  # a listing names its files' homes too
                     self.dirs.saw(prefix + name, a)
                 else:
@@ -783,6 +941,16 @@ class FedOps(mfusepy.Operations):
         with self.entries.client(path) as c:
             c.unlink(path)
         self.entries.forget(path)
+        if self._dirty:
+            self._discard(path)
+
+    def _discard(self, path: str) -> None:
+        """Drop the buffered writes of a file just unlinked: nobody can read them now."""
+        with self._dirty_lock:
+            held = self._dirty.pop(path, set())
+        for h in held:
+            with h.lock:
+                h.buf = None
 
     def rename(self, old: str, new: str, flags: int = 0) -> None:
         if flags:
@@ -844,19 +1012,71 @@ class FedOps(mfusepy.Operations):
         c = pool.take()
         try:
             try:
-                fd = c.open(path)
+                if self.cto:
+                    if self._dirty:
+                        self._settle(path)  # this mount's held writes are part of the version it opens
+                    # close-to-open: the file's attributes now, in the open's round trip, decide
+                    # whether the pages the kernel holds of it are still the file's
+                    fd, attr = c.pipeline(("open", (path,)), ("getattr", (path,)))
+                    if isinstance(fd, BaseException):
+                        raise fd
+                    if not isinstance(attr, BaseException):
+                        self.entries.learn(path, Attr(*attr))
+                else:
+                    fd, attr = c.open(path), None
             except FileNotFoundError:
                 self.entries.forget(path)
                 raise
             if flags & os.O_TRUNC:  # libfuse3 asks the kernel for atomic O_TRUNC: it arrives here
                 try:
+                    if self._dirty:
+                        self._settle(path)  # this mount's earlier writes first, then the cut
                     c.truncate(path, 0)
                 except OSError:
                     c.close(fd)
                     raise
-            return self._handle(c, fd, path)
+                self._pages.pop(path, None)
+            fh = self._handle(c, fd, path)
+            if self.cto and not flags & os.O_TRUNC:
+                self.handles[fh].keep_cache = self._revalidate(path, attr)
+            return fh
         finally:
             pool.give(c)
+
+    def keep_cache(self, fh: int) -> bool:
+        """Whether ``open`` found the kernel's pages of the file current (``_FUSE.open`` tells the kernel)."""
+        h = self.handles.get(fh)
+        return h is not None and h.keep_cache
+
+    def _revalidate(self, path: str, attr: Any) -> bool:
+        """``cto`` at open: keep the kernel's pages of ``path`` only if the file
+        is the version they were read from (ino, size, mtime, ctime: ctime moves
+        with every change); and if the attributes the kernel holds are not
+        these, drop them too (``fuse_invalidate_path``), else a cached size,
+        trusted for ``ATTR_TIMEOUT``, would cut reads of a file another mount
+        extended short."""
+        if isinstance(attr, BaseException):
+            self._pages.pop(path, None)
+            self._invalidate(path)
+            return False
+        v = _version(Attr(*attr))
+        keep = self._pages.get(path) == v
+        _remember(self._pages, path, v)
+        if self._told.get(path) != v:
+            self._invalidate(path)  # the pages go too: not kept
+            _remember(self._told, path, v)  # the kernel now holds nothing older than this
+            return False
+        return keep
+
+    def _invalidate(self, path: str) -> None:
+        """The kernel forgets ``path``'s attributes and pages (FUSE_NOTIFY_INVAL_INODE
+        through libfuse, which knows the kernel's number for the path).  Without a
+        write-back cache there are no dirty pages, so it never waits, and is safe
+        inside ``open``."""
+        if self._fuse is not None:
+            rc = _libfuse_invalidate_path(self._fuse, path.encode(errors="surrogateescape"))
+            if rc not in (0, -errno.ENOENT):  # ENOENT: the kernel holds nothing of it
+                log.warning("fuse_invalidate_path(%s): %s", path, os.strerror(-rc))
 
     def _fd(self, fh: int) -> tuple[_Handle, int]:
         """The handle and its federation descriptor, reopened by name if ``flush`` closed it."""
@@ -869,40 +1089,154 @@ class FedOps(mfusepy.Operations):
             return h, h.fd
 
     def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
+        if self._dirty:
+            h = self.handles.get(fh)
+            if h is not None:
+                self._settle(h.path)  # this mount's buffered writes, through any of its handles, first
         h, fd = self._fd(fh)
         return h.client.read(fd, size, offset)
 
     def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
-        h, fd = self._fd(fh)
-        return h.client.write(fd, data, offset)
+        if not self.cto:
+            h, fd = self._fd(fh)
+            return h.client.write(fd, data, offset)
+        h = self.handles.get(fh)
+        if h is None:
+            raise OSError(errno.EBADF, f"no open file {fh}")
+        with h.lock:
+            if h.flushed or len(data) > WRITE_BUFFER:
+                # after close no flush would report an error: through at once (and a write larger than
+                # the buffer goes as it is, after what the buffer holds)
+                self._send_locked(h)
+                if h.fd is None:
+                    h.fd = h.client.open(h.path)
+                self._pages.pop(h.path, None)
+                return h.client.write(h.fd, data, offset)
+            if h.buf is None:
+                h.buf = _WriteBuffer()
+                with self._dirty_lock:
+                    self._dirty.setdefault(h.path, set()).add(h)
+            elif not h.buf.fits(len(data)):
+                self._send_locked(h)  # its error is this write's: the write fails and its data is not kept
+                h.buf = _WriteBuffer()
+                with self._dirty_lock:
+                    self._dirty.setdefault(h.path, set()).add(h)
+            h.buf.add(offset, data)
+            return len(data)
+
+    def _send_locked(self, h: _Handle) -> None:
+        """Send ``h``'s buffered writes (its lock held), in one round trip.  The
+        buffer is gone whatever happens: a failed send is reported once, by
+        whoever sent it (as NFS reports a failed write-back once)."""
+        buf, h.buf = h.buf, None
+        if buf is None:
+            return
+        with self._dirty_lock:
+            held = self._dirty.get(h.path)
+            if held is not None:
+                held.discard(h)
+                if not held:
+                    del self._dirty[h.path]
+        if not buf.extents:
+            return
+        self._pages.pop(h.path, None)  # the file is no longer what the kernel's pages were read from
+        if h.fd is None:
+            h.fd = h.client.open(h.path)
+        calls = buf.calls(h.fd)
+        for (_, (_, _, data)), r in zip(calls, h.client.pipeline(*calls), strict=True):
+            if isinstance(r, BaseException):
+                raise r
+            if r != len(data):
+                raise OSError(errno.EIO, f"{h.path}: short write ({r} of {len(data)} bytes)")
+
+    def _settle(self, path: str) -> None:
+        """Send every buffered write of ``path`` at this mount, before a call
+        that must see them (a read, getattr, truncate, a change of its
+        attributes).  An error is kept for the handle's close or fsync to report."""
+        with self._dirty_lock:
+            held = list(self._dirty.get(path, ()))
+        for h in held:
+            with h.lock:
+                try:
+                    self._send_locked(h)
+                except OSError as exc:
+                    h.error = h.error or exc
 
     def truncate(self, path: str, length: int, fh: int | None = None) -> None:
         h = self.handles.get(fh) if fh is not None else None
         if h is not None:
             path = h.path
+        if self._dirty:
+            self._settle(path)  # the writes made before the cut, first
         with self.entries.client(path) as c:
             c.truncate(path, length)
+        self._pages.pop(path, None)
 
     def fsync(self, path: str, datasync: int, fh: int) -> None:
         h, fd = self._fd(fh)
+        if self.cto:
+            with h.lock:
+                err, h.error = h.error, None
+                self._send_locked(h)
+                if err is not None:
+                    raise err
+                fd = h.fd if h.fd is not None else fd
         h.client.fsync(fd)
 
     def flush(self, path: str, fh: int) -> None:
         """``close(2)`` of one of the file's descriptors: give up the federation
-        descriptor now, so the file is not pinned once ``close`` returned."""
+        descriptor now, so the file is not pinned once ``close`` returned; in
+        ``cto`` send the buffered writes first, and report their error (or one
+        met sending them earlier, outside flush and fsync) as close's."""
         h = self.handles.get(fh)
         if h is None:
             return
+        err = None
         with h.lock:
+            if self.cto:
+                err, h.error = h.error, None
+                h.flushed = True
+                try:
+                    self._send_locked(h)
+                except OSError as exc:
+                    err = err or exc
             fd, h.fd = h.fd, None
         if fd is not None:
-            h.client.close(fd)
+            try:
+                h.client.close(fd)
+            except OSError:
+                if err is None:
+                    raise
+        if err is not None:
+            raise err
 
     def release(self, path: str, fh: int) -> None:
+        h = self.handles.get(fh)
+        if h is not None and h.buf is not None:  # written after the last flush (not in cto: through at once)
+            with h.lock, contextlib.suppress(OSError):
+                self._send_locked(h)
         h = self.handles.pop(fh, None)
         if h is not None and h.fd is not None:
             with contextlib.suppress(OSError):  # the connection may be gone: its files closed with it
                 h.client.close(h.fd)
+
+
+def _version(a: Attr) -> tuple[int, ...]:
+    """What tells two versions of a file apart: ctime moves with every change, and ino tells files apart."""
+    return (a.ino, a.size, a.mtime_ns, a.ctime_ns)
+
+
+def _remember(seen: dict[str, tuple[int, ...]], path: str, v: tuple[int, ...]) -> None:
+    seen[path] = v
+    if len(seen) > _SEEN_MAX:
+        with contextlib.suppress(StopIteration, KeyError, RuntimeError):
+            del seen[next(iter(seen))]
+
+
+def _libfuse_invalidate_path(fuse: ctypes.c_void_p, path: bytes) -> int:
+    fn = mfusepy._libfuse.fuse_invalidate_path
+    fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_char_p], ctypes.c_int
+    return int(fn(fuse, path))
 
 
 def _stat_dict(a: Any) -> dict[str, int]:
@@ -1085,13 +1419,21 @@ def _poke(mountpoint: str) -> None:
 
 
 def mount(
-    cluster_file: str | Path, node: int, mountpoint: str | Path, route: str = "home", allow_other: bool = False
+    cluster_file: str | Path,
+    node: int,
+    mountpoint: str | Path,
+    route: str = "home",
+    allow_other: bool = False,
+    consistency: str | None = None,
 ) -> int:
-    """``fednode mount --foreground``: serve until unmounted or signalled; 0 when it ended cleanly."""
+    """``fednode mount --foreground``: serve until unmounted or signalled; 0 when it ended cleanly.
+    ``consistency``: ``cto`` or ``sync`` (None: ``default_consistency()``)."""
     cluster = load_cluster(cluster_file)
     cluster.spec.node(node)
+    consistency = consistency or default_consistency()
     stats = MountStats.from_env()  # STATS_ENV: count the callbacks
-    return serve_fuse(lambda ready: FedOps(cluster, node, on_ready=ready, stats=stats, route=route), mountpoint,
+    return serve_fuse(lambda ready: FedOps(cluster, node, on_ready=ready, stats=stats, route=route,
+                                           consistency=consistency), mountpoint,
                       fsname=f"fedfs:{Path(cluster_file).resolve()}#{node}",
                       snapshot=None if stats is None else stats.write, allow_other=allow_other)  # fmt: skip
 
@@ -1152,12 +1494,16 @@ class MountProcess:
         env: dict[str, str] | None = None,
         route: str = "home",
         allow_other: bool = False,
+        consistency: str | None = None,
     ) -> MountProcess:
         """``fednode mount --foreground``; ``proc.pid`` is the process serving the mount (no shell between).
-        ``allow_other``: ``--allow-other`` (every user of the machine may enter it)."""
+        ``allow_other``: ``--allow-other`` (every user of the machine may enter it); ``consistency``: its
+        ``--consistency`` (None: the mount's default, ``CONSISTENCY_ENV`` included)."""
         cmd = [sys.executable, "-m", "fednode.cli", "mount", "--cluster", str(cluster_file), "--node", str(node),
                "--route", route, "--foreground", *(["--allow-other"] if allow_other else []),
                str(mountpoint)]  # fmt: skip
+        if consistency is not None:
+            cmd[-1:-1] = ["--consistency", consistency]
         return cls(cmd, mountpoint, stderr, env)
 
     def wait_ready(self, timeout: float | None = None) -> str:

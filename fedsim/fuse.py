@@ -41,6 +41,20 @@ The phases that change a directory were measured back to back in one
 directory, so they include that getattr; an open was measured in a directory
 nobody changed, so it does not.  An open in a changed directory pays it, and a
 change in a directory whose attributes the kernel holds is spared it.
+
+The mount's consistency mode (``consistency`` in the profile: the mode the
+calibration's mount ran in, ``fednode mount --consistency``) decides where a
+write's round trip is.  ``sync``: every FUSE write is one (``write4k``).
+``cto`` (close-to-open): the mount holds a descriptor's writes
+(``write_buffered``: the program's and the mount's CPU of ``write4k``, no
+round trip) until the buffer would pass ``write_buffer_bytes``, when the held
+writes go out in one round trip, and until the close: ``close_written``
+carries what is held, one round trip for the writes (their bytes: the
+message's size is theirs) and one for the close; a close with nothing held
+makes only the close's.  An open fetches the file's attributes in its own
+round trip (a pipelined ``getattr``), and the kernel keeps the pages it read
+of a file across opens when nobody wrote the file since (``versions``: shared
+by the mounts of one simulation), so such a read costs the program's CPU only.
 """
 
 from __future__ import annotations
@@ -63,6 +77,9 @@ CHANGES = frozenset({"creat", "unlink", "mkdir", "rmdir"})
 REMOVALS = frozenset({"unlink", "rmdir"})
 #: the phases that look a name up in a directory without changing it
 OPENS = frozenset({"open_cached", "open_cold", "open_append"})
+#: cto's own round trips where they differ from ``ESSENTIAL``: a write is held; the close
+#: (measured after writes) sends them, one round trip, before its own
+CTO_ESSENTIAL = {"write4k": 0, "close_written": 2}
 
 
 class FuseProfileError(ValueError):
@@ -85,6 +102,18 @@ class FuseParams:
     attr_timeout_s: float = 1.0
     read_app_us: float = 3.0  # a read served by the page cache: the program's CPU only
     getattr_us: float = 0.0  # the mount's CPU for one getattr callback (a directory's, fetched again)
+    consistency: str = "sync"  # the mode the mount was measured in: "sync" or "cto"
+    write_buffer: int = 1 << 20  # cto: bytes a descriptor's held writes may reach before they are sent
+
+    @property
+    def cto(self) -> bool:
+        return self.consistency == "cto"
+
+    def essential(self, phase: str) -> int:
+        """The round trips of ``phase`` that are its own call's (the rest were lookups: getattrs)."""
+        if self.cto and phase in CTO_ESSENTIAL:
+            return CTO_ESSENTIAL[phase]
+        return ESSENTIAL.get(phase, 1)
 
     @classmethod
     def from_profile(cls, fuse: dict[str, Any]) -> FuseParams:
@@ -111,9 +140,13 @@ class FuseParams:
         cache = fuse.get("cache") or {}
         read_app = phases["read4k"].app_us if "read4k" in phases else 3.0
         getattr_us = outside + float((callbacks.get("getattr") or {}).get("cpu_us", 0.0))
+        consistency = str(fuse.get("consistency", "sync"))
+        if consistency not in ("sync", "cto"):
+            raise FuseProfileError(f"machine.fuse.consistency: {consistency!r}, not sync or cto")
         return cls(phases, entry_timeout_s=float(cache.get("entry_timeout_s", 1.0)),
                    attr_timeout_s=float(cache.get("attr_timeout_s", 1.0)), read_app_us=read_app,
-                   getattr_us=getattr_us)  # fmt: skip
+                   getattr_us=getattr_us, consistency=consistency,
+                   write_buffer=int(fuse.get("write_buffer_bytes", 1 << 20)))  # fmt: skip
 
 
 @dataclass
@@ -140,6 +173,12 @@ class Mount:
     created: Any = None  # the descriptor a create's own call opened (create_open), for the open that follows it
     fd_nodes: dict[int, int] = field(default_factory=dict)  # descriptor -> the agent that opened it
     router: Router | None = None
+    # cto: each descriptor's held writes ([fd, offset, bytearray], coalesced when sequential), the file
+    # each descriptor is of, the version of each file the kernel holds pages of, and every file's version
+    held: dict[int, list[list[Any]]] = field(default_factory=dict)
+    paths: dict[int, str] = field(default_factory=dict)
+    pages: dict[str, int] = field(default_factory=dict)
+    versions: dict[str, int] = field(default_factory=dict)  # shared by the mounts of one simulation
 
     def __post_init__(self) -> None:
         if self.route not in ("home", "entry"):
@@ -200,23 +239,81 @@ class Mount:
         return [(fd, offset, data[:head]), (fd, offset + head, data[head:])]
 
     def written(self, path: str) -> None:
-        """A write through the mount made ``path``'s attributes stale: its next open looks it up again."""
+        """A write through the mount made ``path``'s attributes stale: its next open looks it up again;
+        and the file changed, so no mount's pages of it are kept at its next open."""
         self.seen.pop(path, None)
+        self.versions[path] = self.versions.get(path, 0) + 1
+
+    def opened(self, fd: int, path: str) -> None:
+        """``fd`` is ``path`` opened (cto: the kernel keeps its pages if nobody wrote it since they were read)."""
+        self.paths[fd] = path
+        if self.params.cto and self.pages.get(path) == self.versions.get(path, 0):
+            self.fetched.add(fd)  # its first read is served by the pages kept
+        else:
+            self.pages.pop(path, None)
+
+    def write_buffered(self, args: tuple[Any, ...], trace: Any) -> Generator:
+        """cto: one FUSE write the mount holds: ``write4k``'s CPU, and a round
+        trip only when the held writes would pass ``write_buffer`` (then they
+        go out together, before this one is held)."""
+        c, ph = self.cluster, self.params.phases["write4k"]
+        fd, offset, data = args
+        yield c.cpu_at(self.app, ph.app_us)
+        yield c.env.timeout(c.machine.p.L_us)
+        held = self.held.setdefault(fd, [])
+        if held and sum(len(h[2]) for h in held) + len(data) > self.params.write_buffer:
+            yield from self._send(fd, trace)
+            held = self.held.setdefault(fd, [])
+        if held and held[-1][1] + len(held[-1][2]) == offset:
+            held[-1][2] += data
+        else:
+            held.append([fd, offset, bytearray(data)])
+        yield c.cpu_at(self.proc, ph.mount_us)
+        yield c.env.timeout(c.machine.p.L_us)
+        return len(data)
+
+    def _send(self, fd: int, trace: Any) -> Generator:
+        """The held writes of ``fd`` in one round trip (the mount's CPU: a close's share per round trip)."""
+        held = self.held.pop(fd, None)
+        if not held:
+            return
+        c = self.cluster
+        ph = self.params.phases.get("close_written")
+        share = ph.mount_us / max(ph.round_trips, 1) / 2 if ph is not None else 0.0
+        yield c.cpu_at(self.proc, share)
+        yield from self._call("", [("write", (f, o, bytes(d))) for f, o, d in held], trace)  # to fd's opener
+        yield c.cpu_at(self.proc, share)
+
+    def close(self, fd: int, phase: str, trace: Any) -> Generator:
+        """A close(2) of ``fd`` (``phase``: ``close_read`` or ``close_written``); in cto
+        the held writes go first (a round trip) and only then the close."""
+        self.closed(fd)
+        held = self.held.pop(fd, None) if self.params.cto else None
+        before = [[("write", (f, o, bytes(d))) for f, o, d in held]] if held else []
+        return (yield from self.syscall(phase, [("close", (fd,))], "", trace, before=before))
 
     def _dir_fresh(self, directory: str) -> bool:
         """Whether the kernel holds ``directory``'s attributes (fetched within the timeout, unchanged since)."""
         t = self.dirs.get(directory)
         return t is not None and self.cluster.env.now - t < self.params.attr_timeout_s * 1e6
 
-    def syscall(self, phase: str, calls: list[tuple[str, tuple[Any, ...]]], path: str, trace: Any) -> Generator:
+    def syscall(
+        self,
+        phase: str,
+        calls: list[tuple[str, tuple[Any, ...]]],
+        path: str,
+        trace: Any,
+        before: list[list[tuple[str, tuple[Any, ...]]]] | None = None,
+    ) -> Generator:
         """One system call of ``phase`` whose own round trip is ``calls`` (a
-        pipeline where it is a list of more than one); the value of its first call."""
+        pipeline where it is a list of more than one), after the round trips
+        ``before`` (cto's held writes, which the phase's measured round trips
+        count as its own); the value of its first call."""
         c, ph = self.cluster, self.params.phases[phase]
         mach = c.machine
         yield c.cpu_at(self.app, ph.app_us)
         yield c.env.timeout(mach.p.L_us)  # the kernel hands the request to the mount
-        own = ESSENTIAL.get(phase, 1)
-        extra = max(ph.round_trips - own, 0)
+        extra = max(ph.round_trips - self.params.essential(phase), 0)
         parent = split(path)[0] if path else "/"
         names = [path if i == 0 else parent for i in range(extra)]  # the getattrs: the name's, then its parent's
         mount_us = ph.mount_us
@@ -236,6 +333,8 @@ class Mount:
                 yield from self._call(name, [("getattr", (name,))], trace)
             except OSError:
                 pass  # a lookup of a name not made yet: ENOENT, as the kernel expects
+        for held in before or ():
+            yield from self._call("", held, trace)  # a descriptor's writes: to the agent that opened it
         yield c.cpu_at(self.proc, share)
         value = yield from self._call(path, calls, trace)
         yield c.cpu_at(self.proc, share)
@@ -249,12 +348,16 @@ class Mount:
 
     def read(self, fd: int, offset: int, size: int, file_size: int, trace: Any) -> Generator:
         """A read(2): the first after the open fetches up to the readahead
-        window in one READ (``read4k``'s costs); the rest come from the page cache."""
+        window in one READ (``read4k``'s costs); the rest come from the page
+        cache (in cto, across opens: ``opened``)."""
         c = self.cluster
         if fd in self.fetched and offset + size <= self.params.read_window:
             yield c.cpu_at(self.app, self.params.read_app_us)
             return b""
         self.fetched.add(fd)
+        path = self.paths.get(fd)
+        if path is not None and self.params.cto and file_size <= self.params.read_window:
+            self.pages[path] = self.versions.get(path, 0)  # the whole file is in the kernel's pages now
         want = min(max(file_size, offset + size), self.params.read_window) - offset
         phase = "read4k" if "read4k" in self.params.phases else "write4k"
         ph = self.params.phases[phase]
@@ -268,3 +371,4 @@ class Mount:
 
     def closed(self, fd: int) -> None:
         self.fetched.discard(fd)
+        self.paths.pop(fd, None)

@@ -140,3 +140,72 @@ def test_each_call_goes_where_the_real_mount_sends_it(route: str) -> None:
     assert went[:3] == [(m_a, "getattr"), (m_d, "getattr"), (home, "open")]
     assert went[3:5] == [(home, "write"), (home, "close")]  # the descriptor's calls where it was opened
     assert went[5:] == [(home, "getattr"), (home, "open"), (home, "close")]  # the home learnt: no relay
+
+
+def cto_mounted() -> tuple[SimCluster, Mount]:
+    """``mounted``, with the mount measured in cto: writes held (no round trip), the close
+    of a written file carrying them (two round trips: the writes, then the close)."""
+    prof = {**FUSE, "consistency": "cto", "write_buffer_bytes": 16384}
+    prof["syscalls"] = {
+        **FUSE["syscalls"],
+        "write4k": {"callbacks": {"write": 1.0}, "round_trips": 0.0, "app_cpu_us": 10.0},
+        "close_written": {"callbacks": {"flush": 1.0}, "round_trips": 2.0, "app_cpu_us": 10.0},
+    }
+    mp = MachineParams(hosts=1, cores=2, o_us=10.0, L_us=2.0, api_us={"*": 10.0}, client_us={"*": 20.0})
+    c = SimCluster(1, network=preset("fedfs_prototype"), machine=mp)
+    c.populate(0, [("/d/a", 100), ("/d/b", 100), ("/d/c", 100)], ["/d"])
+    c.preload_summaries()
+    return c, Mount(c, FuseParams.from_profile(prof), 0, 0)
+
+
+def _run(c: SimCluster, gen: Any) -> Any:
+    return c.env.run(until=c.env.process(gen))
+
+
+def test_cto_holds_writes_until_the_close_which_sends_them_in_one_round_trip() -> None:
+    c, m = cto_mounted()
+    assert m.params.cto and m.params.write_buffer == 16384
+    fd = _run(c, m.syscall("open_cached", [("open", ("/d/a",)), ("getattr", ("/d/a",))], "/d/a", None))
+    m.opened(fd, "/d/a")
+    before = c.client_ops[0]
+    for i in range(3):  # 12 KiB, under the buffer: held
+        assert _run(c, m.write_buffered((fd, i * 4096, bytes(4096)), None)) == 4096
+    assert c.client_ops[0] == before
+    assert len(m.held[fd]) == 1 and len(m.held[fd][0][2]) == 3 * 4096  # sequential: one range
+    _run(c, m.close(fd, "close_written", None))
+    assert c.client_ops[0] - before == 2  # the held writes, then the close; no getattr invented
+
+
+def test_cto_sends_held_writes_when_the_buffer_would_overflow() -> None:
+    c, m = cto_mounted()
+    fd = _run(c, m.syscall("open_cached", [("open", ("/d/b",))], "/d/b", None))
+    m.opened(fd, "/d/b")
+    before = c.client_ops[0]
+    for i in range(5):  # 20 KiB through a 16 KiB buffer: the fifth write sends the four before it
+        _run(c, m.write_buffered((fd, i * 4096, bytes(4096)), None))
+    assert c.client_ops[0] - before == 1
+    _run(c, m.close(fd, "close_written", None))
+    assert c.client_ops[0] - before == 3
+    # a close with nothing held is the close alone
+    fd = _run(c, m.syscall("open_cached", [("open", ("/d/b",))], "/d/b", None))
+    before = c.client_ops[0]
+    _run(c, m.close(fd, "close_written", None))
+    assert c.client_ops[0] - before == 1
+
+
+def test_cto_keeps_a_files_pages_across_opens_until_someone_writes_it() -> None:
+    c, m = cto_mounted()
+    other = Mount(c, m.params, 1, 0, versions=m.versions)  # another mount of the same simulation
+
+    def open_read() -> int:
+        fd = _run(c, m.syscall("open_cached", [("open", ("/d/c",))], "/d/c", None))
+        m.opened(fd, "/d/c")
+        before = c.client_ops[0]
+        _run(c, m.read(fd, 0, 100, 100, None))
+        _run(c, m.close(fd, "close_read", None))
+        return c.client_ops[0] - before - 1  # the read's round trips (the close's one aside)
+
+    assert open_read() == 1  # nothing cached: fetched
+    assert open_read() == 0  # unchanged: the kernel's pages kept
+    other.written("/d/c")  # written at another mount
+    assert open_read() == 1

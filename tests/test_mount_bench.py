@@ -118,3 +118,13 @@ def test_table_leaves_out_a_baseline_that_did_not_run() -> None:
         ["more", "MB/s", "-", "0"],
         ["x", "pt", "-", "-"],  # no figure, or a zero one: no ratio
     ]
+
+
+def test_consistency_modes_make_a_federation_case_per_mode() -> None:
+    """``--consistency sync,cto``: each federation case once per mode, side by side; the baselines once."""
+    from fednode.tools.mount_bench import with_modes
+
+    assert with_modes(["passthrough", "fed1", "fed4-rr"], ["sync", "cto"]) == [
+        "passthrough", "fed1:sync", "fed1:cto", "fed4-rr:sync", "fed4-rr:cto"]  # fmt: skip
+    assert with_modes(["fed1", "fed1:sync"], ["cto"]) == ["fed1:cto", "fed1:sync"]
+    assert with_modes(["local", "fed1"], []) == ["local", "fed1"]

@@ -1,6 +1,6 @@
 """Calibration of the FUSE layer: what one application system call on a federation mount costs.
 
-    python -m fednode.tools.calibrate_fuse [--repeat N] [--out FILE]
+    python -m fednode.tools.calibrate_fuse [--repeat N] [--consistency cto|sync] [--out FILE]
 
 ``measure_fuse`` mounts one node of a running federation (``fednode mount``,
 its callbacks counted: ``fednode.mount.MountStats`` through ``STATS_ENV``)
@@ -55,6 +55,13 @@ so a close's release counts with the close.  A warm-up pass (``repeat`` 10, in
 a directory of its own) comes first: the mount's connections, the
 interpreter's caches.  Nothing here asserts on time.
 
+The mount runs in the consistency mode the federation's mounts will
+(``consistency``, by default the mount's default: ``fednode.mount.default_consistency``),
+recorded with the result: in ``cto`` a ``write4k`` is held by the mount (no
+round trip until ``write_buffer_bytes`` are held) and ``close_written``
+carries the held writes (one round trip for them, one for the close), and an
+open fetches the file's attributes in its round trip.
+
 A benchmark tool (``fednode/tools``): agents never import it.
 """
 
@@ -74,7 +81,15 @@ from pathlib import Path
 from typing import Any
 
 from fednode.client import Client
-from fednode.mount import ATTR_TIMEOUT, ENTRY_TIMEOUT, NEGATIVE_TIMEOUT, STATS_ENV, MountProcess
+from fednode.mount import (
+    ATTR_TIMEOUT,
+    ENTRY_TIMEOUT,
+    NEGATIVE_TIMEOUT,
+    STATS_ENV,
+    WRITE_BUFFER,
+    MountProcess,
+    default_consistency,
+)
 
 BLOCK = 4096
 READ_FILE = 4 * BLOCK  # the files read4k reads (16 KiB)
@@ -276,8 +291,11 @@ def _remove_tree(fs: Client, top: str) -> None:
     fs.rmdir(top)
 
 
-def measure_fuse(cluster_file: Path, node: int, workdir: Path, repeat: int = 200) -> dict[str, Any]:
-    """Mount node ``node`` of the running federation of ``cluster_file`` at
+def measure_fuse(
+    cluster_file: Path, node: int, workdir: Path, repeat: int = 200, consistency: str | None = None
+) -> dict[str, Any]:
+    """Mount node ``node`` of the running federation of ``cluster_file`` (in mode
+    ``consistency``; None: the mount's default) at
     ``workdir/mnt`` (its statistics in ``workdir/mount-stats.json``, its
     stderr in ``workdir/mount.log``), measure every phase ``repeat`` times
     (see the module docstring), unmount; the calibration as ``{"fuse": ...}``.
@@ -288,8 +306,10 @@ def measure_fuse(cluster_file: Path, node: int, workdir: Path, repeat: int = 200
     stats_file = workdir / "mount-stats.json"
     stats_file.unlink(missing_ok=True)
     top = f"/calibrate-fuse-{os.getpid()}-{time.time_ns()}"
+    consistency = consistency or default_consistency()
     with Client(cluster_file, node=node) as fs, open(workdir / "mount.log", "ab") as log:
-        mp = MountProcess.federation(cluster_file, node, mnt, stderr=log, env={STATS_ENV: str(stats_file)})
+        mp = MountProcess.federation(cluster_file, node, mnt, stderr=log, env={STATS_ENV: str(stats_file)},
+                                     consistency=consistency)  # fmt: skip
         try:
             mp.wait_ready(MOUNT_TIMEOUT_S)
             probe = _Probe(mp, stats_file)
@@ -307,14 +327,16 @@ def measure_fuse(cluster_file: Path, node: int, workdir: Path, repeat: int = 200
         with contextlib.suppress(OSError):
             _remove_tree(fs, top)
     clock_ms = (last["process_cpu_ns"] - first["process_cpu_ns"]) / 1e6
-    return {"fuse": _summary(bench.phases, repeat, clock_ms, (proc1 - proc0) / 1e6)}
+    return {"fuse": _summary(bench.phases, repeat, clock_ms, (proc1 - proc0) / 1e6, consistency)}
 
 
 def _r(x: float) -> float:
     return round(float(x), 3)
 
 
-def _summary(phases: dict[str, _Phase], repeat: int, clock_ms: float, proc_stat_ms: float) -> dict[str, Any]:
+def _summary(
+    phases: dict[str, _Phase], repeat: int, clock_ms: float, proc_stat_ms: float, consistency: str = "sync"
+) -> dict[str, Any]:
     syscalls: dict[str, Any] = {}
     totals: dict[str, list[int]] = {}
     mount_cpu = 0
@@ -344,6 +366,8 @@ def _summary(phases: dict[str, _Phase], repeat: int, clock_ms: float, proc_stat_
     return {
         "measured_by": "fednode.tools.calibrate_fuse",
         "repeat": repeat,
+        "consistency": consistency,
+        "write_buffer_bytes": WRITE_BUFFER,
         "cache": {
             "entry_timeout_s": ENTRY_TIMEOUT,
             "attr_timeout_s": ATTR_TIMEOUT,
@@ -375,13 +399,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m fednode.tools.calibrate_fuse", description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=200, help="system calls per phase (default 200)")
     ap.add_argument("--out", default=None, help="also write the YAML to this file")
+    ap.add_argument("--consistency", choices=("cto", "sync"), default=None, help="the mount's mode (default: its "
+                    "default)")  # fmt: skip
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="calibrate-fuse-") as tmp:
         base = Path(tmp)
         path = write_local(base / "fed", 1)
         with ProcessCluster(path, log_dir=base / "logs", new_session=True) as pc:
             pc.wait_ready(MOUNT_TIMEOUT_S)
-            result = measure_fuse(path, pc.cluster.spec.members[0], base / "work", args.repeat)
+            result = measure_fuse(path, pc.cluster.spec.members[0], base / "work", args.repeat, args.consistency)
     text = yaml.safe_dump(result, sort_keys=False)
     if args.out:
         Path(args.out).write_text(text)

@@ -2,6 +2,7 @@
 
     python -m fednode.tools.mount_bench [--quick] [--only CASE,...] [--workloads W,...] [--out FILE]
     python -m fednode.tools.mount_bench --only gluster4,fed4-manager   # GlusterFS against 4 agents
+    python -m fednode.tools.mount_bench --only fed1,fed4-rr --consistency sync,cto   # the two modes side by side
 
 Runs the Debian ``postmark``, ``fio`` (4 KB random read and random write,
 and its ``filecreate`` and ``filestat`` engines), ``dbench`` and ``fs_mark``,
@@ -34,6 +35,11 @@ each on:
 
 The federation's mounts route each call to the file's home or the name's
 manager (``fednode mount``'s default ``--route home``) unless the case says.
+
+A federation case runs its mount in the mode ``--consistency`` names
+(``fednode mount --consistency``); given several (``sync,cto``), each
+federation case runs once per mode, its column named ``fed1:sync``,
+``fed1:cto`` ...; a case may also name its mode itself (``--only fed1:cto``).
 
 It prints one table: each figure, and under it two rows of its cost relative
 to the baselines measured in the same run, ``x gl`` to GlusterFS and ``x pt``
@@ -443,11 +449,13 @@ WORKLOADS: dict[str, Callable[[Path, bool], list[Figure]]] = {
 # ---------------------------------------------------------------------------- the cases
 @contextlib.contextmanager
 def case_dir(case: str, work: Path) -> Iterator[Path]:
-    """The directory a case's workloads run in, set up and torn down around them."""
+    """The directory a case's workloads run in, set up and torn down around them
+    (``fed1:cto``: the case ``fed1`` with its mount in mode ``cto``)."""
     from fednode.cluster import ProcessCluster, write_local
     from fednode.mount import MountProcess
 
-    base = work / case
+    base = work / case.replace(":", "-")
+    case, _, mode = case.partition(":")
     base.mkdir()
     mnt = base / "mnt"
     if case == "local":
@@ -484,7 +492,8 @@ def case_dir(case: str, work: Path) -> Iterator[Path]:
     mp = None
     try:
         pc.wait_ready()
-        mp = MountProcess.federation(path, 0, mnt, stderr=log, route="entry" if case == "fed4-entry" else "home")
+        route = "entry" if case == "fed4-entry" else "home"
+        mp = MountProcess.federation(path, 0, mnt, stderr=log, route=route, consistency=mode or None)
         mp.wait_ready()
         yield mnt
     finally:
@@ -492,6 +501,18 @@ def case_dir(case: str, work: Path) -> Iterator[Path]:
             mp.stop()
         pc.stop()
         log.close()
+
+
+def with_modes(cases: list[str], modes: list[str]) -> list[str]:
+    """Each federation case once per consistency mode (``fed1:sync``, ``fed1:cto``) when
+    more than one is asked for, else with the one asked for; the others as they are."""
+    out = []
+    for case in cases:
+        if case.startswith("fed") and ":" not in case and modes:
+            out += [f"{case}:{m}" for m in modes] if len(modes) > 1 else [f"{case}:{modes[0]}"]
+        else:
+            out.append(case)
+    return out
 
 
 def run(cases: list[str], workloads: list[str], quick: bool, work: Path) -> dict[str, dict[str, Figure]]:
@@ -563,10 +584,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="where the cases' directories go (default: a temporary directory; on an ext4 without a "
                     "journal a case pays for the files earlier cases deleted: /dev/shm/DIR does not)")  # fmt: skip
     ap.add_argument("--out", default=None, help="also write the table to this file")
+    ap.add_argument("--consistency", default="", help="the federation mounts' modes, comma-separated (of sync, "
+                    "cto; several: each federation case once per mode; default: the mount's default)")  # fmt: skip
     args = ap.parse_args(argv)
-    cases = [c for c in args.only.split(",") if c]
+    modes = [m for m in args.consistency.split(",") if m]
+    cases = with_modes([c for c in args.only.split(",") if c], modes)
     workloads = [w for w in args.workloads.split(",") if w]
-    bad = [c for c in cases if c not in CASES] + [w for w in workloads if w not in WORKLOADS]
+    bad = [c for c in cases if c.partition(":")[0] not in CASES or c.partition(":")[2] not in ("", "sync", "cto")]
+    bad += [m for m in modes if m not in ("sync", "cto")] + [w for w in workloads if w not in WORKLOADS]
     if bad or not cases or not workloads:
         print(f"unknown case or workload: {bad}", file=sys.stderr)
         return 2

@@ -76,7 +76,9 @@ class PostMarkDriver:
             if cluster.machine is None:
                 raise ValueError("PostMark on a mount needs the machine model (machine: model: calibrated)")
             n = len(cluster.nodes)
-            self.mounts = [Mount(cluster, mount, i, i % n, mount_route) for i in range(clients.clients)]
+            versions: dict[str, int] = {}  # every file's version, shared: a write at one mount is seen by all
+            self.mounts = [Mount(cluster, mount, i, i % n, mount_route, versions=versions)
+                           for i in range(clients.clients)]  # fmt: skip
 
     @property
     def counts(self) -> list[dict[str, int]]:
@@ -125,6 +127,7 @@ class PostMarkDriver:
         file, so the open that follows it is answered with that descriptor and
         costs nothing."""
         if name == "create":
+            mount.written(args[0])  # a new file: no mount's pages of the name are its
             mount.seen[args[0]] = self.c.env.now
             made = yield from mount.syscall("creat", [("create_open", args)], args[0], trace)
             mount.created = made[0]  # the descriptor (the attributes went to the kernel)
@@ -132,22 +135,30 @@ class PostMarkDriver:
         if name == "open":
             if mount.created is not None:
                 fd, mount.created = mount.created, None
+                mount.opened(fd, args[0])
                 return fd
             fresh = mount._fresh(args[0])
             phase = "open_cold" if not fresh else "open_append" if op.kind == "append" else "open_cached"
-            return (yield from mount.syscall(phase, [("open", args)], args[0], trace))
+            calls = [("open", args)]
+            if mount.params.cto:
+                calls.append(("getattr", args))  # cto's open revalidates: the attributes in its round trip
+            fd = yield from mount.syscall(phase, calls, args[0], trace)
+            mount.opened(fd, args[0])
+            return fd
         if name == "write":
             mount.written(op.path)  # its attributes stale: the next open of it looks it up again
             done = 0
             for part in mount.write_parts(args):
-                done += yield from mount.syscall("write4k", [("write", part)], "", trace)
+                if mount.params.cto:
+                    done += yield from mount.write_buffered(part, trace)
+                else:
+                    done += yield from mount.syscall("write4k", [("write", part)], "", trace)
             return done
         if name == "read":
             return (yield from mount.read(args[0], args[1], args[2], op.size, trace))
         if name == "close":
-            mount.closed(args[0])
             phase = "close_read" if op.kind == "read" else "close_written"
-            return (yield from mount.syscall(phase, [("close", args)], "", trace))
+            return (yield from mount.close(args[0], phase, trace))
         return (yield from mount.syscall(name, [(name, args)], args[0], trace))  # unlink, mkdir, rmdir
 
     def _op(self, client: int, node: int, op: Op, pm: PostMark, trace: OpTrace) -> Generator[Any, Any, None]:
