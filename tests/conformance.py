@@ -16,6 +16,7 @@ whatever order the peers answer, so their order is not part of the protocol.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import stat
 import tempfile
@@ -482,15 +483,33 @@ SCENARIOS.append(
 )
 
 
-def xattrs_missing() -> str | None:
-    """Why the agents' local trees (temporary directories) cannot hold ``user.``
-    extended attributes, or None: the scenarios that set them are skipped there."""
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
+def _holds_xattrs(where: str) -> str | None:
+    """Why a directory made in ``where`` cannot hold ``user.`` extended attributes, or None."""
+    try:
+        with tempfile.TemporaryDirectory(dir=where) as tmp:
             os.setxattr(tmp, "user.fedfs-probe", b"1")
-        except OSError as exc:
-            return f"the file system of {tempfile.gettempdir()} holds no user xattrs: {exc.strerror}"
+    except OSError as exc:
+        return f"{where}: {exc.strerror}"
     return None
+
+
+@functools.cache
+def trees_dir() -> str:
+    """Where the agents' local trees are made: the system's temporary directory
+    if its file system holds ``user.`` extended attributes, else the first of
+    /var/tmp and /dev/shm that does (a guest's or an older kernel's tmpfs holds
+    none), else the temporary directory all the same (``xattrs_missing`` says why)."""
+    for where in (tempfile.gettempdir(), "/var/tmp", "/dev/shm"):
+        if os.path.isdir(where) and _holds_xattrs(where) is None:
+            return where
+    return tempfile.gettempdir()
+
+
+def xattrs_missing() -> str | None:
+    """Why the agents' local trees (``trees_dir``) cannot hold ``user.``
+    extended attributes, or None: the scenarios that set them are skipped there."""
+    why = _holds_xattrs(trees_dir())
+    return None if why is None else f"no file system here holds user xattrs (tried /tmp, /var/tmp, /dev/shm): {why}"
 
 
 def owners_missing() -> str | None:
@@ -1016,7 +1035,7 @@ def _umask() -> Iterator[None]:
 
 
 def run_inproc(sc: Scenario) -> Outcome:
-    with tempfile.TemporaryDirectory() as tmp, _umask():
+    with tempfile.TemporaryDirectory(dir=trees_dir()) as tmp, _umask():
         base = Path(tmp)
         cluster = _real_cluster(sc, base)
         with AgentGroup(cluster, transport="inproc") as g:
@@ -1054,7 +1073,7 @@ def run_tcp(sc: Scenario, **options: Any) -> Outcome:
     ``transport="verbs"``); operations through the client API."""
     from fednode.client import Client
 
-    with tempfile.TemporaryDirectory() as tmp, _umask():
+    with tempfile.TemporaryDirectory(dir=trees_dir()) as tmp, _umask():
         base = Path(tmp)
         cluster = _real_cluster(sc, base, **options)
         joiners: list[ProcessCluster] = []
