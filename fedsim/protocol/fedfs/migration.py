@@ -14,7 +14,7 @@ PM = manager_of(D), T runs the move; its calls, in order::
     T -> S   MigrateFreeze(P)              S gates P (EAGAIN) once no write to it is in flight;
                                            reply: size, the dirty range, the open pins
     T -> S   MigrateRead ...               only the range written during the copy
-    T -> S   MigrateXattrs(P)              the extended attributes, read under the freeze
+    T -> S   MigrateXattrs(P)              the extended attributes, read under the freeze (if it has any)
     (T -> T' ReplicaPut ...                with two copies: the file whole to T's successor)
     T -> M   MigrateDT(P, S, T)            M's DT names T
     T -> PM  MigrateSwitch(D, name, T, S)  --- the commit point: PM's VD names T ---
@@ -167,11 +167,14 @@ class MigrateRead(Read):
 @dataclass(slots=True, frozen=True)
 class MigrateFreeze(Request):
     """Gate ``path`` for the switch.  Reply: (size, dirty_lo, dirty_hi, open
-    pins, permission bits, atime_ns, mtime_ns); dirty_lo = -1 if nothing was
-    written since MigrateBegin.  The attributes are read once the file is
-    gated, so a chmod or utimens made during the copy moves with it."""
+    pins, permission bits, atime_ns, mtime_ns, extended attributes); dirty_lo
+    = -1 if nothing was written since MigrateBegin.  The attributes are read
+    once the file is gated, so a chmod or utimens made during the copy moves
+    with it; the last is how many extended attributes the file has, so that
+    ``MigrateXattrs`` is asked only of a file that has some (most have none:
+    a move costs no round trip more for them)."""
 
-    reply: ClassVar[Any] = tuple[int, int, int, int, int, int, int]
+    reply: ClassVar[Any] = tuple[int, int, int, int, int, int, int, int]
     path: str
 
 
@@ -179,7 +182,8 @@ class MigrateFreeze(Request):
 @dataclass(slots=True, frozen=True)
 class MigrateXattrs(Request):
     """The frozen file's extended attributes, so that a moved file keeps them
-    (a separate message: MigrateFreeze's reply stays as it was).  Reply:
+    (asked only when MigrateFreeze counted some: values do not ride on its reply,
+    whose size then stays that of a file without them).  Reply:
     [(name, value)], each as ``fedsim.protocol.xattrs`` bounds them (at most
     64 KiB of names, each value at most 64 KiB; all in one message: a file
     whose attributes need more than ``max_message_bytes`` cannot move, and
@@ -439,11 +443,11 @@ class Migration(Renaming):
             self.implicit_dirs.update(created)
             copied = yield from self._copy(source, path, 0, size)
             frozen = yield from self._busy(lambda: self.call(source, MigrateFreeze(path)))
-            size, lo, hi, pins, mode, atime_ns, mtime_ns = frozen
+            size, lo, hi, pins, mode, atime_ns, mtime_ns, xattrs = frozen
             yield Local("truncate", path, (size,))
             if lo != CLEAN and lo < size:
                 copied += yield from self._copy(source, path, lo, min(hi, size))
-            for attr, value in (yield from self.call(source, MigrateXattrs(path))):
+            for attr, value in (yield from self.call(source, MigrateXattrs(path))) if xattrs else ():
                 check_set(path, attr, value, 0)  # a peer's names are untrusted
                 yield Local("setxattr", path, (attr, value, 0))
             # last, so that the copy's own writes do not stamp the times
@@ -583,12 +587,13 @@ class Migration(Renaming):
             a = Attr(*(yield Local("getattr", path)))
             if not is_regular(a.mode):  # (a symlink with a target was refused by its first MigrateRead already)
                 raise fs_error(errno.ELOOP, path, "symlinks and special files are not migrated: they stay home")
+            xattrs = len((yield Local("listxattr", path)))
         except OSError:
             self.gates.discard(path)
             out.frozen = False
             raise
         pins = self.opens.get(path, 0)
-        return a.size, out.lo, min(out.hi, INF), pins, a.mode & PERM_BITS, a.atime_ns, a.mtime_ns
+        return a.size, out.lo, min(out.hi, INF), pins, a.mode & PERM_BITS, a.atime_ns, a.mtime_ns, xattrs
 
     @handles(MigrateXattrs)
     def on_migrate_xattrs(self, src: int, req: MigrateXattrs) -> Gen:
