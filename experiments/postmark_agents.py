@@ -44,6 +44,7 @@ from experiments.common import run_postmark
 from fednode.client import ClientPool
 from fednode.cluster import ProcessCluster, write_local
 from fednode.config import Cluster
+from fednode.tools.census import Census
 from fedsim.config import validate
 from fedsim.schema import table
 from fedsim.workloads.postmark import Clients, PostMarkParams, parse_report, run_binary, run_op_sync
@@ -61,6 +62,11 @@ class Column:
     counts: dict[str, int] = field(default_factory=dict)
     tps: float = 0.0
     skipped: str = ""  # why the column is empty
+    #: CPU per transaction by kind of process (us): measured (``fednode.tools.census``) or the model's
+    cpu_us: dict[str, float] = field(default_factory=dict)
+    wait_us: dict[str, float] = field(default_factory=dict)  # runnable, waiting for a core, per transaction
+    switches: dict[str, float] = field(default_factory=dict)  # involuntary (preempted), per transaction
+    busy: float = 0.0  # the machine's busy cores over the run (measured: /proc/stat; the model: its CPU / span)
 
 
 def params_for(quick: bool) -> PostMarkParams:
@@ -103,14 +109,17 @@ def client_api(cluster_file: Path, clients: Clients) -> Column:
             errors.append(exc)
 
     threads = [threading.Thread(target=one, args=(i,), name=f"postmark{i}") for i in range(clients.clients)]
+    census = Census().start()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    census.stop()
     if errors:
         raise errors[0]
     done = sum(pm.counts.transactions_done for pm in streams)
-    return Column(_summed([pm.counts.as_dict() for pm in streams]), _span_tps(spans, done))
+    col = Column(_summed([pm.counts.as_dict() for pm in streams]), _span_tps(spans, done))
+    return _with_census(col, census, sum(pm.counts.transactions_done for pm in streams) + _creations(clients))
 
 
 def mount_missing() -> str:
@@ -157,12 +166,14 @@ def mounted(cluster_file: Path, clients: Clients, base: Path) -> Column:
                 errors.append(exc)
 
         threads = [threading.Thread(target=one, args=(i,)) for i in range(clients.clients)]
+        census = Census().start()
         t0 = time.perf_counter()
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         wall = time.perf_counter() - t0
+        census.stop()
     finally:
         for m in mounts:
             m.stop()
@@ -170,7 +181,24 @@ def mounted(cluster_file: Path, clients: Clients, base: Path) -> Column:
             f.close()
     if errors:
         raise errors[0]
-    return Column(_summed(reports), clients.clients * clients.params.transactions / wall)
+    col = Column(_summed(reports), clients.clients * clients.params.transactions / wall)
+    return _with_census(col, census, clients.clients * clients.params.transactions + _creations(clients))
+
+
+def _creations(clients: Clients) -> int:
+    """The pool's creations and deletions of a whole run: counted with the transactions, per
+    transaction of work, since the census covers the whole run (the binary's too)."""
+    return 2 * clients.clients * clients.params.number
+
+
+def _with_census(col: Column, census: Census, work: int) -> Column:
+    """``col`` with the census's CPU, waits and preemptions per unit of ``work``."""
+    for kind, u in census.kinds.items():
+        col.cpu_us[kind] = u.cpu_ns / 1e3 / work
+        col.wait_us[kind] = u.wait_ns / 1e3 / work
+        col.switches[kind] = u.involuntary / work
+    col.busy = census.busy_share() * (os.cpu_count() or 1)
+    return col
 
 
 def simulated(clients: Clients, cluster: Cluster, profile: Path, mount: bool = False) -> Column:
@@ -184,8 +212,21 @@ def simulated(clients: Clients, cluster: Cluster, profile: Path, mount: bool = F
     cfg = sim_config(validate({"study": "validation"}, "postmark_agents"), cluster, profile, n, {
         "kind": "postmark", "clients": n, "postmark": {**clients.params.model_dump(), **route},
     })  # fmt: skip
-    m = run_postmark(cfg).metrics
-    return Column({k: int(m[f"postmark.{k}"]) for k in COUNTS}, m["postmark_binary_tps" if mount else "postmark_tps"])
+    out = run_postmark(cfg)
+    m = out.metrics
+    col = Column({k: int(m[f"postmark.{k}"]) for k in COUNTS}, m["postmark_binary_tps" if mount else "postmark_tps"])
+    machine = out.cluster.machine
+    if machine is not None:  # the model's CPU by kind of process, per unit of work as the census counts it
+        work = n * clients.params.transactions + _creations(clients)
+        for proc, us in machine.busy.items():
+            kind = _SIM_KINDS.get(proc[0] if isinstance(proc, tuple) else "node", "other")
+            col.cpu_us[kind] = col.cpu_us.get(kind, 0.0) + us / work
+        col.busy = sum(machine.busy.values()) / (m["postmark_span_s"] * 1e6)
+    return col
+
+
+#: the simulator's processes (``fedsim.machine``) by the census's kinds
+_SIM_KINDS = {"node": "agent", "mount": "mount", "app": "program", "client": "driver"}
 
 
 def compare(
@@ -229,6 +270,7 @@ def report(results: dict[int, dict[str, Column]], params: PostMarkParams, profil
         rows.append([n, "transactions/s", f"{api.tps:.0f}", f"{papi.tps:.0f}",
                      f"{mnt.tps:.0f}" if not mnt.skipped else "-", f"{pmnt.tps:.0f}" if not mnt.skipped else "-",
                      ratio])  # fmt: skip
+    lines_cpu = census_table(results)
     skipped = {c["mount"].skipped for c in results.values()} - {""}
     lines = [
         f"PostMark ({params.number} files, {params.transactions} transactions, {params.size_low}-{params.size_high} B "
@@ -242,7 +284,38 @@ def report(results: dict[int, dict[str, Column]], params: PostMarkParams, profil
         "the mount's rate is transactions over the binaries' wall time, pool creation included, and so is its "
         "prediction (the simulated span of each client's whole run)"
     )
+    lines += lines_cpu
     return "\n".join(lines)
+
+
+#: the census's kinds, in the table's order
+CENSUS_KINDS = ("program", "driver", "mount", "agent", "ksoftirqd", "kworker")
+
+
+def census_table(results: dict[int, dict[str, Column]]) -> list[str]:
+    """Where the CPU went, measured (``fednode.tools.census``) beside the model's: us of CPU per
+    transaction (the pool's creations and deletions counted as transactions) by kind of process,
+    the measured time runnable but waiting for a core and the preemptions, and the busy cores."""
+    rows = []
+    for n, cols in results.items():
+        for way, real, sim in (("API", "client API", "predicted API"), ("mount", "mount", "predicted mount")):
+            m, p = cols[real], cols[sim]
+            if m.skipped or not m.cpu_us:
+                continue
+            for kind in CENSUS_KINDS:
+                if kind in m.cpu_us or kind in p.cpu_us:
+                    mc, pc = m.cpu_us.get(kind, 0.0), p.cpu_us.get(kind, 0.0)
+                    rows.append([n, way, kind, f"{mc:.0f}", f"{pc:.0f}", f"{mc / pc:.2f}" if pc else "-",
+                                 f"{m.wait_us.get(kind, 0.0):.0f}", f"{m.switches.get(kind, 0.0):.2f}"])  # fmt: skip
+            mt, pt = sum(m.cpu_us.values()), sum(p.cpu_us.values())
+            rows.append([n, way, "all", f"{mt:.0f}", f"{pt:.0f}", f"{mt / pt:.2f}" if pt else "-",
+                         f"{sum(m.wait_us.values()):.0f}", f"busy {m.busy:.2f} / {p.busy:.2f} cores"])  # fmt: skip
+    if not rows:
+        return []
+    head = ["agents", "", "process", "measured CPU us/tx", "model's", "measured / model", "waiting us/tx",
+            "preempted /tx"]  # fmt: skip
+    return ["", "where the CPU went, per transaction (measured: fednode.tools.census; the model's: its machine)",
+            table(head, rows)]  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

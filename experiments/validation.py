@@ -63,7 +63,7 @@ from fednode.client import Client
 from fednode.cluster import ProcessCluster, write_local
 from fednode.config import Cluster, load_cluster
 from fednode.tools.calibrate import parallel_capacity
-from fedsim.calibration import apply_calibration, fitted_share, foreign
+from fedsim.calibration import apply_calibration, fitted_contention, foreign
 from fedsim.config import SFS97_MIX, Config, validate
 from fedsim.protocol.hashing import names_managed_by
 from fedsim.protocol.policies.homes import Pinned
@@ -359,7 +359,7 @@ def profile_for(params: Params, say: Callable[[str], None]) -> Path:
               transport=params.transport, devices=tuple(params.devices))  # fmt: skip
     prof = yaml.safe_load(path.read_text())
     # the simulator's fit of the contention microbenchmark, once, into the profile (else every load refits it)
-    prof["machine"]["oversub_share"] = fitted_share(path, prof["machine"])
+    prof["machine"].update(fitted_contention(path, prof["machine"]))
     prof["code"] = digest
     prof["agent_dir"] = params.agent_dir
     path.write_text(yaml.safe_dump(prof, sort_keys=False))
@@ -481,8 +481,10 @@ def agents(
 def run_points(cfg: Config, params: Params, say: Callable[[str], None]) -> Outcome:
     out = Outcome(load=[os.getloadavg()[0]], capacity=[parallel_capacity()], transport=params.transport)
     profile = profile_for(params, say)
-    # the cores' worth measured now, not when the profile was taken: it drifts on a shared VM
-    now = {"capacity": round(out.capacity[0], 2)}
+    # (the cores' worth is the profile's, fitted to its contention microbenchmark: CPU-bound processes side
+    # by side, measured now and after, say how loaded the machine was, not what processes that wake each
+    # other get)
+    now: dict[str, Any] = {}
     for n in params.agents:
         with tempfile.TemporaryDirectory(prefix="val", dir=params.agent_dir or None) as tmp:
             start = functools.partial(agents, transport=params.transport, devices=tuple(params.devices))
@@ -570,7 +572,8 @@ SUSPECTS = {
     "latency": "the per-request CPU costs (dispatch_us, call_us) or the flight L: a cell's path is sequential",
     "sfs97": "the shared cores and the client program's one process (the GIL): contention among processes",
     "postmark api": "the shared cores, the client threads' GIL and the local file system's create/mkdir",
-    "postmark mount": "the FUSE layer: callbacks per system call, the mount's CPU outside callbacks",
+    "postmark mount": "the FUSE layer: callbacks per system call, the mount's CPU outside callbacks; "
+    "`python -m experiments.postmark_agents` prints each kind of process's CPU, measured beside the model's",
 }
 
 
@@ -629,7 +632,8 @@ def report(out: Outcome, summary: dict[str, float]) -> str:
     if out.capacity:
         lines.append(
             f"parallel capacity: {out.capacity[0]:.2f} cores' worth before and {out.capacity[-1]:.2f} after "
-            f"({os.cpu_count()} CPU-bound processes side by side; the model counts {os.cpu_count()} whole cores)"
+            f"({os.cpu_count()} CPU-bound processes side by side; the model's cores' worth is fitted to the "
+            "calibration's contention microbenchmark, processes that wake each other)"
         )
     return "\n".join(lines)
 

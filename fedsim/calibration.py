@@ -71,10 +71,13 @@ def apply_calibration(raw: dict[str, Any], source: str | Path) -> dict[str, Any]
             raise CalibrationError(f"{source}: calibration: {path}: machine: expected a mapping")
         own_m = raw.setdefault("machine", {})
         own_m.setdefault("model", "calibrated")
+        own_keys = set(own_m)
         for k, v in mach.items():
             own_m.setdefault(k, v)
-        if "contention" in mach and "oversub_share" not in own_m:
-            own_m["oversub_share"] = fitted_share(path, mach)
+        if "contention" in mach:  # the microbenchmark's fit, unless the profile or the config holds it
+            for k, v in fitted_contention(path, mach).items():
+                if k not in own_keys and k not in mach:
+                    own_m[k] = v
         other = foreign(mach.get("measured_on") or {})
         if other:
             warnings.warn(f"{source}: calibration: {path} {other}", ProfileElsewhere, stacklevel=2)
@@ -110,17 +113,20 @@ def foreign(measured_on: dict[str, Any]) -> str:
     )
 
 
-_FITTED: dict[tuple[str, int], float] = {}
+_FITTED: dict[tuple[str, int], dict[str, float]] = {}
 
 
-def fitted_share(path: Path, mach: dict[str, Any]) -> float:
-    """The profile's ``oversub_share``, fitted by simulating its contention
-    microbenchmark (``fedsim.machine.fit_contention``), once per profile file."""
+def fitted_contention(path: Path, mach: dict[str, Any]) -> dict[str, float]:
+    """The profile's ``oversub_share`` and ``capacity``, fitted by simulating its
+    contention microbenchmark (``fedsim.machine.fit_contention``), once per profile file."""
     key = (str(path.resolve()), path.stat().st_mtime_ns)
     if key not in _FITTED:
         from fedsim.machine import MachineParams, fit_contention
 
-        params = MachineParams.of({k: v for k, v in mach.items() if k != "oversub_share"})
-        measured = {int(k): float(v["cpu_per_call_us"]) for k, v in (mach.get("contention") or {}).items()}
-        _FITTED[key] = fit_contention(params, measured)
+        params = MachineParams.of({k: v for k, v in mach.items() if k not in ("oversub_share", "capacity")})
+        contention = mach.get("contention") or {}
+        measured = {int(k): float(v["cpu_per_call_us"]) for k, v in contention.items()}
+        rates = {int(k): float(v["calls_per_s"]) for k, v in contention.items() if "calls_per_s" in v}
+        share, capacity = fit_contention(params, measured, rates)
+        _FITTED[key] = {"oversub_share": share, "capacity": capacity}
     return _FITTED[key]

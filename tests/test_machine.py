@@ -223,3 +223,27 @@ def test_a_calibrated_machine_without_its_measurements_names_fednode_calibrate()
         validate({"study": "simulate", "machine": {"model": "calibrated", "L_us": 2.0}}, "x.yaml")
     cfg = validate({"study": "simulate", "machine": {"model": "calibrated", "o_us": 12.0, "L_us": 2.0}})
     assert cfg.machine.o_us == 12.0
+
+
+def _contention_params(**kw: Any) -> MachineParams:
+    return MachineParams(hosts=1, cores=2, o_us=8.0, L_us=25.0, call_us=3.0, api_us={"*": 20.0},
+                         client_us={"*": 15.0}, **kw)  # fmt: skip
+
+
+def test_fit_contention_recovers_the_share_and_the_cores_worth_the_bench_was_simulated_with() -> None:
+    """The calibration's two fits, on a microbenchmark whose truth is known: the CPU per call
+    (measured as processes' CPU: no lost core time in it) sets the share, the calls per second
+    the cores' worth; and whole cores fitted where the rates say so."""
+    from dataclasses import replace
+
+    from fedsim.machine import contention_bench, fit_contention
+
+    truth = _contention_params(oversub_share=0.2, capacity=1.5)
+    cpu = {k: contention_bench(replace(truth, capacity=0.0), k)[0] for k in (1, 2, 3, 4)}
+    rates = {k: contention_bench(truth, k)[1] for k in (1, 2, 3, 4)}
+    share, cap = fit_contention(_contention_params(), cpu, rates)
+    assert share == pytest.approx(0.2, abs=0.03)
+    assert cap == pytest.approx(1.5, abs=0.05)
+    whole = {k: contention_bench(replace(truth, capacity=0.0), k)[1] for k in (1, 2, 3, 4)}
+    assert fit_contention(_contention_params(), cpu, whole)[1] in (0.0, pytest.approx(2.0, abs=0.05))
+    assert fit_contention(_contention_params(), cpu)[1] == 0.0  # no rates: whole cores

@@ -36,8 +36,9 @@ the running federation a cluster file names:
   (``parallel_capacity``: a VM's vCPUs need not be whole cores); which agents share it (a local
   federation: all of them, ``machine.hosts: 1``); and what oversubscribing
   its cores costs: 1 to 4 client threads calling 4 agents at once, the CPU
-  per call over every process (the simulator fits ``oversub_share`` to it,
-  ``fedsim.machine.fit_contention``);
+  per call over every process and the calls per second (the simulator fits
+  ``oversub_share`` to the first and the cores' worth, ``capacity``, to the
+  second, ``fedsim.machine.fit_contention``);
 * **the mount** (``--mount``, where FUSE works): the FUSE layer's costs and
   the kernel requests each system call becomes (``fednode.tools.calibrate_fuse``).
 
@@ -438,7 +439,8 @@ def parallel_capacity(n: int = 1_500_000) -> float:
     A VM's vCPUs need not be whole cores: another guest on the host (invisible in this guest's
     load average and barely in its steal time) can leave two vCPUs worth little more than one,
     and then every point that runs processes side by side is slower than whole cores would be
-    (``machine.capacity``)."""
+    (``measured_on.parallel_capacity``: how loaded the machine is; the model's ``capacity`` is fitted
+    to the contention microbenchmark, ``fedsim.machine.fit_contention``)."""
 
     def spin(k: int) -> list[float]:
         procs = [subprocess.Popen([sys.executable, "-c", _SPIN.format(n=n)], stdout=subprocess.PIPE, text=True)
@@ -661,7 +663,6 @@ def profile_of(fitted: dict[str, Any], rounds: int, spread: tuple[str, float], l
         "machine": {
             "hosts": hosts,
             "cores": this_machine()["cores"],
-            "capacity": round(capacity, 2),
             "o_us": r3(o),
             "L_us": r3(L),
             "byte_us": round(float(fitted["byte_us"]), 6),
@@ -677,6 +678,9 @@ def profile_of(fitted: dict[str, Any], rounds: int, spread: tuple[str, float], l
             "client_us": {k: r3(v) for k, v in fitted["client_us"].items()},
             "measured_on": {
                 **this_machine(),
+                # CPU-bound processes side by side (the model's ``capacity`` is fitted to the contention
+                # microbenchmark instead: processes that wake each other get less)
+                "parallel_capacity": round(capacity, 2),
                 "date": datetime.date.today().isoformat(),
                 "at": int(time.time()),  # when, for a reader that reuses only a recent profile
                 "load_before": r3(load[0]),
@@ -763,7 +767,7 @@ def report(fitted: dict[str, Any], prof: dict[str, Any], spread_target: float) -
     on = m["measured_on"]
     noisy = on["worst_spread"] is None or on["worst_spread"] > spread_target
     lines.append(
-        f"\nhost {on['host']}, {on['cores']} cores worth {m['capacity']:.2f} side by side, "
+        f"\nhost {on['host']}, {on['cores']} cores worth {on['parallel_capacity']:.2f} side by side (CPU-bound), "
         f"load {on['load_before']:.2f} before and {on['load_after']:.2f} "
         f"after; {on['rounds']} rounds, worst spread {on['worst_spread']} ({on['worst_spread_cost']})"
         + (f"; idle CPUs: {on['idle']}" if on.get("idle") else "")
