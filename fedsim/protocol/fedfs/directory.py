@@ -473,7 +473,7 @@ class Directory(Summaries):
     @handles(GetEntry)
     def on_get_entry(self, src: int, req: GetEntry) -> Gen:
         flags = req.flags
-        if self.renames:
+        if self.renames and not flags & ENTRY_PROBE:  # (a probe asks "a file?": the moved name is one either way)
             self.in_doubt(req.directory, req.name)
         if flags & ENTRY_FRESH:
             # A settle: the truth from the local trees, not a cached VD that
