@@ -489,7 +489,7 @@ class Renaming(Requester):
             h_a = yield from self._prepared(undo, pm1, RenameSource(old, new), RenameSourceEnd(old, new, False))
             if d2 > d1:
                 self._hold(d2, flight)
-            return (yield from self._cross_held(d2, old, new, h_a, flight, undo))
+            return (yield from self._cross_held(d2, old, new, pm1, h_a, flight, undo))
         except Exception:  # not GeneratorExit: an abandoned generator must not yield its rollback
             yield from self._tell(d2, flight, undo[::-1])
             raise
@@ -498,7 +498,7 @@ class Renaming(Requester):
                 del self.renames[d2]
 
     def _cross_held(
-        self, d2: str, old: str, new: str, h_a: int, flight: RenameFlight, undo: list[tuple[int, Request]]
+        self, d2: str, old: str, new: str, pm1: int, h_a: int, flight: RenameFlight, undo: list[tuple[int, Request]]
     ) -> Gen:
         vd, _ = yield from self.ensure_vd(d2, ask_all=True)  # ENOENT, ENOTDIR: the target's directory
         dst = vd.entries.get(flight.new)
@@ -519,7 +519,7 @@ class Renaming(Requester):
         flight.home = h_a
         self._vd_update(d2, ("add", flight.new, DTEntry(False, h_a)))
         done: list[tuple[int, Request]] = [
-            (self.manager_of(split(old)[0]), RenameSourceEnd(old, new, True, h_a)),
+            (pm1, RenameSourceEnd(old, new, True, h_a)),  # (the node holding D1, whatever the view says now)
             (m_new, RenameDone(old, new, h_a, self.epoch)),
         ]
         if h_b is not None:
