@@ -1,4 +1,5 @@
-"""Rename within one directory, atomic for every observer: the rename role.
+"""Rename within one directory and across directories, atomic for every
+observer: the rename role.
 
 For ``rename(old, new)`` in directory D, four roles take part (often on four
 nodes, even though both names are in one directory):
@@ -79,9 +80,82 @@ changed hold the change.
 An open file pins its name, as it pins its home: a rename of a file that is
 open anywhere, or onto one, is refused with EBUSY.
 
-Renaming across directories is EXDEV (``mv`` then copies by itself), and so
-is renaming a directory: every name below it would change manager, which is
-redistribution (the dynamics issue), not a rename.
+Renaming a directory is EXDEV (``mv`` then copies by itself): every name
+below it would change manager, which is redistribution (issue 24's next
+slice), not a rename.
+
+Across directories (``rename: 2pc``, the default; ``local`` answers EXDEV
+as before), a file (a symlink, a special file: ``links.py``) moves from D1
+to D2 by two-phase commit.  The coordinator is PM2 = manager_of(D2): its
+VD update is the commit point, as PM's is within a directory.  Phase 1
+holds everything; phase 2 applies it::
+
+    R   -> PM2   Rename(old, new)                     the client's operation
+    PM2 -> PM1   RenameSource(old, new)               hold D1: old in doubt; old a file? -> H_a
+                 (PM2 holds D2 itself; the two directories in path order)
+    PM2 -> M_new RenameCheck(new, H_b or -1)          mark new
+    PM2 -> M_old Forget(old)                          soft: lookups of old ask PM1 (EAGAIN) from here
+    PM2 -> H_a   RenamePrepare(old, new)              gate old+new; not open?
+    PM2 -> H_b   RenameGate(new)                      (target on another home)
+         --- commit point: PM2's decision, its VD of D2 says new -> H_a ---
+    PM2 -> H_a   RenameFinish(old, new, True)         local rename across local directories
+    PM2 -> PM1   RenameSourceEnd(old, new, True, H_a) D1's VD drops old; D1's hold ends
+    PM2 -> M_new RenameDone(old, new, H_a)            DT new -> H_a
+    PM2 -> H_b   RenameDrop(new, True)                the old target goes; tombstone
+
+H_a keeps the file: no data moves.  Its local rename goes between local
+directories (``_move_here``): the new parent is made there if missing, as a
+create makes it (implicit, summarised to D2's manager before the rename, so
+that D2's dirmerges ask H_a), and the old parent is pruned once empty if it
+was implicit.  Every refusal before the commit point (old missing ENOENT, a
+directory EXDEV, D2 missing ENOENT or a file ENOTDIR, onto a directory
+EISDIR, open EBUSY, a busy name or directory EAGAIN) undoes the holds in
+reverse order and leaves no trace; after it, as within a directory.
+
+Why readers see the old or the new name, never both nor neither.  D2's
+listing and lookups of new change at one instant, the commit point.  D1's
+cannot change then (PM1 hears of it one message later), so D1 is *in
+doubt* from its hold to the outcome: a readdir of D1 (``ListVD``,
+``ListHomes``) and a lookup of old at PM1 (``GetEntry``) answer EAGAIN,
+which the requester retries (``Directory.in_doubt``); the other names of
+D1 are served.  The alternative, serving D1's pre-commit state until the
+outcome, would let a reader list D2 after the commit (the file there) and
+then D1 (the file still there): both.  With the doubt, every listing of D1
+ends before the hold or starts after D1's update, which follows the
+commit, and every listing of D2 is before or after the commit point, so
+each observation is of the state before or after the rename, in real-time
+order (linearisable: ``test_simulator``'s readers list both directories and
+stat both names while renames across directories run).  A reader that
+lists D2 and then D1 may see the file in neither only if the rename ran
+between its two listings, as with a local file system (two operations,
+each atomic).  Lookups of old through a DT end at H_a, gated until its
+local rename; of new, at H_b (gated, then ESTALE) or at PM2's VD.  A
+dirmerge of D2 after the commit applies the rename over the lagging local
+trees (``RenameFlight.home``, as within a directory); D1 is updated only
+once H_a renamed, so its merges need no such overlay.  An rmdir of D2
+while a rename into it is in flight is EAGAIN (its VD lacks the name until
+the commit).
+
+The coordinator's log is its flight (``renames[D2]``, ``home`` set at the
+decision), in its memory only: it is not replicated with ``replicas: 2``
+(replication copies files, and a rename's steps at the homes reach their
+secondaries as within a directory, ``ReplicaRename`` across directories
+too).  A coordinator that crashes between the phases is evicted by the
+heartbeats (``failure.py``), and every participant releases what that
+rename held at the view change (``renames_orphaned``): gates open, marks go
+with their DT entries, D1's hold ends with its VD dropped.  The outcome is
+then what H_a's local tree says: renamed if its ``RenameFinish`` ran, else
+not; the VDs and DT entries dropped are merged and resolved again from the
+local trees (D2's VD was the coordinator's, and goes to its successor's
+merge).  Known limit: a crash after H_a renamed and before H_b dropped an
+existing target leaves that target as a collision beside the moved file
+(the lowest node id keeps the name, as for any collision).  Without
+heartbeats a crash is never detected, and the holds stay, as within a
+directory.  A view change that moves D1's management during the rename
+does not hand the doubt off (as marks and holds are not): the end goes to
+the node that took the hold (``pm1``), and the new manager serves D1
+meanwhile (a known window, like the other hand-off limits of
+``membership.py``).
 
 Lost messages (``_tell``).  A participant whose reply was lost ran its
 step: a prepare step that ends in ``PeerUnavailable`` is rolled back too
@@ -367,13 +441,7 @@ class Renaming(Requester):
         undo: list[tuple[int, Request]] = []
         try:
             for node, request, rollback in steps:
-                undo.append((node, rollback))
-                try:
-                    yield from self.call(node, request)
-                except Exception as exc:
-                    if not isinstance(exc, PeerUnavailable):
-                        undo.pop()  # refused: it holds nothing
-                    raise
+                yield from self._prepared(undo, node, request, rollback)
         except Exception:  # not GeneratorExit: an abandoned generator must not yield its rollback
             yield from self._tell(d, flight, undo[::-1])
             raise
