@@ -517,10 +517,15 @@ class Client:
         return home
 
     def rename(self, old: str, new: str) -> None:
-        """Rename a file within its directory, atomically: every observer sees
-        either name, never both nor neither, and an existing target is replaced.
-        ``OSError(EXDEV)`` across directories and for directories (copy them),
-        ``EBUSY`` while either file is open anywhere."""
+        """Rename a file (a symlink, a special file) atomically: every observer
+        sees either name, never both nor neither, and an existing target is
+        replaced.  Within its directory, and into another one with the
+        federation's ``rename: 2pc`` (the default: two-phase commit between
+        both directories' managers; the file's data stays at its home).
+        ``OSError(EXDEV)`` for directories (copy them) and, with ``rename:
+        local``, across directories; ``ENOENT`` if ``old`` or ``new``'s
+        directory is missing; ``EISDIR`` onto a directory; ``EBUSY`` while
+        either file is open anywhere."""
         self.call("rename", old, new)
 
     def migrate(self, path: str, to: int) -> int:

@@ -953,6 +953,11 @@ class FedOps(mfusepy.Operations):
                 h.buf = None
 
     def rename(self, old: str, new: str, flags: int = 0) -> None:
+        """rename(2) of a file, symlink or special file, within a directory or
+        (``rename: 2pc``, the default) across directories: the protocol's
+        atomic rename, so ``mv`` keeps the inode number and moves no data.
+        A directory is EXDEV (``mv`` copies it).  Both names lose their home
+        hints: the moved file's is learnt again at its next getattr."""
         if flags:
             raise OSError(errno.EINVAL, "rename flags (RENAME_NOREPLACE, RENAME_EXCHANGE) are not supported")
         check_name(new)

@@ -219,6 +219,7 @@ SCENARIOS = [
             (2, "create", ("/r/a",)),  # the old name is free again
             (1, "readdir", ("/r",)),
         ],
+        protocol={"rename": "local"},  # (across directories EXDEV, as before 2pc: ``rename_across``)
     ),
 ]
 
@@ -1365,5 +1366,53 @@ SCENARIOS.append(
             (2, "getattr", ("/d/f",)),
         ],
         owners=True,
+    )
+)
+
+
+SCENARIOS.append(
+    Scenario(
+        # issue 24: a rename across directories by two-phase commit (``rename: 2pc``, the
+        # default).  mod_n over 5 nodes: /s and /t are managed by node 3, /u by node 1;
+        # /s/a's manager 3, /u/b's 4, /t/n's 1.  The file stays at its home (node 2),
+        # moved between its local directories; the new parent is made there implicitly,
+        # the old one pruned once empty.
+        "rename across directories, atomic by two-phase commit",
+        5,
+        files={2: [("/s/a", b"a on n2"), ("/s/o", b"o")], 4: [("/u/b", b"b on n4")], 0: [("/t/x", b"x")]},
+        dirs={3: ["/t/sub"], 1: ["/u/sub"]},
+        links={2: [("/s/l", "a")]},
+        ops=[
+            (0, "getattr", ("/s/a",)),  # 0: node 0 caches /s/a -> 2
+            (1, "stat", ("/u/b",)),  # node 1 caches /u/b -> 4
+            (0, "rename", ("/s/a", "/u/b")),  # over a target on another home: PM2 1, PM1 3, M_new 4, H_a 2, H_b 4
+            (0, "stat", ("/s/a",)),  # the stale entry: ENOENT from the home, then from the manager
+            (1, "stat", ("/u/b",)),  # the stale entry to the old target's home: ESTALE, asked again
+            (3, "open", ("/u/b",)),
+            (3, "read", (FD, 0, 100)),  # the moved content
+            (3, "close", (FD,)),
+            (4, "readdir", ("/s",)),
+            (4, "readdir", ("/u",)),
+            (2, "rename", ("/u/b", "/t/n")),  # 10: target absent; /t made at node 2, /u pruned there
+            (4, "rename", ("/s/l", "/t/l")),  # a symlink; both directories managed by node 3
+            (1, "readlink", ("/t/l",)),
+            (0, "rename", ("/t/n", "/nowhere/c")),  # 13: ENOENT: the target's directory is missing
+            (0, "rename", ("/t/n", "/u/sub")),  # EISDIR: onto a directory
+            (2, "rename", ("/s/none", "/u/c")),  # ENOENT: the source is missing
+            (3, "rename", ("/t/sub", "/u/sub2")),  # EXDEV: a directory
+            (0, "rename", ("/t/n", "/t/x/y")),  # ENOTDIR: the target's directory is a file
+            (2, "open", ("/t/n",)),  # 18
+            (3, "rename", ("/t/n", "/s/a")),  # EBUSY: open; every hold rolled back
+            (2, "close", (FD,)),
+            (3, "rename", ("/t/n", "/s/a")),  # 21: back where it was
+            (0, "readdir", ("/t",)),
+            (1, "readdir", ("/u",)),
+            (4, "readdir", ("/s",)),
+            (1, "create", ("/t/n",)),  # the old names are free again
+            (4, "create", ("/u/b",)),
+            (2, "getattr", ("/s/a",)),  # 27: the same file (inode number) after three moves
+            (3, "readdir_attrs", ("/s",)),
+        ],
+        same_ino=[(0, 27)],
     )
 )

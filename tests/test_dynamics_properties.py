@@ -2,7 +2,7 @@
 and heartbeats on, hypothesis draws a cluster size (3-7), a placement, a
 hashing and a schedule of steps: batches of operations issued concurrently
 from several nodes (mkdir, create, write, overwrite, unlink, rename within a
-directory, read), joins of new nodes, graceful leaves, crashes (found out by
+directory and across directories, read), joins of new nodes, graceful leaves, crashes (found out by
 the heartbeats and evicted, or restarted before that) with their restarts,
 windows of message loss, and a partition isolating one node, then healed.
 
@@ -100,6 +100,7 @@ op_st = st.one_of(
     st.tuples(st.just("overwrite"), st.integers(0, 99), st.sampled_from(PATHS), st.binary(max_size=8)),
     st.tuples(st.just("unlink"), st.integers(0, 99), st.sampled_from(PATHS)),
     st.tuples(st.just("rename"), st.integers(0, 99), st.sampled_from(PATHS), st.sampled_from(LEAVES)),
+    st.tuples(st.just("rename"), st.integers(0, 99), st.sampled_from(PATHS), st.sampled_from(PATHS)),  # (any directory)
     st.tuples(st.just("read"), st.integers(0, 99), st.sampled_from(PATHS)),
 )
 batch_st = st.lists(op_st, min_size=1, max_size=6)
@@ -191,7 +192,7 @@ def _op_gen(c: SimCluster, at: int, step: tuple[Any, ...]) -> Any:
     if kind in ("mkdir", "create", "unlink"):
         return (yield from c.call_op(at, kind, path))
     if kind == "rename":
-        return (yield from c.call_op(at, "rename", path, path.rsplit("/", 1)[0] + "/" + step[3]))
+        return (yield from c.call_op(at, "rename", path, _target(step)))
     if kind == "overwrite":
         yield from c.call_op(at, "truncate", path, 0)
     fd = yield from c.call_op(at, "open", path)
@@ -205,9 +206,16 @@ def _op_gen(c: SimCluster, at: int, step: tuple[Any, ...]) -> Any:
         yield from c.call_op(at, "close", fd)
 
 
+def _target(step: tuple[Any, ...]) -> str:
+    """A rename's new name: a sibling (``step[3]`` a leaf) or any path (across
+    directories, ``rename: 2pc``)."""
+    new = step[3]
+    return new if new.startswith("/") else step[2].rsplit("/", 1)[0] + "/" + new
+
+
 def _touches(step: tuple[Any, ...]) -> set[str]:
     if step[0] == "rename":
-        return {step[2], step[2].rsplit("/", 1)[0] + "/" + step[3]}
+        return {step[2], _target(step)}
     return {step[2]}
 
 
@@ -242,7 +250,7 @@ def _account(ref: Reference, step: tuple[Any, ...], ok: bool, value: Any, log: l
             old = old + b"\0" * max(0, off - len(old))
             ref.files[path] = old[:off] + data + old[off + len(data) :]
     elif kind == "rename":
-        new = path.rsplit("/", 1)[0] + "/" + step[3]
+        new = _target(step)
         if new != path:
             if ref.known(path):
                 ref.fix(new, ref.files.pop(path))
@@ -608,7 +616,7 @@ def _direct_op(c: DirectCluster, at: int, step: tuple[Any, ...]) -> Any:
     if kind in ("mkdir", "create", "unlink"):
         return c.op(at, kind, path)
     if kind == "rename":
-        return c.op(at, "rename", path, path.rsplit("/", 1)[0] + "/" + step[3])
+        return c.op(at, "rename", path, _target(step))
     if kind == "overwrite":
         c.op(at, "truncate", path, 0)
     fd = c.op(at, "open", path)

@@ -462,7 +462,7 @@ def test_a_bench_profile_calibrates_a_simulator_config(tmp_path):
 def test_client_rename_and_overwrite_are_protocol_operations(tmp_path):
     """Over TCP: overwrite keeps the file's home and replaces its content in
     place (open + truncate + write); rename replaces a target on another node
-    and moves no data; EXDEV across directories, EBUSY while open."""
+    and moves no data, across directories too; EXDEV for a directory, EBUSY while open."""
     spec = local_spec(tmp_path, 3)
     write_cluster(tmp_path / "cluster.yaml", spec)
     cluster = load_cluster(tmp_path / "cluster.yaml")
@@ -495,8 +495,12 @@ def test_client_rename_and_overwrite_are_protocol_operations(tmp_path):
             assert (tmp_path / f"n{home}{target}").read_bytes() == b"short"
             assert not (tmp_path / f"n{target_home}{target}").exists()
             c.mkdir("/v")
+            value, log = c.traced("rename", target, "/v/x")  # across directories: no data moves either
+            assert value is None and not [m for m in log if m[2] in ("Read", "Write", "Create")]
+            assert c.read_file("/v/x") == b"short" and not c.exists(target)
+            assert (tmp_path / f"n{home}/v/x").read_bytes() == b"short"  # moved between local directories
             with pytest.raises(OSError) as xdev:
-                c.rename(target, "/v/x")
-            assert xdev.value.errno == errno.EXDEV
+                c.rename("/v", "/w/v")
+            assert xdev.value.errno == errno.EXDEV  # a directory
     finally:
         g.stop()

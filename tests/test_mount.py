@@ -207,15 +207,42 @@ def test_rename(mnt: Path) -> None:
     assert os.stat(mnt / "b").st_ino == ino  # rename keeps the file's number
     (mnt / "d1").mkdir()
     (mnt / "d2").mkdir()
-    with pytest.raises(OSError) as e:
-        os.rename(mnt / "b", mnt / "d1" / "b")
-    assert e.value.errno == errno.EXDEV
-    sh(["mv", str(mnt / "b"), str(mnt / "d2" / "moved")])  # mv copies on EXDEV
+    sh(["mv", str(mnt / "b"), str(mnt / "d2" / "moved")])  # across directories: a rename (``rename: 2pc``)
     assert (mnt / "d2" / "moved").read_bytes() == b"A" * 5000
     assert not (mnt / "b").exists()
-    sh(["mv", str(mnt / "d2"), str(mnt / "d1" / "d2")])  # a directory too
+    with pytest.raises(OSError) as e:
+        os.rename(mnt / "d2", mnt / "d1" / "d2")
+    assert e.value.errno == errno.EXDEV  # a directory is not renamed (issue 24's next slice) ...
+    sh(["mv", str(mnt / "d2"), str(mnt / "d1" / "d2")])  # ... mv copies it
     assert (mnt / "d1" / "d2" / "moved").read_bytes() == b"A" * 5000
     assert not (mnt / "d2").exists()
+
+
+def test_mv_across_directories_is_a_rename(mnt: Path) -> None:
+    """``mv d1/f d2/g`` is one rename(2) now (two-phase commit, ``fedfs/rename.py``),
+    not mv's copy and unlink: the file keeps its inode number and content, over an
+    existing target too, and each directory lists it exactly once."""
+    (mnt / "d1").mkdir()
+    (mnt / "d2").mkdir()
+    (mnt / "d1" / "f").write_bytes(b"F" * 70000)
+    ino = os.stat(mnt / "d1" / "f").st_ino
+    sh(["mv", str(mnt / "d1" / "f"), str(mnt / "d2" / "g")])
+    st = os.stat(mnt / "d2" / "g")
+    assert st.st_ino == ino and st.st_nlink == 1
+    assert (mnt / "d2" / "g").read_bytes() == b"F" * 70000
+    assert os.listdir(mnt / "d1") == [] and os.listdir(mnt / "d2") == ["g"]
+    (mnt / "d1" / "t").write_bytes(b"old target")
+    os.rename(mnt / "d2" / "g", mnt / "d1" / "t")  # over an existing file: replaced atomically
+    assert os.stat(mnt / "d1" / "t").st_ino == ino
+    assert (mnt / "d1" / "t").read_bytes() == b"F" * 70000
+    assert os.listdir(mnt / "d1") == ["t"] and os.listdir(mnt / "d2") == []
+    os.symlink("t", mnt / "d1" / "l")
+    os.rename(mnt / "d1" / "l", mnt / "d2" / "l")  # a symlink moves as a file does
+    assert os.readlink(mnt / "d2" / "l") == "t"
+    with pytest.raises(OSError) as e:
+        os.rename(mnt / "d1" / "t", mnt / "nowhere" / "t")
+    assert e.value.errno == errno.ENOENT
+    assert (mnt / "d1" / "t").read_bytes() == b"F" * 70000  # a failed rename leaves no trace
 
 
 def test_close_then_rename_at_once(mnt: Path) -> None:

@@ -114,17 +114,18 @@ class Reference:
         self.t[path] = v[:size] + bytes(max(0, size - len(v)))
 
     def rename(self, old: str, new: str) -> None:
-        """The federation's rename: POSIX within one directory, EXDEV across
-        directories and for directories (checked in that order)."""
+        """The federation's rename (``rename: 2pc``): POSIX within one directory
+        and across directories, EXDEV for directories; the source is checked
+        first (ENOENT, ENOTDIR, EXDEV), then the target's directory (ENOENT,
+        ENOTDIR), then the target (EISDIR)."""
         if "/" in (old, new):
             raise OSError(errno.EBUSY, "/")
-        if old.rsplit("/", 1)[0] != new.rsplit("/", 1)[0]:
-            raise OSError(errno.EXDEV, new)
         src = self._get(old)
         if old == new:
             return
         if src is None:
             raise OSError(errno.EXDEV, old)
+        self._parent_ok(new)
         if new in self.t and self.t[new] is None:
             raise OSError(errno.EISDIR, new)
         del self.t[old]
@@ -306,7 +307,7 @@ def test_stale_directory_table_entry_is_dropped_and_the_manager_asked_again():
 
 
 # Renames within a directory (a sibling name: the common case) and between any two paths
-# (mostly EXDEV), among creations, writes, unlinks and truncations.
+# (across directories, by two-phase commit), among creations, writes, unlinks and truncations.
 rename_strategy = st.one_of(
     st.tuples(st.just("rename"), paths, st.sampled_from(NAMES)).map(
         lambda t: ("rename", t[1], (t[1].rsplit("/", 1)[0] or "") + "/" + t[2])

@@ -202,6 +202,10 @@ def test_stat_of_a_missing_file_is_enoent_in_the_simulator():
 def _classify(kind: str, existing: bool, value: object, src: str, dst: str) -> str:
     """An observation of one rename pair as "pre", "post" or "bad" (both names
     or neither).  Sources hold 5 bytes, old targets 9, so sizes tell them apart."""
+    if kind == "readdir_src":  # across directories: the source's directory (sources are never re-made)
+        return "pre" if src in {n for n, _ in value} else "post"
+    if kind == "readdir_dst":  # ... the target's (an existing target is listed before and after: not asked)
+        return "post" if dst in {n for n, _ in value} else "pre"
     if kind == "readdir":
         names = {n for n, _ in value}
         has = (src in names, dst in names)
@@ -217,8 +221,12 @@ def _classify(kind: str, existing: bool, value: object, src: str, dst: str) -> s
     return {(False, 5): "post", (False, 9): "pre"}.get(value, "bad")
 
 
-@pytest.mark.parametrize(("seed", "evict"), [(s, False) for s in range(4)] + [(s, True) for s in range(4)])
-def test_concurrent_readers_never_see_both_names_or_neither_during_renames(seed, evict):
+@pytest.mark.parametrize(
+    ("seed", "evict", "cross"),
+    [(s, False, False) for s in range(4)] + [(s, True, False) for s in range(4)]
+    + [(s, False, True) for s in range(4)] + [(s, True, True) for s in range(2)],
+)  # fmt: skip
+def test_concurrent_readers_never_see_both_names_or_neither_during_renames(seed, evict, cross):
     """Readers on every node stat both names, read the target and list the
     directory, densely, while renames run (targets on another home, on the
     source's home, absent; several at once in one directory, so they also
@@ -229,7 +237,11 @@ def test_concurrent_readers_never_see_both_names_or_neither_during_renames(seed,
     may see "before" once another has seen "after" and finished (real-time
     order: the rename is linearisable).  With ``evict``, a one-entry VD cache
     and readers listing another directory of /d's manager: /d's VD is merged again and again, also
-    while a rename is past its commit point and the local trees lag."""
+    while a rename is past its commit point and the local trees lag.  With
+    ``cross``, each rename moves /d/sK to /e/tK, across directories whose
+    managers differ (``rename: 2pc``), and the readers list both directories
+    (each listing checked on its own: /d must drop the source only once /e
+    may show it, and /e show it only once /d may drop it)."""
     import random
 
     rng = random.Random(seed)
@@ -239,6 +251,11 @@ def test_concurrent_readers_never_see_both_names_or_neither_during_renames(seed,
     sim = SimCluster(n, network=preset("fedfs_prototype"), placement="round_robin", keep_data=True,
                      workers=32 if evict else 4,
                      protocol=ProtocolConfig(dt_entries=8, vd_entries=1 if evict else 64))  # fmt: skip
+    tdir = "/d"
+    if cross:  # the target's directory, managed by another node than /d's
+        pm_d = sim.nodes[0].manager_of("/d")
+        tdir = next(p for i in range(100) if sim.nodes[0].manager_of(p := f"/t{i}") != pm_d)
+        sim.fs[n - 1].mkdir(tdir)
     pairs = []  # (source, target, target exists)
     for k in range(6):
         src, dst = f"s{k}", f"t{k}"
@@ -248,8 +265,8 @@ def test_concurrent_readers_never_see_both_names_or_neither_during_renames(seed,
         existing = k % 3 != 2
         if existing:
             b = a if k % 3 == 1 else (a + 1 + rng.randrange(n - 1)) % n
-            sim.fs[b].populate([(f"/d/{dst}", 9)])
-            sim.fs[b].write(f"/d/{dst}", 0, b"T" * 9)
+            sim.fs[b].populate([(f"{tdir}/{dst}", 9)])
+            sim.fs[b].write(f"{tdir}/{dst}", 0, b"T" * 9)
         pairs.append((src, dst, existing))
     sim.fs[0].mkdir("/d")
     pm = sim.nodes[0].manager_of("/d")
@@ -268,7 +285,7 @@ def test_concurrent_readers_never_see_both_names_or_neither_during_renames(seed,
         t0 = env.now
         while True:  # EBUSY while a reader holds the target open: a client would retry too
             try:
-                yield sim.op(rng.randrange(n), "rename", f"/d/{src}", f"/d/{dst}")
+                yield sim.op(rng.randrange(n), "rename", f"/d/{src}", f"{tdir}/{dst}")
                 break
             except OSError as exc:
                 assert exc.errno == errno.EBUSY, exc
@@ -281,27 +298,31 @@ def test_concurrent_readers_never_see_both_names_or_neither_during_renames(seed,
             yield env.timeout(rng.uniform(0, 40))
             k = rng.randrange(len(pairs))
             src, dst, existing = pairs[k]
-            kind = rng.choice(["stat_src", "stat_dst", "read_dst", "readdir", *(["other"] if evict else [])])
+            listings = ["readdir_src", "readdir_dst"] if cross else ["readdir"]
+            kind = rng.choice(["stat_src", "stat_dst", "read_dst", *listings, *(["other"] if evict else [])])
             t0 = env.now
             try:
                 if kind == "other":
                     yield sim.op(node, "readdir", other)
                     continue
-                if kind == "readdir":
+                if kind in ("readdir", "readdir_src"):
                     value = yield sim.op(node, "readdir", "/d")
+                elif kind == "readdir_dst":
+                    value = yield sim.op(node, "readdir", tdir)
                 elif kind == "stat_src":
                     value = yield sim.op(node, "stat", f"/d/{src}")
                 elif kind == "stat_dst":
-                    value = yield sim.op(node, "stat", f"/d/{dst}")
+                    value = yield sim.op(node, "stat", f"{tdir}/{dst}")
                 else:
-                    fd = yield sim.op(node, "open", f"/d/{dst}")
+                    fd = yield sim.op(node, "open", f"{tdir}/{dst}")
                     value = yield sim.op(node, "read", fd, 0, 100)
                     yield sim.op(node, "close", fd)
             except OSError as exc:
                 value = exc
-            if kind == "readdir":
+            if kind.startswith("readdir"):
                 for j, (s, d, e) in enumerate(pairs):
-                    obs.append((j, t0, env.now, _classify(kind, e, value, s, d)))
+                    if not (kind == "readdir_dst" and e):
+                        obs.append((j, t0, env.now, _classify(kind, e, value, s, d)))
             else:
                 obs.append((k, t0, env.now, _classify(kind, existing, value, src, dst)))
 
@@ -322,8 +343,8 @@ def test_concurrent_readers_never_see_both_names_or_neither_during_renames(seed,
         during = [state for t0, t1, state in mine if t0 <= finish and t1 >= start]
         assert during, f"no observation overlapped rename {k}: the test would be vacuous"
     assert sum(1 for *_, s in obs if s == "post") > 100 and sum(1 for *_, s in obs if s == "pre") > 100
-    files = sorted((p, v) for fs in sim.fs for p, v in fs.tree().items() if p.startswith("/d/"))
-    assert files == sorted((f"/d/{d}", b"S" * 5) for _, d, _ in pairs)  # each target once, the moved content
+    files = sorted((p, v) for fs in sim.fs for p, v in fs.tree().items() if p.startswith(("/d/", tdir + "/")))
+    assert files == sorted((f"{tdir}/{d}", b"S" * 5) for _, d, _ in pairs)  # each target once, the moved content
     for node in sim.nodes:
         assert not node.rename_marks and not node.gates and not node.renames
     retries = sum(node.stats.stale_retries for node in sim.nodes)

@@ -16,6 +16,8 @@ MAX_BLOCK_SIZE = 1 << 20
 MAX_BLOCK_FETCH = 1 << 20
 #: What a leaving node may do with its own files (``ProtocolConfig.leave_files``).
 LEAVE_FILES = ("unavailable", "migrate")
+#: How a rename across directories is done (``ProtocolConfig.rename``).
+RENAMES = ("local", "2pc")
 
 
 @dataclass(slots=True)
@@ -74,6 +76,12 @@ class ProtocolConfig:
     # coherent secondary at the home's successor in the view, a write
     # acknowledged once both hold it.
     replicas: int = 1
+    # Rename across directories (``fedfs/rename.py``): "2pc" moves a file (a
+    # symlink, a special file) from one directory to another atomically, by
+    # two-phase commit between the two directories' managers and the homes;
+    # "local" answers EXDEV for it, as before (``mv`` then copies by itself).
+    # Renaming a directory is EXDEV either way.
+    rename: str = "2pc"
     # Crash detection (FedFS 3.3; ``fedfs/failure.py``): every
     # ``heartbeat_s`` a member sends a heartbeat to its successor in the
     # view; one that hears nothing from its predecessor for
@@ -113,6 +121,8 @@ class ProtocolConfig:
             raise ValueError(f"heartbeat_s must not be negative (0 = no heartbeats), got {self.heartbeat_s}")
         if self.heartbeat_misses < 1:
             raise ValueError(f"heartbeat_misses must be at least 1, got {self.heartbeat_misses}")
+        if self.rename not in RENAMES:
+            raise ValueError(f"rename must be one of {', '.join(RENAMES)}, got {self.rename!r}")
         if self.leave_files not in LEAVE_FILES:
             raise ValueError(f"leave_files must be one of {', '.join(LEAVE_FILES)}, got {self.leave_files!r}")
 

@@ -12,7 +12,8 @@ parent directory D:
   the Bloom summaries of ``summaries.py`` (and their periodic refresh);
 * the *home* H, whose local file system holds P: ``home.py``;
 * rename within a directory, coordinated by the directory's manager with the
-  two names' managers and homes: ``rename.py``;
+  two names' managers and homes, and across directories by two-phase commit
+  (``rename: 2pc``), coordinated by the target directory's manager: ``rename.py``;
 * attributes (getattr, chmod/chown/utimens), statfs and fsync, at a file's
   home or a directory's holders through its manager: ``attributes.py``;
 * symbolic links and special files (symlink, readlink, mknod), names with a

@@ -560,7 +560,9 @@ class Attributes(Renaming):
 
     @handles(ListHomes)
     def on_list_homes(self, src: int, req: ListHomes) -> Gen:
+        self.in_doubt(req.path)
         vd, _ = yield from self.ensure_vd(req.path)
+        self.in_doubt(req.path)
         return sorted((name, e.home) for name, e in vd.entries.items()), sorted(vd.holders)
 
     @handles(PathSetAttr)

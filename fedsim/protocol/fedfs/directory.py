@@ -75,6 +75,11 @@ class RenameFlight:
     #: its rollback or post-commit steps are still being retried (``Renaming._tell``):
     #: the directory stays busy until every participant got them
     telling: bool = False
+    #: the source directory's hold of a rename across directories (``rename.py``):
+    #: ``old`` is in doubt (its readdir and its lookups here answer EAGAIN) until
+    #: the coordinator, node ``by``, tells the outcome
+    doubt: bool = False
+    by: int = -1
 
 
 class Directory(Summaries):
@@ -393,6 +398,15 @@ class Directory(Summaries):
         # else: not cached; the next dirmerge reads the local directories
 
     # ------------------------------------------------------------------ handlers
+    def in_doubt(self, directory: str, name: str | None = None) -> None:
+        """EAGAIN while a rename across directories out of ``directory`` is in
+        doubt here (for a readdir; for a lookup of ``name``, if it is the
+        moved name): the source's directory is the one whose update follows
+        the commit point (``rename.py``)."""
+        f = self.renames.get(directory)
+        if f is not None and f.doubt and (name is None or name == f.old):
+            raise fs_error(errno.EAGAIN, directory, "a rename out of this directory is in flight; try again")
+
     def _release(self, directory: str, name: str) -> None:
         held = self.holds.get(directory)
         if held is not None:
@@ -459,6 +473,8 @@ class Directory(Summaries):
     @handles(GetEntry)
     def on_get_entry(self, src: int, req: GetEntry) -> Gen:
         flags = req.flags
+        if self.renames and not flags & ENTRY_PROBE:  # (a probe asks "a file?": the moved name is one either way)
+            self.in_doubt(req.directory, req.name)
         if flags & ENTRY_FRESH:
             # A settle: the truth from the local trees, not a cached VD that
             # may have missed a lost AddEntry/DelEntry.  With ENTRY_HOLD the
@@ -505,7 +521,9 @@ class Directory(Summaries):
 
     @handles(ListVD)
     def on_list_vd(self, src: int, req: ListVD) -> Gen:
+        self.in_doubt(req.path)
         vd, _ = yield from self.ensure_vd(req.path)
+        self.in_doubt(req.path)  # (one began while the VD was merged)
         return sorted((name, e.is_dir) for name, e in vd.entries.items())
 
     @handles(Rmdir)
@@ -527,6 +545,8 @@ class Directory(Summaries):
             raise fs_error(errno.EAGAIN, path, "a create in this directory is in flight; try again")
         if path in self.removing:  # another rmdir began while we looked
             raise fs_error(errno.EAGAIN, path, "an rmdir of this directory is in flight; try again")
+        if path in self.renames:  # a rename into it (across directories: its VD lacks the name until the commit)
+            raise fs_error(errno.EAGAIN, path, "a rename in this directory is in flight; try again")
         self.removing.add(path)
         try:
             for h in sorted(vd.holders):

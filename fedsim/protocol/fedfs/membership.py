@@ -301,6 +301,8 @@ class Membership(Renaming):
             # leave, then unlink /b/a took /b with it).  The cost: empty
             # directories may stay in this node's local tree.
             self.implicit_dirs.clear()
+        if gone:
+            self.renames_orphaned(gone)  # holds of renames the leavers coordinated (``rename.py``)
         for g in gone:
             self.summaries.pop(g, None)
             self._shared.discard(g)

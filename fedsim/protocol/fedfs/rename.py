@@ -1,4 +1,5 @@
-"""Rename within one directory, atomic for every observer: the rename role.
+"""Rename within one directory and across directories, atomic for every
+observer: the rename role.
 
 For ``rename(old, new)`` in directory D, four roles take part (often on four
 nodes, even though both names are in one directory):
@@ -79,9 +80,82 @@ changed hold the change.
 An open file pins its name, as it pins its home: a rename of a file that is
 open anywhere, or onto one, is refused with EBUSY.
 
-Renaming across directories is EXDEV (``mv`` then copies by itself), and so
-is renaming a directory: every name below it would change manager, which is
-redistribution (the dynamics issue), not a rename.
+Renaming a directory is EXDEV (``mv`` then copies by itself): every name
+below it would change manager, which is redistribution (issue 24's next
+slice), not a rename.
+
+Across directories (``rename: 2pc``, the default; ``local`` answers EXDEV
+as before), a file (a symlink, a special file: ``links.py``) moves from D1
+to D2 by two-phase commit.  The coordinator is PM2 = manager_of(D2): its
+VD update is the commit point, as PM's is within a directory.  Phase 1
+holds everything; phase 2 applies it::
+
+    R   -> PM2   Rename(old, new)                     the client's operation
+    PM2 -> PM1   RenameSource(old, new)               hold D1: old in doubt; old a file? -> H_a
+                 (PM2 holds D2 itself; the two directories in path order)
+    PM2 -> M_new RenameCheck(new, H_b or -1)          mark new
+    PM2 -> M_old Forget(old)                          soft: lookups of old ask PM1 (EAGAIN) from here
+    PM2 -> H_a   RenamePrepare(old, new)              gate old+new; not open?
+    PM2 -> H_b   RenameGate(new)                      (target on another home)
+         --- commit point: PM2's decision, its VD of D2 says new -> H_a ---
+    PM2 -> H_a   RenameFinish(old, new, True)         local rename across local directories
+    PM2 -> PM1   RenameSourceEnd(old, new, True, H_a) D1's VD drops old; D1's hold ends
+    PM2 -> M_new RenameDone(old, new, H_a)            DT new -> H_a
+    PM2 -> H_b   RenameDrop(new, True)                the old target goes; tombstone
+
+H_a keeps the file: no data moves.  Its local rename goes between local
+directories (``_move_here``): the new parent is made there if missing, as a
+create makes it (implicit, summarised to D2's manager before the rename, so
+that D2's dirmerges ask H_a), and the old parent is pruned once empty if it
+was implicit.  Every refusal before the commit point (old missing ENOENT, a
+directory EXDEV, D2 missing ENOENT or a file ENOTDIR, onto a directory
+EISDIR, open EBUSY, a busy name or directory EAGAIN) undoes the holds in
+reverse order and leaves no trace; after it, as within a directory.
+
+Why readers see the old or the new name, never both nor neither.  D2's
+listing and lookups of new change at one instant, the commit point.  D1's
+cannot change then (PM1 hears of it one message later), so D1 is *in
+doubt* from its hold to the outcome: a readdir of D1 (``ListVD``,
+``ListHomes``) and a lookup of old at PM1 (``GetEntry``) answer EAGAIN,
+which the requester retries (``Directory.in_doubt``); the other names of
+D1 are served.  The alternative, serving D1's pre-commit state until the
+outcome, would let a reader list D2 after the commit (the file there) and
+then D1 (the file still there): both.  With the doubt, every listing of D1
+ends before the hold or starts after D1's update, which follows the
+commit, and every listing of D2 is before or after the commit point, so
+each observation is of the state before or after the rename, in real-time
+order (linearisable: ``test_simulator``'s readers list both directories and
+stat both names while renames across directories run).  A reader that
+lists D2 and then D1 may see the file in neither only if the rename ran
+between its two listings, as with a local file system (two operations,
+each atomic).  Lookups of old through a DT end at H_a, gated until its
+local rename; of new, at H_b (gated, then ESTALE) or at PM2's VD.  A
+dirmerge of D2 after the commit applies the rename over the lagging local
+trees (``RenameFlight.home``, as within a directory); D1 is updated only
+once H_a renamed, so its merges need no such overlay.  An rmdir of D2
+while a rename into it is in flight is EAGAIN (its VD lacks the name until
+the commit).
+
+The coordinator's log is its flight (``renames[D2]``, ``home`` set at the
+decision), in its memory only: it is not replicated with ``replicas: 2``
+(replication copies files, and a rename's steps at the homes reach their
+secondaries as within a directory, ``ReplicaRename`` across directories
+too).  A coordinator that crashes between the phases is evicted by the
+heartbeats (``failure.py``), and every participant releases what that
+rename held at the view change (``renames_orphaned``): gates open, marks go
+with their DT entries, D1's hold ends with its VD dropped.  The outcome is
+then what H_a's local tree says: renamed if its ``RenameFinish`` ran, else
+not; the VDs and DT entries dropped are merged and resolved again from the
+local trees (D2's VD was the coordinator's, and goes to its successor's
+merge).  Known limit: a crash after H_a renamed and before H_b dropped an
+existing target leaves that target as a collision beside the moved file
+(the lowest node id keeps the name, as for any collision).  Without
+heartbeats a crash is never detected, and the holds stay, as within a
+directory.  A view change that moves D1's management during the rename
+does not hand the doubt off (as marks and holds are not): the end goes to
+the node that took the hold (``pm1``), and the new manager serves D1
+meanwhile (a known window, like the other hand-off limits of
+``membership.py``).
 
 Lost messages (``_tell``).  A participant whose reply was lost ran its
 step: a prepare step that ends in ``PeerUnavailable`` is rolled back too
@@ -118,7 +192,7 @@ from fedsim.protocol.effects import Compute, Local, Sleep, Spawn
 from fedsim.protocol.fedfs.directory import REPAIR_FIRST_S, REPAIR_MAX_S, RenameFlight
 from fedsim.protocol.fedfs.requester import Requester
 from fedsim.protocol.messages import Forget, PeerUnavailable, Request, Stat, fs_error, register_request
-from fedsim.protocol.names import ROOT, normalize, split
+from fedsim.protocol.names import ROOT, normalize, parent, split
 from fedsim.protocol.node import Gen, api, handles
 from fedsim.protocol.tables import DTEntry
 
@@ -132,6 +206,31 @@ class Rename(Request):
     reply: ClassVar[Any] = int
     old: str
     new: str
+
+
+# --- at the source directory's manager (PM1), across directories ------------------------
+@register_request
+@dataclass(slots=True, frozen=True)
+class RenameSource(Request):
+    """Hold ``old``'s directory for a rename to ``new`` in another directory:
+    ``old`` is in doubt (EAGAIN) until ``RenameSourceEnd``.  Reply: old's home."""
+
+    reply: ClassVar[Any] = int
+    old: str
+    new: str
+
+
+@register_request
+@dataclass(slots=True, frozen=True)
+class RenameSourceEnd(Request):
+    """The coordinator's outcome: committed (``old`` leaves the VD; it lived at
+    ``home``) or aborted; the hold ends either way."""
+
+    reply: ClassVar[Any] = None
+    old: str
+    new: str
+    commit: bool
+    home: int = -1
 
 
 # --- at the target's manager (M_b) --------------------------------------------------------
@@ -245,6 +344,10 @@ class Renaming(Requester):
         # The names of ``gates`` a rename's prepare or target gate set here
         # (not a migration's freeze): only these does a rename's end open.
         self.rename_gated: set[str] = set()
+        # ("gate" or "mark", path) -> the rename's coordinator, for each hold
+        # a rename set here: released if the coordinator leaves the view
+        # (``renames_orphaned``)
+        self.rename_by: dict[tuple[str, str], int] = {}
 
     def describe(self) -> dict[str, Any]:
         """Status adds what renames hold here: a name that stays held long
@@ -258,9 +361,11 @@ class Renaming(Requester):
     # ------------------------------------------------------------------ the file API
     @api(str, str)
     def rename(self, old: str, new: str) -> Gen:
-        """Rename a file within its directory, atomically (see the module docstring).
+        """Rename a file, atomically (see the module docstring): within its
+        directory, and with ``rename: 2pc`` (the default) into another one.
 
-        EXDEV across directories and for directories; EISDIR onto a directory;
+        EXDEV for directories, and across directories with ``rename: local``;
+        EISDIR onto a directory; ENOENT if the target's directory is missing;
         ENOENT if ``old`` is missing; EBUSY if either file is open; EAGAIN if
         a conflicting operation on the names stayed in flight; ``old == new``
         is a no-op if the name exists."""
@@ -268,15 +373,15 @@ class Renaming(Requester):
         yield Compute("fedfs_op")
         if ROOT in (old, new):
             raise fs_error(errno.EBUSY, ROOT, "cannot rename the root of the federation")
-        d = split(old)[0]
-        if split(new)[0] != d:
+        d = split(new)[0]
+        if split(old)[0] != d and self.config.rename != "2pc":
             raise fs_error(
                 errno.EXDEV, new, "rename moves a file within its directory only; copy and unlink to move it elsewhere"
             )
         if old == new:
             yield from self._at_home(old, Stat, None)
             return None
-        pm = self.manager_of(d)
+        pm = self.manager_of(d)  # the target directory's manager coordinates (across directories too)
         home = yield from self._busy(lambda: self.call(pm, Rename(old, new)))
         self.dt.pop(old)
         self.dt.put(new, DTEntry(False, home))
@@ -287,6 +392,8 @@ class Renaming(Requester):
     def on_rename(self, src: int, req: Rename) -> Gen:
         d, old_name = split(req.old)
         new_d, new_name = split(req.new)
+        if new_d != d and self.config.rename == "2pc" and ROOT not in (req.old, req.new):
+            return (yield from self._cross(req.old, req.new))
         if new_d != d or old_name == new_name:  # the requester answers these itself; a peer may not
             raise fs_error(errno.EXDEV if new_d != d else errno.EINVAL, req.new, "not a rename within a directory")
         if d in self.renames:
@@ -334,13 +441,7 @@ class Renaming(Requester):
         undo: list[tuple[int, Request]] = []
         try:
             for node, request, rollback in steps:
-                undo.append((node, rollback))
-                try:
-                    yield from self.call(node, request)
-                except Exception as exc:
-                    if not isinstance(exc, PeerUnavailable):
-                        undo.pop()  # refused: it holds nothing
-                    raise
+                yield from self._prepared(undo, node, request, rollback)
         except Exception:  # not GeneratorExit: an abandoned generator must not yield its rollback
             yield from self._tell(d, flight, undo[::-1])
             raise
@@ -422,6 +523,157 @@ class Renaming(Requester):
             if self.renames.get(d) is flight:
                 del self.renames[d]
 
+    # ------------------------------------------------------------------ PM2: across directories
+    def _hold(self, d: str, flight: RenameFlight) -> None:
+        """Take directory ``d`` for a rename coordinated here (EAGAIN if one is in flight in it)."""
+        if d in self.renames or d in self.removing:
+            raise fs_error(errno.EAGAIN, d, "another rename in this directory (or its rmdir) is in flight; try again")
+        self.renames[d] = flight
+
+    def _prepared(self, undo: list[tuple[int, Request]], node: int, request: Request, rollback: Request | None) -> Gen:
+        """One prepare step: a refusal holds nothing there; a step without an
+        answer is undone too (its reply may be what was lost)."""
+        if rollback is not None:
+            undo.append((node, rollback))
+        try:
+            return (yield from self.call(node, request))
+        except Exception as exc:
+            if rollback is not None and not isinstance(exc, PeerUnavailable):
+                undo.pop()
+            raise
+
+    def _cross(self, old: str, new: str) -> Gen:
+        """A rename across directories, coordinated here, at the target
+        directory's manager (see the module docstring).  The two directories
+        are held in path order, so two renames crossing in opposite
+        directions cannot keep refusing each other."""
+        (d1, _), (d2, new_name) = split(old), split(new)
+        flight = RenameFlight(new_name, new_name)
+        undo: list[tuple[int, Request]] = []
+        try:
+            if d2 < d1:
+                self._hold(d2, flight)
+            pm1 = self.manager_of(d1)
+            h_a = yield from self._prepared(undo, pm1, RenameSource(old, new), RenameSourceEnd(old, new, False))
+            if d2 > d1:
+                self._hold(d2, flight)
+            return (yield from self._cross_held(d2, old, new, pm1, h_a, flight, undo))
+        except Exception:  # not GeneratorExit: an abandoned generator must not yield its rollback
+            yield from self._tell(d2, flight, undo[::-1])
+            raise
+        finally:
+            if self.renames.get(d2) is flight and not flight.telling:  # (else ``_tell_later`` ends the flight)
+                del self.renames[d2]
+
+    def _cross_held(
+        self, d2: str, old: str, new: str, pm1: int, h_a: int, flight: RenameFlight, undo: list[tuple[int, Request]]
+    ) -> Gen:
+        vd, _ = yield from self.ensure_vd(d2, ask_all=True)  # ENOENT, ENOTDIR: the target's directory
+        dst = vd.entries.get(flight.new)
+        if dst is None and vd.unreachable >= 0:
+            raise PeerUnavailable(vd.unreachable, f"may hold {new} and did not answer its dirmerge")
+        if dst is not None and dst.is_dir:
+            raise fs_error(errno.EISDIR, new)
+        h_b = None if dst is None or dst.home == h_a else dst.home
+        m_new = self.manager_of(new)
+        yield from self._prepared(undo, m_new, RenameCheck(new, -1 if dst is None else dst.home), RenameUncheck(new))
+        yield from self._prepared(undo, self.manager_of(old), Forget(old), None)  # (soft: re-asked of PM1)
+        yield from self._prepared(undo, h_a, RenamePrepare(old, new), RenameFinish(old, new, False))
+        if h_b is not None:
+            yield from self._prepared(undo, h_b, RenameGate(new), RenameDrop(new, False))
+
+        # The commit point, the coordinator's decision, logged in its memory
+        # (``flight.home``): D2's VD names the file from here on.
+        flight.home = h_a
+        self._vd_update(d2, ("add", flight.new, DTEntry(False, h_a)))
+        done: list[tuple[int, Request]] = [
+            (pm1, RenameSourceEnd(old, new, True, h_a)),  # (the node holding D1, whatever the view says now)
+            (m_new, RenameDone(old, new, h_a, self.epoch)),
+        ]
+        if h_b is not None:
+            done.append((h_b, RenameDrop(new, True)))
+        try:
+            lag = yield from _lagging(self.call(h_a, RenameFinish(old, new, True)), h_a)
+        except PeerUnavailable:
+            lag = None  # (as within a directory: renamed or not, the finish is retried first)
+            done.insert(0, (h_a, RenameFinish(old, new, True)))
+        except Exception:
+            flight.home = None  # the local rename failed: restore D2's VD and undo the rest
+            self._vd_update(d2, ("del", flight.new))
+            if dst is not None:
+                self._vd_update(d2, ("add", flight.new, dst))
+            rest = [u for u in undo if u[0] != h_a or not isinstance(u[1], RenameFinish)]
+            del undo[:]  # (``_cross`` has nothing left to roll back)
+            yield from self._tell(d2, flight, rest[::-1])
+            raise
+        del undo[:]  # (committed: nothing left to roll back)
+        pending, lag_done = yield from self._tell(d2, flight, done)
+        if pending and isinstance(pending[0][1], RenameFinish):
+            raise PeerUnavailable(h_a, f"the rename of {old} to {new} is committed, its home has not answered yet")
+        if lag or lag_done:
+            raise lag or lag_done
+        return h_a
+
+    # ------------------------------------------------------------------ PM1: the source's directory
+    @handles(RenameSource)
+    def on_rename_source(self, src: int, req: RenameSource) -> Gen:
+        (d1, name), d2 = split(req.old), split(req.new)[0]
+        if d1 == d2 or self.config.rename != "2pc":  # (a peer's request is as untrusted as a client's)
+            raise fs_error(errno.EXDEV, req.new, "not a rename across directories")
+        if d1 in self.renames or d1 in self.removing:
+            raise fs_error(errno.EAGAIN, d1, "another rename in this directory (or its rmdir) is in flight; try again")
+        flight = self.renames[d1] = RenameFlight(name, req.new, doubt=True, by=src)
+        try:
+            vd, _ = yield from self.ensure_vd(d1, ask_all=True)
+            src_entry = vd.entries.get(name)
+            if src_entry is None and vd.unreachable >= 0:
+                raise PeerUnavailable(vd.unreachable, f"may hold {req.old} and did not answer its dirmerge")
+            if src_entry is None:
+                raise fs_error(errno.ENOENT, req.old)
+            if src_entry.is_dir:
+                raise fs_error(
+                    errno.EXDEV, req.old,
+                    "renaming a directory would change the manager of every name below it; copy it instead",
+                )  # fmt: skip
+            assert src_entry.home is not None
+            return src_entry.home
+        except BaseException:
+            if self.renames.get(d1) is flight:
+                del self.renames[d1]
+            raise
+
+    @handles(RenameSourceEnd)
+    def on_rename_source_end(self, src: int, req: RenameSourceEnd) -> None:
+        d1, name = split(req.old)
+        f = self.renames.get(d1)
+        if f is None or not f.doubt or (f.old, f.new) != (name, req.new):
+            return  # ended already (a retry after a lost reply), or never held here
+        if req.commit:
+            self._vd_update(d1, ("del", name, req.home))
+        del self.renames[d1]
+
+    # ------------------------------------------------------------------ a coordinator that left
+    def renames_orphaned(self, gone: set[int]) -> None:
+        """The view no longer lists ``gone``: what renames they coordinated
+        hold here is released (see the module docstring: a coordinator that
+        crashed between the phases).  The local trees are the truth then: a
+        held directory's VD and a marked name's entry are dropped, to be
+        merged and resolved again."""
+        for d, f in list(self.renames.items()):
+            if f.doubt and f.by in gone:
+                del self.renames[d]
+                self.vds.pop(d)
+        for (kind, p), by in list(self.rename_by.items()):
+            if by not in gone:
+                continue
+            if kind == "gate":
+                self._ungate(p)
+            elif p in self.rename_marks:
+                self.rename_by.pop((kind, p), None)
+                self.rename_marks.discard(p)
+                self.dt.pop(p)
+                self.dt_epoch += 1
+
     # ------------------------------------------------------------------ M_b: the target's manager
     @handles(RenameCheck)
     def on_rename_check(self, src: int, req: RenameCheck) -> None:
@@ -431,11 +683,13 @@ class Renaming(Requester):
         if e is not None and (e.is_dir or e.home != req.home):
             raise fs_error(errno.EAGAIN, path, "a create or removal of this name is in flight; try again")
         self.rename_marks.add(path)
+        self.rename_by[("mark", path)] = src
         self.dt_epoch += 1
 
     @handles(RenameUncheck)
     def on_rename_uncheck(self, src: int, req: RenameUncheck) -> None:
         self.rename_marks.discard(req.path)
+        self.rename_by.pop(("mark", req.path), None)
 
     @handles(RenameDone)
     def on_rename_done(self, src: int, req: RenameDone) -> Gen:
@@ -452,6 +706,7 @@ class Renaming(Requester):
             except OSError:
                 pass  # (its next view change or request brings it)
         self.rename_marks.discard(req.new)
+        self.rename_by.pop(("mark", req.new), None)
         self.dt_epoch += 1
         if self.manager_of(req.old) == self.id:
             self.dt.pop(req.old)
@@ -477,7 +732,7 @@ class Renaming(Requester):
             self.dt.pop(req.new)
 
     # ------------------------------------------------------------------ the homes
-    def _gate(self, *paths: str) -> None:
+    def _gate(self, *paths: str, by: int = -1) -> None:
         for p in paths:
             if p in self.gates:
                 raise fs_error(errno.EAGAIN, p, "a rename of this name is in flight; try again")
@@ -486,6 +741,8 @@ class Renaming(Requester):
                 raise fs_error(errno.EBUSY, p, "the file is open: an open file pins its name")
         self.gates.update(paths)
         self.rename_gated.update(paths)
+        for p in paths:
+            self.rename_by[("gate", p)] = by
 
     def _ungate(self, *paths: str) -> None:
         """Open the gates a rename set on ``paths`` (none it did not set: a
@@ -495,10 +752,11 @@ class Renaming(Requester):
             if p in self.rename_gated:
                 self.rename_gated.discard(p)
                 self.gates.discard(p)
+                self.rename_by.pop(("gate", p), None)
 
     @handles(RenamePrepare)
     def on_rename_prepare(self, src: int, req: RenamePrepare) -> Gen:
-        self._gate(req.old, req.new)
+        self._gate(req.old, req.new, by=src)
         try:
             is_dir, _ = yield Local("stat", req.old)
             if is_dir:
@@ -519,16 +777,37 @@ class Renaming(Requester):
             return  # done already (PM asks again when a reply was lost), or never prepared here
         try:
             if req.commit:
-                yield Local("rename", req.old, (req.new,))
+                d_old, d_new = parent(req.old), parent(req.new)
+                if d_old == d_new:
+                    yield Local("rename", req.old, (req.new,))
+                else:
+                    yield from self._move_here(req.old, req.new)
                 self.moved.pop(req.new)
                 self.dt.pop(req.old)
                 self.dt.put(req.new, DTEntry(False, self.id))
+                if d_old != d_new and d_old in self.implicit_dirs:
+                    yield from self._prune(d_old)
         finally:
             self._ungate(req.old, req.new)
 
+    def _move_here(self, old: str, new: str) -> Gen:
+        """The local rename across directories: the new parent is made here
+        if missing, as a create makes it (implicit, summarised, so that a
+        dirmerge of it asks this node), and pruned again if the rename fails."""
+        made = yield Local("mkdir", parent(new))
+        self.implicit_dirs.update(made)
+        for d in made:
+            yield from self.summary_add(d, new_dir=False)
+        try:
+            yield Local("rename", old, (new,))
+        except OSError:
+            if made:
+                yield from self._prune(parent(new))
+            raise
+
     @handles(RenameGate)
     def on_rename_gate(self, src: int, req: RenameGate) -> Gen:
-        self._gate(req.path)
+        self._gate(req.path, by=src)
         try:
             try:
                 is_dir, _ = yield Local("stat", req.path)
@@ -563,5 +842,5 @@ class Renaming(Requester):
 
 __all__ = [
     "Rename", "RenameCheck", "RenameDone", "RenameDrop", "RenameFinish", "RenameGate", "RenamePrepare",
-    "RenameUncheck", "Renaming",
+    "RenameSource", "RenameSourceEnd", "RenameUncheck", "Renaming",
 ]  # fmt: skip

@@ -241,7 +241,7 @@ class ReplicaSetattr(SetAttr):
 @register_request
 @dataclass(slots=True, frozen=True)
 class ReplicaRename(Request):
-    """The primary renamed ``old`` to ``new`` (same directory, replacing): so does the copy."""
+    """The primary renamed ``old`` to ``new`` (replacing; across directories too): so does the copy."""
 
     reply: ClassVar[Any] = None
     old: str
@@ -845,9 +845,11 @@ class Replication(Membership):
     @handles(ReplicaRename)
     def on_replica_rename(self, src: int, req: ReplicaRename) -> Gen:
         old, new = self._replica_path(req.old), self._replica_path(req.new)
-        if parent(req.old) != parent(req.new):
-            raise fs_error(errno.EXDEV, req.new, "not a rename within a directory")
+        if parent(old) != parent(new):  # across directories (``rename: 2pc``): the copy's new parent is made
+            yield Local("mkdir", parent(new))
         yield Local("rename", old, (new,))
+        if parent(old) != parent(new):
+            yield from self._prune_replicas(parent(old))
         self.held.pop(req.old, None)
         self.held[req.new] = src
         if self.member and src not in self.members and req.new not in self.promoting:
