@@ -174,9 +174,11 @@ class RenameDone(Request):
 @register_request
 @dataclass(slots=True, frozen=True)
 class RenamePrepare(Request):
-    """Gate ``old`` and ``new`` here and check the rename can be done locally."""
+    """Gate ``old`` and ``new`` here and check the rename can be done locally.
+    Reply: True when they are two names of one file (hard links: ``links.py``),
+    which ``rename(2)`` leaves as they are."""
 
-    reply: ClassVar[Any] = None
+    reply: ClassVar[Any] = bool | None
     old: str
     new: str
 
@@ -332,11 +334,12 @@ class Renaming(Requester):
         if h_b is not None:
             steps.append((h_b, RenameGate(new), RenameDrop(new, False)))
         undo: list[tuple[int, Request]] = []
+        one_file = False
         try:
             for node, request, rollback in steps:
                 undo.append((node, rollback))
                 try:
-                    yield from self.call(node, request)
+                    one_file = (yield from self.call(node, request)) is True or one_file
                 except Exception as exc:
                     if not isinstance(exc, PeerUnavailable):
                         undo.pop()  # refused: it holds nothing
@@ -344,6 +347,9 @@ class Renaming(Requester):
         except Exception:  # not GeneratorExit: an abandoned generator must not yield its rollback
             yield from self._tell(d, flight, undo[::-1])
             raise
+        if one_file:  # two names of one file (H_a's prepare said so): rename(2) does nothing
+            yield from self._tell(d, flight, undo[::-1])
+            return h_a
 
         # The commit point: from here on, PM answers with the new state.
         flight.home = h_a
@@ -500,15 +506,18 @@ class Renaming(Requester):
     def on_rename_prepare(self, src: int, req: RenamePrepare) -> Gen:
         self._gate(req.old, req.new)
         try:
-            is_dir, _ = yield Local("stat", req.old)
-            if is_dir:
+            a = yield Local("getattr", req.old)  # (is_dir, mode, nlink, ...): as cheap as a stat
+            if a[0]:
                 raise fs_error(errno.EISDIR, req.old)
             try:
                 is_dir, _ = yield Local("stat", req.new)
             except FileNotFoundError:
-                is_dir = False
+                return None
             if is_dir:
                 raise fs_error(errno.EISDIR, req.new)
+            if a[2] > 1 and (yield Local("getattr", req.new))[9] == a[9]:
+                return True  # hard links of one file: nothing to rename (the gates go with the rollback)
+            return None
         except BaseException:
             self._ungate(req.old, req.new)
             raise
