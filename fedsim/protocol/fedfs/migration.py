@@ -73,6 +73,11 @@ secondary, and the target ends the move and then fails it with that error
 (``rename._lagging``): moved and visible, ambiguous to the client, the
 stale copy dropped by the source's repair.
 
+Not moved (``links.py``): a symlink or special file (ELOOP) and a file with
+more than one name (EMLINK, from ``MigrateBegin`` or, for one linked during
+the copy, ``MigrateFreeze``: the move is undone); a directory's migration
+leaves them on their home.
+
 Known limit, as for rename: a source that crashes after the commit point
 and restarts keeps its copy (a collision at the next merge, resolved to the
 lowest node id, which ``fednode status`` reports).
