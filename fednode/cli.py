@@ -344,9 +344,6 @@ def fs(
         want_n = " or ".join(map(str, counts))
         print(f"fednode fs {cmd}: expected {want_n} argument(s), got {len(args)}", file=sys.stderr)
         return 2
-    if cmd == "ln" and not symbolic:
-        print("fednode fs ln: no hard links in a federation; ln -s TARGET PATH makes a symbolic one", file=sys.stderr)
-        return 2
     try:
         with Client(load_cluster(cluster_file), node=node) as c:
             if cmd == "ls" and long:  # one call for the listing and every entry's attributes
@@ -380,9 +377,12 @@ def fs(
                 c.rmdir(args[0])
             elif cmd == "mv":
                 c.rename(args[0], args[1])
-            elif cmd == "ln":
+            elif cmd == "ln" and symbolic:
                 home = c.symlink(args[0], args[1])
                 print(f"{args[1]} -> {args[0]} on node {home}")
+            elif cmd == "ln":  # a hard link: the new name on the old name's home
+                home = c.link(args[0], args[1])
+                print(f"{args[1]} => {args[0]} on node {home}")
             elif cmd == "readlink":
                 print(c.readlink(args[0]))
     except OSError as exc:
@@ -594,7 +594,9 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--cluster", required=True)
     f.add_argument("--node", type=int, default=None, help="the agent to talk to (default: the first that answers)")
     f.add_argument("-l", dest="long", action="store_true", help="ls: with every entry's attributes (one call)")
-    f.add_argument("-s", dest="symbolic", action="store_true", help="ln -s TARGET PATH: a symbolic link (the one kind)")
+    f.add_argument(
+        "-s", dest="symbolic", action="store_true", help="ln -s TARGET PATH: a symbolic link (ln OLD NEW: a hard link)"
+    )
     f.add_argument("command", choices=sorted(FS_COMMANDS))
     f.add_argument("args", nargs="*")
     ini = sub.add_parser("init", help="write a cluster file for a list of hosts (with a new secret)")

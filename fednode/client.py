@@ -369,6 +369,14 @@ class Client:
         """A symbolic link's target; EINVAL for anything that is not one."""
         return self.call("readlink", path)
 
+    def link(self, old: str, new: str) -> int:
+        """Make ``new`` a hard link to the file ``old`` (``os.link``'s order): one
+        more name of the same file, on the same node (returned), with the same
+        inode number; ``nlink`` counts the names.  EEXIST if ``new`` exists,
+        ENOENT if ``old`` does not, EPERM for a directory, or where the
+        federation keeps no hard links (``replicas: 2``, the block cache)."""
+        return self.call("link", old, new)
+
     def mknod(self, path: str, mode: int, dev: int = 0) -> int:
         """Make a fifo or socket (``mode``: ``stat.S_IFIFO`` or ``S_IFSOCK`` and
         the permission bits); returns its home.  Never opened by an agent

@@ -184,7 +184,7 @@ ROOT_LOST_ERRNO = errno.EIO
 # Operations that change the namespace (or read the whole of it, as a summary refresh does): the root
 # is checked before they run, so none of them acts on a root that was moved away.
 _CHECKED_FIRST = frozenset(
-    {"create", "mkdir", "unlink", "rmdir", "rename", "setattr", "list_dirs", "symlink", "mknod", "setxattr",
+    {"create", "mkdir", "unlink", "rmdir", "rename", "setattr", "list_dirs", "symlink", "mknod", "link", "setxattr",
      "removexattr"}
 )
 
@@ -619,6 +619,10 @@ class LocalFS:
         entry and the parents it made go again (a failed operation leaves no trace)."""
         with contextlib.suppress(OSError):
             (os.rmdir if is_dir else os.unlink)(name, dir_fd=dfd)
+        self._unmake_parents(created)
+
+    def _unmake_parents(self, created: list[str]) -> None:
+        """Remove the parents an operation made (``created``, root first) that failed after making them."""
         for d in reversed(created):
             with contextlib.suppress(OSError):
                 self.rmdir(d)
@@ -1103,6 +1107,47 @@ class LocalFS:
         check_mknod(path, mode)
         mode = _stat.S_IFMT(mode) | (_stat.S_IMODE(mode) & ~_UMASK)
         return self._make_entry(path, lambda name, dfd: os.mknod(name, mode, 0, dir_fd=dfd))
+
+    def link(self, path: str, old: str) -> list[str]:
+        """A hard link ``path`` to the entry ``old`` (``linkat`` between the two
+        confined parent descriptors, without AT_SYMLINK_FOLLOW: a symlink is
+        linked itself, never followed), its missing parents made as create's
+        (returned; removed again if the link fails).  Errors as MemFS's, in
+        ``linkat(2)``'s order: ENOENT for ``old``, EEXIST for ``path``, EPERM
+        for a directory."""
+        _check(path)
+        _check(old)
+        root = self._root
+        ofd, oname = (root, ".") if old == ROOT else self._walk(old)
+        nfd = -1
+        created: list[str] = []
+        try:
+            try:
+                omode = os.stat(oname, dir_fd=ofd, follow_symlinks=False).st_mode
+            except OSError as e:
+                raise fs_error(e.errno or errno.EIO, old) from None
+            if path == ROOT:
+                raise fs_error(errno.EEXIST, path)
+            nfd, nname = self._walk(path, created)
+            try:
+                if _S_ISDIR(omode):
+                    if _kind(nfd, nname) is not None:
+                        raise fs_error(errno.EEXIST, path)
+                    raise fs_error(errno.EPERM, old, "a directory cannot be hard linked")
+                try:
+                    os.link(oname, nname, src_dir_fd=ofd, dst_dir_fd=nfd, follow_symlinks=False)
+                except OSError as e:
+                    raise fs_error(e.errno or errno.EIO, old if e.errno == errno.ENOENT else path) from None
+            except OSError:
+                self._unmake_parents(created)
+                raise
+        finally:
+            for fd in (ofd, nfd):
+                if fd >= 0 and fd != root:
+                    os.close(fd)
+        if self._open:
+            self._drop(path)
+        return created
 
     def readlink(self, path: str) -> str:
         """A symlink's target (``readlinkat`` on the parent's descriptor); EINVAL for anything else."""

@@ -147,8 +147,18 @@ device node is the kernel's own (its open never reaches a FUSE file
 system), so a fifo on the mount connects a writer and a reader of this
 machine, as on any local file system.
 
-What it does not do (clear errors, not silent surprises): hard links
-(``EPERM``; git falls back to rename), devices (``EPERM``), chmod of a
+Hard links (issue 22) are the protocol's ``link``: the new name gets the
+old name's home, where the two names are one local file, so ``stat`` of
+either gives the same ``st_ino`` and ``st_nlink`` counts the names; unlink
+of one keeps the others, and ``tar -x`` of an archive with hard links makes
+them.  The call goes where the old name is routed (its home, once known).
+Refused: ``EPERM`` when the federation runs ``replicas: 2`` or the block
+cache (see ``fedsim/protocol/fedfs/links.py``); a migration of a file with
+several names is refused (``EMLINK``) and leaves it in place.  In ``cto``
+mode a write buffered through one name is sent at its close (or fsync), so
+a ``stat`` of another name of the file sees it from then on.
+
+What it does not do (clear errors, not silent surprises): devices (``EPERM``), chmod of a
 symlink (``EOPNOTSUPP``, as on Linux); rename across directories and of
 directories (``EXDEV``: ``mv`` copies); ``rename`` flags such as
 ``RENAME_NOREPLACE`` (``EINVAL``: callers fall back to a plain rename);
@@ -488,6 +498,53 @@ class _Dirs:
             self._seen.pop(path, None)
 
 
+class _Links:
+    """The names of files with more than one (hard links) that the mount told
+    the kernel of, by the file's inode number, at most ``size`` names, the
+    oldest forgotten first; libfuse's threads share it: a lock."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._ino: collections.OrderedDict[str, int] = collections.OrderedDict()  # path -> ino
+        self._names: dict[int, set[str]] = {}
+        self._lock = threading.Lock()
+
+    def __bool__(self) -> bool:
+        return bool(self._ino)
+
+    def saw(self, path: str, ino: int) -> None:
+        with self._lock:
+            if self._ino.get(path) != ino:
+                self._drop(path)
+                self._ino[path] = ino
+                self._names.setdefault(ino, set()).add(path)
+                if len(self._ino) > self._size:
+                    self._drop(next(iter(self._ino)))
+
+    def names(self, paths: tuple[str, ...]) -> list[str]:
+        """``paths`` and every other name known of their files."""
+        with self._lock:
+            out = set(paths)
+            for p in paths:
+                ino = self._ino.get(p)
+                if ino is not None:
+                    out |= self._names.get(ino, set())
+            return sorted(out)
+
+    def drop(self, path: str) -> None:
+        with self._lock:
+            self._drop(path)
+
+    def _drop(self, path: str) -> None:
+        ino = self._ino.pop(path, None)
+        if ino is not None:
+            names = self._names.get(ino)
+            if names is not None:
+                names.discard(path)
+                if not names:
+                    del self._names[ino]
+
+
 class _Handle:
     """An open file of the mount: the client its descriptor belongs to, and the descriptor (None once flushed)."""
 
@@ -727,6 +784,7 @@ class FedOps(mfusepy.Operations):
         self._told: dict[str, tuple[int, ...]] = {}  # path -> the attributes last given the kernel (cto)
         self._pages: dict[str, tuple[int, ...]] = {}  # path -> its attributes when the kernel's pages were (cto)
         self._fuse: ctypes.c_void_p | None = None  # libfuse's ``struct fuse``, for fuse_invalidate_path
+        self._linked = _Links(_SEEN_MAX)  # the names of files with several (hard links) the kernel was told of
 
         def connect(n: int) -> fclient.Client:
             c = make(n)
@@ -755,8 +813,8 @@ class FedOps(mfusepy.Operations):
             # of a larger directory would still look up and stat most names one by one.  A plain ``ls``
             # then gets the attributes too: one listing call either way (``readdir``).
             conn_info.want = (conn_info.want | FUSE_CAP_READDIRPLUS) & ~FUSE_CAP_READDIRPLUS_AUTO
-        if self.cto:  # a callback: libfuse's context names the file system, which invalidations need
-            self._fuse = ctypes.c_void_p(mfusepy._libfuse.fuse_get_context().contents.fuse)
+        # a callback: libfuse's context names the file system, which invalidations need (cto's, hard links')
+        self._fuse = ctypes.c_void_p(mfusepy._libfuse.fuse_get_context().contents.fuse)
         if self._on_ready is not None:
             self._on_ready()
 
@@ -819,21 +877,43 @@ class FedOps(mfusepy.Operations):
 
     def _tell(self, path: str, a: Attr) -> dict[str, int]:
         """``a`` for the kernel, remembered (``cto``) as what it holds of a file."""
-        if self.cto and not a.is_dir:
-            _remember(self._told, path, _version(a))
+        if not a.is_dir:
+            if self.cto:
+                _remember(self._told, path, _version(a))
+            if a.nlink > 1:
+                self._linked.saw(path, a.ino)
         return _stat_dict(a)
+
+    def _relinked(self, *paths: str) -> None:
+        """A name of each of ``paths``' files came or went (link, unlink, rename): the
+        kernel forgets the attributes (the link count, ctime) it holds of them and of
+        every other name it was told of for the same file.  libfuse gives each name an
+        inode of its own in the kernel, so the kernel cannot tell they are one file."""
+        for path in self._linked.names(paths):
+            self._invalidate(path)
+
+    def _changed(self, path: str) -> None:
+        """The file at ``path`` changed through it (its data, size, times, mode or
+        owner): the kernel forgets what it holds of the file's *other* names (not of
+        ``path``, whose pages a write in flight may hold locked)."""
+        if self._linked:
+            for other in self._linked.names((path,)):
+                if other != path:
+                    self._invalidate(other)
 
     def chmod(self, path: str, mode: int) -> None:
         if self._dirty:
             self._settle(path)
         with self.entries.client(path) as c:
             c.chmod(path, stat.S_IMODE(mode))
+        self._changed(path)
 
     def chown(self, path: str, uid: int, gid: int) -> None:
         if self._dirty:
             self._settle(path)
         with self.entries.client(path) as c:
             c.chown(path, uid, gid)
+        self._changed(path)
 
     def utimens(self, path: str, times: tuple[int, int] | None = None) -> None:
         if times is None:
@@ -844,6 +924,7 @@ class FedOps(mfusepy.Operations):
             self._settle(path)  # else the buffered writes, sent later, would set the mtime again (cp -p)
         with self.entries.client(path) as c:
             c.utimens(path, atime, mtime)
+        self._changed(path)
 
     def statfs(self, path: str) -> dict[str, int]:
         with self.entries.client() as c:
@@ -941,6 +1022,9 @@ class FedOps(mfusepy.Operations):
         with self.entries.client(path) as c:
             c.unlink(path)
         self.entries.forget(path)
+        if self._linked:
+            self._relinked(path)
+            self._linked.drop(path)
         if self._dirty:
             self._discard(path)
 
@@ -965,6 +1049,10 @@ class FedOps(mfusepy.Operations):
             c.rename(old, new)
         self.entries.forget(old)
         self.entries.forget(new)  # the file replaced there, if any; the moved one is learnt at its next getattr
+        if self._linked:
+            self._relinked(old, new)
+            self._linked.drop(old)
+            self._linked.drop(new)
 
     def symlink(self, target: str, source: str) -> None:
         """``ln -s source target`` (mfusepy's names: ``target`` is the new link,
@@ -979,7 +1067,15 @@ class FedOps(mfusepy.Operations):
             return c.readlink(path)
 
     def link(self, target: str, source: str) -> None:
-        raise OSError(errno.EPERM, "a federation holds no hard links")
+        """``ln source target`` (mfusepy's names, as ``symlink``'s: ``target`` is
+        the new name, ``source`` the existing file): the protocol's ``link``,
+        sent where ``source`` is routed (its home, where the new name is made
+        too); the kernel then asks the new name's attributes, which teach the
+        router that home."""
+        check_name(target)
+        with self.entries.client(source) as c:
+            c.link(source, target)
+        self._relinked(source)
 
     def mknod(self, path: str, mode: int, dev: int) -> None:
         """``mkfifo``, a socket's ``bind``: the protocol's ``mknod`` (a device is
@@ -1104,7 +1200,9 @@ class FedOps(mfusepy.Operations):
     def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
         if not self.cto:
             h, fd = self._fd(fh)
-            return h.client.write(fd, data, offset)
+            n = h.client.write(fd, data, offset)
+            self._changed(h.path)
+            return n
         h = self.handles.get(fh)
         if h is None:
             raise OSError(errno.EBADF, f"no open file {fh}")
@@ -1176,6 +1274,7 @@ class FedOps(mfusepy.Operations):
         with self.entries.client(path) as c:
             c.truncate(path, length)
         self._pages.pop(path, None)
+        self._changed(path)
 
     def fsync(self, path: str, datasync: int, fh: int) -> None:
         h, fd = self._fd(fh)
@@ -1206,6 +1305,7 @@ class FedOps(mfusepy.Operations):
                 except OSError as exc:
                     err = err or exc
             fd, h.fd = h.fd, None
+        self._changed(h.path)  # (cto: the writes just sent)
         if fd is not None:
             try:
                 h.client.close(fd)

@@ -30,6 +30,15 @@ describe the entry itself (a symlink's size is its target's length);
 unlink removes it; rename moves it and replaces one; chmod of a symlink is
 EOPNOTSUPP, as Linux has no mode for a symlink.
 
+Hard links (``link``): the names of one file share its data, its
+attributes (the same ``meta`` list: one inode number, one mode, three
+times) and its extended attributes; ``links`` holds the names of every file
+that has more than one, so ``getattr``'s nlink is their count.  A file's
+data is one bytearray for all its names (or, without ``keep_data``, a size
+kept equal on each).  Unlinking one name keeps the others (the file's ctime
+changes); a rename onto another name of the same file does nothing, as
+``rename(2)`` says.
+
 Extended attributes: per entry, name -> value (``xattrs``), with the names,
 limits, flags and errnos of ``fedsim.protocol.xattrs``; they go with a
 renamed file and with a removed entry.  No per-file space limit is modelled
@@ -102,6 +111,8 @@ class MemFS:
         self.meta: dict[str, list[int]] = {ROOT: self._new_meta(DIR_MODE)}
         #: path -> its extended attributes (name -> value); an entry without any has none here
         self.xattrs: dict[str, dict[str, bytes]] = {}
+        #: inode number -> the names of a file that has more than one (hard links)
+        self.links: dict[int, set[str]] = {}
         self._ops: dict[str, Any] = {op: getattr(self, op) for op in LOCAL_OPS}  # bound once for apply
 
     # -- helpers --------------------------------------------------------------------
@@ -124,9 +135,21 @@ class MemFS:
     def _remove(self, path: str) -> None:
         p, name = split(path)
         del self.dirs[p][name]
-        del self.meta[path]
+        m = self.meta.pop(path)
         self.xattrs.pop(path, None)
+        names = self.links.get(m[_INO]) if self.links else None
+        if names is not None:  # another name keeps the file: its link count (and so its ctime) changed
+            names.discard(path)
+            if len(names) < 2:
+                del self.links[m[_INO]]
+            m[_CTIME] = self.clock()
         self._changed(p)
+
+    def _sized(self, path: str, size: int) -> None:
+        """Without ``keep_data``: ``path``'s size, on every name of its file."""
+        names = self.links.get(self.meta[path][_INO]) if self.links else None
+        for p in names or (path,):
+            self.files[p] = size
 
     def _make_parents(self, path: str) -> list[str]:
         created = []
@@ -266,7 +289,7 @@ class MemFS:
         if end > self.max_file_bytes:
             raise fs_error(errno.EFBIG, path)
         if isinstance(f, int):
-            self.files[path] = max(f, end)
+            self._sized(path, max(f, end))
         else:
             if offset > len(f):
                 f.extend(bytes(offset - len(f)))
@@ -281,7 +304,7 @@ class MemFS:
         if size > self.max_file_bytes:
             raise fs_error(errno.EFBIG, path)
         if isinstance(f, int):
-            self.files[path] = size
+            self._sized(path, size)
         elif size < len(f):
             del f[size:]
         else:
@@ -300,9 +323,10 @@ class MemFS:
         p, name = split(new)
         if p not in self.dirs:
             raise fs_error(errno.ENOENT, new)
-        if new == path:
-            return
+        if new == path or self.meta.get(new) is self.meta[path]:
+            return  # the same name, or two names of one file: nothing to do (rename(2))
         meta = self.meta[path]
+        names = self.links.get(meta[_INO]) if self.links else None
         xattrs = self.xattrs.pop(path, None)
         self.unlink(path)
         if new in self.files or new in self.special:
@@ -312,6 +336,10 @@ class MemFS:
         self.meta[new] = meta  # the same file: its inode number and times go with it
         if xattrs is not None:  # ... and its extended attributes
             self.xattrs[new] = xattrs
+        if names is not None:  # the file's other names stay; ``new`` is one of them now
+            names.discard(path)
+            names.add(new)
+            self.links[meta[_INO]] = names
         meta[_CTIME] = self.clock()
         self._changed(p)
 
@@ -329,7 +357,9 @@ class MemFS:
         else:
             f = self.files[path]
             size = f if isinstance(f, int) else len(f)
-        return (False, m[_MODE], 1, m[_UID], m[_GID], size, m[_ATIME], m[_MTIME], m[_CTIME], m[_INO])
+        names = self.links.get(m[_INO]) if self.links else None
+        nlink = len(names) if names else 1
+        return (False, m[_MODE], nlink, m[_UID], m[_GID], size, m[_ATIME], m[_MTIME], m[_CTIME], m[_INO])
 
     def setattr(self, path: str, mode: int, uid: int, gid: int, atime_ns: int, mtime_ns: int) -> None:
         """Change what is not KEEP / UTIME_OMIT (UTIME_NOW: this file system's clock); ctime is now."""
@@ -352,11 +382,13 @@ class MemFS:
         files use; ``capacity_inodes`` less the entries."""
         if path not in self.meta:
             raise fs_error(errno.ENOENT, path)
-        used = sum(-(-(f if isinstance(f, int) else len(f)) // BLOCK) for f in self.files.values())
+        files = {self.meta[p][_INO]: f for p, f in self.files.items()} if self.links else self.files
+        used = sum(-(-(f if isinstance(f, int) else len(f)) // BLOCK) for f in files.values())
         blocks = self.capacity_bytes // BLOCK
         free = max(0, blocks - used)
         inodes = self.capacity_inodes
-        return (BLOCK, BLOCK, blocks, free, free, inodes, max(0, inodes - len(self.meta)), 255)
+        used_inodes = len(self.meta) - sum(len(names) - 1 for names in self.links.values())
+        return (BLOCK, BLOCK, blocks, free, free, inodes, max(0, inodes - used_inodes), 255)
 
     def fsync(self, path: str) -> None:
         """Nothing to flush in memory; the file must exist (its cost is the storage model's)."""
@@ -366,6 +398,36 @@ class MemFS:
         """A symlink holding ``target`` verbatim; returns the parents made (as create)."""
         check_target(path, target)
         return self._new_special(path, LINK_MODE, target)
+
+    def link(self, path: str, old: str) -> list[str]:
+        """A hard link ``path`` to the file, symlink or special file ``old``
+        (never followed); returns the parents made (as create).  Errors in
+        ``linkat(2)``'s order: ENOENT for ``old``, EEXIST for ``path``, EPERM
+        when ``old`` is a directory.  The file's ctime becomes now."""
+        if self.special:  # (the new name's parents: ``_make_parents``)
+            self._through_special(old)
+        m = self.meta.get(old)
+        if m is None:
+            raise fs_error(errno.ENOENT, old)
+        if path in self.meta:
+            raise fs_error(errno.EEXIST, path)
+        created = self._make_parents(path)  # (ENOTDIR, ELOOP for a parent as create's, before EPERM: LocalFS's)
+        if old in self.dirs:
+            for d in reversed(created):
+                self.rmdir(d)
+            raise fs_error(errno.EPERM, old, "a directory cannot be hard linked")
+        p, name = split(path)
+        self.dirs[p][name] = False
+        if old in self.special:
+            self.special[path] = self.special[old]
+        else:
+            self.files[path] = self.files[old]  # a bytearray shared by both names (or a size: ``_sized``)
+        self.meta[path] = m
+        self.xattrs[path] = self.xattrs.setdefault(old, {})
+        self.links.setdefault(m[_INO], {old}).add(path)
+        m[_CTIME] = self.clock()
+        self._changed(p)
+        return created
 
     def readlink(self, path: str) -> str:
         if path in self.special and _stat.S_ISLNK(self.meta[path][_MODE]):
@@ -447,7 +509,8 @@ class MemFS:
             check = _ARG_CHECKS.get(op)
             if check is not None:  # a bad argument first, as LocalFS refuses it before any system call
                 check(path, *args)
-            self._through_special(path)  # (rename checks its target's, after its source: LocalFS's order)
+            if op != "link":  # (link checks its old name's, then its new name's parents: LocalFS's order)
+                self._through_special(path)  # (rename checks its target's, after its source: LocalFS's order)
         return fn(path, *args)
 
 

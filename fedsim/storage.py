@@ -45,6 +45,8 @@ EXT2_PAPER: dict[str, float] = {
     "symlink": 89.0,
     "mknod": 89.0,
     "readlink": 8.0,
+    # a hard link: a directory entry and the inode's link count, a metadata update like a rename
+    "link": 25.0,
     # extended attributes: a read of the inode's attribute area, like a stat; a change of it, like setattr
     "getxattr": 8.0,
     "listxattr": 8.0,
@@ -53,12 +55,13 @@ EXT2_PAPER: dict[str, float] = {
 }
 ASSUMED = (
     "rmdir", "listdir", "listdir_entry", "stat", "open", "close", "list_dirs", "rename", "truncate", "getattr",
-    "setattr", "statfs", "fsync", "symlink", "mknod", "readlink", "getxattr", "listxattr", "setxattr", "removexattr",
+    "setattr", "statfs", "fsync", "symlink", "mknod", "readlink", "link", "getxattr", "listxattr", "setxattr",
+    "removexattr",
 )  # fmt: skip
 
 
 #: the operations that make missing parent directories and return them (each costs a mkdir)
-_MAKES = frozenset({"create", "mkdir", "symlink", "mknod"})
+_MAKES = frozenset({"create", "mkdir", "symlink", "mknod", "link"})
 
 
 @dataclass(slots=True)

@@ -1416,3 +1416,56 @@ SCENARIOS.append(
         same_ino=[(0, 27)],
     )
 )
+
+
+SCENARIOS.append(
+    Scenario(
+        # issue 22: hard links.  The new name's manager records the old name's home and the home
+        # makes a local hard link (/h/sub exists on node 1 only: the home makes it locally, as a
+        # create would, and prunes it when its last file there goes).  Both names are one local
+        # inode: the same federated ino and nlink from every node, data written through one read
+        # through the other; unlink of one keeps the others; a rename of one keeps the others,
+        # a rename onto another name of the same file does nothing (rename(2)).  Errors as
+        # linkat(2) gives them; a file with several names is not migrated (EMLINK) until it has one.
+        "hard links: one inode and nlink from every node, unlink and rename keep the other names",
+        3,
+        files={0: [("/h/a", b"data")]},
+        dirs={1: ["/h", "/h/sub"]},
+        ops=[
+            (1, "link", ("/h/a", "/h/b")),  # 0: the home of /h/a
+            (2, "getattr", ("/h/a",)),  # 1: nlink 2
+            (0, "getattr", ("/h/b",)),  # 2: nlink 2, the same ino
+            (2, "open", ("/h/b",)),  # 3
+            (2, "write", (FD, 0, b"DATA via b")),
+            (2, "close", (FD,)),
+            (1, "open", ("/h/a",)),  # 6
+            (1, "read", (FD, 0, 100)),  # 7: what was written through /h/b
+            (1, "close", (FD,)),
+            (0, "readdir", ("/h",)),  # 9: a, b, sub
+            (1, "link", ("/h/a", "/h/sub/c")),  # 10: /h/sub made at the home
+            (2, "getattr", ("/h/sub/c",)),  # 11: nlink 3
+            (0, "rename", ("/h/a", "/h/b")),  # 12: one file: nothing done
+            (2, "readdir", ("/h",)),  # 13: a, b, sub
+            (1, "rename", ("/h/b", "/h/b2")),  # 14: the others stay
+            (2, "getattr", ("/h/b2",)),  # 15: nlink 3
+            (0, "unlink", ("/h/a",)),  # 16
+            (1, "getattr", ("/h/b2",)),  # 17: nlink 2
+            (2, "stat", ("/h/a",)),  # 18: ENOENT
+            (2, "link", ("/h/b2", "/h/sub/c")),  # 19: EEXIST
+            (0, "link", ("/h/none", "/h/x")),  # 20: ENOENT
+            (1, "link", ("/h/sub", "/h/x")),  # 21: EPERM: a directory
+            (2, "link", ("/h/sub", "/h/b2")),  # 22: EEXIST (before EPERM, as linkat(2))
+            (0, "link", ("/h/b2", "/nowhere/x")),  # 23: ENOENT: no such directory
+            (1, "migrate", ("/h/b2", 2)),  # 24: EMLINK
+            (2, "unlink", ("/h/sub/c",)),  # 25
+            (0, "getattr", ("/h/b2",)),  # 26: nlink 1
+            (0, "readdir", ("/h/sub",)),  # 27: empty
+            (1, "link", ("/h/b2", "/h/x")),  # 28: no reservation was left by the refusals
+            (2, "readdir_attrs", ("/h",)),  # 29
+            (2, "unlink", ("/h/x",)),  # 30
+            (1, "migrate", ("/h/b2", 2)),  # 31: one name again: moved
+            (0, "stat", ("/h/b2",)),  # 32
+        ],
+        same_ino=[(1, 2, 11)],
+    )
+)

@@ -76,6 +76,12 @@ def test_local_federation_lists_the_union_and_leaves_no_trace_of_itself(tmp_path
         assert fs_cmd(cluster, "get", "/a/p0", str(got)).returncode == 0
         assert got.read_bytes() == payload
         assert fs_cmd(cluster, "mv", "/a/p1", "/a/q1").returncode == 0
+        linked = fs_cmd(cluster, "ln", "/a/p0", "/a/h0")  # a hard link: one more name, on p0's node
+        assert linked.returncode == 0, linked.stderr
+        assert fs_cmd(cluster, "cat", "/a/h0").stdout == payload
+        long = fs_cmd(cluster, "-l", "ls", "/a").stdout.decode().splitlines()
+        assert [line.split()[1] for line in long if line.endswith(("p0", "h0"))] == ["2", "2"]
+        assert fs_cmd(cluster, "rm", "/a/h0").returncode == 0
         assert fs_cmd(cluster, "cat", "/a/q1").stdout == payload
         for name in ("x", "p2", "p3", "p4", "p5"):
             assert fs_cmd(cluster, "rm", f"/a/{name}").returncode == 0

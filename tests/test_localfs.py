@@ -146,6 +146,7 @@ ARGS: dict[str, tuple[Any, ...]] = {
     "setattr": (0o777, KEEP, KEEP, 1, 1),
     "symlink": ("/etc/passwd",),
     "mknod": (stat.S_IFIFO | 0o600,),
+    "link": ("/",),
     "getxattr": ("user.a",),
     "setxattr": ("user.a", b"v", 0),
     "removexattr": ("user.a",),
@@ -156,6 +157,7 @@ ARGS: dict[str, tuple[Any, ...]] = {
 #: which remove or move the entry, are tested apart; readlink is a symlink's only.)
 ON_ENTRY: dict[str, int | None] = {
     "create": errno.EEXIST, "mkdir": errno.EEXIST, "symlink": errno.EEXIST, "mknod": errno.EEXIST,
+    "link": errno.EEXIST,
     "rmdir": errno.ENOTDIR,
     "listdir": FOREIGN_ERRNO, "list_dirs": FOREIGN_ERRNO, "open": FOREIGN_ERRNO, "read": FOREIGN_ERRNO,
     "write": FOREIGN_ERRNO, "truncate": FOREIGN_ERRNO, "fsync": FOREIGN_ERRNO,
@@ -220,6 +222,7 @@ WEIGHTED_OPS = (
     + ["getattr", "setattr", "statfs", "fsync"]
     + ["symlink"] * 2
     + ["mknod", "readlink"]
+    + ["link"] * 2
     + ["setxattr"] * 2
     + ["getxattr", "listxattr", "removexattr"]
 )
@@ -230,6 +233,7 @@ ARG_STRATEGIES: dict[str, st.SearchStrategy[tuple[Any, ...]]] = {
     "truncate": st.tuples(st.integers(-1, 12)),
     "rename": st.tuples(paths),  # onto files, directories, symlinks, missing names and missing parents
     "symlink": st.tuples(st.sampled_from(["a", "../b", "/etc", "a/b/../.."])),
+    "link": st.tuples(paths),  # (the old name) files, directories, symlinks, missing names, the root
     "mknod": st.tuples(st.sampled_from([stat.S_IFIFO | 0o644, stat.S_IFSOCK | 0o600, stat.S_IFCHR | 0o600, 0o644])),
     # modes that keep the owner's rwx (an agent that is not root must still reach what it made),
     # and one out of range; times exact or omitted (UTIME_NOW is each clock's own)

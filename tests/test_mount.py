@@ -6,7 +6,7 @@ mount --foreground`` in its own session, waited for by its readiness line,
 always stopped and unmounted in teardown).  On it: ``ls -R``, ``cp -r`` and
 ``diff -r``, ``tar``, ``git``, the ``postmark`` binary; the POSIX the kernel
 expects (rename within and across directories, chmod/utimens/statfs as
-``os.stat``/``os.statvfs`` see them, inode numbers, links refused, name
+``os.stat``/``os.statvfs`` see them, inode numbers, hard links, devices refused, name
 lengths); two mounts at different nodes and the documented coherence bound;
 an agent SIGKILLed under the mount; SIGTERM of the mount process; ``fednode
 umount`` after a crashed mount; ``fednode mount`` as a daemon and ``fednode
@@ -324,11 +324,9 @@ def test_inodes_and_refusals(mnt: Path) -> None:
     by_name = {e.name: e.inode() for e in os.scandir(mnt)}
     assert by_name == {"f": os.stat(mnt / "f").st_ino, "d": os.stat(mnt / "d").st_ino}
     assert os.stat(mnt / "f").st_ino != os.stat(mnt / "d").st_ino
-    for make in (lambda: os.link(mnt / "f", mnt / "h"),
-                 lambda: os.mknod(mnt / "c", stat.S_IFCHR | 0o600, os.makedev(1, 3))):  # fmt: skip
-        with pytest.raises(OSError) as e:
-            make()
-        assert e.value.errno == errno.EPERM  # hard links; devices: the protocol has no caller identity
+    with pytest.raises(OSError) as e:
+        os.mknod(mnt / "c", stat.S_IFCHR | 0o600, os.makedev(1, 3))
+    assert e.value.errno == errno.EPERM  # devices: the protocol has no caller identity
     with pytest.raises(OSError) as e:
         (mnt / ("n" * 256)).write_bytes(b"")
     assert e.value.errno == errno.ENAMETOOLONG
@@ -370,6 +368,45 @@ def test_symlinks_the_kernel_follows(mnt: Path) -> None:
     assert os.readlink(mnt / "l2") == "f"
     os.unlink(mnt / "l2")  # the link goes, its target stays
     assert (mnt / "f").read_bytes() == b"through the link\n" and not os.path.lexists(mnt / "l2")
+
+
+def test_hard_links_one_inode_and_its_link_count(mnt: Path, tmp_path: Path) -> None:
+    """``ln a b``: both names the same inode (``stat``), nlink 2, data written through one
+    read through the other; unlink of one keeps the other (nlink 1); the errnos of a local
+    file system; ``tar -x`` of an archive with a hard link makes one (compared with ``stat``)."""
+    (mnt / "a").write_bytes(b"first")
+    (mnt / "sub").mkdir()
+    sh(["ln", "a", "b"], cwd=mnt)
+    sh(["ln", "a", "sub/c"], cwd=mnt)  # in another directory: the new name's home is a's
+    sa, sb, sc = (os.stat(mnt / n) for n in ("a", "b", "sub/c"))
+    assert sa.st_ino == sb.st_ino == sc.st_ino and sa.st_nlink == sb.st_nlink == sc.st_nlink == 3
+    assert sh(["stat", "-c", "%i %h", "b"], cwd=mnt) == f"{sa.st_ino} 3\n"
+    with open(mnt / "b", "r+b") as f:  # through one name ...
+        f.write(b"FIRST, rewritten")
+    assert (mnt / "a").read_bytes() == b"FIRST, rewritten"  # ... read through another
+    assert os.stat(mnt / "sub/c").st_size == len(b"FIRST, rewritten")
+    os.unlink(mnt / "a")
+    assert not os.path.lexists(mnt / "a") and (mnt / "b").read_bytes() == b"FIRST, rewritten"
+    assert os.stat(mnt / "b").st_nlink == 2
+    os.rename(mnt / "b", mnt / "b2")  # a rename keeps the other name
+    assert os.stat(mnt / "sub/c").st_nlink == 2 and os.stat(mnt / "b2").st_ino == sa.st_ino
+    os.unlink(mnt / "sub/c")
+    assert os.stat(mnt / "b2").st_nlink == 1 and sorted(os.listdir(mnt)) == ["b2", "sub"]
+    for old, new, code in (("b2", "sub", errno.EEXIST), ("none", "x", errno.ENOENT), ("sub", "x", errno.EPERM)):
+        with pytest.raises(OSError) as e:
+            os.link(mnt / old, mnt / new)
+        assert e.value.errno == code, (old, new)
+    # tar: an archive made on a local file system, with a hard link, extracted on the mount
+    src = tmp_path / "src"
+    (src / "d").mkdir(parents=True)
+    (src / "d" / "f").write_bytes(b"linked data\n")
+    os.link(src / "d" / "f", src / "d" / "g")
+    sh(["tar", "-cf", str(tmp_path / "t.tar"), "-C", str(src), "d"])
+    sh(["tar", "-xf", str(tmp_path / "t.tar")], cwd=mnt)
+    sh(["diff", "-r", str(src / "d"), str(mnt / "d")])
+    f, g = os.stat(mnt / "d" / "f"), os.stat(mnt / "d" / "g")
+    assert f.st_ino == g.st_ino and f.st_nlink == g.st_nlink == 2
+    assert sh(["stat", "-c", "%h %s", "d/f", "d/g"], cwd=mnt) == "2 12\n2 12\n"
 
 
 def test_mkfifo_writer_and_reader_on_the_mount(mnt: Path) -> None:

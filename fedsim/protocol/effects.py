@@ -211,6 +211,12 @@ LOCAL_OPS: dict[str, str] = {
     "readlink": "() -> str: a symlink's target (EINVAL for anything else)",
     "mknod": "(mode) -> list[str]: exclusive create of a fifo or socket (mode: S_IFIFO/S_IFSOCK | permission "
     "bits), missing parent directories created (as create); returns them",
+    # Hard links (``fedfs/links.py``): one more name of an existing file, symlink or special file
+    "link": "(old_path) -> list[str]: a hard link at the path to the entry old_path, never followed (a "
+    "symlink is linked itself); missing parent directories of the path created (as create) and returned, "
+    "removed again if the link fails.  linkat(2)'s errnos in its order: ENOENT for old_path, EEXIST for the "
+    "path, EPERM for a directory; getattr's nlink counts the names, the file's ctime becomes now, unlink of "
+    "one name keeps the others, rename onto another name of the same file does nothing",
     # extended attributes of a regular file or directory (fedsim.protocol.xattrs: names, limits, errnos)
     "getxattr": "(name) -> bytes: the value (ENODATA if unset)",
     "setxattr": "(name, value, flags) -> None: XATTR_CREATE (EEXIST if set) / XATTR_REPLACE (ENODATA if "

@@ -17,7 +17,8 @@ parent directory D:
 * attributes (getattr, chmod/chown/utimens), statfs and fsync, at a file's
   home or a directory's holders through its manager: ``attributes.py``;
 * symbolic links and special files (symlink, readlink, mknod), names with a
-  home as files are, never followed or opened: ``links.py``;
+  home as files are, never followed or opened, and hard links (link: the new
+  name on the old name's home): ``links.py``;
 * extended attributes (getxattr, setxattr, listxattr, removexattr), by the
   same rules: ``extattrs.py``;
 * file migration (FedFS 3.2) and the periodic work of a migration policy:

@@ -36,6 +36,7 @@ normal path sends no extra message.
 from __future__ import annotations
 
 import errno
+from collections.abc import Callable
 from typing import Any
 
 from fedsim.protocol.fedfs.directory import Directory
@@ -94,7 +95,15 @@ class Manager(Directory):
         path = req.path
         if req.create is None:
             return (yield from self.resolve(path, check_dt=src != self.id))
-        attempt = (src, req.token)
+        is_dir = req.create == "dir"
+        choose = lambda: self.placement.choose_home(path, is_dir, src, self.id, self.members)  # noqa: E731
+        return (yield from self.reserve(src, path, req.token, is_dir, choose))
+
+    def reserve(self, src: int, path: str, token: int, is_dir: bool, choose: Callable[[], int]) -> Gen:
+        """Reserve the new name ``path`` for ``src``'s attempt ``token`` (EEXIST
+        if it exists) and record the home ``choose()`` gives it (a create's
+        placement; a hard link's old name's home: ``links.py``)."""
+        attempt = (src, token)
         self._unsettled(attempt, path)
         if self.dt.get(path) is not None:
             raise fs_error(errno.EEXIST, path)
@@ -110,11 +119,10 @@ class Manager(Directory):
             raise fs_error(errno.EEXIST, path)
         self._unmarked(path)  # a rename onto it began while the parent's manager answered
         self._unsettled(attempt, path)  # its requester gave up while the parent's manager answered
-        is_dir = req.create == "dir"
-        home = self.placement.choose_home(path, is_dir, src, self.id, self.members)
+        home = choose()
         self.dt.put(path, DIR_ENTRY if is_dir else DTEntry(False, home))
-        if req.token:
-            self.reservations.put(path, (src, req.token, home))
+        if token:
+            self.reservations.put(path, (src, token, home))
         return is_dir, home, 0
 
     def _unsettled(self, attempt: tuple[int, int], path: str) -> None:

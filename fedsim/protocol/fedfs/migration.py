@@ -73,6 +73,11 @@ secondary, and the target ends the move and then fails it with that error
 (``rename._lagging``): moved and visible, ambiguous to the client, the
 stale copy dropped by the source's repair.
 
+Not moved (``links.py``): a symlink or special file (ELOOP) and a file with
+more than one name (EMLINK, from ``MigrateBegin`` or, for one linked during
+the copy, ``MigrateFreeze``: the move is undone); a directory's migration
+leaves them on their home.
+
 Known limit, as for rename: a source that crashes after the commit point
 and restarts keeps its copy (a collision at the next merge, resolved to the
 lowest node id, which ``fednode status`` reports).
@@ -283,6 +288,15 @@ FILE_REQUESTS = frozenset({Stat, Open, Read, Write, Truncate, Close, Unlink, Cre
 INF = 1 << 62
 
 
+def _single(path: str, a: Attr) -> None:
+    """EMLINK for a file with more than one name (hard links): not migrated (``links.py``)."""
+    if a.nlink > 1:
+        raise fs_error(
+            errno.EMLINK, path,
+            f"a file with {a.nlink} names (hard links) is not migrated: moving one name would split it; it stays home",
+        )  # fmt: skip
+
+
 class Migration(Renaming):
     def __init__(self, node_id: int, spec: Any, **kw: Any) -> None:
         super().__init__(node_id, spec, **kw)
@@ -373,8 +387,8 @@ class Migration(Renaming):
                 try:
                     moved += yield from self._migrate_file(p, to)
                 except OSError as exc:
-                    if exc.errno != errno.ELOOP:
-                        raise  # (a symlink or special file stays where it is: ``links.py``)
+                    if exc.errno not in (errno.ELOOP, errno.EMLINK):
+                        raise  # (a symlink, special file or file with several names stays where it is: ``links.py``)
         return moved
 
     def _list(self, d: str) -> Gen:
@@ -554,9 +568,11 @@ class Migration(Renaming):
         path = req.path
         if path in self.gates or path in self.outgoing or path in self.incoming:
             raise fs_error(errno.EAGAIN, path, "a rename or migration of this name is in flight; try again")
-        is_dir, size = yield from self._local("stat", path)
-        if is_dir:
+        a = Attr(*(yield from self._local("getattr", path)))  # (as cheap as a stat)
+        if a.is_dir:
             raise fs_error(errno.EISDIR, path)
+        _single(path, a)
+        size = a.size
         self._not_undone(src, req.token, path)
         if path in self.gates or path in self.outgoing:  # (one began while we looked)
             raise fs_error(errno.EAGAIN, path, "a rename or migration of this name is in flight; try again")
@@ -587,6 +603,7 @@ class Migration(Renaming):
             a = Attr(*(yield Local("getattr", path)))
             if not is_regular(a.mode):  # (a symlink with a target was refused by its first MigrateRead already)
                 raise fs_error(errno.ELOOP, path, "symlinks and special files are not migrated: they stay home")
+            _single(path, a)  # (linked while it was copied)
             xattrs = len((yield Local("listxattr", path)))
         except OSError:
             self.gates.discard(path)

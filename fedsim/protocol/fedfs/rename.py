@@ -273,9 +273,11 @@ class RenameDone(Request):
 @register_request
 @dataclass(slots=True, frozen=True)
 class RenamePrepare(Request):
-    """Gate ``old`` and ``new`` here and check the rename can be done locally."""
+    """Gate ``old`` and ``new`` here and check the rename can be done locally.
+    Reply: True when they are two names of one file (hard links: ``links.py``),
+    which ``rename(2)`` leaves as they are."""
 
-    reply: ClassVar[Any] = None
+    reply: ClassVar[Any] = bool | None
     old: str
     new: str
 
@@ -439,12 +441,16 @@ class Renaming(Requester):
         if h_b is not None:
             steps.append((h_b, RenameGate(new), RenameDrop(new, False)))
         undo: list[tuple[int, Request]] = []
+        one_file = False
         try:
             for node, request, rollback in steps:
-                yield from self._prepared(undo, node, request, rollback)
+                one_file = (yield from self._prepared(undo, node, request, rollback)) is True or one_file
         except Exception:  # not GeneratorExit: an abandoned generator must not yield its rollback
             yield from self._tell(d, flight, undo[::-1])
             raise
+        if one_file:  # two names of one file (H_a's prepare said so): rename(2) does nothing
+            yield from self._tell(d, flight, undo[::-1])
+            return h_a
 
         # The commit point: from here on, PM answers with the new state.
         flight.home = h_a
@@ -578,7 +584,10 @@ class Renaming(Requester):
         m_new = self.manager_of(new)
         yield from self._prepared(undo, m_new, RenameCheck(new, -1 if dst is None else dst.home), RenameUncheck(new))
         yield from self._prepared(undo, self.manager_of(old), Forget(old), None)  # (soft: re-asked of PM1)
-        yield from self._prepared(undo, h_a, RenamePrepare(old, new), RenameFinish(old, new, False))
+        if (yield from self._prepared(undo, h_a, RenamePrepare(old, new), RenameFinish(old, new, False))) is True:
+            yield from self._tell(d2, flight, undo[::-1])  # two names of one file: rename(2) does nothing
+            del undo[:]
+            return h_a
         if h_b is not None:
             yield from self._prepared(undo, h_b, RenameGate(new), RenameDrop(new, False))
 
@@ -758,15 +767,18 @@ class Renaming(Requester):
     def on_rename_prepare(self, src: int, req: RenamePrepare) -> Gen:
         self._gate(req.old, req.new, by=src)
         try:
-            is_dir, _ = yield Local("stat", req.old)
-            if is_dir:
+            a = yield Local("getattr", req.old)  # (is_dir, mode, nlink, ...): as cheap as a stat
+            if a[0]:
                 raise fs_error(errno.EISDIR, req.old)
             try:
                 is_dir, _ = yield Local("stat", req.new)
             except FileNotFoundError:
-                is_dir = False
+                return None
             if is_dir:
                 raise fs_error(errno.EISDIR, req.new)
+            if a[2] > 1 and (yield Local("getattr", req.new))[9] == a[9]:
+                return True  # hard links of one file: nothing to rename (the gates go with the rollback)
+            return None
         except BaseException:
             self._ungate(req.old, req.new)
             raise

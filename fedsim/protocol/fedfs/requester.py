@@ -153,20 +153,25 @@ class Requester(Home):
         raise AssertionError("unreachable")
 
     # ------------------------------------------------------------------ the file API
-    def _make(self, path: str, kind: str, make: Callable[[str, int], Request]) -> Gen:
+    def _make(
+        self, path: str, kind: str, make: Callable[[str, int], Request], reserve: Callable[[int], Request] | None = None
+    ) -> Gen:
         """create and mkdir: reserve the name at its manager, then make it at
         the chosen home.  Failure semantics: an error the home answered (it
         made nothing) drops the reservation (``Forget``); a ``PeerUnavailable``
         anywhere leaves the outcome unknown (a lost reply, a lost AddEntry),
         so the manager settles the attempt from the local trees (``Settle``,
         in the background until it gets through): no reservation outlives a
-        create that made nothing, and one that made the file is kept."""
+        create that made nothing, and one that made the file is kept.
+        ``reserve(token)``: the reservation's request, if not ``HomeInfo``
+        (a hard link's, whose home is given: ``links.py``)."""
         m = self.manager_of(path)
+        reserve = reserve or (lambda token: HomeInfo(path, kind, token))
         for _ in range(3):
             self._next_token += 1
             token = self._next_token
             try:
-                _, home, _ = yield from self._busy(lambda token=token: self.call(m, HomeInfo(path, kind, token)))
+                _, home, _ = yield from self._busy(lambda token=token: self.call(m, reserve(token)))
                 break
             except PeerUnavailable:
                 yield from self.repair(m, Settle(path, token))
@@ -204,12 +209,15 @@ class Requester(Home):
         yield Compute("fedfs_op")
         return (yield from self._make_entry(path, lambda p, token: Create(p, token, mode, uid, gid)))
 
-    def _make_entry(self, path: str, make: Callable[[str, int], Request]) -> Gen:
-        """A new name with a home (a file, a symlink or special file: ``links.py``),
-        reserved at its manager and made at its home (``_make``); returns the home."""
+    def _make_entry(
+        self, path: str, make: Callable[[str, int], Request], reserve: Callable[[int], Request] | None = None
+    ) -> Gen:
+        """A new name with a home (a file, a symlink, special file or hard link:
+        ``links.py``), reserved at its manager and made at its home (``_make``);
+        returns the home."""
         if path == ROOT:
             raise fs_error(errno.EEXIST, path)
-        home = yield from self._make(path, "file", make)
+        home = yield from self._make(path, "file", make, reserve)
         self.dt.put(path, DTEntry(False, home))
         return home
 
