@@ -1465,6 +1465,11 @@ SCENARIOS.append(
             (2, "unlink", ("/h/x",)),  # 30
             (1, "migrate", ("/h/b2", 2)),  # 31: one name again: moved
             (0, "stat", ("/h/b2",)),  # 32
+            (1, "link", ("/h/b2", "/h/sub/d")),  # 33
+            (0, "rename", ("/h/b2", "/h/sub/d")),  # 34: across directories, one file: nothing done
+            (2, "readdir", ("/h",)),  # 35: b2 stays
+            (2, "readdir", ("/h/sub",)),  # 36: d
+            (1, "getattr", ("/h/sub/d",)),  # 37: nlink 2
         ],
         same_ino=[(1, 2, 11)],
     )
