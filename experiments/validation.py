@@ -331,6 +331,11 @@ def _mount_mode() -> str:
     return default_consistency()
 
 
+#: a profile taken while CPU-bound processes side by side got less than this share of the cores measured
+#: other work too: it is not reused (``profile_for``)
+CROWDED = 0.75
+
+
 def profile_for(params: Params, say: Callable[[str], None]) -> Path:
     """The profile to predict with: ``params.profile``, or a cached calibration of
     this machine and code, or a new one (``fednode calibrate``)."""
@@ -348,9 +353,14 @@ def profile_for(params: Params, say: Callable[[str], None]) -> Path:
         has_fuse = bool(fuse_prof) and (not params.mount or fuse_prof.get("consistency", "sync") == _mount_mode())
         wanted = prof.get("code") == digest and prof.get("agent_dir") == params.agent_dir
         fresh = time.time() - float(on.get("at", 0)) < params.max_age_s
+        spin, cores = on.get("parallel_capacity"), on.get("cores") or 1
+        crowded = spin is not None and spin < CROWDED * cores
         if wanted and fresh and not foreign(on) and (has_fuse or not params.mount):
-            say(f"calibration: reusing {path} (this machine, this code, under {params.max_age_s:.0f} s old)")
-            return path
+            if not crowded:
+                say(f"calibration: reusing {path} (this machine, this code, under {params.max_age_s:.0f} s old)")
+                return path
+            say(f"calibration: not reusing {path}: other work held the cores while it was taken ({cores} CPU-bound "
+                f"processes side by side got {spin:.2f} cores' worth, under {CROWDED:.0%} of {cores})")
     say("calibration: measuring this machine (fednode calibrate)")
     from experiments.postmark_agents import mount_missing
 

@@ -766,12 +766,15 @@ def report(fitted: dict[str, Any], prof: dict[str, Any], spread_target: float) -
         lines.append(table(["threads", "CPU us per call", "calls/s"], rows))
     on = m["measured_on"]
     noisy = on["worst_spread"] is None or on["worst_spread"] > spread_target
+    crowded = on.get("parallel_capacity", on["cores"]) < 0.75 * on["cores"]
     lines.append(
         f"\nhost {on['host']}, {on['cores']} cores worth {on['parallel_capacity']:.2f} side by side (CPU-bound), "
         f"load {on['load_before']:.2f} before and {on['load_after']:.2f} "
         f"after; {on['rounds']} rounds, worst spread {on['worst_spread']} ({on['worst_spread_cost']})"
         + (f"; idle CPUs: {on['idle']}" if on.get("idle") else "")
         + (f"  -- NOISY: above the {spread_target:.0%} target; the machine was busy or too small" if noisy else "")
+        + (f"  -- CROWDED: CPU-bound processes side by side got {on['parallel_capacity']:.2f} of {on['cores']} cores: "
+           "other work held them; calibrate again when the machine is idle" if crowded else "")
     )
     return "\n".join(lines)
 
