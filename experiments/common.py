@@ -80,8 +80,9 @@ def counters(c: SimCluster) -> dict[str, Any]:
         "merge_contacted": [x for n in c.nodes for x in n.stats.dirmerge_contacted],
         "merge_holders": [x for n in c.nodes for x in n.stats.dirmerge_holders],
         "merged_dirs": _merged_dirs(c),
-        "dt": (sum(n.dt.hits for n in c.nodes), sum(n.dt.misses for n in c.nodes)),
-        "vd": (sum(n.vds.hits for n in c.nodes), sum(n.vds.misses for n in c.nodes)),
+        "dt": _table(c, "dt"),
+        "vd": _table(c, "vds"),
+        "design": _design_counters(c),
         "load": [n.stats.requests_served + c.client_ops[n.id] for n in c.nodes],
         "messages": c.messages,
         "stale": sum(n.stats.stale_retries for n in c.nodes),
@@ -95,6 +96,21 @@ def _merged_dirs(c: SimCluster) -> Counter[str]:
     for n in c.nodes:
         merged.update(n.stats.merges_by_dir)
     return +merged  # what ``+`` kept: positive counts
+
+
+def _table(c: SimCluster, name: str) -> tuple[int, int]:
+    """Hits and misses of the nodes' table ``name`` (FedFS's DT and VD cache;
+    (0, 0) for a design without it)."""
+    tables = [t for t in (getattr(n, name, None) for n in c.nodes) if t is not None]
+    return sum(t.hits for t in tables), sum(t.misses for t in tables)
+
+
+def _design_counters(c: SimCluster) -> Counter[str]:
+    """Every node's ``Node.counters()`` summed: what the design itself counts."""
+    total: Counter[str] = Counter()
+    for n in c.nodes:
+        total.update(n.counters())
+    return total
 
 
 def _rate(hits: int, misses: int) -> float:
@@ -160,6 +176,8 @@ def metrics_between(before: dict[str, Any], after: dict[str, Any], rec: Recorder
     m["load_max_over_mean"] = float(load.max() / load.mean()) if load.mean() > 0 else float("nan")
     m["load_cv"] = float(load.std() / load.mean()) if load.mean() > 0 else float("nan")
     m["messages_total"] = after["messages"] - before["messages"]
+    for key in sorted(after["design"]):
+        m[f"design.{key}"] = after["design"][key] - before["design"].get(key, 0)
     return m
 
 

@@ -172,8 +172,10 @@ def local(
     inproc: bool = False,
     allow_other: bool = False,
     consistency: str | None = None,
+    architecture: str | None = None,
 ) -> int:
-    """``fednode local``: ``nodes`` agents on this machine until Ctrl-C; with
+    """``fednode local``: ``nodes`` agents on this machine (of the design
+    ``architecture``, default FedFS) until Ctrl-C; with
     ``mountpoint`` the federation mounted there at the first node, by a
     ``fednode mount`` process (``allow_other``: for every user), or
     (``inproc``) in that agent's own process (``fednode serve --mount``: no
@@ -190,10 +192,11 @@ def local(
         why = mountpoint_error(mountpoint)
         if why is not None:  # before anything is written or started
             raise ConfigError(f"--mount: {why}")
-    opts = {"protocol": {"placement": placement}} if placement else {}
+    protocol = {k: v for k, v in (("placement", placement), ("architecture", architecture)) if v}
+    opts = {"protocol": protocol} if protocol else {}
     try:
         path = write_local(base, nodes, **opts)
-    except ValidationError as exc:  # --placement names no registered policy
+    except ValidationError as exc:  # --placement or --architecture names no registered one
         raise ConfigError(word_errors("fednode local", exc, ClusterSpec)) from None
     first = load_cluster(path).spec.members[0]
     # own sessions (agents and mount): a Ctrl-C at the terminal reaches this process only, which
@@ -565,6 +568,10 @@ def main(argv: list[str] | None = None) -> int:
     lo.add_argument("--nodes", type=int, default=2)
     lo.add_argument("--base", required=True)
     lo.add_argument("--placement", default=None, help="protocol.placement of the cluster file (default with_manager)")
+    lo.add_argument(
+        "--architecture", default=None,
+        help="protocol.architecture of the cluster file: the design (fedfs, nfs, nfsp; default fedfs)",
+    )  # fmt: skip
     lo.add_argument("--mount", default=None, metavar="MOUNTPOINT", help="also mount the federation there (FUSE)")
     lo.add_argument("--inproc", action="store_true",
                     help="with --mount: mount in the first agent's own process (fednode serve --mount)")  # fmt: skip
@@ -672,7 +679,7 @@ def main(argv: list[str] | None = None) -> int:
                     "(serve --mount mounts in the default mode; FEDNODE_MOUNT_CONSISTENCY sets it)"
                 )
             return local(args.nodes, args.base, args.placement, args.mount, args.inproc, args.allow_other,
-                         args.consistency)  # fmt: skip
+                         args.consistency, args.architecture)  # fmt: skip
         if args.cmd == "mount":
             return mount(args.cluster, args.node, args.mountpoint, args.foreground, args.log, args.route,
                          args.allow_other, args.consistency)  # fmt: skip

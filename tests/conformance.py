@@ -59,6 +59,8 @@ class Scenario:
     #: gives entries owners (create/mkdir with uid/gid): getattr results then show uid and gid too,
     #: and the agents must run as root to give them (skipped otherwise)
     owners: bool = False
+    #: the design the scenario runs on (``fedsim.protocol.designs``; a config's ``protocol.architecture``)
+    architecture: str = "fedfs"
 
 
 # A pseudo-operation: (node, OUTSIDE, (path, data)) writes a file straight
@@ -876,6 +878,7 @@ def run_sim(sc: Scenario) -> Outcome:
         keep_data=True,
         placement=sc.placement,
         protocol=ProtocolConfig(**protocol_of(sc)),
+        design=sc.architecture,
     )
     for n in range(sc.nodes):
         _populate(c.fs[n], sc, n)
@@ -942,7 +945,9 @@ def run_direct(sc: Scenario) -> Outcome:
     fss = [MemFS() for _ in range(sc.nodes)]
     for n, fs in enumerate(fss):
         _populate(fs, sc, n)
-    c = DirectCluster(sc.nodes, placement=sc.placement, config=ProtocolConfig(**protocol_of(sc)), local=fss)
+    c = DirectCluster(
+        sc.nodes, placement=sc.placement, config=ProtocolConfig(**protocol_of(sc)), local=fss, design=sc.architecture
+    )
 
     def one(node: int, op: str, args: tuple[Any, ...]) -> tuple[Any, list[Any]]:
         c.advance(0.001)  # time passes between operations, as in every other world
@@ -989,7 +994,8 @@ def _real_cluster(sc: Scenario, base: Path, **options: Any) -> Cluster:
     """The cluster file of the scenario's first members (``base/cluster.yaml``)
     and, when nodes join, ``base/joined.yaml`` naming them too (their own file)."""
     total = sc.nodes + joins(sc)
-    spec = local_spec(base, total, protocol={**protocol_of(sc), "placement": sc.placement}, **options)
+    shape = {"placement": sc.placement, "architecture": sc.architecture}
+    spec = local_spec(base, total, protocol={**protocol_of(sc), **shape}, **options)
     from fednode.localfs import LocalFS
 
     for n in range(sc.nodes):
@@ -1472,5 +1478,121 @@ SCENARIOS.append(
             (1, "getattr", ("/h/sub/d",)),  # 37: nlink 2
         ],
         same_ino=[(1, 2, 11)],
+    )
+)
+
+
+# ---------------------------------------------------------------------------- the other designs (issue 25)
+# NFS: node 0 is the server and holds the whole tree; nodes 1 and 2 forward every operation to it.
+SCENARIOS.append(
+    Scenario(
+        "nfs: one server holds everything",
+        3,
+        files={0: [("/a/x", b"x at the server")]},
+        dirs={0: ["/e"]},
+        architecture="nfs",
+        ops=[
+            (1, "readdir", ("/",)),
+            (2, "readdir", ("/a",)),
+            (1, "stat", ("/a/x",)),
+            (2, "open", ("/a/x",)),
+            (2, "read", (FD, 0, 100)),
+            (2, "close", (FD,)),
+            (1, "create", ("/a/z",)),
+            (1, "open", ("/a/z",)),
+            (1, "write", (FD, 0, b"zzz")),
+            (1, "fsync", (FD,)),
+            (1, "close", (FD,)),
+            (0, "open", ("/a/z",)),
+            (0, "read", (FD, 1, 10)),
+            (0, "close", (FD,)),
+            (2, "getattr", ("/a/z",)),
+            (1, "readdir_attrs", ("/a",)),
+            (2, "create", ("/a/z",)),
+            (1, "create", ("/nodir/f",)),
+            (1, "create", ("/a/x/f",)),
+            (2, "mkdir", ("/c",)),
+            (2, "mkdir", ("/c",)),
+            (1, "rename", ("/a/z", "/c/z")),
+            (2, "stat", ("/a/z",)),
+            (1, "rename", ("/c", "/d")),
+            (1, "truncate", ("/c/z", 1)),
+            (0, "stat", ("/c/z",)),
+            (2, "create_open", ("/c/n",)),
+            (2, "write", (FD, 0, b"new")),
+            (2, "close", (FD,)),
+            (1, "setattr", ("/c/n", 0o600, KEEP, KEEP, UTIME_OMIT, UTIME_OMIT)),
+            (2, "getattr", ("/c/n",)),
+            (2, "unlink", ("/a/x",)),
+            (1, "rmdir", ("/a",)),
+            (2, "rmdir", ("/c",)),
+            (1, "unlink", ("/e",)),
+            (1, "symlink", ("target", "/c/l")),
+            (2, "readlink", ("/c/l",)),
+            (1, "link", ("/c/z", "/c/w")),
+            (2, "getattr", ("/c/w",)),
+            (0, "statfs", ()),
+            (1, "open", ("/c",)),
+            (2, "close", (99,)),
+            (2, "readdir", ("/",)),
+            (1, "readdir", ("/c",)),
+        ],
+    )
+)
+
+# NFSp: node 0 is the meta-server (names, attributes, empty shadows cut to each file's size), nodes 1
+# and 2 the I/O daemons (data, at the daemon the path hashes to: /d/f and /d/g at node 2, /d/h at node 1,
+# so renaming /d/f to /d/h moves its data and /d/g to /d/k does not).
+SCENARIOS.append(
+    Scenario(
+        "nfsp: a meta-server and I/O daemons",
+        3,
+        dirs={0: ["/d"]},
+        architecture="nfsp",
+        ops=[
+            (1, "create", ("/d/f",)),
+            (1, "open", ("/d/f",)),
+            (1, "write", (FD, 0, b"hello world")),
+            (2, "stat", ("/d/f",)),
+            (2, "open", ("/d/f",)),
+            (2, "read", (FD, 6, 100)),
+            (2, "close", (FD,)),
+            (1, "close", (FD,)),
+            (0, "getattr", ("/d/f",)),
+            (2, "create_open", ("/d/g",)),
+            (2, "write", (FD, 0, b"g")),
+            (2, "close", (FD,)),
+            (1, "rename", ("/d/f", "/d/h")),
+            (1, "open", ("/d/h",)),
+            (1, "read", (FD, 0, 100)),
+            (1, "close", (FD,)),
+            (2, "rename", ("/d/g", "/d/k")),
+            (1, "open", ("/d/k",)),
+            (1, "read", (FD, 0, 100)),
+            (1, "close", (FD,)),
+            (0, "open", ("/d/k",)),
+            (0, "read", (FD, 0, 100)),
+            (0, "write", (FD, 3, b"k")),
+            (0, "fsync", (FD,)),
+            (0, "close", (FD,)),
+            (2, "truncate", ("/d/h", 5)),
+            (1, "open", ("/d/h",)),
+            (1, "read", (FD, 0, 100)),
+            (1, "close", (FD,)),
+            (2, "link", ("/d/h", "/d/l")),
+            (1, "symlink", ("target", "/d/s")),
+            (2, "rename", ("/d/s", "/d/t")),
+            (1, "readdir", ("/d",)),
+            (2, "readdir_attrs", ("/d",)),
+            (1, "rmdir", ("/d",)),
+            (2, "unlink", ("/d/h",)),
+            (1, "unlink", ("/d/k",)),
+            (0, "unlink", ("/d/t",)),
+            (1, "create", ("/d/e",)),
+            (2, "open", ("/d/e",)),
+            (2, "read", (FD, 0, 10)),
+            (2, "close", (FD,)),
+            (0, "readdir", ("/",)),
+        ],
     )
 )

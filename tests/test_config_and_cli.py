@@ -89,9 +89,9 @@ def _write(tmp_path: Path, raw: dict) -> Path:
         ),
         ({"study": "simulate", "protocol": {"hashing": "md5"}}, "protocol.hashing", "allowed: mod_n, ring"),
         (
-            {"study": "simulate", "protocol": {"architecture": "nfs"}},
+            {"study": "simulate", "protocol": {"architecture": "mnfs"}},
             "protocol.architecture",
-            "unknown architecture 'nfs'; allowed: ",
+            "unknown architecture 'mnfs'; allowed: ",
         ),
         (
             {"study": "simulate", "protocol": {"summary_layout": "per-hash"}},

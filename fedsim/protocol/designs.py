@@ -51,4 +51,6 @@ def build_nodes(
 
 def _load_builtin() -> None:
     """Import the designs this package ships (they register on import)."""
-    import fedsim.protocol.fedfs  # noqa: F401
+    import fedsim.protocol.fedfs
+    import fedsim.protocol.nfs
+    import fedsim.protocol.nfsp  # noqa: F401

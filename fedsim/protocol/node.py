@@ -299,6 +299,14 @@ class Node:
         """The design's own state, for ``fednode status`` (plain values)."""
         return {}
 
+    def counters(self) -> dict[str, float]:
+        """The design's own cumulative counters (name -> number), which the
+        runtimes and studies sum over the members and difference around a
+        measured phase (``experiments.common``), whatever the design: the one
+        interface through which a design reports what only it counts.  None by
+        default."""
+        return {}
+
     def collisions_seen(self) -> dict[str, tuple[int | None, tuple[int, ...]]]:
         """Names found on more than one node: path -> (the home it resolves
         to, None for a directory; every node holding it).  None by default."""
