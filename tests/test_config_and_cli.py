@@ -43,6 +43,8 @@ SMALL = {
         "protocol.migration_period_s=0.02",
     ],
     "table1": ["workload.postmark.transactions=500", "params.trials=200"],
+    "designs_postmark": ["workload.postmark.transactions=40", "workload.postmark.number=20", "params.servers=[1,2]",
+                         "params.clients_per_server=1"],
     "dafs_fig6": [
         "workload.postmark.transactions=60",
         "workload.postmark.number=40",
