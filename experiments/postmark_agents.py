@@ -109,7 +109,7 @@ def client_api(cluster_file: Path, clients: Clients) -> Column:
             errors.append(exc)
 
     threads = [threading.Thread(target=one, args=(i,), name=f"postmark{i}") for i in range(clients.clients)]
-    census = Census().start()
+    census = Census(scope=str(cluster_file)).start()
     for t in threads:
         t.start()
     for t in threads:
@@ -166,7 +166,7 @@ def mounted(cluster_file: Path, clients: Clients, base: Path) -> Column:
                 errors.append(exc)
 
         threads = [threading.Thread(target=one, args=(i,)) for i in range(clients.clients)]
-        census = Census().start()
+        census = Census(scope=str(cluster_file)).start()
         t0 = time.perf_counter()
         for t in threads:
             t.start()

@@ -54,7 +54,7 @@ class Usage:
         self.involuntary += other.involuntary
 
 
-def _kind(pid: str) -> str | None:
+def _kind(pid: str, scope: str = "") -> str | None:
     if pid == str(os.getpid()):
         return "driver"  # this program: the client API's threads
     try:
@@ -65,7 +65,10 @@ def _kind(pid: str) -> str | None:
     except OSError:
         return None
     line = raw.replace(b"\0", b" ").decode(errors="replace")
-    return next((k for pat, k in KINDS if pat in line), None)
+    kind = next((k for pat, k in KINDS if pat in line), None)
+    if kind in ("agent", "mount") and scope not in line:
+        return None  # another federation's, on the same machine
+    return kind
 
 
 def _threads(pid: str) -> Usage:
@@ -90,11 +93,12 @@ def _threads(pid: str) -> Usage:
     return u
 
 
-def snapshot() -> tuple[dict[str, Usage], dict[str, int]]:
-    """Every named process's counters by pid (key ``kind:pid``), and /proc/stat's cpu line."""
+def snapshot(scope: str = "") -> tuple[dict[str, Usage], dict[str, int]]:
+    """Every named process's counters by pid (key ``kind:pid``), and /proc/stat's cpu line;
+    agents and mounts only if their command line holds ``scope`` (their cluster file's path)."""
     procs: dict[str, Usage] = {}
     for pid in os.listdir("/proc"):
-        if pid.isdigit() and (kind := _kind(pid)) is not None:
+        if pid.isdigit() and (kind := _kind(pid, scope)) is not None:
             procs[f"{kind}:{pid}"] = _threads(pid)
     me = procs.get(f"driver:{os.getpid()}")
     if me is not None:  # this program's threads that have ended count too (its CPU clock keeps them)
@@ -109,6 +113,7 @@ class Census:
     """CPU by kind of process between ``start`` and ``stop`` (see the module's doc)."""
 
     children: str = "program"  # the kind of the caller's children that exit inside the window
+    scope: str = ""  # agents and mounts counted: those whose command line holds it (their cluster file)
     kinds: dict[str, Usage] = field(default_factory=dict)
     machine: dict[str, int] = field(default_factory=dict)  # /proc/stat's ticks over the window
     _before: tuple[dict[str, Usage], dict[str, int]] | None = None
@@ -116,12 +121,12 @@ class Census:
 
     def start(self) -> Census:
         self._rusage = _children_s()
-        self._before = snapshot()
+        self._before = snapshot(self.scope)
         return self
 
     def stop(self) -> Census:
         assert self._before is not None, "start() first"
-        after, stat = snapshot()
+        after, stat = snapshot(self.scope)
         before, stat0 = self._before
         self.kinds = {}
         for key, u in after.items():
