@@ -226,7 +226,7 @@ def simulated(clients: Clients, cluster: Cluster, profile: Path, mount: bool = F
 
 
 #: the simulator's processes (``fedsim.machine``) by the census's kinds
-_SIM_KINDS = {"node": "agent", "mount": "mount", "app": "program", "client": "driver"}
+_SIM_KINDS = {"node": "agent", "mount": "mount", "app": "program", "client": "driver", "client-thread": "driver"}
 
 
 def compare(

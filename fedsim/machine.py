@@ -42,9 +42,12 @@ from a ``fednode calibrate`` profile) turns the model on:
   cycle of every call;
 * **oversubscribed cores**: a job started while more of its host's
   processes are runnable (have CPU work booked) than the host has cores costs
-  ``oversub_share`` more per process beyond the cores: the context switches
-  and the caches each process finds cold, which a contention microbenchmark
-  of ``fednode calibrate`` measures (``fit_contention``);
+  ``oversub_share`` more: the context switch and the caches it finds cold,
+  which a contention microbenchmark of ``fednode calibrate`` measures
+  (``fit_contention``).  Once, however many processes wait: a cache gone cold
+  is cold, and a job is switched in once (priced per process beyond the
+  cores, the share fitted on 5 processes made 12, four agents with their
+  mounts and programs, 1.7 times dearer than they measured, census);
 * **cores worth less than whole**: a job started while other cores of its
   host are busy runs ``in_use / capacity`` slower when ``capacity`` (cores'
   worth side by side) is below the cores in use.  Processes that hand work
@@ -109,7 +112,7 @@ class MachineParams:
     clients: ClientProcs = "shared"
     mix_agent: float = 0.0  # extra share of api/dispatch CPU for work of another kind than the process's last
     mix_client: float = 0.0  # the same for a client's calls
-    oversub_share: float = 0.0  # extra share of every job per runnable process beyond the host's cores
+    oversub_share: float = 0.0  # extra share of a job started while more processes are runnable than cores
     capacity: float = 0.0  # cores' worth the host's cores give side by side (0: whole cores)
     client_user_share: float = 1.0  # of a client call's CPU, the interpreter's (the GIL's); the rest the kernel's
 
@@ -226,10 +229,10 @@ class Machine:
         cores = st.cores
         if self.share:
             # Oversubscribed cores: the other processes of the host with work booked beyond now are
-            # runnable; beyond the cores each one makes this job dearer (switches, cold caches).
+            # runnable; more of them than cores make this job dearer (a switch, cold caches).
             runnable = 1 + sum(1 for q in st.peers if q is not st and q.free > now)
             if runnable > len(cores):
-                us *= 1.0 + self.share * (runnable - len(cores))
+                us *= 1.0 + self.share
         # the core that frees first (the lowest on a tie)
         if len(cores) == 2:
             free = cores[0]
@@ -347,15 +350,21 @@ def fit_contention(
     ``capacity``: then, the cores' worth for which it makes the calls per second
     the real one made (``rates``: threads -> calls/s) at every count of two
     threads or more, on [1, cores]; 0 (whole cores) when whole cores fit as
-    well, or without ``rates``."""
+    well, or without ``rates``.  Both relative to one thread's."""
     ks = [k for k in sorted(measured) if k >= 2]
     if not ks:
         return 0.0, 0.0
     whole = replace(params, capacity=0.0)
+    # Relative to one thread, the model's and the microbenchmark's: what contention adds, not the
+    # level (the per-call costs are the other microbenchmarks'; a level they miss by 10 % would
+    # otherwise be made up by contention that is not there)
+    one = 1 in measured and 1 in (rates or {})
+    base = contention_bench(whole, 1) if one else (1.0, 1.0)
+    cpu1, rate1 = (measured[1], rates[1]) if one and rates else (1.0, 1.0)
 
     def error(share: float) -> float:
         p = replace(whole, oversub_share=share)
-        return sum((contention_bench(p, k)[0] / measured[k] - 1.0) ** 2 for k in ks)
+        return sum((contention_bench(p, k)[0] / base[0] / (measured[k] / cpu1) - 1.0) ** 2 for k in ks)
 
     best = _golden(error, 0.0, 4.0)
     share = 0.0 if error(0.0) <= error(best) else round(best, 4)
@@ -367,7 +376,7 @@ def fit_contention(
 
     def rate_error(cap: float) -> float:
         p = replace(shared, capacity=cap)
-        return sum((contention_bench(p, k)[1] / rates[k] - 1.0) ** 2 for k in rk)
+        return sum((contention_bench(p, k)[1] / base[1] / (rates[k] / rate1) - 1.0) ** 2 for k in rk)
 
     cap = _golden(rate_error, 1.0, float(params.cores))
     return share, (0.0 if rate_error(0.0) <= rate_error(cap) else round(cap, 3))
