@@ -609,6 +609,30 @@ def test_found_a_rename_during_a_leave_points_the_new_manager_at_the_renamed_fil
     _replay(5, "with_manager", "mod_n", [("leave", 47, [[("rename", 85, "/a/f0", "f1")]])], files=True)
 
 
+def test_found_a_rename_the_leaver_finishes_after_installing_its_leave_is_not_lost():
+    """Found by ``tests.dynamics_random sim`` (issue 24): node 2 leaves
+    while /a/f0 (homed at node 2) is renamed onto /a/f1.  Node 2 installed
+    the view without itself, then took the rename's prepare and finish (past
+    the commit point: acknowledged); its successor, node 3, had promoted
+    /a/f0 meanwhile and refused the ReplicaRename, and node 2, no member
+    any more, copied nothing: the renamed file left with it and the old name
+    came back.  Fixed: a leaver still sends such a late step whole
+    (``Replication.replicate``, ``late``), which its successor promotes."""
+    _replay(4, "with_manager", "ring", [("leave", 34, [[("rename", 64, "/a/f0", "f1")]])], files=True)
+
+
+def test_found_a_rename_across_directories_onto_the_successors_file_during_a_leave_is_not_lost():
+    """Found by ``tests.dynamics_random sim`` (issue 24): node 0 leaves while
+    /b/f2 (homed at node 0) is renamed onto /a/f0, homed at node 1, node
+    0's successor.  The late ReplicaRename made node 1 promote the renamed
+    copy over its own /a/f0, taking it for an older copy from node 0; the
+    rename's RenameDrop then removed the old target at node 1: the renamed
+    file.  Fixed: a late copy replaces only a file promoted from the same
+    primary; one that meets this node's own file waits for the rename's
+    drop, which promotes it (``_promote_late``, ``_rep_rename_drop``)."""
+    _replay(4, "with_manager", "mod_n", [("leave", 0, [[("rename", 0, "/b/f2", "/a/f0")]])], files=True)
+
+
 # ---------------------------------------------------------------------------- the in-memory variant
 def _direct_op(c: DirectCluster, at: int, step: tuple[Any, ...]) -> Any:
     """``_op_gen``'s operation, run to its end in the in-memory runtime."""

@@ -215,6 +215,10 @@ class Membership(Renaming):
         # under (a view after it that lists this node is the join's); None
         # otherwise (``adopts``).
         self._joining: int | None = None
+        # This node asked to leave: a view without it is no eviction
+        # (``failure.py``), and a change it acknowledges after installing that
+        # view still reaches its successor (``Replication._forward``).
+        self._leaving = False
 
     def describe(self) -> dict[str, Any]:
         settled = self._prev_view is None
@@ -469,11 +473,16 @@ class Membership(Renaming):
         rest = [m for m in self.members if m != self.id]
         if not rest:
             raise fs_error(errno.EINVAL, "/", f"node {self.id} is the last member; a federation cannot be empty")
-        if self.config.leave_files == "migrate":
-            yield from self._migrate_away(tuple(rest))
-        yield from self.call(rest[0], Leave(self.id, self.epoch))
-        if self.member:  # the ViewChange did not reach us
-            yield from self.fetch_view(rest[0])
+        self._leaving = True
+        try:
+            if self.config.leave_files == "migrate":
+                yield from self._migrate_away(tuple(rest))
+            yield from self.call(rest[0], Leave(self.id, self.epoch))
+            if self.member:  # the ViewChange did not reach us
+                yield from self.fetch_view(rest[0])
+        except BaseException:
+            self._leaving = not self.member  # (refused: still a member)
+            raise
         return self.epoch
 
     def _migrate_away(self, rest: tuple[int, ...]) -> Gen:

@@ -541,9 +541,15 @@ class Replication(Membership):
             yield from self._forward(ReplicaRename(req.old, req.new), req.new, req.old)
 
     def _rep_rename_drop(self, inner: Any, src: int, req: RenameDrop) -> Gen:
+        """H_b's step: the replaced target goes here and at the secondary.  A
+        copy of the name from a departed primary waiting in the replica space
+        (its rename onto this node's file, acknowledged as it left:
+        ``_promote_late``) takes the name then."""
         yield from _run(inner(src, req))
         if req.commit:
             yield from self._gone(req.path)
+            if self.member and self.held.get(req.path, self.id) not in self.members:
+                yield from self._promote_late(req.path)
 
     def _rep_migrate_done(self, inner: Any, src: int, req: MigrateDone) -> Gen:
         yield from _run(inner(src, req))
@@ -640,9 +646,10 @@ class Replication(Membership):
         to = self.successor(self.id)
         if to is None:
             return
+        late = self._leaving and not self.member
         if any(p in self.unsynced or p in self.copying for p in paths):
             for p in paths:
-                yield from self.replicate(p)  # (one in flight goes round once more: see "Known limits")
+                yield from self.replicate(p, late)  # (one in flight goes round once more: see "Known limits")
         else:
             try:
                 yield Call(to, req)
@@ -652,7 +659,7 @@ class Replication(Membership):
                     yield from self._mark_unsynced(p)
             except OSError:
                 for p in paths:
-                    yield from self.replicate(p)
+                    yield from self.replicate(p, late)
         yield from self._ack_or_fail(to, *paths)
 
     def _ack_or_fail(self, to: int, *paths: str) -> Gen:
@@ -681,12 +688,19 @@ class Replication(Membership):
         self.unsynced_failures += 1
         raise PeerUnavailable(to, f"the secondary did not take the change of {lagging[0]}: not acknowledged")
 
-    def replicate(self, path: str) -> Gen:
+    def replicate(self, path: str, late: bool = False) -> Gen:
         """Copy local file ``path`` whole to this node's successor (or drop
-        the copy there, if the file is gone)."""
+        the copy there, if the file is gone).  A node that is no member
+        copies nothing, but for ``late``: the step of a commit a leaver does
+        after its install of the view without it (a ``RenameFinish`` past
+        its commit point), which its successor refused (it promoted the
+        copy meanwhile).  The successor takes it as any late change from a
+        departed primary (``_promote_late``, ``_unlink_adopted``); found by
+        the dynamics property: a rename the leaver acknowledged so was lost,
+        the copy promoted under the old name."""
         to = self.successor(self.id)
         self.unsynced.discard(path)
-        if to is None or not self.member:
+        if to is None or not (self.member or late):
             return
         if path in self.copying:
             self.copying[path] = True
@@ -806,13 +820,19 @@ class Replication(Membership):
         install of the view without it; its copy arriving here after this
         node promoted the rest is promoted now, over the older copy promoted
         before (found by the dynamics property: a create, and an overwrite,
-        acknowledged by a leaving node were lost)."""
+        acknowledged by a leaving node were lost).  A local file of that name
+        not promoted from that primary is this node's own: the departed
+        primary's rename onto it (its target, here) is not over yet, and
+        the copy waits for the rename's ``RenameDrop`` (``_rep_rename_drop``;
+        replacing the file now, the drop then removed the renamed file)."""
         try:
             try:
                 is_dir, _ = yield Local("stat", path)
             except FileNotFoundError:
                 is_dir = None
-            if is_dir is False:
+            if is_dir is False and self.adopted.get(path) != self.held.get(path):
+                self.promote_conflicts += 1  # (promoted at the drop, or the next view change)
+            elif is_dir is False:
                 # Promoted here already, from the same primary's older copy
                 # (names are unique: the departed primary was its home): the
                 # newer whole copy it sent since replaces it.
