@@ -633,6 +633,23 @@ def test_found_a_rename_across_directories_onto_the_successors_file_during_a_lea
     _replay(4, "with_manager", "mod_n", [("leave", 0, [[("rename", 0, "/b/f2", "/a/f0")]])], files=True)
 
 
+def test_found_a_hand_off_overtaken_by_a_rename_end_naming_a_leaver_does_not_point_at_the_replaced_target():
+    """Found by ``tests.dynamics_random sim`` (issue 24; the final walk's
+    ENOENT): node 2 leaves while /b/f1 (homed at node 2) is renamed onto
+    /b/f0 (homed at node 0).  /b/f0's new manager, node 1, got node 0's
+    hand-off (/b/f0 at node 0) under the new view and fetched that view
+    first; meanwhile the rename's end, forwarded by node 0, named the leaver
+    and left no entry, so the hand-off then put the replaced target's home
+    back: /b/f0 was listed and ENOENT for good.  Fixed: the end names the
+    leaver's successor, promoting the renamed file, as ``_repoint`` does
+    (``Replication._renamed_home_left``), and the hand-off keeps it."""
+    _replay(6, "with_manager", "mod_n", [
+        ("leave", 81, []),
+        ("ops", [("rename", 85, "/a/f1", "/b/f0")]),
+        ("leave", 32, [[("rename", 48, "/b/f1", "f0")]]),
+    ], files=True)  # fmt: skip
+
+
 # ---------------------------------------------------------------------------- the in-memory variant
 def _direct_op(c: DirectCluster, at: int, step: tuple[Any, ...]) -> Any:
     """``_op_gen``'s operation, run to its end in the in-memory runtime."""

@@ -726,10 +726,14 @@ class Renaming(Requester):
         if req.home in self.members:
             self.dt.put(req.new, DTEntry(False, req.home))
         else:
-            # The file's home left while the rename ran (its file is promoted
-            # at its successor, or gone): no entry naming it; the next lookup
-            # asks the parent's VD, which the promotion told.
-            self.dt.pop(req.new)
+            self._renamed_home_left(req.new, req.home)
+
+    def _renamed_home_left(self, path: str, home: int) -> None:
+        """A rename's end names ``home``, which left while the rename ran:
+        no entry naming it; the next lookup asks the parent's VD, which the
+        promotion at its successor told (``Replication`` points the entry at
+        that successor while the view change is unsettled)."""
+        self.dt.pop(path)
 
     # ------------------------------------------------------------------ the homes
     def _gate(self, *paths: str, by: int = -1) -> None:

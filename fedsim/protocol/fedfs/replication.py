@@ -1148,6 +1148,21 @@ class Replication(Membership):
                 if s is not None and s in view.members:
                     dt.put(p, DTEntry(False, s))
 
+    def _renamed_home_left(self, path: str, home: int) -> None:
+        """As ``_repoint`` does at the install: while the view change that
+        dropped ``home`` is unsettled, the entry names ``home``'s successor in
+        the previous view, the node promoting the renamed copy.  Without an
+        entry, the old manager's hand-off, overtaken here by this end while
+        this node fetched the view it came with, put back the replaced
+        target's home (found by the dynamics property: a rename during a
+        leave left the name listed and ENOENT for good)."""
+        prev = self._prev_view
+        s = self.successor(home, prev) if self.replicating and prev is not None and home in prev.members else None
+        if s is not None and s in self.members:
+            self.dt.put(path, DTEntry(False, s))
+        else:
+            super()._renamed_home_left(path, home)
+
     def _promote(self, path: str) -> Gen:
         """The copy of ``path`` becomes the file (its primary left the view)."""
         try:
