@@ -621,6 +621,17 @@ def test_found_a_rename_the_leaver_finishes_after_installing_its_leave_is_not_lo
     _replay(4, "with_manager", "ring", [("leave", 34, [[("rename", 64, "/a/f0", "f1")]])], files=True)
 
 
+def test_found_a_rename_whose_copy_the_leaver_sends_as_it_installs_its_leave_is_not_lost():
+    """As above, across directories (node 6 leaves; /b/f2, its file, is
+    renamed to /a/f1): node 0 promoted /b/f2 and refused the ReplicaRename;
+    node 6 sent /a/f1 whole, installed the view without itself meanwhile,
+    and then skipped dropping the copy of /b/f2: the old name stayed beside
+    the new one.  The leave is asked for, so the whole step is sent."""
+    _replay(7, "with_manager", "ring", [
+        ("leave", 97, [[("rename", 76, "/b/f2", "/a/f1")], [("rename", 26, "/b/f2", "f2")]]),
+    ], files=True)  # fmt: skip
+
+
 def test_found_a_rename_across_directories_onto_the_successors_file_during_a_leave_is_not_lost():
     """Found by ``tests.dynamics_random sim`` (issue 24): node 0 leaves while
     /b/f2 (homed at node 0) is renamed onto /a/f0, homed at node 1, node

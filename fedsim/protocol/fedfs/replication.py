@@ -646,7 +646,7 @@ class Replication(Membership):
         to = self.successor(self.id)
         if to is None:
             return
-        late = self._leaving and not self.member
+        late = self._leaving  # (it may install the view without it while this runs)
         if any(p in self.unsynced or p in self.copying for p in paths):
             for p in paths:
                 yield from self.replicate(p, late)  # (one in flight goes round once more: see "Known limits")
