@@ -661,6 +661,27 @@ def test_found_a_hand_off_overtaken_by_a_rename_end_naming_a_leaver_does_not_poi
     ], files=True)  # fmt: skip
 
 
+def test_found_a_leaving_directory_manager_does_not_release_the_gates_of_its_own_rename():
+    """Found by ``tests.dynamics_random sim`` (issue 24): node 2, the
+    manager of /b and the home of /b/f1, leaves while it renames /b/f1 onto
+    /b/f0.  Installing the view without itself, it released the holds of
+    renames coordinated by departed nodes (``renames_orphaned``): its own;
+    its RenameFinish then found no gate and did nothing, while /b's VD and
+    /b/f0's manager said renamed and the old /b/f0 was dropped.  Fixed: a
+    node never releases the holds of its own renames."""
+    _replay(6, "with_manager", "mod_n", [("leave", 32, [[("rename", 48, "/b/f1", "f0")]])], files=True)
+
+
+def test_found_a_renaming_client_at_the_targets_manager_caches_no_entry_naming_the_leaver():
+    """Found by ``tests.dynamics_random sim`` (issue 24; the final walk's open
+    timed out): /b/f1, homed at the leaving node 2, is renamed onto /b/f0
+    by a client at node 4, /b/f0's manager.  The rename's end left node 4
+    no entry naming the leaver, and the client's side of ``rename`` then
+    cached the answer (home 2) in that same DT: the manager named a node
+    that had left, for good.  Fixed: no hint naming a non-member."""
+    _replay(6, "round_robin", "ring", [("leave", 26, [[("rename", 40, "/b/f1", "f0")]])], files=True)
+
+
 # ---------------------------------------------------------------------------- the in-memory variant
 def _direct_op(c: DirectCluster, at: int, step: tuple[Any, ...]) -> Any:
     """``_op_gen``'s operation, run to its end in the in-memory runtime."""

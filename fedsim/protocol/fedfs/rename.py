@@ -384,7 +384,14 @@ class Renaming(Requester):
         pm = self.manager_of(d)  # the target directory's manager coordinates (across directories too)
         home = yield from self._busy(lambda: self.call(pm, Rename(old, new)))
         self.dt.pop(old)
-        self.dt.put(new, DTEntry(False, home))
+        if home in self.members:
+            self.dt.put(new, DTEntry(False, home))
+        elif self.manager_of(new) != self.id:
+            # A home that left meanwhile: no hint naming it.  The manager's
+            # own entry is the rename's end's (``on_rename_done``); this one,
+            # put over it, named the leaver for good (found by the dynamics
+            # property: the final walk's open timed out).
+            self.dt.pop(new)
         return None
 
     # ------------------------------------------------------------------ PM: the coordinator
@@ -658,13 +665,17 @@ class Renaming(Requester):
         hold here is released (see the module docstring: a coordinator that
         crashed between the phases).  The local trees are the truth then: a
         held directory's VD and a marked name's entry are dropped, to be
-        merged and resolved again."""
+        merged and resolved again.  Not the holds of this node's own renames:
+        it runs them still (it is the leaver, installing the view without
+        itself; found by the dynamics property: a leaving directory manager
+        released the gates of its own rename, and its RenameFinish then
+        found nothing to do: the rename was acknowledged and not done)."""
         for d, f in list(self.renames.items()):
-            if f.doubt and f.by in gone:
+            if f.doubt and f.by in gone and f.by != self.id:
                 del self.renames[d]
                 self.vds.pop(d)
         for (kind, p), by in list(self.rename_by.items()):
-            if by not in gone:
+            if by not in gone or by == self.id:
                 continue
             if kind == "gate":
                 self._ungate(p)
