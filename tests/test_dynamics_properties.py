@@ -682,6 +682,20 @@ def test_found_a_renaming_client_at_the_targets_manager_caches_no_entry_naming_t
     _replay(6, "round_robin", "ring", [("leave", 26, [[("rename", 40, "/b/f1", "f0")]])], files=True)
 
 
+def test_found_a_directory_made_implicitly_while_its_holder_leaves_is_kept():
+    """Found by ``tests.dynamics_random sim`` (issue 24; the final walk listed
+    /c, which no local tree held): /c is held by node 0 alone; node 0 leaves
+    while a client creates /c/f1, whose home, node 1, makes /c implicitly
+    after installing the view (past its clearing of ``implicit_dirs``).
+    /'s VD then listed /c from node 1, and a rename of /c/f1 to /b/f1
+    pruned it.  Fixed: the view's settling keeps the implicit directories
+    made meanwhile, as the install keeps the older ones."""
+    _replay(5, "with_manager", "mod_n", [
+        ("crash", 77, True, [[("mkdir", 82, "/c")]]),
+        ("leave", 85, [[("create", 41, "/c/f1")], [("rename", 48, "/c/f1", "/b/f1"), ("mkdir", 24, "/a")]]),
+    ], files=True)  # fmt: skip
+
+
 # ---------------------------------------------------------------------------- the in-memory variant
 def _direct_op(c: DirectCluster, at: int, step: tuple[Any, ...]) -> Any:
     """``_op_gen``'s operation, run to its end in the in-memory runtime."""
