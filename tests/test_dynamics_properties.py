@@ -696,6 +696,17 @@ def test_found_a_directory_made_implicitly_while_its_holder_leaves_is_kept():
     ], files=True)  # fmt: skip
 
 
+def test_found_a_late_copy_meeting_the_promotion_of_its_name_is_written_again():
+    """Found by ``tests.dynamics_random sim`` (issue 24): node 2 leaves while
+    /a/f0 is renamed across directories onto /b/f1, both homed at node 2.
+    Node 3 promoted the old /b/f1 while node 2's whole copy of the renamed
+    /b/f1 arrived; the promotion moved the copy the put had just created,
+    the put's write found nothing, and the leaver took the refusal for
+    final: the rename was lost.  Fixed: a departed primary's whole copy is
+    written again then (``on_replica_put``) and promoted over the old one."""
+    _replay(5, "with_manager", "ring", [("leave", 37, [[("rename", 98, "/a/f0", "/b/f1")]])], files=True)
+
+
 # ---------------------------------------------------------------------------- the in-memory variant
 def _direct_op(c: DirectCluster, at: int, step: tuple[Any, ...]) -> Any:
     """``_op_gen``'s operation, run to its end in the in-memory runtime."""

@@ -797,6 +797,20 @@ class Replication(Membership):
             # replica space holds one copy per name; the sender tries again
             # once the promotion ran (``replicate``: EAGAIN is repaired).
             raise fs_error(errno.EAGAIN, req.path, "a copy of this name is being promoted here; try again")
+        try:
+            yield from self._put(rp, src, req)
+        except FileNotFoundError:
+            if src in self.members or req.offset != 0:
+                raise
+            # A departed primary's late copy (``_promote_late``) whose older
+            # copy this node's promotion moved into the namespace mid-way:
+            # written again (found by the dynamics property: a rename's late
+            # copy was refused so, and the rename lost).
+            yield from self._put(rp, src, req)
+        if end >= req.size and self.member and src not in self.members and req.path not in self.promoting:
+            yield from self._promote_late(req.path)
+
+    def _put(self, rp: str, src: int, req: ReplicaPut) -> Gen:
         if req.offset == 0:
             try:
                 yield Local("create", rp)
@@ -805,12 +819,10 @@ class Replication(Membership):
             self.held[req.path] = src
         if req.data:
             yield Local("write", rp, (req.offset, req.data))
-        if end >= req.size:
+        if req.offset + len(req.data) >= req.size:
             yield Local("truncate", rp, (req.size,))
             if req.mode != KEEP:
                 yield Local("setattr", rp, (req.mode, KEEP, KEEP, UTIME_OMIT, UTIME_OMIT))
-            if self.member and src not in self.members and req.path not in self.promoting:
-                yield from self._promote_late(req.path)
 
     def _promote_late(self, path: str) -> Gen:
         """A whole copy (or a renamed one) from a primary that is no member
