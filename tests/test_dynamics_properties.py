@@ -707,6 +707,21 @@ def test_found_a_late_copy_meeting_the_promotion_of_its_name_is_written_again():
     _replay(5, "with_manager", "ring", [("leave", 37, [[("rename", 98, "/a/f0", "/b/f1")]])], files=True)
 
 
+def test_found_a_leaving_directory_managers_rename_is_finished_at_a_home_that_released_its_gates():
+    """Found by ``tests.dynamics_random sim`` (issue 24): node 1, the manager
+    of /b, leaves while it renames /b/f1 (homed at node 2) onto /b/f0.  Node
+    2 installed the view without node 1 between the prepare and the finish
+    and released node 1's gates (``renames_orphaned``, for a coordinator
+    that crashed); the RenameFinish then did nothing, while the VD said
+    renamed and the old /b/f0 was dropped.  Fixed: a home finishes a rename
+    whose gates it released when their coordinator asks it to
+    (``rename_released``): a graceful leaver runs its renames to the end."""
+    _replay(5, "with_manager", "ring", [
+        ("join", []), ("leave", 82, []), ("leave", 3, []),
+        ("leave", 85, [[("rename", 87, "/b/f1", "f0"), ("unlink", 94, "/a/f1")]]),
+    ], files=True)  # fmt: skip
+
+
 # ---------------------------------------------------------------------------- the in-memory variant
 def _direct_op(c: DirectCluster, at: int, step: tuple[Any, ...]) -> Any:
     """``_op_gen``'s operation, run to its end in the in-memory runtime."""

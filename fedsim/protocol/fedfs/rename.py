@@ -348,6 +348,9 @@ class Renaming(Requester):
         # a rename set here: released if the coordinator leaves the view
         # (``renames_orphaned``)
         self.rename_by: dict[tuple[str, str], int] = {}
+        # gates ``renames_orphaned`` released -> the departed coordinator: a
+        # leaver runs its rename on, and its ``RenameFinish`` still renames
+        self.rename_released: dict[str, int] = {}
 
     def describe(self) -> dict[str, Any]:
         """Status adds what renames hold here: a name that stays held long
@@ -679,6 +682,7 @@ class Renaming(Requester):
                 continue
             if kind == "gate":
                 self._ungate(p)
+                self.rename_released[p] = by
             elif p in self.rename_marks:
                 self.rename_by.pop((kind, p), None)
                 self.rename_marks.discard(p)
@@ -757,6 +761,8 @@ class Renaming(Requester):
         self.gates.update(paths)
         self.rename_gated.update(paths)
         for p in paths:
+            self.rename_released.pop(p, None)
+        for p in paths:
             self.rename_by[("gate", p)] = by
 
     def _ungate(self, *paths: str) -> None:
@@ -788,8 +794,13 @@ class Renaming(Requester):
 
     @handles(RenameFinish)
     def on_rename_finish(self, src: int, req: RenameFinish) -> Gen:
-        if req.commit and req.old not in self.rename_gated:
-            return  # done already (PM asks again when a reply was lost), or never prepared here
+        if req.commit and req.old not in self.rename_gated and self.rename_released.pop(req.old, None) != src:
+            # Done already (PM asks again when a reply was lost), or never
+            # prepared here.  Gates released because their coordinator left
+            # the view do not stop its commit: a graceful leaver runs its
+            # renames to the end (found by the dynamics property: a leaving
+            # directory manager's rename was acknowledged and not done).
+            return
         try:
             if req.commit:
                 d_old, d_new = parent(req.old), parent(req.new)

@@ -535,7 +535,7 @@ class Replication(Membership):
         finishes the rename and tells the client so (``rename._lagging``).  A
         second finish (the coordinator's retry after a lost reply) is a no-op
         here (``on_rename_finish``) and forwards nothing."""
-        fresh = req.commit and req.old in self.rename_gated
+        fresh = req.commit and (req.old in self.rename_gated or self.rename_released.get(req.old) == src)
         yield from _run(inner(src, req))
         if fresh:
             yield from self._forward(ReplicaRename(req.old, req.new), req.new, req.old)
