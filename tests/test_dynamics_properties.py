@@ -609,6 +609,119 @@ def test_found_a_rename_during_a_leave_points_the_new_manager_at_the_renamed_fil
     _replay(5, "with_manager", "mod_n", [("leave", 47, [[("rename", 85, "/a/f0", "f1")]])], files=True)
 
 
+def test_found_a_rename_the_leaver_finishes_after_installing_its_leave_is_not_lost():
+    """Found by ``tests.dynamics_random sim`` (issue 24): node 2 leaves
+    while /a/f0 (homed at node 2) is renamed onto /a/f1.  Node 2 installed
+    the view without itself, then took the rename's prepare and finish (past
+    the commit point: acknowledged); its successor, node 3, had promoted
+    /a/f0 meanwhile and refused the ReplicaRename, and node 2, no member
+    any more, copied nothing: the renamed file left with it and the old name
+    came back.  Fixed: a leaver still sends such a late step whole
+    (``Replication.replicate``, ``late``), which its successor promotes."""
+    _replay(4, "with_manager", "ring", [("leave", 34, [[("rename", 64, "/a/f0", "f1")]])], files=True)
+
+
+def test_found_a_rename_whose_copy_the_leaver_sends_as_it_installs_its_leave_is_not_lost():
+    """As above, across directories (node 6 leaves; /b/f2, its file, is
+    renamed to /a/f1): node 0 promoted /b/f2 and refused the ReplicaRename;
+    node 6 sent /a/f1 whole, installed the view without itself meanwhile,
+    and then skipped dropping the copy of /b/f2: the old name stayed beside
+    the new one.  The leave is asked for, so the whole step is sent."""
+    _replay(7, "with_manager", "ring", [
+        ("leave", 97, [[("rename", 76, "/b/f2", "/a/f1")], [("rename", 26, "/b/f2", "f2")]]),
+    ], files=True)  # fmt: skip
+
+
+def test_found_a_rename_across_directories_onto_the_successors_file_during_a_leave_is_not_lost():
+    """Found by ``tests.dynamics_random sim`` (issue 24): node 0 leaves while
+    /b/f2 (homed at node 0) is renamed onto /a/f0, homed at node 1, node
+    0's successor.  The late ReplicaRename made node 1 promote the renamed
+    copy over its own /a/f0, taking it for an older copy from node 0; the
+    rename's RenameDrop then removed the old target at node 1: the renamed
+    file.  Fixed: a late copy replaces only a file promoted from the same
+    primary; one that meets this node's own file waits for the rename's
+    drop, which promotes it (``_promote_late``, ``_rep_rename_drop``)."""
+    _replay(4, "with_manager", "mod_n", [("leave", 0, [[("rename", 0, "/b/f2", "/a/f0")]])], files=True)
+
+
+def test_found_a_hand_off_overtaken_by_a_rename_end_naming_a_leaver_does_not_point_at_the_replaced_target():
+    """Found by ``tests.dynamics_random sim`` (issue 24; the final walk's
+    ENOENT): node 2 leaves while /b/f1 (homed at node 2) is renamed onto
+    /b/f0 (homed at node 0).  /b/f0's new manager, node 1, got node 0's
+    hand-off (/b/f0 at node 0) under the new view and fetched that view
+    first; meanwhile the rename's end, forwarded by node 0, named the leaver
+    and left no entry, so the hand-off then put the replaced target's home
+    back: /b/f0 was listed and ENOENT for good.  Fixed: the end names the
+    leaver's successor, promoting the renamed file, as ``_repoint`` does
+    (``Replication._renamed_home_left``), and the hand-off keeps it."""
+    _replay(6, "with_manager", "mod_n", [
+        ("leave", 81, []),
+        ("ops", [("rename", 85, "/a/f1", "/b/f0")]),
+        ("leave", 32, [[("rename", 48, "/b/f1", "f0")]]),
+    ], files=True)  # fmt: skip
+
+
+def test_found_a_leaving_directory_manager_does_not_release_the_gates_of_its_own_rename():
+    """Found by ``tests.dynamics_random sim`` (issue 24): node 2, the
+    manager of /b and the home of /b/f1, leaves while it renames /b/f1 onto
+    /b/f0.  Installing the view without itself, it released the holds of
+    renames coordinated by departed nodes (``renames_orphaned``): its own;
+    its RenameFinish then found no gate and did nothing, while /b's VD and
+    /b/f0's manager said renamed and the old /b/f0 was dropped.  Fixed: a
+    node never releases the holds of its own renames."""
+    _replay(6, "with_manager", "mod_n", [("leave", 32, [[("rename", 48, "/b/f1", "f0")]])], files=True)
+
+
+def test_found_a_renaming_client_at_the_targets_manager_caches_no_entry_naming_the_leaver():
+    """Found by ``tests.dynamics_random sim`` (issue 24; the final walk's open
+    timed out): /b/f1, homed at the leaving node 2, is renamed onto /b/f0
+    by a client at node 4, /b/f0's manager.  The rename's end left node 4
+    no entry naming the leaver, and the client's side of ``rename`` then
+    cached the answer (home 2) in that same DT: the manager named a node
+    that had left, for good.  Fixed: no hint naming a non-member."""
+    _replay(6, "round_robin", "ring", [("leave", 26, [[("rename", 40, "/b/f1", "f0")]])], files=True)
+
+
+def test_found_a_directory_made_implicitly_while_its_holder_leaves_is_kept():
+    """Found by ``tests.dynamics_random sim`` (issue 24; the final walk listed
+    /c, which no local tree held): /c is held by node 0 alone; node 0 leaves
+    while a client creates /c/f1, whose home, node 1, makes /c implicitly
+    after installing the view (past its clearing of ``implicit_dirs``).
+    /'s VD then listed /c from node 1, and a rename of /c/f1 to /b/f1
+    pruned it.  Fixed: the view's settling keeps the implicit directories
+    made meanwhile, as the install keeps the older ones."""
+    _replay(5, "with_manager", "mod_n", [
+        ("crash", 77, True, [[("mkdir", 82, "/c")]]),
+        ("leave", 85, [[("create", 41, "/c/f1")], [("rename", 48, "/c/f1", "/b/f1"), ("mkdir", 24, "/a")]]),
+    ], files=True)  # fmt: skip
+
+
+def test_found_a_late_copy_meeting_the_promotion_of_its_name_is_written_again():
+    """Found by ``tests.dynamics_random sim`` (issue 24): node 2 leaves while
+    /a/f0 is renamed across directories onto /b/f1, both homed at node 2.
+    Node 3 promoted the old /b/f1 while node 2's whole copy of the renamed
+    /b/f1 arrived; the promotion moved the copy the put had just created,
+    the put's write found nothing, and the leaver took the refusal for
+    final: the rename was lost.  Fixed: a departed primary's whole copy is
+    written again then (``on_replica_put``) and promoted over the old one."""
+    _replay(5, "with_manager", "ring", [("leave", 37, [[("rename", 98, "/a/f0", "/b/f1")]])], files=True)
+
+
+def test_found_a_leaving_directory_managers_rename_is_finished_at_a_home_that_released_its_gates():
+    """Found by ``tests.dynamics_random sim`` (issue 24): node 1, the manager
+    of /b, leaves while it renames /b/f1 (homed at node 2) onto /b/f0.  Node
+    2 installed the view without node 1 between the prepare and the finish
+    and released node 1's gates (``renames_orphaned``, for a coordinator
+    that crashed); the RenameFinish then did nothing, while the VD said
+    renamed and the old /b/f0 was dropped.  Fixed: a home finishes a rename
+    whose gates it released when their coordinator asks it to
+    (``rename_released``): a graceful leaver runs its renames to the end."""
+    _replay(5, "with_manager", "ring", [
+        ("join", []), ("leave", 82, []), ("leave", 3, []),
+        ("leave", 85, [[("rename", 87, "/b/f1", "f0"), ("unlink", 94, "/a/f1")]]),
+    ], files=True)  # fmt: skip
+
+
 # ---------------------------------------------------------------------------- the in-memory variant
 def _direct_op(c: DirectCluster, at: int, step: tuple[Any, ...]) -> Any:
     """``_op_gen``'s operation, run to its end in the in-memory runtime."""

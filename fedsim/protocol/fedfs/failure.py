@@ -194,7 +194,6 @@ class FailureDetection(Membership):
         self._clock = 0.0  # the last ``Now`` the timer saw (for ``describe``'s ages)
         #: the epoch of the view that dropped this node without its asking (None: not evicted)
         self.evicted: int | None = None
-        self._leaving = False  # this node asked to leave: a view without it is no eviction
         self._view_seen: View | None = None  # the view ``_in_view`` was computed for (``handle``)
         self._in_view = False
         #: nodes that left the view (crashed, evicted, left) and have not come back -> that view's epoch
@@ -535,14 +534,6 @@ class FailureDetection(Membership):
             f"evicted from the federation in view {self.evicted}; it serves nothing until it is restarted and rejoins",
         )
         yield
-
-    def leave(self) -> Gen:
-        self._leaving = True
-        try:
-            return (yield from super().leave())
-        except BaseException:
-            self._leaving = not self.member  # (refused: still a member)
-            raise
 
     def _lookup(self, path: str) -> Gen:
         """A miss names the nodes whose files are unavailable (``absent``).

@@ -215,6 +215,10 @@ class Membership(Renaming):
         # under (a view after it that lists this node is the join's); None
         # otherwise (``adopts``).
         self._joining: int | None = None
+        # This node asked to leave: a view without it is no eviction
+        # (``failure.py``), and a change it acknowledges after installing that
+        # view still reaches its successor (``Replication._forward``).
+        self._leaving = False
 
     def describe(self) -> dict[str, Any]:
         settled = self._prev_view is None
@@ -253,7 +257,19 @@ class Membership(Renaming):
     @handles(ViewSettled)
     def on_view_settled(self, src: int, req: ViewSettled) -> None:
         if req.epoch == self.epoch:
-            self._prev_view = None
+            self._settled()
+
+    def _settled(self) -> None:
+        """The current view is installed everywhere.  If it dropped members,
+        the directories made implicitly since this node installed it are kept
+        too (as ``install_view`` keeps the older ones): a create decided
+        under the old view, whose parent the leaver held explicitly, made it
+        here while the view changed, and it may be the namespace's only copy
+        now (found by the dynamics property: a rename moved the file out and
+        pruned the directory, which its parent's VD still listed)."""
+        prev, self._prev_view = self._prev_view, None
+        if prev is not None and set(prev.members) - set(self.members):
+            self.implicit_dirs.clear()
 
     def install_view(self, view: View) -> Gen:
         """Adopt a newer view and move the state it moves (module docstring)."""
@@ -398,11 +414,11 @@ class Membership(Renaming):
                 if answered and self.epoch == view.epoch:
                     # every member routes by the new view now (one that missed
                     # it would still send updates to old managers: no settle)
-                    self._prev_view = None
+                    self._settled()
                     if members:
                         yield Multicast(members, ViewSettled(view.epoch))
             elif self.epoch == view.epoch:
-                self._prev_view = None
+                self._settled()
         finally:
             self._changing = False
         return view.epoch, list(view.members)
@@ -469,11 +485,16 @@ class Membership(Renaming):
         rest = [m for m in self.members if m != self.id]
         if not rest:
             raise fs_error(errno.EINVAL, "/", f"node {self.id} is the last member; a federation cannot be empty")
-        if self.config.leave_files == "migrate":
-            yield from self._migrate_away(tuple(rest))
-        yield from self.call(rest[0], Leave(self.id, self.epoch))
-        if self.member:  # the ViewChange did not reach us
-            yield from self.fetch_view(rest[0])
+        self._leaving = True
+        try:
+            if self.config.leave_files == "migrate":
+                yield from self._migrate_away(tuple(rest))
+            yield from self.call(rest[0], Leave(self.id, self.epoch))
+            if self.member:  # the ViewChange did not reach us
+                yield from self.fetch_view(rest[0])
+        except BaseException:
+            self._leaving = not self.member  # (refused: still a member)
+            raise
         return self.epoch
 
     def _migrate_away(self, rest: tuple[int, ...]) -> Gen:

@@ -350,6 +350,9 @@ class Renaming(Requester):
         # a rename set here: released if the coordinator leaves the view
         # (``renames_orphaned``)
         self.rename_by: dict[tuple[str, str], int] = {}
+        # gates ``renames_orphaned`` released -> the departed coordinator: a
+        # leaver runs its rename on, and its ``RenameFinish`` still renames
+        self.rename_released: dict[str, int] = {}
 
     def describe(self) -> dict[str, Any]:
         """Status adds what renames hold here: a name that stays held long
@@ -386,7 +389,14 @@ class Renaming(Requester):
         pm = self.manager_of(d)  # the target directory's manager coordinates (across directories too)
         home = yield from self._busy(lambda: self.call(pm, Rename(old, new)))
         self.dt.pop(old)
-        self.dt.put(new, DTEntry(False, home))
+        if home in self.members:
+            self.dt.put(new, DTEntry(False, home))
+        elif self.manager_of(new) != self.id:
+            # A home that left meanwhile: no hint naming it.  The manager's
+            # own entry is the rename's end's (``on_rename_done``); this one,
+            # put over it, named the leaver for good (found by the dynamics
+            # property: the final walk's open timed out).
+            self.dt.pop(new)
         return None
 
     # ------------------------------------------------------------------ PM: the coordinator
@@ -667,16 +677,21 @@ class Renaming(Requester):
         hold here is released (see the module docstring: a coordinator that
         crashed between the phases).  The local trees are the truth then: a
         held directory's VD and a marked name's entry are dropped, to be
-        merged and resolved again."""
+        merged and resolved again.  Not the holds of this node's own renames:
+        it runs them still (it is the leaver, installing the view without
+        itself; found by the dynamics property: a leaving directory manager
+        released the gates of its own rename, and its RenameFinish then
+        found nothing to do: the rename was acknowledged and not done)."""
         for d, f in list(self.renames.items()):
-            if f.doubt and f.by in gone:
+            if f.doubt and f.by in gone and f.by != self.id:
                 del self.renames[d]
                 self.vds.pop(d)
         for (kind, p), by in list(self.rename_by.items()):
-            if by not in gone:
+            if by not in gone or by == self.id:
                 continue
             if kind == "gate":
                 self._ungate(p)
+                self.rename_released[p] = by
             elif p in self.rename_marks:
                 self.rename_by.pop((kind, p), None)
                 self.rename_marks.discard(p)
@@ -735,10 +750,14 @@ class Renaming(Requester):
         if req.home in self.members:
             self.dt.put(req.new, DTEntry(False, req.home))
         else:
-            # The file's home left while the rename ran (its file is promoted
-            # at its successor, or gone): no entry naming it; the next lookup
-            # asks the parent's VD, which the promotion told.
-            self.dt.pop(req.new)
+            self._renamed_home_left(req.new, req.home)
+
+    def _renamed_home_left(self, path: str, home: int) -> None:
+        """A rename's end names ``home``, which left while the rename ran:
+        no entry naming it; the next lookup asks the parent's VD, which the
+        promotion at its successor told (``Replication`` points the entry at
+        that successor while the view change is unsettled)."""
+        self.dt.pop(path)
 
     # ------------------------------------------------------------------ the homes
     def _gate(self, *paths: str, by: int = -1) -> None:
@@ -750,6 +769,8 @@ class Renaming(Requester):
                 raise fs_error(errno.EBUSY, p, "the file is open: an open file pins its name")
         self.gates.update(paths)
         self.rename_gated.update(paths)
+        for p in paths:
+            self.rename_released.pop(p, None)
         for p in paths:
             self.rename_by[("gate", p)] = by
 
@@ -785,8 +806,13 @@ class Renaming(Requester):
 
     @handles(RenameFinish)
     def on_rename_finish(self, src: int, req: RenameFinish) -> Gen:
-        if req.commit and req.old not in self.rename_gated:
-            return  # done already (PM asks again when a reply was lost), or never prepared here
+        if req.commit and req.old not in self.rename_gated and self.rename_released.pop(req.old, None) != src:
+            # Done already (PM asks again when a reply was lost), or never
+            # prepared here.  Gates released because their coordinator left
+            # the view do not stop its commit: a graceful leaver runs its
+            # renames to the end (found by the dynamics property: a leaving
+            # directory manager's rename was acknowledged and not done).
+            return
         try:
             if req.commit:
                 d_old, d_new = parent(req.old), parent(req.new)

@@ -535,15 +535,21 @@ class Replication(Membership):
         finishes the rename and tells the client so (``rename._lagging``).  A
         second finish (the coordinator's retry after a lost reply) is a no-op
         here (``on_rename_finish``) and forwards nothing."""
-        fresh = req.commit and req.old in self.rename_gated
+        fresh = req.commit and (req.old in self.rename_gated or self.rename_released.get(req.old) == src)
         yield from _run(inner(src, req))
         if fresh:
             yield from self._forward(ReplicaRename(req.old, req.new), req.new, req.old)
 
     def _rep_rename_drop(self, inner: Any, src: int, req: RenameDrop) -> Gen:
+        """H_b's step: the replaced target goes here and at the secondary.  A
+        copy of the name from a departed primary waiting in the replica space
+        (its rename onto this node's file, acknowledged as it left:
+        ``_promote_late``) takes the name then."""
         yield from _run(inner(src, req))
         if req.commit:
             yield from self._gone(req.path)
+            if self.member and self.held.get(req.path, self.id) not in self.members:
+                yield from self._promote_late(req.path)
 
     def _rep_migrate_done(self, inner: Any, src: int, req: MigrateDone) -> Gen:
         yield from _run(inner(src, req))
@@ -640,9 +646,10 @@ class Replication(Membership):
         to = self.successor(self.id)
         if to is None:
             return
+        late = self._leaving  # (it may install the view without it while this runs)
         if any(p in self.unsynced or p in self.copying for p in paths):
             for p in paths:
-                yield from self.replicate(p)  # (one in flight goes round once more: see "Known limits")
+                yield from self.replicate(p, late)  # (one in flight goes round once more: see "Known limits")
         else:
             try:
                 yield Call(to, req)
@@ -652,7 +659,7 @@ class Replication(Membership):
                     yield from self._mark_unsynced(p)
             except OSError:
                 for p in paths:
-                    yield from self.replicate(p)
+                    yield from self.replicate(p, late)
         yield from self._ack_or_fail(to, *paths)
 
     def _ack_or_fail(self, to: int, *paths: str) -> Gen:
@@ -681,12 +688,19 @@ class Replication(Membership):
         self.unsynced_failures += 1
         raise PeerUnavailable(to, f"the secondary did not take the change of {lagging[0]}: not acknowledged")
 
-    def replicate(self, path: str) -> Gen:
+    def replicate(self, path: str, late: bool = False) -> Gen:
         """Copy local file ``path`` whole to this node's successor (or drop
-        the copy there, if the file is gone)."""
+        the copy there, if the file is gone).  A node that is no member
+        copies nothing, but for ``late``: the step of a commit a leaver does
+        after its install of the view without it (a ``RenameFinish`` past
+        its commit point), which its successor refused (it promoted the
+        copy meanwhile).  The successor takes it as any late change from a
+        departed primary (``_promote_late``, ``_unlink_adopted``); found by
+        the dynamics property: a rename the leaver acknowledged so was lost,
+        the copy promoted under the old name."""
         to = self.successor(self.id)
         self.unsynced.discard(path)
-        if to is None or not self.member:
+        if to is None or not (self.member or late):
             return
         if path in self.copying:
             self.copying[path] = True
@@ -783,6 +797,20 @@ class Replication(Membership):
             # replica space holds one copy per name; the sender tries again
             # once the promotion ran (``replicate``: EAGAIN is repaired).
             raise fs_error(errno.EAGAIN, req.path, "a copy of this name is being promoted here; try again")
+        try:
+            yield from self._put(rp, src, req)
+        except FileNotFoundError:
+            if src in self.members or req.offset != 0:
+                raise
+            # A departed primary's late copy (``_promote_late``) whose older
+            # copy this node's promotion moved into the namespace mid-way:
+            # written again (found by the dynamics property: a rename's late
+            # copy was refused so, and the rename lost).
+            yield from self._put(rp, src, req)
+        if end >= req.size and self.member and src not in self.members and req.path not in self.promoting:
+            yield from self._promote_late(req.path)
+
+    def _put(self, rp: str, src: int, req: ReplicaPut) -> Gen:
         if req.offset == 0:
             try:
                 yield Local("create", rp)
@@ -791,12 +819,10 @@ class Replication(Membership):
             self.held[req.path] = src
         if req.data:
             yield Local("write", rp, (req.offset, req.data))
-        if end >= req.size:
+        if req.offset + len(req.data) >= req.size:
             yield Local("truncate", rp, (req.size,))
             if req.mode != KEEP:
                 yield Local("setattr", rp, (req.mode, KEEP, KEEP, UTIME_OMIT, UTIME_OMIT))
-            if self.member and src not in self.members and req.path not in self.promoting:
-                yield from self._promote_late(req.path)
 
     def _promote_late(self, path: str) -> Gen:
         """A whole copy (or a renamed one) from a primary that is no member
@@ -806,13 +832,19 @@ class Replication(Membership):
         install of the view without it; its copy arriving here after this
         node promoted the rest is promoted now, over the older copy promoted
         before (found by the dynamics property: a create, and an overwrite,
-        acknowledged by a leaving node were lost)."""
+        acknowledged by a leaving node were lost).  A local file of that name
+        not promoted from that primary is this node's own: the departed
+        primary's rename onto it (its target, here) is not over yet, and
+        the copy waits for the rename's ``RenameDrop`` (``_rep_rename_drop``;
+        replacing the file now, the drop then removed the renamed file)."""
         try:
             try:
                 is_dir, _ = yield Local("stat", path)
             except FileNotFoundError:
                 is_dir = None
-            if is_dir is False:
+            if is_dir is False and self.adopted.get(path) != self.held.get(path):
+                self.promote_conflicts += 1  # (promoted at the drop, or the next view change)
+            elif is_dir is False:
                 # Promoted here already, from the same primary's older copy
                 # (names are unique: the departed primary was its home): the
                 # newer whole copy it sent since replaces it.
@@ -1127,6 +1159,21 @@ class Replication(Membership):
                 s = self.successor(e.home, old)
                 if s is not None and s in view.members:
                     dt.put(p, DTEntry(False, s))
+
+    def _renamed_home_left(self, path: str, home: int) -> None:
+        """As ``_repoint`` does at the install: while the view change that
+        dropped ``home`` is unsettled, the entry names ``home``'s successor in
+        the previous view, the node promoting the renamed copy.  Without an
+        entry, the old manager's hand-off, overtaken here by this end while
+        this node fetched the view it came with, put back the replaced
+        target's home (found by the dynamics property: a rename during a
+        leave left the name listed and ENOENT for good)."""
+        prev = self._prev_view
+        s = self.successor(home, prev) if self.replicating and prev is not None and home in prev.members else None
+        if s is not None and s in self.members:
+            self.dt.put(path, DTEntry(False, s))
+        else:
+            super()._renamed_home_left(path, home)
 
     def _promote(self, path: str) -> Gen:
         """The copy of ``path`` becomes the file (its primary left the view)."""
