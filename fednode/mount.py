@@ -247,6 +247,11 @@ CONSISTENCY_ENV = "FEDNODE_MOUNT_CONSISTENCY"
 WRITE_BUFFER = fclient.CHUNK
 #: ... in at most this many separate ranges (a random writer's buffer is sent before it grows long)
 MAX_EXTENTS = 64
+#: where a mount keeps a file unlinked (or renamed over) while open through it, until its last close:
+#: a directory at the federation's root, left out of the root's listing (``FedOps.rename``)
+HIDDEN_DIR = "/.fednode-unlinked"
+#: libfuse's name for such a file (``hard_remove`` off: it renames the file to ``DIR/.fuse_hidden...``)
+LIBFUSE_HIDDEN = ".fuse_hidden"
 #: files whose last-seen attributes the mount remembers (for ``keep_cache`` at open), oldest forgotten first
 _SEEN_MAX = 65536
 
@@ -299,6 +304,11 @@ class _FUSE(mfusepy.FUSE):
         return self.operations.rename(
             old.decode(self.encoding, self.errors), new.decode(self.encoding, self.errors), flags
         )
+
+    def truncate_fuse_3(self, path: bytes | None, length: int, fip: Any) -> int:
+        """ftruncate(2) with its file handle (mfusepy drops it): the open file, whatever its name now."""
+        fh = fip.contents.fh if fip else None
+        return self.operations.truncate(None if path is None else path.decode(self.encoding, self.errors), length, fh)
 
     def open(self, path: bytes, fip: Any) -> int:
         """mfusepy's open, and the kernel told to keep the file's cached pages
@@ -785,6 +795,9 @@ class FedOps(mfusepy.Operations):
         self._pages: dict[str, tuple[int, ...]] = {}  # path -> its attributes when the kernel's pages were (cto)
         self._fuse: ctypes.c_void_p | None = None  # libfuse's ``struct fuse``, for fuse_invalidate_path
         self._linked = _Links(_SEEN_MAX)  # the names of files with several (hard links) the kernel was told of
+        #: libfuse's hidden name of a file unlinked while open here -> where it is in the federation (HIDDEN_DIR)
+        self._hidden: dict[str, str] = {}
+        self._hidden_n = itertools.count(1)
 
         def connect(n: int) -> fclient.Client:
             c = make(n)
@@ -807,6 +820,10 @@ class FedOps(mfusepy.Operations):
         self._served = True
         if config is not None:
             FuseConfig.apply(config)
+            # libfuse hides a file unlinked or renamed over while open here (a rename to
+            # ``.fuse_hidden...``, which ``rename`` puts in HIDDEN_DIR) and unlinks it at its last release:
+            # its descriptors keep working until then, as on a local file system
+            config.hard_remove = 0
         if conn_info is not None and conn_info.capable & FUSE_CAP_READDIRPLUS:
             # readdirplus for every readdir, not "auto": with auto the kernel asks for it only for a
             # directory's first buffer (about 30 entries) until lookups show it is worth it, so ``ls -l``
@@ -819,7 +836,18 @@ class FedOps(mfusepy.Operations):
             self._on_ready()
 
     def destroy(self, path: str) -> None:
+        for where in list(self._hidden.values()):  # files unlinked while open, still open at unmount
+            with contextlib.suppress(OSError), self.entries.client(where) as c:
+                c.unlink(where)
         self.entries.close()
+
+    def _real(self, path: str) -> str:
+        """Where the file libfuse names ``path`` is: its place in HIDDEN_DIR if
+        ``path`` is libfuse's name of a file unlinked while open here."""
+        return self._hidden.get(path, path) if self._hidden else path
+
+    def _is_hidden(self, path: str) -> bool:
+        return path.startswith(HIDDEN_DIR + "/")
 
     # ------------------------------------------------------------------ the owners of new names
     def _caller(self) -> tuple[int, int]:
@@ -866,6 +894,14 @@ class FedOps(mfusepy.Operations):
             fresh, h.attr = h.attr, None
             if fresh is not None and time.monotonic() - fresh[1] < _PREFETCH_AGE_S:
                 return self._tell(path, fresh[0])
+            if self._is_hidden(path):  # unlinked while open: fstat counts the names it has left
+                if self._dirty:
+                    self._settle(path)
+                with self.entries.client(path) as c:
+                    a = c.getattr(path)
+                return _stat_dict(a._replace(nlink=max(0, a.nlink - 1)))
+        elif path is not None:
+            path = self._real(path)
         check_name(path)  # the kernel's lookup of every new name comes here first
         if self._dirty:
             self._settle(path)  # the size and times with this mount's buffered writes in them
@@ -902,6 +938,7 @@ class FedOps(mfusepy.Operations):
                     self._invalidate(other)
 
     def chmod(self, path: str, mode: int) -> None:
+        path = self._real(path)
         if self._dirty:
             self._settle(path)
         with self.entries.client(path) as c:
@@ -909,6 +946,7 @@ class FedOps(mfusepy.Operations):
         self._changed(path)
 
     def chown(self, path: str, uid: int, gid: int) -> None:
+        path = self._real(path)
         if self._dirty:
             self._settle(path)
         with self.entries.client(path) as c:
@@ -920,6 +958,7 @@ class FedOps(mfusepy.Operations):
             atime, mtime = fclient.UTIME_NOW, fclient.UTIME_NOW
         else:
             atime, mtime = (_utime(t) for t in times)
+        path = self._real(path)
         if self._dirty:
             self._settle(path)  # else the buffered writes, sent later, would set the mtime again (cp -p)
         with self.entries.client(path) as c:
@@ -947,20 +986,24 @@ class FedOps(mfusepy.Operations):
     # without one, and that must not cost a round trip to an agent.  Sizes are mfusepy's: size 0
     # asks for the length, a buffer too small is ERANGE (it compares the value or list we return).
     def getxattr(self, path: str, name: str, position: int = 0) -> bytes:
+        path = self._real(path)
         xattrs.check_name(path, name)
         with self.entries.client(path) as c:
             return c.getxattr(path, name)
 
     def setxattr(self, path: str, name: str, value: bytes, options: int, position: int = 0) -> None:
+        path = self._real(path)
         xattrs.check_set(path, name, value, options)
         with self.entries.client(path) as c:
             c.setxattr(path, name, value, options)
 
     def listxattr(self, path: str) -> list[str]:
+        path = self._real(path)
         with self.entries.client(path) as c:
             return c.listxattr(path)
 
     def removexattr(self, path: str, name: str) -> None:
+        path = self._real(path)
         xattrs.check_name(path, name)
         with self.entries.client(path) as c:
             c.removexattr(path, name)
@@ -994,6 +1037,8 @@ class FedOps(mfusepy.Operations):
             with self.entries.client(path) as c:
                 entries = c.readdir_attrs(path)
             for name, is_dir, a in entries:
+                if path == "/" and name == HIDDEN_DIR[1:]:
+                    continue  # the files unlinked while open are no name of the federation
                 if a is not None:
                     attrs = self._tell(prefix + name, a)  # (cto) what the kernel now holds of the file
                     self.entries.learn(prefix + name, a)  # a listing names its files' homes too
@@ -1019,6 +1064,7 @@ class FedOps(mfusepy.Operations):
         self.dirs.forget(path)
 
     def unlink(self, path: str) -> None:
+        path = self._hidden.pop(path, path) if self._hidden else path  # libfuse's, at a hidden file's last close
         with self.entries.client(path) as c:
             c.unlink(path)
         self.entries.forget(path)
@@ -1045,14 +1091,66 @@ class FedOps(mfusepy.Operations):
         if flags:
             raise OSError(errno.EINVAL, "rename flags (RENAME_NOREPLACE, RENAME_EXCHANGE) are not supported")
         check_name(new)
-        with self.entries.client(old) as c:
-            c.rename(old, new)
+        old = self._real(old)
+        # libfuse hides a file unlinked or renamed over while open here by renaming it to
+        # DIR/.fuse_hidden...: it goes to HIDDEN_DIR instead, so DIR lists no such name and may be removed
+        hide = new.rsplit("/", 1)[-1].startswith(LIBFUSE_HIDDEN)
+        where = f"{HIDDEN_DIR}/{self.node}-{os.getpid()}-{next(self._hidden_n)}" if hide else new
+        # the protocol renames no file open anywhere (EBUSY): this mount's descriptors of it are given up
+        # first (their writes sent) and reopened by the new name when next used
+        moving = sorted((h for h in list(self.handles.values()) if h.path == old), key=id)
+        with contextlib.ExitStack() as held:
+            for h in moving:
+                held.enter_context(h.lock)
+            for h in moving:
+                self._release_fd_locked(h)
+            if hide:
+                try:
+                    self._rename_hidden(old, where)
+                except OSError as exc:
+                    if exc.errno != errno.EXDEV:
+                        raise
+                    where = new  # no rename across directories here: libfuse's name, in DIR
+                    with self.entries.client(old) as c:
+                        c.rename(old, where)
+                else:
+                    self._hidden[new] = where
+            else:
+                with self.entries.client(old) as c:
+                    c.rename(old, new)
+            for h in moving:
+                h.path = where
         self.entries.forget(old)
         self.entries.forget(new)  # the file replaced there, if any; the moved one is learnt at its next getattr
         if self._linked:
             self._relinked(old, new)
             self._linked.drop(old)
             self._linked.drop(new)
+
+    def _rename_hidden(self, old: str, where: str) -> None:
+        """``old`` to ``where`` in HIDDEN_DIR (made once, root's, mode 0700: no user of a mount enters it)."""
+        with self.entries.client(old) as c:
+            try:
+                c.rename(old, where)
+                return
+            except FileNotFoundError:
+                pass
+        with self.entries.client(HIDDEN_DIR) as c, contextlib.suppress(FileExistsError):
+            c.mkdir(HIDDEN_DIR, 0o700, 0, 0)
+        with self.entries.client(old) as c:
+            c.rename(old, where)
+
+    def _release_fd_locked(self, h: _Handle) -> None:
+        """Send ``h``'s buffered writes (an error kept for its close) and close its federation
+        descriptor (``h.lock`` held); the handle reopens the file by ``h.path`` when next used."""
+        try:
+            self._send_locked(h)
+        except OSError as exc:
+            h.error = h.error or exc
+        fd, h.fd = h.fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                h.client.close(fd)
 
     def symlink(self, target: str, source: str) -> None:
         """``ln -s source target`` (mfusepy's names: ``target`` is the new link,
@@ -1073,6 +1171,7 @@ class FedOps(mfusepy.Operations):
         too); the kernel then asks the new name's attributes, which teach the
         router that home."""
         check_name(target)
+        source = self._real(source)
         with self.entries.client(source) as c:
             c.link(source, target)
         self._relinked(source)
@@ -1109,6 +1208,7 @@ class FedOps(mfusepy.Operations):
             pool.give(c)
 
     def open(self, path: str, flags: int) -> int:
+        path = self._real(path)
         pool = self.entries.pool(path)
         c = pool.take()
         try:
@@ -1269,6 +1369,8 @@ class FedOps(mfusepy.Operations):
         h = self.handles.get(fh) if fh is not None else None
         if h is not None:
             path = h.path
+        else:
+            path = self._real(path)
         if self._dirty:
             self._settle(path)  # the writes made before the cut, first
         with self.entries.client(path) as c:
@@ -1324,6 +1426,14 @@ class FedOps(mfusepy.Operations):
         if h is not None and h.fd is not None:
             with contextlib.suppress(OSError):  # the connection may be gone: its files closed with it
                 h.client.close(h.fd)
+        if h is not None and self._is_hidden(h.path) and not any(o.path == h.path for o in self.handles.values()):
+            # the last close of a file unlinked while open here: gone now (libfuse's unlink of its hidden
+            # name, which follows, finds nothing: libfuse ignores that)
+            for name, where in list(self._hidden.items()):
+                if where == h.path:
+                    self._hidden.pop(name, None)
+            with contextlib.suppress(OSError), self.entries.client(h.path) as c:
+                c.unlink(h.path)
 
 
 def _version(a: Attr) -> tuple[int, ...]:
