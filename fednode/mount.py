@@ -1156,8 +1156,25 @@ class FedOps(mfusepy.Operations):
         """``ln -s source target`` (mfusepy's names: ``target`` is the new link,
         ``source`` what it holds): the protocol's ``symlink``, at the name's manager."""
         check_name(target)
+        _, uid, gid = self._new_owner(target, 0o777, is_dir=False)
         with self.entries.client(target) as c:
             c.symlink(source, target)
+        self._give(target, uid, gid)
+
+    def _give(self, path: str, uid: int, gid: int) -> None:
+        """A symlink or special file just made at ``path`` becomes the caller's: the
+        protocol's ``symlink`` and ``mknod`` carry no owner (as ``create`` does), so
+        a chown follows them (a second round trip: until it, the name is the
+        agents' user's); if it fails the name is removed again (no trace)."""
+        if (uid, gid) == (os.geteuid(), os.getegid()):  # the agents' user, which made it (they run as we do)
+            return
+        try:
+            with self.entries.client(path) as c:
+                c.chown(path, uid, gid)
+        except OSError:
+            with contextlib.suppress(OSError), self.entries.client(path) as c:
+                c.unlink(path)
+            raise
 
     def readlink(self, path: str) -> str:
         """A symlink's target: the kernel follows it itself (the federation never does)."""
@@ -1181,8 +1198,10 @@ class FedOps(mfusepy.Operations):
         EPERM).  The kernel then does the node's I/O itself: a fifo's or
         socket's open never reaches this file system."""
         check_name(path)
+        perm, uid, gid = self._new_owner(path, mode, is_dir=False)
         with self.entries.client(path) as c:
-            c.mknod(path, stat.S_IFMT(mode) | stat.S_IMODE(mode), dev)
+            c.mknod(path, stat.S_IFMT(mode) | perm, dev)
+        self._give(path, uid, gid)
 
     # ------------------------------------------------------------------ files
     def _handle(self, c: fclient.Client, fd: int, path: str) -> int:
