@@ -117,6 +117,8 @@ def run(op, args):
         if op == "fchmod":
             return os.fchmod(fd, args[1])
         st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):  # a directory's size and link count: see snapshot
+            return [stat.S_IFDIR, stat.S_IMODE(st.st_mode)]
         return [stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode), st.st_size, st.st_nlink]
     if op == "truncate":
         return os.truncate(args[0], args[1])
