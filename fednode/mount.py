@@ -129,7 +129,18 @@ API has no calling user: a program holding the cluster's client key chooses
 the owners it gives (as an NFS client with AUTH_SYS does).
 
 Open files and renames.  A descriptor pins its file at the home (a rename of
-an open file is ``EBUSY``: the protocol's rule).  FUSE's ``release`` reaches
+an open file is ``EBUSY``: the protocol's rule); a rename of a file open at
+this mount gives up this mount's descriptors of it first (their buffered
+writes sent), so it is ``EBUSY`` only while another mount holds it open.  A
+file unlinked or renamed over while open at this mount keeps working through
+every descriptor of this mount until its last close, as on a local file
+system: libfuse's hide-on-unlink (``hard_remove`` off) renames it to a
+``.fuse_hidden`` name, which ``rename`` puts in ``HIDDEN_DIR`` at the
+federation's root (left out of the root's listing, so the directory it left
+lists nothing and may be removed); ``fstat`` gives its link count less one,
+and the last ``release`` unlinks it.  Across mounts the names rule: another
+mount's descriptors of a file unlinked here get ``ENOENT``; a mount that
+crashes leaves its hidden files in ``HIDDEN_DIR``.  FUSE's ``release`` reaches
 the file system after ``close(2)`` has returned, so a program that closes a
 file and renames it at once (git's lock files) would race it; the mount
 therefore closes the federation descriptor at ``flush``, which ``close(2)``
@@ -159,13 +170,13 @@ mode a write buffered through one name is sent at its close (or fsync), so
 a ``stat`` of another name of the file sees it from then on.
 
 What it does not do (clear errors, not silent surprises): devices (``EPERM``), chmod of a
-symlink (``EOPNOTSUPP``, as on Linux); rename across directories and of
+symlink (``EOPNOTSUPP``, as on Linux); rename of
 directories (``EXDEV``: ``mv`` copies); ``rename`` flags such as
 ``RENAME_NOREPLACE`` (``EINVAL``: callers fall back to a plain rename);
 extended attributes outside the ``user.`` namespace (``EOPNOTSUPP``:
 ``trusted.``, ``security.``, and ``system.``, POSIX ACLs; see
-``fedsim.protocol.xattrs`` for why); a file unlinked while open is gone for
-its remaining descriptors too (``ENOENT``).  Byte-range locks are the
+``fedsim.protocol.xattrs`` for why); a file unlinked while open at *another*
+mount is gone for that mount's descriptors (``ENOENT``).  Byte-range locks are the
 kernel's, local to one mount.  Names longer than 255 bytes and paths of 4096 bytes or more are
 ``ENAMETOOLONG``, as the kernel expects (``statfs`` reports the same
 ``namemax``).  An agent that dies makes its files ``EHOSTDOWN`` within the
@@ -1325,6 +1336,18 @@ class FedOps(mfusepy.Operations):
         h = self.handles.get(fh)
         if h is None:
             raise OSError(errno.EBADF, f"no open file {fh}")
+        held = self._dirty.get(h.path) if self._dirty else None
+        if held and (len(held) > 1 or h not in held):
+            # another descriptor of the file at this mount holds earlier writes: they go first, so that
+            # overlapping writes through two descriptors land in the order they were made
+            with self._dirty_lock:
+                others = [o for o in self._dirty.get(h.path, ()) if o is not h]
+            for o in others:
+                with o.lock:
+                    try:
+                        self._send_locked(o)
+                    except OSError as exc:
+                        o.error = o.error or exc
         with h.lock:
             if h.flushed or len(data) > WRITE_BUFFER:
                 # after close no flush would report an error: through at once (and a write larger than

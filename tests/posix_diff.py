@@ -59,6 +59,19 @@ os.umask(0o022)
 os.chdir(spec["root"])
 ids = spec["ids"]
 fds = {}
+where = {}  # slot -> [the file's path, its directory's inode] (refused_fstat)
+def real(path):
+    return os.path.relpath(os.path.join(os.path.realpath(os.path.dirname(path) or "."), os.path.basename(path)))
+def dir_ino(path):
+    try:
+        return os.lstat(os.path.dirname(path) or ".").st_ino
+    except OSError:
+        return None
+def refused_fstat(slot, st):
+    # The mount's documented limit: fstat of a file unlinked while open, once the directory it was
+    # unlinked from is removed too, is ESTALE (libfuse has no path for it; read, write, ftruncate work)
+    path, ino = where[slot]
+    return st.st_nlink == 0 and os.path.dirname(path) != "" and dir_ino(path) != ino
 def refused_rename(old, new):
     # The mount's documented refusal, on the local side: a rename of a directory is EXDEV where the
     # kernel's own checks (before it asks the file system) pass and the file system would do it or
@@ -95,6 +108,8 @@ def run(op, args):
         fd = os.open(path, flags, mode)
         slot = min(s for s in range(len(fds) + 1) if s not in fds)
         fds[slot] = fd
+        p = real(path)
+        where[slot] = [p, dir_ino(p)]
         return slot
     if op in ("close", "write", "pwrite", "read", "pread", "ftruncate", "fstat", "fchmod"):
         slot = args[0]
@@ -117,6 +132,8 @@ def run(op, args):
         if op == "fchmod":
             return os.fchmod(fd, args[1])
         st = os.fstat(fd)
+        if spec["refusals"] and refused_fstat(slot, st):
+            raise OSError(errno.ESTALE, "unlinked, and its directory removed (documented)")
         if stat.S_ISDIR(st.st_mode):  # a directory's size and link count: see snapshot
             return [stat.S_IFDIR, stat.S_IMODE(st.st_mode)]
         return [stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode), st.st_size, st.st_nlink]
@@ -125,7 +142,12 @@ def run(op, args):
     if op == "rename":
         if spec["refusals"] and refused_rename(args[0], args[1]):
             raise OSError(errno.EXDEV, "the mount renames no directory (documented)")
-        return os.rename(args[0], args[1])
+        old, new = real(args[0]), real(args[1])
+        os.rename(args[0], args[1])
+        for w in where.values():  # the open file moves with its name, as libfuse's node does
+            if w[0] == old:
+                w[:] = [new, dir_ino(new)]
+        return None
     if op == "link":
         return os.link(args[0], args[1], follow_symlinks=False)
     if op == "symlink":
