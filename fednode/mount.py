@@ -293,7 +293,7 @@ class FuseConfig:
         config.attr_timeout = ATTR_TIMEOUT
         config.negative_timeout = NEGATIVE_TIMEOUT
         config.use_ino = 1  # st_ino from getattr and readdir, not libfuse's own numbers
-        config.hard_remove = 1  # unlink really unlinks (no .fuse_hidden rename, which an open file's pin refuses)
+        config.hard_remove = 1  # unlink really unlinks (the baseline's; FedOps turns it off: see its init)
         config.kernel_cache = 0
         config.auto_cache = 0
 
