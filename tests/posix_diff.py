@@ -447,10 +447,23 @@ def federation(base: Path, nodes: int = 4, consistency: str | None = None) -> It
             shutil.rmtree(top, ignore_errors=True)
 
 
+def _property(sides: Sides, user: str, examples: int) -> Any:
+    from hypothesis import HealthCheck, given, settings
+
+    @settings(max_examples=examples, deadline=None, database=None, print_blob=True,
+              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @given(calls_strategy(user))
+    def prop(ops: list[list[Any]]) -> None:
+        diff = sides.check(ops, user)
+        assert diff is None, diff
+
+    return prop
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from hypothesis import HealthCheck, given, seed, settings
+    from hypothesis import seed
 
     ap = argparse.ArgumentParser(prog="python -m tests.posix_diff", description=__doc__.split("\n\n")[0])
     ap.add_argument("examples", type=int, nargs="?", default=200)
@@ -469,14 +482,7 @@ def main(argv: list[str] | None = None) -> int:
         federation(Path(base), consistency=args.consistency) as sides,
     ):
         for user in users:
-
-            @settings(max_examples=args.examples, deadline=None, database=None, print_blob=True,
-                      suppress_health_check=list(HealthCheck))  # fmt: skip
-            @given(calls_strategy(user))
-            def prop(ops: list[list[Any]], user: str = user) -> None:
-                diff = sides.check(ops, user)
-                assert diff is None, diff
-
+            prop = _property(sides, user, args.examples)
             if args.seed is not None:
                 prop = seed(args.seed)(prop)
             try:

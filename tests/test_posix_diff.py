@@ -134,6 +134,29 @@ def test_pinned_as_a_user(sides: posix_diff.Sides, name: str) -> None:
     assert diff is None, diff
 
 
+# Found, not fixed (the protocol's, not the mount's): after a file leaves a directory by a rename across
+# directories (mv, or the mount hiding a file unlinked while open), a chmod of that directory may be ENOENT
+# (seen in sync mode; the directory's holder that made it for the file seems to drop it, while the setattr
+# still goes there).  Timing-dependent, hence not strict.
+PROTOCOL_OPEN = {
+    "chmod_of_a_directory_a_file_was_renamed_out_of": [
+        ["mkdir", "d", 0o755],
+        ["open", "d/a", "O_WRONLY", ["O_CREAT"], 0o644],
+        ["close", 0],
+        ["rename", "d/a", "a"],
+        ["chmod", "d", 0o644],
+        ["lstat", "d"],
+    ],
+}
+
+
+@pytest.mark.xfail(reason="protocol: chmod of a directory a file was renamed out of may be ENOENT", strict=False)
+@pytest.mark.parametrize("name", sorted(PROTOCOL_OPEN))
+def test_open_protocol_counterexample(sides: posix_diff.Sides, name: str) -> None:
+    diff = sides.check(PROTOCOL_OPEN[name], _user("root"))
+    assert diff is None, diff
+
+
 def test_no_hidden_file_is_left_after_the_last_close(sides: posix_diff.Sides) -> None:
     """A file unlinked while open is removed at its last close: nothing is left in the federation's
     hidden directory (the release after close is asynchronous: waited for as a condition)."""
