@@ -129,7 +129,18 @@ API has no calling user: a program holding the cluster's client key chooses
 the owners it gives (as an NFS client with AUTH_SYS does).
 
 Open files and renames.  A descriptor pins its file at the home (a rename of
-an open file is ``EBUSY``: the protocol's rule).  FUSE's ``release`` reaches
+an open file is ``EBUSY``: the protocol's rule); a rename of a file open at
+this mount gives up this mount's descriptors of it first (their buffered
+writes sent), so it is ``EBUSY`` only while another mount holds it open.  A
+file unlinked or renamed over while open at this mount keeps working through
+every descriptor of this mount until its last close, as on a local file
+system: libfuse's hide-on-unlink (``hard_remove`` off) renames it to a
+``.fuse_hidden`` name, which ``rename`` puts in ``HIDDEN_DIR`` at the
+federation's root (left out of the root's listing, so the directory it left
+lists nothing and may be removed); ``fstat`` gives its link count less one,
+and the last ``release`` unlinks it.  Across mounts the names rule: another
+mount's descriptors of a file unlinked here get ``ENOENT``; a mount that
+crashes leaves its hidden files in ``HIDDEN_DIR``.  FUSE's ``release`` reaches
 the file system after ``close(2)`` has returned, so a program that closes a
 file and renames it at once (git's lock files) would race it; the mount
 therefore closes the federation descriptor at ``flush``, which ``close(2)``
@@ -159,13 +170,13 @@ mode a write buffered through one name is sent at its close (or fsync), so
 a ``stat`` of another name of the file sees it from then on.
 
 What it does not do (clear errors, not silent surprises): devices (``EPERM``), chmod of a
-symlink (``EOPNOTSUPP``, as on Linux); rename across directories and of
+symlink (``EOPNOTSUPP``, as on Linux); rename of
 directories (``EXDEV``: ``mv`` copies); ``rename`` flags such as
 ``RENAME_NOREPLACE`` (``EINVAL``: callers fall back to a plain rename);
 extended attributes outside the ``user.`` namespace (``EOPNOTSUPP``:
 ``trusted.``, ``security.``, and ``system.``, POSIX ACLs; see
-``fedsim.protocol.xattrs`` for why); a file unlinked while open is gone for
-its remaining descriptors too (``ENOENT``).  Byte-range locks are the
+``fedsim.protocol.xattrs`` for why); a file unlinked while open at *another*
+mount is gone for that mount's descriptors (``ENOENT``).  Byte-range locks are the
 kernel's, local to one mount.  Names longer than 255 bytes and paths of 4096 bytes or more are
 ``ENAMETOOLONG``, as the kernel expects (``statfs`` reports the same
 ``namemax``).  An agent that dies makes its files ``EHOSTDOWN`` within the
@@ -247,6 +258,11 @@ CONSISTENCY_ENV = "FEDNODE_MOUNT_CONSISTENCY"
 WRITE_BUFFER = fclient.CHUNK
 #: ... in at most this many separate ranges (a random writer's buffer is sent before it grows long)
 MAX_EXTENTS = 64
+#: where a mount keeps a file unlinked (or renamed over) while open through it, until its last close:
+#: a directory at the federation's root, left out of the root's listing (``FedOps.rename``)
+HIDDEN_DIR = "/.fednode-unlinked"
+#: libfuse's name for such a file (``hard_remove`` off: it renames the file to ``DIR/.fuse_hidden...``)
+LIBFUSE_HIDDEN = ".fuse_hidden"
 #: files whose last-seen attributes the mount remembers (for ``keep_cache`` at open), oldest forgotten first
 _SEEN_MAX = 65536
 
@@ -277,7 +293,7 @@ class FuseConfig:
         config.attr_timeout = ATTR_TIMEOUT
         config.negative_timeout = NEGATIVE_TIMEOUT
         config.use_ino = 1  # st_ino from getattr and readdir, not libfuse's own numbers
-        config.hard_remove = 1  # unlink really unlinks (no .fuse_hidden rename, which an open file's pin refuses)
+        config.hard_remove = 1  # unlink really unlinks (the baseline's; FedOps turns it off: see its init)
         config.kernel_cache = 0
         config.auto_cache = 0
 
@@ -299,6 +315,11 @@ class _FUSE(mfusepy.FUSE):
         return self.operations.rename(
             old.decode(self.encoding, self.errors), new.decode(self.encoding, self.errors), flags
         )
+
+    def truncate_fuse_3(self, path: bytes | None, length: int, fip: Any) -> int:
+        """ftruncate(2) with its file handle (mfusepy drops it): the open file, whatever its name now."""
+        fh = fip.contents.fh if fip else None
+        return self.operations.truncate(None if path is None else path.decode(self.encoding, self.errors), length, fh)
 
     def open(self, path: bytes, fip: Any) -> int:
         """mfusepy's open, and the kernel told to keep the file's cached pages
@@ -785,6 +806,9 @@ class FedOps(mfusepy.Operations):
         self._pages: dict[str, tuple[int, ...]] = {}  # path -> its attributes when the kernel's pages were (cto)
         self._fuse: ctypes.c_void_p | None = None  # libfuse's ``struct fuse``, for fuse_invalidate_path
         self._linked = _Links(_SEEN_MAX)  # the names of files with several (hard links) the kernel was told of
+        #: libfuse's hidden name of a file unlinked while open here -> where it is in the federation (HIDDEN_DIR)
+        self._hidden: dict[str, str] = {}
+        self._hidden_n = itertools.count(1)
 
         def connect(n: int) -> fclient.Client:
             c = make(n)
@@ -807,6 +831,10 @@ class FedOps(mfusepy.Operations):
         self._served = True
         if config is not None:
             FuseConfig.apply(config)
+            # libfuse hides a file unlinked or renamed over while open here (a rename to
+            # ``.fuse_hidden...``, which ``rename`` puts in HIDDEN_DIR) and unlinks it at its last release:
+            # its descriptors keep working until then, as on a local file system
+            config.hard_remove = 0
         if conn_info is not None and conn_info.capable & FUSE_CAP_READDIRPLUS:
             # readdirplus for every readdir, not "auto": with auto the kernel asks for it only for a
             # directory's first buffer (about 30 entries) until lookups show it is worth it, so ``ls -l``
@@ -819,7 +847,18 @@ class FedOps(mfusepy.Operations):
             self._on_ready()
 
     def destroy(self, path: str) -> None:
+        for where in list(self._hidden.values()):  # files unlinked while open, still open at unmount
+            with contextlib.suppress(OSError), self.entries.client(where) as c:
+                c.unlink(where)
         self.entries.close()
+
+    def _real(self, path: str) -> str:
+        """Where the file libfuse names ``path`` is: its place in HIDDEN_DIR if
+        ``path`` is libfuse's name of a file unlinked while open here."""
+        return self._hidden.get(path, path) if self._hidden else path
+
+    def _is_hidden(self, path: str) -> bool:
+        return path.startswith(HIDDEN_DIR + "/")
 
     # ------------------------------------------------------------------ the owners of new names
     def _caller(self) -> tuple[int, int]:
@@ -866,6 +905,14 @@ class FedOps(mfusepy.Operations):
             fresh, h.attr = h.attr, None
             if fresh is not None and time.monotonic() - fresh[1] < _PREFETCH_AGE_S:
                 return self._tell(path, fresh[0])
+            if self._is_hidden(path):  # unlinked while open: fstat counts the names it has left
+                if self._dirty:
+                    self._settle(path)
+                with self.entries.client(path) as c:
+                    a = c.getattr(path)
+                return _stat_dict(a._replace(nlink=max(0, a.nlink - 1)))
+        elif path is not None:
+            path = self._real(path)
         check_name(path)  # the kernel's lookup of every new name comes here first
         if self._dirty:
             self._settle(path)  # the size and times with this mount's buffered writes in them
@@ -902,6 +949,7 @@ class FedOps(mfusepy.Operations):
                     self._invalidate(other)
 
     def chmod(self, path: str, mode: int) -> None:
+        path = self._real(path)
         if self._dirty:
             self._settle(path)
         with self.entries.client(path) as c:
@@ -909,6 +957,7 @@ class FedOps(mfusepy.Operations):
         self._changed(path)
 
     def chown(self, path: str, uid: int, gid: int) -> None:
+        path = self._real(path)
         if self._dirty:
             self._settle(path)
         with self.entries.client(path) as c:
@@ -920,6 +969,7 @@ class FedOps(mfusepy.Operations):
             atime, mtime = fclient.UTIME_NOW, fclient.UTIME_NOW
         else:
             atime, mtime = (_utime(t) for t in times)
+        path = self._real(path)
         if self._dirty:
             self._settle(path)  # else the buffered writes, sent later, would set the mtime again (cp -p)
         with self.entries.client(path) as c:
@@ -947,20 +997,24 @@ class FedOps(mfusepy.Operations):
     # without one, and that must not cost a round trip to an agent.  Sizes are mfusepy's: size 0
     # asks for the length, a buffer too small is ERANGE (it compares the value or list we return).
     def getxattr(self, path: str, name: str, position: int = 0) -> bytes:
+        path = self._real(path)
         xattrs.check_name(path, name)
         with self.entries.client(path) as c:
             return c.getxattr(path, name)
 
     def setxattr(self, path: str, name: str, value: bytes, options: int, position: int = 0) -> None:
+        path = self._real(path)
         xattrs.check_set(path, name, value, options)
         with self.entries.client(path) as c:
             c.setxattr(path, name, value, options)
 
     def listxattr(self, path: str) -> list[str]:
+        path = self._real(path)
         with self.entries.client(path) as c:
             return c.listxattr(path)
 
     def removexattr(self, path: str, name: str) -> None:
+        path = self._real(path)
         xattrs.check_name(path, name)
         with self.entries.client(path) as c:
             c.removexattr(path, name)
@@ -994,6 +1048,8 @@ class FedOps(mfusepy.Operations):
             with self.entries.client(path) as c:
                 entries = c.readdir_attrs(path)
             for name, is_dir, a in entries:
+                if path == "/" and name == HIDDEN_DIR[1:]:
+                    continue  # the files unlinked while open are no name of the federation
                 if a is not None:
                     attrs = self._tell(prefix + name, a)  # (cto) what the kernel now holds of the file
                     self.entries.learn(prefix + name, a)  # a listing names its files' homes too
@@ -1019,6 +1075,7 @@ class FedOps(mfusepy.Operations):
         self.dirs.forget(path)
 
     def unlink(self, path: str) -> None:
+        path = self._hidden.pop(path, path) if self._hidden else path  # libfuse's, at a hidden file's last close
         with self.entries.client(path) as c:
             c.unlink(path)
         self.entries.forget(path)
@@ -1045,8 +1102,35 @@ class FedOps(mfusepy.Operations):
         if flags:
             raise OSError(errno.EINVAL, "rename flags (RENAME_NOREPLACE, RENAME_EXCHANGE) are not supported")
         check_name(new)
-        with self.entries.client(old) as c:
-            c.rename(old, new)
+        old = self._real(old)
+        # libfuse hides a file unlinked or renamed over while open here by renaming it to
+        # DIR/.fuse_hidden...: it goes to HIDDEN_DIR instead, so DIR lists no such name and may be removed
+        hide = new.rsplit("/", 1)[-1].startswith(LIBFUSE_HIDDEN)
+        where = f"{HIDDEN_DIR}/{self.node}-{os.getpid()}-{next(self._hidden_n)}" if hide else new
+        # the protocol renames no file open anywhere (EBUSY): this mount's descriptors of it are given up
+        # first (their writes sent) and reopened by the new name when next used
+        moving = sorted((h for h in list(self.handles.values()) if h.path == old), key=id)
+        with contextlib.ExitStack() as held:
+            for h in moving:
+                held.enter_context(h.lock)
+            for h in moving:
+                self._release_fd_locked(h)
+            if hide:
+                try:
+                    self._rename_hidden(old, where)
+                except OSError as exc:
+                    if exc.errno != errno.EXDEV:
+                        raise
+                    where = new  # no rename across directories here: libfuse's name, in DIR
+                    with self.entries.client(old) as c:
+                        c.rename(old, where)
+                else:
+                    self._hidden[new] = where
+            else:
+                with self.entries.client(old) as c:
+                    c.rename(old, new)
+            for h in moving:
+                h.path = where
         self.entries.forget(old)
         self.entries.forget(new)  # the file replaced there, if any; the moved one is learnt at its next getattr
         if self._linked:
@@ -1054,12 +1138,54 @@ class FedOps(mfusepy.Operations):
             self._linked.drop(old)
             self._linked.drop(new)
 
+    def _rename_hidden(self, old: str, where: str) -> None:
+        """``old`` to ``where`` in HIDDEN_DIR (made once, root's, mode 0700: no user of a mount enters it)."""
+        with self.entries.client(old) as c:
+            try:
+                c.rename(old, where)
+                return
+            except FileNotFoundError:
+                pass
+        with self.entries.client(HIDDEN_DIR) as c, contextlib.suppress(FileExistsError):
+            c.mkdir(HIDDEN_DIR, 0o700, 0, 0)
+        with self.entries.client(old) as c:
+            c.rename(old, where)
+
+    def _release_fd_locked(self, h: _Handle) -> None:
+        """Send ``h``'s buffered writes (an error kept for its close) and close its federation
+        descriptor (``h.lock`` held); the handle reopens the file by ``h.path`` when next used."""
+        try:
+            self._send_locked(h)
+        except OSError as exc:
+            h.error = h.error or exc
+        fd, h.fd = h.fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                h.client.close(fd)
+
     def symlink(self, target: str, source: str) -> None:
         """``ln -s source target`` (mfusepy's names: ``target`` is the new link,
         ``source`` what it holds): the protocol's ``symlink``, at the name's manager."""
         check_name(target)
+        _, uid, gid = self._new_owner(target, 0o777, is_dir=False)
         with self.entries.client(target) as c:
             c.symlink(source, target)
+        self._give(target, uid, gid)
+
+    def _give(self, path: str, uid: int, gid: int) -> None:
+        """A symlink or special file just made at ``path`` becomes the caller's: the
+        protocol's ``symlink`` and ``mknod`` carry no owner (as ``create`` does), so
+        a chown follows them (a second round trip: until it, the name is the
+        agents' user's); if it fails the name is removed again (no trace)."""
+        if (uid, gid) == (os.geteuid(), os.getegid()):  # the agents' user, which made it (they run as we do)
+            return
+        try:
+            with self.entries.client(path) as c:
+                c.chown(path, uid, gid)
+        except OSError:
+            with contextlib.suppress(OSError), self.entries.client(path) as c:
+                c.unlink(path)
+            raise
 
     def readlink(self, path: str) -> str:
         """A symlink's target: the kernel follows it itself (the federation never does)."""
@@ -1073,6 +1199,7 @@ class FedOps(mfusepy.Operations):
         too); the kernel then asks the new name's attributes, which teach the
         router that home."""
         check_name(target)
+        source = self._real(source)
         with self.entries.client(source) as c:
             c.link(source, target)
         self._relinked(source)
@@ -1082,8 +1209,10 @@ class FedOps(mfusepy.Operations):
         EPERM).  The kernel then does the node's I/O itself: a fifo's or
         socket's open never reaches this file system."""
         check_name(path)
+        perm, uid, gid = self._new_owner(path, mode, is_dir=False)
         with self.entries.client(path) as c:
-            c.mknod(path, stat.S_IFMT(mode) | stat.S_IMODE(mode), dev)
+            c.mknod(path, stat.S_IFMT(mode) | perm, dev)
+        self._give(path, uid, gid)
 
     # ------------------------------------------------------------------ files
     def _handle(self, c: fclient.Client, fd: int, path: str) -> int:
@@ -1109,6 +1238,7 @@ class FedOps(mfusepy.Operations):
             pool.give(c)
 
     def open(self, path: str, flags: int) -> int:
+        path = self._real(path)
         pool = self.entries.pool(path)
         c = pool.take()
         try:
@@ -1206,6 +1336,18 @@ class FedOps(mfusepy.Operations):
         h = self.handles.get(fh)
         if h is None:
             raise OSError(errno.EBADF, f"no open file {fh}")
+        held = self._dirty.get(h.path) if self._dirty else None
+        if held and (len(held) > 1 or h not in held):
+            # another descriptor of the file at this mount holds earlier writes: they go first, so that
+            # overlapping writes through two descriptors land in the order they were made
+            with self._dirty_lock:
+                others = [o for o in self._dirty.get(h.path, ()) if o is not h]
+            for o in others:
+                with o.lock:
+                    try:
+                        self._send_locked(o)
+                    except OSError as exc:
+                        o.error = o.error or exc
         with h.lock:
             if h.flushed or len(data) > WRITE_BUFFER:
                 # after close no flush would report an error: through at once (and a write larger than
@@ -1269,6 +1411,8 @@ class FedOps(mfusepy.Operations):
         h = self.handles.get(fh) if fh is not None else None
         if h is not None:
             path = h.path
+        else:
+            path = self._real(path)
         if self._dirty:
             self._settle(path)  # the writes made before the cut, first
         with self.entries.client(path) as c:
@@ -1324,6 +1468,14 @@ class FedOps(mfusepy.Operations):
         if h is not None and h.fd is not None:
             with contextlib.suppress(OSError):  # the connection may be gone: its files closed with it
                 h.client.close(h.fd)
+        if h is not None and self._is_hidden(h.path) and not any(o.path == h.path for o in self.handles.values()):
+            # the last close of a file unlinked while open here: gone now (libfuse's unlink of its hidden
+            # name, which follows, finds nothing: libfuse ignores that)
+            for name, where in list(self._hidden.items()):
+                if where == h.path:
+                    self._hidden.pop(name, None)
+            with contextlib.suppress(OSError), self.entries.client(h.path) as c:
+                c.unlink(h.path)
 
 
 def _version(a: Attr) -> tuple[int, ...]:

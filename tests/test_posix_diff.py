@@ -1,0 +1,195 @@
+"""Issue 22's proof on the mount: the same system calls on a 4-agent ``fednode
+mount`` and on a local directory agree (``tests/posix_diff.py``: results,
+errnos and final trees), as root and as an ordinary user; the shrunk
+counterexamples found so far, pinned; and stress-ng's file-system stressors on
+the mount with none skipped and none failed.
+
+The hypothesis runs are derandomized (the same examples in every CI run) and
+small; ``python -m tests.posix_diff N`` explores further.  Where the mount
+refuses by design (the README's list), the local side refuses the same way
+(``RUNNER``'s ``refused_rename``) so the rest of a sequence still compares.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from tests import posix_diff
+from tests.posix_diff import ALICE
+
+pytestmark = pytest.mark.skipif(
+    not os.path.exists("/dev/fuse") or shutil.which("fusermount3") is None,
+    reason="needs /dev/fuse and fusermount3 (FUSE 3; ./dev.sh setup installs fuse3)",
+)
+
+EXAMPLES = int(os.environ.get("FEDFS_POSIX_DIFF_EXAMPLES", "30"))  # per user; more: python -m tests.posix_diff
+
+
+@pytest.fixture(scope="module")
+def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[posix_diff.Sides]:
+    with posix_diff.federation(tmp_path_factory.mktemp("posixdiff")) as s:
+        yield s
+
+
+def _user(user: str) -> str:
+    if user != "root":
+        why = posix_diff.users_missing()
+        if why:
+            pytest.skip(why)
+    elif os.geteuid() != 0:
+        pytest.skip("the calls as root need root")
+    return user
+
+
+USERS = ("root", ALICE)
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_random_calls_agree_with_a_local_file_system(sides: posix_diff.Sides, user: str) -> None:
+    _user(user)
+
+    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @given(posix_diff.calls_strategy(user))
+    def prop(ops: list[list]) -> None:
+        diff = sides.check(ops, user)
+        assert diff is None, diff
+
+    prop()
+
+
+# ---------------------------------------------------------------------------- shrunk counterexamples
+# Each was a difference before the commit that fixed it (or made it a documented refusal).
+PINNED = {
+    # ENOENT through the descriptors (and from close) once the name was gone: libfuse now hides the file
+    # (hard_remove off) in /.fednode-unlinked until its last close
+    "unlink_while_open_then_io": [
+        ["open", "a", "O_WRONLY", ["O_CREAT"], 0o644],
+        ["open", "a", "O_RDWR", [], 0o644],
+        ["unlink", "a"],
+        ["write", 0, "xy"],
+        ["pwrite", 1, "z", 3],
+        ["pread", 1, 9, 0],
+        ["ftruncate", 1, 2],
+        ["fstat", 1],
+        ["listdir", "."],
+        ["close", 0],
+        ["pread", 1, 9, 0],
+    ],
+    "unlink_while_open_then_rmdir": [
+        ["mkdir", "d", 0o755],
+        ["open", "d/a", "O_RDWR", ["O_CREAT"], 0o644],
+        ["write", 0, "x"],
+        ["unlink", "d/a"],
+        ["rmdir", "d"],
+        ["pread", 0, 9, 0],
+        ["fstat", 0],
+    ],
+    # EBUSY: the protocol renames no open file; the mount gives up its descriptors first
+    "rename_while_open": [
+        ["open", "a", "O_RDWR", ["O_CREAT"], 0o644],
+        ["write", 0, "x"],
+        ["mkdir", "d", 0o755],
+        ["rename", "a", "d/b"],
+        ["write", 0, "y"],
+        ["pread", 0, 9, 0],
+        ["fstat", 0],
+        ["close", 0],
+    ],
+    "rename_over_an_open_file": [
+        ["open", "a", "O_RDWR", ["O_CREAT"], 0o644],
+        ["write", 0, "old"],
+        ["open", "b", "O_WRONLY", ["O_CREAT"], 0o600],
+        ["write", 1, "new"],
+        ["close", 1],
+        ["rename", "b", "a"],
+        ["pread", 0, 9, 0],
+        ["fstat", 0],
+        ["listdir", "."],
+    ],
+    # a directory is EXDEV (documented): the local side refuses it the same way
+    "rename_directory": [["mkdir", "d", 0o755], ["rename", "d", "a"], ["mkdir", "e", 0o755], ["rename", "d", "e"]],
+}
+PINNED_AS_USER = {
+    # the symlink and the fifo were root's (the protocol's symlink and mknod carry no owner)
+    "symlink_and_fifo_are_the_callers": [["symlink", "a", "a"], ["mkfifo", "b", 0o644], ["lstat", "a"]],
+}
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_pinned_as_root(sides: posix_diff.Sides, name: str) -> None:
+    diff = sides.check(PINNED[name], _user("root"))
+    assert diff is None, diff
+
+
+@pytest.mark.parametrize("name", sorted(PINNED_AS_USER))
+def test_pinned_as_a_user(sides: posix_diff.Sides, name: str) -> None:
+    diff = sides.check(PINNED_AS_USER[name], _user(ALICE))
+    assert diff is None, diff
+
+
+# Found, not fixed (the protocol's, not the mount's): after a file leaves a directory by a rename across
+# directories (mv, or the mount hiding a file unlinked while open), a chmod of that directory may be ENOENT
+# (seen in sync mode; the directory's holder that made it for the file seems to drop it, while the setattr
+# still goes there).  Timing-dependent, hence not strict.
+PROTOCOL_OPEN = {
+    "chmod_of_a_directory_a_file_was_renamed_out_of": [
+        ["mkdir", "d", 0o755],
+        ["open", "d/a", "O_WRONLY", ["O_CREAT"], 0o644],
+        ["close", 0],
+        ["rename", "d/a", "a"],
+        ["chmod", "d", 0o644],
+        ["lstat", "d"],
+    ],
+}
+
+
+@pytest.mark.xfail(reason="protocol: chmod of a directory a file was renamed out of may be ENOENT", strict=False)
+@pytest.mark.parametrize("name", sorted(PROTOCOL_OPEN))
+def test_open_protocol_counterexample(sides: posix_diff.Sides, name: str) -> None:
+    diff = sides.check(PROTOCOL_OPEN[name], _user("root"))
+    assert diff is None, diff
+
+
+def test_no_hidden_file_is_left_after_the_last_close(sides: posix_diff.Sides) -> None:
+    """A file unlinked while open is removed at its last close: nothing is left in the federation's
+    hidden directory (the release after close is asynchronous: waited for as a condition)."""
+    import time
+
+    posix_diff.run(sides.fresh("root")[1], PINNED["unlink_while_open_then_io"])
+    hidden = sides.mount_top.parent / ".fednode-unlinked"
+    deadline = time.monotonic() + posix_diff.HANG
+    while hidden.exists() and os.listdir(hidden) and time.monotonic() < deadline:
+        time.sleep(0.05)  # polling a condition, not a fixed wait
+    assert not hidden.exists() or os.listdir(hidden) == []
+    assert ".fednode-unlinked" not in os.listdir(sides.mount_top.parent)  # not a name of the federation
+
+
+# ---------------------------------------------------------------------------- stress-ng
+STRESSORS = ("dentry", "dir", "link", "symlink", "rename", "chmod", "xattr", "utime", "fcntl")
+
+
+@pytest.mark.skipif(shutil.which("stress-ng") is None, reason="needs stress-ng (./dev.sh setup installs it)")
+def test_stress_ng_file_stressors_on_the_mount(sides: posix_diff.Sides) -> None:
+    """Issue 22: stress-ng's namespace stressors, one instance each, with --verify, on the mount:
+    exit status 0, every stressor run (none skipped as "not allowed on the filesystem") and passed."""
+    where = sides.mount_top / "stress-ng"
+    where.mkdir()
+    cmd = ["stress-ng", *(x for s in STRESSORS for x in (f"--{s}", "1")), "--verify", "--timeout", "10s",
+           "--metrics-brief", "--temp-path", str(where)]  # fmt: skip
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=posix_diff.HANG * 3, cwd=where)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-5000:]
+    for line in out.splitlines():  # "skipping ...", "... not allowed on the filesystem", "fail: ..."; newer
+        # stress-ng versions also print "passed: 9 ... failed: 0, skipped: 0": those zeros are fine
+        low = line.lower().replace("failed: 0", "").replace("skipped: 0", "")
+        assert not any(w in low for w in ("skip", "fail", "not allowed", "not implemented")), line
+    assert "successful run completed" in out, out[-5000:]
+    for s in STRESSORS:  # each reported its bogo ops: it ran
+        assert any(line.split("] ")[-1].split()[:1] == [s] for line in out.splitlines() if "metrc" in line), s
