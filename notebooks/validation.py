@@ -60,7 +60,12 @@
 # before and after the measurements.  On a VM that number moves with other guests on the
 # host, which the load average does not see: when it is well short of the core count, the
 # points where processes run side by side (SFS97 with several clients, 2 agents, the
-# mounts) are measured slower than the model, which counts whole cores, predicts.
+# mounts) are measured slower than the model predicts.  Processes that wake each other
+# keep fewer cores busy than CPU-bound ones even on an idle machine (two client threads
+# calling agents: about 1.45 of 2); the model's cores' worth (`capacity`) is fitted to
+# that, the calibration's contention microbenchmark, and `python -m
+# experiments.postmark_agents` prints where each kind of process spent its CPU, measured
+# (`fednode.tools.census`) beside the model's, with the busy cores of each.
 #
 # Small mode runs `configs/validation/small.yaml` (about 10 s of measurements and 15 s of
 # simulated predictions on this machine); `FULL = True` (or `FEDFS_FULL=1`) runs
