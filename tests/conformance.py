@@ -1596,3 +1596,43 @@ SCENARIOS.append(
         ],
     )
 )
+
+# dNFSp: nodes 0 and 1 are the meta-servers (node 2's clients at 0, node 3's at 1), nodes 2 and 3 the I/O
+# daemons.  The same script on both schemes: dnfsp1's meta-server 0 keeps /d/f's size of its first fetch
+# (5) after meta-server 1 grew it; dnfsp2's fetches the token and sees 11.
+_DNFSP_OPS = [
+    (2, "mkdir", ("/d",)),
+    (3, "create", ("/d/f",)),
+    (3, "open", ("/d/f",)),
+    (3, "write", (FD, 0, b"hello")),
+    (2, "stat", ("/d/f",)),
+    (2, "open", ("/d/f",)),
+    (2, "read", (FD, 0, 100)),
+    (2, "close", (FD,)),
+    (3, "write", (FD, 5, b" world")),
+    (3, "close", (FD,)),
+    (2, "stat", ("/d/f",)),
+    (3, "stat", ("/d/f",)),
+    (2, "create", ("/d/f",)),
+    (2, "symlink", ("target", "/d/s")),
+    (3, "readlink", ("/d/s",)),
+    (3, "rename", ("/d/s", "/d/t")),
+    (2, "readlink", ("/d/s",)),
+    (0, "create_open", ("/d/g",)),
+    (0, "write", (FD, 0, b"g")),
+    (0, "close", (FD,)),
+    (1, "getattr", ("/d/g",)),
+    (3, "unlink", ("/d/g",)),
+    (2, "stat", ("/d/g",)),
+    (3, "stat", ("/d/g",)),
+    (2, "readdir", ("/d",)),
+]
+for _scheme in (1, 2):
+    SCENARIOS.append(
+        Scenario(
+            f"dnfsp{_scheme}: two meta-servers, two I/O daemons",
+            4,
+            architecture=f"dnfsp{_scheme}",
+            ops=list(_DNFSP_OPS),
+        )
+    )

@@ -202,6 +202,20 @@ def check_validation(d: dict) -> None:
         assert len(scale["tps"][kind]) == len(scale["nodes"]) and min(scale["tps"][kind]) > 0, kind
 
 
+def check_designs_postmark(d: dict) -> None:
+    servers, tps, msgs = d["servers"], d["tps"], d["messages_per_op"]
+    assert servers[0] == 1 and len(servers) >= 3
+    for design in ("fedfs", "nfs", "nfsp"):
+        assert not any(d["errors"][design]), design
+        assert msgs[design][0] == 0.0, design  # one server: every operation local, no messages
+    # FedFS spreads the files over its servers; one NFS server, one NFSp meta-server do not
+    assert _increasing(tps["fedfs"]) and d["speedup"]["fedfs"] > 1.2
+    assert d["speedup"]["nfs"] < 1.0 and d["speedup"]["nfsp"] < 1.0
+    for k in range(1, len(servers)):
+        assert tps["fedfs"][k] > tps["nfs"][k] > tps["nfsp"][k], servers[k]  # NFSp: a second hop per data op
+        assert msgs["nfsp"][k] > msgs["nfs"][k] > msgs["fedfs"][k], servers[k]
+
+
 CHECKS: dict[str, tuple[str, Callable[[dict], None]]] = {
     "dafs_table1": ("dafs_table1", check_dafs_table1),
     "dafs_fig6": ("dafs_fig6", check_dafs_fig6),
@@ -217,6 +231,7 @@ CHECKS: dict[str, tuple[str, Callable[[dict], None]]] = {
     "migration": ("migration", check_migration),
     "availability": ("availability", check_availability),
     "validation": ("validation", check_validation),
+    "designs_postmark": ("designs_postmark", check_designs_postmark),
 }
 
 

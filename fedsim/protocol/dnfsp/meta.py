@@ -1,0 +1,250 @@
+"""dNFSp's meta-servers (dNFSp paper, sections 2-3): NFSp (``fedsim.protocol.nfsp``)
+with the meta-server's role spread over several nodes, each serving a subset
+of the clients, and the I/O daemons shared by all.
+
+Roles: the lower half of the members (at least one) are the meta-servers,
+the others the I/O daemons (a federation of one is both).  The client entry
+at the k-th member sends its procedures to meta-server ``metas[k % len(metas)]``
+(to the clients each meta-server is an NFS server, as in NFSp); data lives
+at the daemon its path hashes to, as NFSp's (``NfspMeta.iod_of``), so data is
+shared and only the metadata (names, kinds, modes, sizes: a meta-server's
+local tree, with NFSp's shadows) needs keeping coherent.
+
+Before a meta-server serves a procedure it makes each name the procedure
+touches coherent (``_coherent``), by one of the paper's two schemes:
+
+* **dNFSp1** (``scheme = 1``, lazy release consistency): a name this
+  meta-server has is used as it is; a miss asks every other meta-server at
+  once (``DnfspFetch``, one ``Multicast``) and copies the first answer.  No
+  further synchronisation: a copy made once is not updated, so a file grown,
+  chmodded or removed at another meta-server keeps its old attributes here
+  (the data itself, at the daemons, is shared).  A new name is a miss too:
+  every create asks all the others (the O(n) cost the paper's Fig. 3 shows).
+* **dNFSp2** (``scheme = 2``, hash-based): each name has a hash server,
+  ``metas[path_hash(path) % len(metas)]``, which records the holder of its
+  token.  A meta-server holding the token answers without a message.  One
+  that does not asks the hash server (``DnfspToken``), which makes it the
+  holder and answers with the metadata if it held the token itself, or with
+  the node that did; that node then gives up the token and its metadata
+  (``DnfspHandOver``).  The metadata a holder serves is the latest.
+
+What neither scheme covers here (the paper does not describe it): a
+directory's listing (readdir, readdir_attrs) and rmdir's emptiness are this
+meta-server's view: the names it has made or fetched.  Hard links are EPERM,
+as in NFSp.
+"""
+
+from __future__ import annotations
+
+import errno
+from typing import Any, ClassVar
+
+from fedsim.protocol.attrs import (
+    KEEP,
+    OFF_MAX,
+    PERM_BITS,
+    S_IFDIR,
+    S_IFLNK,
+    S_IFREG,
+    UTIME_OMIT,
+    check_mknod,
+    check_target,
+    kind,
+)
+from fedsim.protocol.dnfsp.messages import DnfspFetch, DnfspHandOver, DnfspToken, Meta
+from fedsim.protocol.effects import Compute, Local, Multicast
+from fedsim.protocol.hashing import path_hash
+from fedsim.protocol.messages import ProtocolError, Request, fs_error
+from fedsim.protocol.names import ROOT, parent
+from fedsim.protocol.nfs.messages import (
+    NfsAccess,
+    NfsCommit,
+    NfsCreate,
+    NfsGetAttr,
+    NfsLink,
+    NfsLookup,
+    NfsMkdir,
+    NfsMknod,
+    NfsRead,
+    NfsReadLink,
+    NfsRemove,
+    NfsRename,
+    NfsRmdir,
+    NfsSetAttr,
+    NfsSymlink,
+    NfsTruncate,
+    NfsWrite,
+)
+from fedsim.protocol.nfsp.messages import NfspRead
+from fedsim.protocol.nfsp.meta import NfspMeta
+from fedsim.protocol.node import Gen, handles
+
+#: the procedures on one existing name, and those that make a name (its parent made coherent too)
+_ON_NAME = (NfsLookup, NfsGetAttr, NfsSetAttr, NfsTruncate, NfsAccess, NfsRead, NfspRead, NfsWrite, NfsCommit,
+            NfsRemove, NfsRmdir, NfsReadLink)  # fmt: skip
+_NEW_NAME = (NfsCreate, NfsMkdir, NfsSymlink, NfsMknod)
+
+
+def names_of(req: Request) -> tuple[str, ...]:
+    """The names a client's procedure touches, in the order they are made coherent."""
+    if isinstance(req, _ON_NAME):
+        return (req.path,)
+    if isinstance(req, _NEW_NAME):
+        return (parent(req.path), req.path)
+    if isinstance(req, NfsRename):
+        return (req.old, parent(req.new), req.new)
+    if isinstance(req, NfsLink):
+        return (req.old, parent(req.new), req.new)
+    return ()
+
+
+class DnfspMeta(NfspMeta):
+    """A dNFSp member: client entry, meta-server (if among ``metas``) and I/O daemon handlers."""
+
+    #: the metadata coherence scheme: 1 (ask every other meta-server on a miss) or 2 (tokens)
+    scheme: ClassVar[int] = 1
+
+    def __init__(self, node_id: int, spec: Any, **kw: Any) -> None:
+        super().__init__(node_id, spec, **kw)
+        members = sorted(spec.members)
+        #: the meta-servers: the lower half of the members (at least one)
+        self.metas = tuple(members[: max(1, len(members) // 2)])
+        self.iods = tuple(m for m in members if m not in self.metas) or self.metas[:1]
+        #: this entry's meta-server (its clients' NFS server)
+        self.server = self.metas[members.index(node_id) % len(self.metas)] if node_id in members else self.metas[0]
+        self.tokens: set[str] = set()  # dNFSp2: the names whose token this meta-server holds
+        self.owner: dict[str, int] = {}  # dNFSp2, at a hash server: each of its names' holder (absent: itself)
+        self.fetches = 0  # dNFSp1: misses sent to every other meta-server
+        self.token_requests = 0  # dNFSp2: names this meta-server had to ask a hash server for
+        self.token_hits = 0  # dNFSp2: names it held the token of (answered without a message)
+
+    def counters(self) -> dict[str, float]:
+        return {**super().counters(), "meta_fetches": self.fetches, "token_requests": self.token_requests,
+                "token_hits": self.token_hits}  # fmt: skip
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "metas": list(self.metas), "scheme": self.scheme, "tokens": len(self.tokens)}
+
+    @property
+    def data_apart(self) -> bool:
+        """Whether the data lives at daemons apart from the meta-servers (all but a federation of one)."""
+        return self.iods != self.metas[:1]
+
+    def hash_of(self, path: str) -> int:
+        """dNFSp2: the meta-server that arbitrates ``path``'s token."""
+        return self.metas[path_hash(path) % len(self.metas)]
+
+    def _serving(self, path: str) -> None:
+        if self.id not in self.metas:
+            raise fs_error(errno.EINVAL, path, f"node {self.id} is no dNFSp meta-server")
+        self.served += 1
+
+    def _peer_meta(self, src: int, path: str) -> None:
+        if self.id not in self.metas or src not in self.metas or src == self.id:
+            raise fs_error(errno.EINVAL, path, f"node {src} -> {self.id}: not between two dNFSp meta-servers")
+
+    # ------------------------------------------------------------------ coherence before every procedure
+    def handle(self, src: int, request: Request) -> Gen:
+        if self.id in self.metas and len(self.metas) > 1:
+            for path in names_of(request):
+                if path != ROOT:
+                    yield from self._coherent(path)
+        return (yield from super().handle(src, request))
+
+    def _coherent(self, path: str) -> Gen:
+        if self.scheme == 1:
+            if (yield from self._local_meta(path)) is not None:
+                return
+            self.fetches += 1
+            others = tuple(m for m in self.metas if m != self.id)
+            for reply in (yield Multicast(others, DnfspFetch(path))):
+                if isinstance(reply, tuple):
+                    yield from self._install(path, reply)
+                    return
+            return
+        if path in self.tokens:
+            self.token_hits += 1
+            return
+        self.token_requests += 1
+        yield Compute("hash")
+        h = self.hash_of(path)
+        if h == self.id:
+            holder, meta = self.owner.get(path, self.id), None
+            self.owner[path] = self.id
+        else:
+            holder, meta = yield from self.call(h, DnfspToken(path))
+            if holder not in self.metas or (holder != h and meta is not None):
+                raise ProtocolError(f"DnfspToken reply: holder {holder} with {meta!r}")
+            if holder == h:
+                yield from self._install(path, meta)
+        if holder not in (h, self.id):
+            yield from self._install(path, (yield from self.call(holder, DnfspHandOver(path))))
+        self.tokens.add(path)
+
+    def _local_meta(self, path: str) -> Gen:
+        """This meta-server's metadata of ``path`` (None: it has no such name)."""
+        try:
+            attr = yield Local("getattr", path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        mode, size = attr[1], attr[5]
+        return (mode, size, (yield Local("readlink", path)) if kind(mode) == S_IFLNK else "")
+
+    def _install(self, path: str, meta: Meta | None) -> Gen:
+        """Make this meta-server's copy of ``path`` what another one said (checked: a peer's reply is untrusted)."""
+        if meta is not None:
+            mode, size, target = meta
+            what = kind(mode)
+            if mode < 0 or mode & ~(0o170000 | PERM_BITS) or not 0 <= size <= OFF_MAX:
+                raise ProtocolError(f"dNFSp metadata of {path}: mode {mode:o}, size {size}")
+            if what == S_IFLNK:
+                check_target(path, target)
+            elif what not in (S_IFDIR, S_IFREG):
+                check_mknod(path, mode)
+        local = yield from self._local_meta(path)
+        if local is not None and (meta is None or kind(local[0]) != kind(meta[0]) or local[2] != meta[2]):
+            try:
+                yield Local("rmdir" if kind(local[0]) == S_IFDIR else "unlink", path)
+            except OSError:
+                return  # a directory this meta-server still lists names in: its own view stays
+            local = None
+        if meta is None:
+            return
+        if local is None:
+            if what == S_IFDIR:
+                yield Local("mkdir", path)
+            elif what == S_IFREG:
+                yield Local("create", path)
+            elif what == S_IFLNK:
+                yield Local("symlink", path, (meta[2],))
+            else:
+                yield Local("mknod", path, (mode,))
+            local = yield from self._local_meta(path)
+        if what == S_IFREG and local[1] != size:
+            yield Local("truncate", path, (size,))  # the shadow: the file's size
+        if what != S_IFLNK and local[0] & PERM_BITS != mode & PERM_BITS:
+            yield Local("setattr", path, (mode & PERM_BITS, KEEP, KEEP, UTIME_OMIT, UTIME_OMIT))
+
+    # ------------------------------------------------------------------ between meta-servers
+    @handles(DnfspFetch)
+    def on_fetch(self, src: int, req: DnfspFetch) -> Gen:
+        self._peer_meta(src, req.path)
+        return (yield from self._local_meta(req.path))
+
+    @handles(DnfspToken)
+    def on_token(self, src: int, req: DnfspToken) -> Gen:
+        self._peer_meta(src, req.path)
+        if self.hash_of(req.path) != self.id:
+            raise fs_error(errno.EINVAL, req.path, f"node {self.id} is not the hash server of this name")
+        holder = self.owner.get(req.path, self.id)
+        self.owner[req.path] = src
+        if holder != self.id:
+            return (holder, None)
+        self.tokens.discard(req.path)
+        return (self.id, (yield from self._local_meta(req.path)))
+
+    @handles(DnfspHandOver)
+    def on_hand_over(self, src: int, req: DnfspHandOver) -> Gen:
+        self._peer_meta(src, req.path)
+        self.tokens.discard(req.path)
+        return (yield from self._local_meta(req.path))

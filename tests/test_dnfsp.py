@@ -1,0 +1,73 @@
+"""dNFSp's two coherence schemes (issue 25): what each promises about its
+messages between meta-servers, and the coherence each gives.  That every
+runtime gives the same outcomes, messages and trees is the conformance
+suite's (``tests/conformance.py``: the "dnfsp1:" and "dnfsp2:" scenarios)."""
+
+from __future__ import annotations
+
+import errno
+
+import pytest
+
+from fedsim.direct import DirectCluster
+from fedsim.protocol.designs import design_class
+from fedsim.protocol.dnfsp import Dnfsp1Node, Dnfsp2Node
+from fedsim.protocol.dnfsp.messages import DnfspHandOver, DnfspToken
+from tests.conformance import FD, SCENARIOS, Scenario, run_sim
+
+META = ("DnfspFetch", "DnfspToken", "DnfspHandOver")
+
+
+def test_registered():
+    assert design_class("dnfsp1") is Dnfsp1Node and design_class("dnfsp2") is Dnfsp2Node
+
+
+def test_dnfsp1_a_miss_asks_every_other_meta_server_and_a_hit_asks_none():
+    # 6 nodes: meta-servers 0, 1, 2; node 3's clients at 0, node 4's at 1
+    sc = Scenario("dnfsp1 miss", 6, architecture="dnfsp1",
+                  ops=[(4, "mkdir", ("/d",)), (3, "stat", ("/d",)), (3, "stat", ("/d",))])  # fmt: skip
+    out = run_sim(sc)
+    assert out.results[1] == (True, 0)
+    fetched = sorted(dst for src, dst, kind in out.requests(1) if kind == "DnfspFetch")
+    assert fetched == [1, 2] and all(src == 0 for src, _, k in out.requests(1) if k == "DnfspFetch")
+    assert [k for _, _, k in out.requests(2) if k in META] == []  # copied once: no further synchronisation
+
+
+def test_dnfsp2_the_token_holder_answers_without_a_message():
+    ops = [(4, "mkdir", ("/d",)), (3, "stat", ("/d",)), (3, "stat", ("/d",)), (4, "stat", ("/d",))]
+    sc = Scenario("dnfsp2 token", 6, architecture="dnfsp2", ops=ops)
+    out = run_sim(sc)
+    assert [k for _, _, k in out.requests(1) if k in META]  # meta-server 0 had to get the token
+    assert [k for _, _, k in out.requests(2) if k in META] == []  # then holds it: no message at all
+    assert [k for _, _, k in out.requests(3) if k in META]  # meta-server 1 takes it back via the hash server
+
+
+@pytest.mark.parametrize(("design", "size"), [("dnfsp1", 5), ("dnfsp2", 11)])
+def test_a_file_grown_at_another_meta_server_dnfsp1_stale_dnfsp2_current(design, size):
+    c = DirectCluster(4, design=design)
+    c.op(3, "create", "/f")
+    fd = c.op(3, "open", "/f")
+    c.op(3, "write", fd, 0, b"hello")
+    assert c.op(2, "stat", "/f") == (False, 5)
+    c.op(3, "write", fd, 5, b" world")
+    assert c.op(2, "stat", "/f") == (False, size)  # dNFSp1's weaker coherence: the first copy stays
+    fd2 = c.op(2, "open", "/f")
+    assert c.op(2, "read", fd2, 0, 100) == b"hello world"  # the data is shared at the daemons either way
+
+
+def test_token_requests_from_a_non_meta_server_or_to_the_wrong_hash_server_are_refused():
+    c = DirectCluster(4, design="dnfsp2")
+    with pytest.raises(OSError) as e1:
+        c.run(0, c.nodes[0].handle(2, DnfspToken("/x")))  # node 2 is an I/O daemon
+    assert e1.value.errno == errno.EINVAL
+    wrong = 1 - c.nodes[0].hash_of("/x")
+    with pytest.raises(OSError) as e2:
+        c.run(wrong, c.nodes[wrong].handle(1 - wrong, DnfspToken("/x")))
+    assert e2.value.errno == errno.EINVAL
+    with pytest.raises(OSError):
+        c.run(0, c.nodes[0].handle(3, DnfspHandOver("/x")))
+
+
+def test_the_conformance_scenarios_exist():
+    assert {sc.name.split(":")[0] for sc in SCENARIOS} >= {"dnfsp1", "dnfsp2"}
+    assert FD is not None
