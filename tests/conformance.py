@@ -1418,6 +1418,11 @@ SCENARIOS.append(
             (4, "create", ("/u/b",)),
             (2, "getattr", ("/s/a",)),  # 27: the same file (inode number) after three moves
             (3, "readdir_attrs", ("/s",)),
+            # 29: chmod of /u, which the file left at op 10: its VD (managed by node 1) still lists
+            # node 2, whose implicit copy was pruned; that holder is passed over (was ENOENT, with
+            # node 1's copy changed already), and every remaining copy changes
+            (3, "setattr", ("/u", 0o700, KEEP, KEEP, *_OMIT2)),
+            (0, "getattr", ("/u",)),  # 30: mode 0o700
         ],
         same_ino=[(0, 27)],
     )

@@ -41,7 +41,14 @@ mode, owner and times, so one rule picks the answer and keeps giving it:
   lowest holder goes first: if it refuses (EPERM), nothing has changed.  A
   later holder refusing (its copy belongs to another user) leaves the copies
   before it changed and reports its error: the answer getattr gives already
-  shows the change, and a repeat of the call finishes it.
+  shows the change, and a repeat of the call finishes it.  A holder whose
+  copy is gone (ENOENT) is passed over, as getattr passes it over: a copy
+  the federation made only to hold a file is pruned when that file leaves
+  (an unlink, a rename across directories), and the VD, built before, still
+  lists its node until the next merge (found by the posix differential test:
+  a chmod of a directory a file was renamed out of was ENOENT, and had
+  changed the lower holders' copies already).  Only if no holder has a copy
+  is the answer ENOENT.
 * a directory's mtime is therefore its answering holder's: an entry added at
   another holder does not move it (the union has no mtime of its own).
 
@@ -577,8 +584,15 @@ class Attributes(Renaming):
         vd, holders = yield from self._holders(path, ask_all=True)
         if vd.unreachable >= 0:  # its copy would keep the old attributes
             raise PeerUnavailable(vd.unreachable, f"may hold {path} and did not answer its dirmerge")
+        changed = False
         for h in holders:
-            yield from self.call(h, SetAttr(path, *args))
+            try:
+                yield from self.call(h, SetAttr(path, *args))
+            except FileNotFoundError:
+                continue  # its copy was pruned since the merge (see the module docstring)
+            changed = True
+        if not changed:
+            raise fs_error(errno.ENOENT, path)
         return None, None, how
 
 

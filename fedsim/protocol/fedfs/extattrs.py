@@ -54,7 +54,7 @@ from typing import Any, ClassVar
 
 from fedsim.protocol.effects import Compute
 from fedsim.protocol.fedfs.attributes import Attributes
-from fedsim.protocol.messages import PeerUnavailable, Request, register_request
+from fedsim.protocol.messages import PeerUnavailable, Request, fs_error, register_request
 from fedsim.protocol.names import ROOT, normalize
 from fedsim.protocol.node import Gen, api, handles
 from fedsim.protocol.xattrs import check_name, check_set, wire_check
@@ -249,14 +249,20 @@ class ExtendedAttributes(Attributes):
         vd, holders = yield from self._holders(path, ask_all=True)
         if vd.unreachable >= 0:  # its copy would keep the old attributes
             raise PeerUnavailable(vd.unreachable, f"may hold {path} and did not answer its dirmerge")
-        for i, h in enumerate(holders):
-            if i and isinstance(at_home, SetXattr) and at_home.flags:
+        done = 0  # holders changed: the flags (and ENODATA) are the first one's alone
+        for h in holders:
+            if done and isinstance(at_home, SetXattr) and at_home.flags:
                 at_home = SetXattr(at_home.path, at_home.attr, at_home.value, 0)
             try:
                 yield from self.call(h, at_home)
+            except FileNotFoundError:
+                continue  # its copy was pruned since the merge, as for setattr (``attributes.py``)
             except OSError as exc:
-                if not (i and isinstance(at_home, RemoveXattr) and exc.errno == errno.ENODATA):
+                if not (done and isinstance(at_home, RemoveXattr) and exc.errno == errno.ENODATA):
                     raise
+            done += 1
+        if not done:
+            raise fs_error(errno.ENOENT, path)
         return None, None, how
 
 
