@@ -722,6 +722,17 @@ def test_found_a_leaving_directory_managers_rename_is_finished_at_a_home_that_re
     ], files=True)  # fmt: skip
 
 
+def test_found_a_rename_onto_a_file_whose_copy_the_leavers_successor_takes_meanwhile_is_not_lost():
+    """Found by ``tests.dynamics_random sim`` (shrunk): node 4 leaves while
+    /b/f2 (homed at node 4) is renamed onto /b/f1 (homed at node 3).  Node 5
+    is the successor of both in the new view: node 3's put of the old /b/f1
+    arrived while node 5 renamed node 4's copy onto that name, truncated and
+    wrote it, and node 5 promoted the old content.  Fixed: the replica
+    rename claims the new name before its first yield (``held``), so the
+    put is refused (EAGAIN, repaired) until the rename is over."""
+    _replay(6, "round_robin", "mod_n", [("leave", 28, [[("rename", 51, "/b/f2", "f1")]])], files=True)
+
+
 # ---------------------------------------------------------------------------- the in-memory variant
 def _direct_op(c: DirectCluster, at: int, step: tuple[Any, ...]) -> Any:
     """``_op_gen``'s operation, run to its end in the in-memory runtime."""

@@ -877,13 +877,27 @@ class Replication(Membership):
     @handles(ReplicaRename)
     def on_replica_rename(self, src: int, req: ReplicaRename) -> Gen:
         old, new = self._replica_path(req.old), self._replica_path(req.new)
-        if parent(old) != parent(new):  # across directories (``rename: 2pc``): the copy's new parent is made
-            yield Local("mkdir", parent(new))
-        yield Local("rename", old, (new,))
+        # The new name is this primary's before the first yield: a put of
+        # that name by the replaced target's home (this node its successor
+        # in a view without the departed primary) is refused meanwhile
+        # (``on_replica_put``), or it wrote the old target over the renamed
+        # copy, promoted so (found by the dynamics property: a rename onto
+        # a file during a leave left the old content).
+        held = self.held.pop(req.old, None), self.held.get(req.new)
+        self.held[req.new] = src
+        try:
+            if parent(old) != parent(new):  # across directories (``rename: 2pc``): the copy's new parent is made
+                yield Local("mkdir", parent(new))
+            yield Local("rename", old, (new,))
+        except OSError:
+            for path, primary in zip((req.old, req.new), held, strict=True):
+                if primary is None:
+                    self.held.pop(path, None)
+                else:
+                    self.held[path] = primary
+            raise
         if parent(old) != parent(new):
             yield from self._prune_replicas(parent(old))
-        self.held.pop(req.old, None)
-        self.held[req.new] = src
         if self.member and src not in self.members and req.new not in self.promoting:
             yield from self._promote_late(req.new)
 
