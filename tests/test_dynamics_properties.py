@@ -733,6 +733,18 @@ def test_found_a_rename_onto_a_file_whose_copy_the_leavers_successor_takes_meanw
     _replay(6, "round_robin", "mod_n", [("leave", 28, [[("rename", 51, "/b/f2", "f1")]])], files=True)
 
 
+def test_found_a_release_of_copies_meeting_the_drop_of_one_of_them_does_not_stop_the_view_change():
+    """Found by ``tests.dynamics_random sim`` (shrunk: "after join: not done
+    in 120 s"): node 5 joins while /b/f1 is unlinked at its home, node 3,
+    whose successor changes: node 3's ReplicaDrop of /b/f1 and then its
+    ReplicaRelease of all its copies reach node 0, its old successor; the
+    release listed /b/f1 before the drop removed it, then failed on it
+    (KeyError) and with it node 3's install of the view, for good.  Fixed:
+    the release skips a copy dropped (or taken by another primary)
+    meanwhile (``on_replica_release``)."""
+    _replay(5, "round_robin", "ring", [("leave", 94, []), ("join", [[("unlink", 29, "/b/f1")]])], files=True)
+
+
 # ---------------------------------------------------------------------------- the in-memory variant
 def _direct_op(c: DirectCluster, at: int, step: tuple[Any, ...]) -> Any:
     """``_op_gen``'s operation, run to its end in the in-memory runtime."""

@@ -928,8 +928,14 @@ class Replication(Membership):
     def on_replica_release(self, src: int, req: ReplicaRelease) -> Gen:
         self._check_replicating(ROOT)
         for path in sorted(p for p, primary in self.held.items() if primary == src):
+            # (a ReplicaDrop of the name may run meanwhile: it found it
+            # dropped, and the KeyError failed the primary's view change
+            # for good; found by the dynamics property: a hang after a join)
+            if self.held.get(path) != src:
+                continue
             yield from self._drop_copy_of(_rp(path))
-            del self.held[path]
+            if self.held.get(path) == src:
+                del self.held[path]
 
     def _drop_copy_of(self, rp: str) -> Gen:
         try:
