@@ -745,6 +745,21 @@ def test_found_a_release_of_copies_meeting_the_drop_of_one_of_them_does_not_stop
     _replay(5, "round_robin", "ring", [("leave", 94, []), ("join", [[("unlink", 29, "/b/f1")]])], files=True)
 
 
+def test_found_a_rename_across_directories_whose_managers_left_ends_at_the_names_new_manager():
+    """Found by ``tests.dynamics_random sim`` (shrunk: the final walk's
+    ENOENT): node 5, the manager of both /a/f1 and /b/f2, leaves while
+    /a/f1 is renamed onto /b/f2 (an earlier leave and a rename made that
+    layout).  The coordinator's RenameSourceEnd to node 5 went unanswered,
+    and its retries skipped every step for a node gone: the RenameDone too,
+    so /b/f2's new manager kept the entry node 5 handed off, naming the
+    replaced file's home: ENOENT for good.  Fixed: a RenameDone for a
+    manager that left goes to the name's manager now (``_addressee``)."""
+    _replay(5, "round_robin", "ring", [
+        ("join", []), ("leave", 85, []), ("ops", [("rename", 94, "/a/f0", "/b/f2")]),
+        ("leave", 94, [[("rename", 50, "/a/f1", "/b/f2")]]),
+    ], files=True)  # fmt: skip
+
+
 # ---------------------------------------------------------------------------- the in-memory variant
 def _direct_op(c: DirectCluster, at: int, step: tuple[Any, ...]) -> Any:
     """``_op_gen``'s operation, run to its end in the in-memory runtime."""

@@ -507,6 +507,7 @@ class Renaming(Requester):
         step done whose copy lags (``_lagging``: its home's secondary did
         not take it; not retried, the home's repair completes it)."""
         lag: PeerUnavailable | None = None
+        steps = [self._addressee(node, request) for node, request in steps]
         for i, (node, request) in enumerate(steps):
             try:
                 lag = lag or (yield from _lagging(self.call(node, request), node))
@@ -525,6 +526,7 @@ class Renaming(Requester):
         delay = REPAIR_FIRST_S
         try:
             for node, request in steps:
+                node, request = self._addressee(node, request)
                 while node in self.members:  # (one evicted or gone holds nothing any more)
                     yield Sleep(delay)
                     delay = min(2 * delay, REPAIR_MAX_S)
@@ -538,6 +540,17 @@ class Renaming(Requester):
         finally:
             if self.renames.get(d) is flight:
                 del self.renames[d]
+
+    def _addressee(self, node: int, request: Request) -> tuple[int, Request]:
+        """Where a post-commit step goes now: a ``RenameDone`` for a manager
+        that left the view goes to the name's manager in this node's view
+        (the old one handed off the entry naming the replaced file's home;
+        skipped, the name stayed ENOENT for good: found by the dynamics
+        property, a rename across directories during a leave of the
+        manager of both names)."""
+        if isinstance(request, RenameDone) and node not in self.members:
+            return self.manager_of(request.new), replace(request, epoch=self.epoch)
+        return node, request
 
     # ------------------------------------------------------------------ PM2: across directories
     def _hold(self, d: str, flight: RenameFlight) -> None:
