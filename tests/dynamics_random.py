@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import ast
 import collections
-import shlex
 import sys
 import traceback
 from collections.abc import Callable, Iterator
@@ -99,8 +98,8 @@ def shrink(which: str, case: Case, target: str | None = None, out: Any = sys.std
     call = "_replay" if which == "sim" else "_replay_in_memory"
     extra = ", files=True" if which == "sim" else ""
     print(f"  shrunk ({tried} replays):", repr(case), file=out)
-    code = f"import tests.test_dynamics_properties as T; T.{call}({n}, {placement!r}, {hashing!r}, {schedule!r}{extra})"
-    print("  replay: python -c", shlex.quote(code), flush=True, file=out)
+    print(f"  replay (python): import tests.test_dynamics_properties as T; "
+          f"T.{call}({n}, {placement!r}, {hashing!r}, {schedule!r}{extra})", flush=True, file=out)  # fmt: skip
     return case
 
 

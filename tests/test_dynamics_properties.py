@@ -727,9 +727,9 @@ def test_found_a_rename_onto_a_file_whose_copy_the_leavers_successor_takes_meanw
     /b/f2 (homed at node 4) is renamed onto /b/f1 (homed at node 3).  Node 5
     is the successor of both in the new view: node 3's put of the old /b/f1
     arrived while node 5 renamed node 4's copy onto that name, truncated and
-    wrote it, and node 5 promoted the old content.  Fixed: the replica
-    rename claims the new name before its first yield (``held``), so the
-    put is refused (EAGAIN, repaired) until the rename is over."""
+    wrote it, and node 5 promoted the old content.  Fixed: a put of a name
+    a replica rename is renaming onto is refused (EAGAIN, repaired) until
+    the rename is over (``renaming_in``)."""
     _replay(6, "round_robin", "mod_n", [("leave", 28, [[("rename", 51, "/b/f2", "f1")]])], files=True)
 
 

@@ -327,6 +327,7 @@ class Replication(Membership):
         self.copying: dict[str, bool] = {}  # whole copies in flight: path -> a change overtook it
         self._repairing = False
         self.promoting: set[str] = set()  # copies whose promotion (their primary left) is in flight here
+        self.renaming_in: set[str] = set()  # new names of the replica renames in flight here
         self.adopted: dict[str, int] = {}  # files promoted here (since the last view change) -> their departed primary
         self.synced = False  # a full copy of this node's files to its successor has run (``initial_sync``)
         self._syncing = False
@@ -790,6 +791,13 @@ class Replication(Membership):
             raise fs_error(errno.EINVAL, req.path, "a replica chunk outside the file")
         if req.mode != KEEP and not 0 <= req.mode <= PERM_BITS:
             raise fs_error(errno.EINVAL, req.path, "not permission bits")
+        if req.path in self.renaming_in:
+            # A replica rename onto this name is in flight (another primary's
+            # rename over this sender's file; this node the successor of
+            # both): written now, the put truncated and wrote the renamed
+            # copy, promoted so with the old target's content (found by the
+            # dynamics property: a rename onto a file during a leave lost).
+            raise fs_error(errno.EAGAIN, req.path, "a copy is being renamed onto this name here; try again")
         other = self.held.get(req.path, src)
         if src in self.members and (req.path in self.promoting or (other != src and other not in self.members)):
             # A copy of this name from a departed primary is (to be) promoted
@@ -877,27 +885,17 @@ class Replication(Membership):
     @handles(ReplicaRename)
     def on_replica_rename(self, src: int, req: ReplicaRename) -> Gen:
         old, new = self._replica_path(req.old), self._replica_path(req.new)
-        # The new name is this primary's before the first yield: a put of
-        # that name by the replaced target's home (this node its successor
-        # in a view without the departed primary) is refused meanwhile
-        # (``on_replica_put``), or it wrote the old target over the renamed
-        # copy, promoted so (found by the dynamics property: a rename onto
-        # a file during a leave left the old content).
-        held = self.held.pop(req.old, None), self.held.get(req.new)
-        self.held[req.new] = src
+        self.renaming_in.add(req.new)  # (a put of the new name is refused meanwhile: ``on_replica_put``)
         try:
             if parent(old) != parent(new):  # across directories (``rename: 2pc``): the copy's new parent is made
                 yield Local("mkdir", parent(new))
             yield Local("rename", old, (new,))
-        except OSError:
-            for path, primary in zip((req.old, req.new), held, strict=True):
-                if primary is None:
-                    self.held.pop(path, None)
-                else:
-                    self.held[path] = primary
-            raise
+        finally:
+            self.renaming_in.discard(req.new)
         if parent(old) != parent(new):
             yield from self._prune_replicas(parent(old))
+        self.held.pop(req.old, None)
+        self.held[req.new] = src
         if self.member and src not in self.members and req.new not in self.promoting:
             yield from self._promote_late(req.new)
 
