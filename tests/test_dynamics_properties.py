@@ -760,6 +760,23 @@ def test_found_a_rename_across_directories_whose_managers_left_ends_at_the_names
     ], files=True)  # fmt: skip
 
 
+def test_found_a_rename_whose_retried_finish_lags_still_ends_at_every_participant():
+    """Found by ``tests.dynamics_random sim`` (shrunk: EAGAIN on /a/f2 in
+    the final walk): in a loss window, node 4 renames /a/f0 (homed at node
+    3) onto /a/f2 (homed at node 0); the RenameFinish is lost, and its retry
+    is done at node 3 but its ReplicaRename to node 3's secondary is lost
+    too (a lagging step).  ``_tell`` kept that lag as ``lag or (yield from
+    ...)``, which skipped every step after it: the RenameDone and the
+    RenameDrop never went out, /a/f2's gate and mark stayed at node 0 for
+    good.  Fixed: every step runs, whatever lagged before it."""
+    _replay(5, "with_manager", "mod_n", [
+        ("crash", 49, True, []),
+        ("loss", {32, 69, 13, 20, 276, 94}, [[
+            ("overwrite", 71, "/a/f1", b"L\x0f\xdf<"), ("read", 68, "/b/f0"), ("rename", 74, "/a/f0", "f2"),
+        ]]),
+    ], files=True)  # fmt: skip
+
+
 # ---------------------------------------------------------------------------- the in-memory variant
 def _direct_op(c: DirectCluster, at: int, step: tuple[Any, ...]) -> Any:
     """``_op_gen``'s operation, run to its end in the in-memory runtime."""

@@ -510,7 +510,12 @@ class Renaming(Requester):
         steps = [self._addressee(node, request) for node, request in steps]
         for i, (node, request) in enumerate(steps):
             try:
-                lag = lag or (yield from _lagging(self.call(node, request), node))
+                # (not ``lag or (yield from ...)``: once a step lagged, that
+                # skipped every step after it, its gate and mark left for
+                # good; found by the dynamics property: EAGAIN on a renamed
+                # name after a loss)
+                lagged = yield from _lagging(self.call(node, request), node)
+                lag = lag or lagged
             except PeerUnavailable:
                 flight.telling = True
                 yield Spawn(self._tell_later(d, flight, steps[i:]))
