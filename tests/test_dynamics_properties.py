@@ -777,6 +777,20 @@ def test_found_a_rename_whose_retried_finish_lags_still_ends_at_every_participan
     ], files=True)  # fmt: skip
 
 
+def test_found_a_creating_client_at_the_names_manager_caches_no_entry_naming_the_leaver():
+    """Found by ``tests.dynamics_random sim`` (shrunk: the final walk's open
+    timed out): node 0 leaves while a client at node 3 creates /b/f2, homed
+    at node 0; node 1 promotes the copy and node 3, the name's manager in
+    the new view, is handed off the entry naming node 1.  The create's
+    answer (home 0) came after, and the client side put it in node 3's DT,
+    over the manager's entry: the name pointed at the leaver for good.
+    Fixed as for a rename: a client caches no entry naming a departed home
+    (``Requester._make_entry``)."""
+    _replay(6, "round_robin", "mod_n", [
+        ("ops", [("rename", 29, "/b/f2", "/a/f2")]), ("join", []), ("leave", 91, [[("create", 73, "/b/f2")]]),
+    ], files=True)  # fmt: skip
+
+
 # ---------------------------------------------------------------------------- the in-memory variant
 def _direct_op(c: DirectCluster, at: int, step: tuple[Any, ...]) -> Any:
     """``_op_gen``'s operation, run to its end in the in-memory runtime."""
