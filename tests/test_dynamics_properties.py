@@ -791,6 +791,20 @@ def test_found_a_creating_client_at_the_names_manager_caches_no_entry_naming_the
     ], files=True)  # fmt: skip
 
 
+def test_found_a_rename_across_directories_whose_source_manager_released_it_drops_the_old_name():
+    """Found by ``tests.dynamics_random sim`` (shrunk: the final walk's
+    ENOENT on /a/f2): node 2, the manager of /b, leaves while it renames
+    /a/f2 onto /b/f1.  Node 6, /a's manager, installed the view without
+    node 2 while it checked the source: it released the rename's hold on /a
+    (``renames_orphaned``, for a coordinator that crashed) and merged /a's
+    VD again, still listing f2; the leaver ran its rename on, and its
+    RenameSourceEnd found no hold and did nothing.  Fixed: as for a home's
+    released gates, the source's manager drops the old name when the
+    departed coordinator ends the rename (``sources_released``)."""
+    _replay(7, "round_robin", "mod_n", [("leave", 3, []), ("leave", 62, [[("rename", 48, "/a/f2", "/b/f1")]])],
+            files=True)  # fmt: skip
+
+
 # ---------------------------------------------------------------------------- the in-memory variant
 def _direct_op(c: DirectCluster, at: int, step: tuple[Any, ...]) -> Any:
     """``_op_gen``'s operation, run to its end in the in-memory runtime."""

@@ -353,6 +353,10 @@ class Renaming(Requester):
         # gates ``renames_orphaned`` released -> the departed coordinator: a
         # leaver runs its rename on, and its ``RenameFinish`` still renames
         self.rename_released: dict[str, int] = {}
+        # source directories (PM1) whose flight ``renames_orphaned`` released
+        # -> (old, new, the departed coordinator): its ``RenameSourceEnd``
+        # still drops the old name from the VD
+        self.sources_released: dict[str, tuple[str, str, int]] = {}
 
     def describe(self) -> dict[str, Any]:
         """Status adds what renames hold here: a name that stays held long
@@ -660,6 +664,7 @@ class Renaming(Requester):
         if d1 in self.renames or d1 in self.removing:
             raise fs_error(errno.EAGAIN, d1, "another rename in this directory (or its rmdir) is in flight; try again")
         flight = self.renames[d1] = RenameFlight(name, req.new, doubt=True, by=src)
+        self.sources_released.pop(d1, None)
         try:
             vd, _ = yield from self.ensure_vd(d1, ask_all=True)
             src_entry = vd.entries.get(name)
@@ -683,6 +688,16 @@ class Renaming(Requester):
     def on_rename_source_end(self, src: int, req: RenameSourceEnd) -> None:
         d1, name = split(req.old)
         f = self.renames.get(d1)
+        if f is None and self.sources_released.get(d1) == (name, req.new, src):
+            # Released as its coordinator left (``renames_orphaned``): a
+            # leaver runs its rename on, and the merge made since may list
+            # the old name still (found by the dynamics property: /a/f2 was
+            # renamed across directories as /a's manager learnt of the
+            # coordinator's leave, and stayed listed, ENOENT for good).
+            del self.sources_released[d1]
+            if req.commit:
+                self._vd_update(d1, ("del", name, req.home))
+            return
         if f is None or not f.doubt or (f.old, f.new) != (name, req.new):
             return  # ended already (a retry after a lost reply), or never held here
         if req.commit:
@@ -704,6 +719,7 @@ class Renaming(Requester):
             if f.doubt and f.by in gone and f.by != self.id:
                 del self.renames[d]
                 self.vds.pop(d)
+                self.sources_released[d] = (f.old, f.new, f.by)
         for (kind, p), by in list(self.rename_by.items()):
             if by not in gone or by == self.id:
                 continue
