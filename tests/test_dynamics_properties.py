@@ -805,6 +805,17 @@ def test_found_a_rename_across_directories_whose_source_manager_released_it_drop
             files=True)  # fmt: skip
 
 
+def test_found_a_directory_a_promotion_makes_after_its_parents_merge_is_listed():
+    """Found by ``tests.dynamics_random sim`` (shrunk: /b missing from the
+    final walk at every member): node 2, the only holder of /b, leaves; a
+    create of /c/f1 makes the root's manager merge the root's VD after node
+    2 left and before node 3, promoting /b's files, made /b: the VD lacked
+    /b for good (the promotion told /b's manager, not the root's).  Fixed:
+    a promotion tells the parent's manager of each directory it makes, as
+    a mkdir does (``Replication._promote``)."""
+    _replay(6, "with_manager", "mod_n", [("leave", 43, []), ("leave", 6, [[("create", 64, "/c/f1")]])], files=True)
+
+
 # ---------------------------------------------------------------------------- the in-memory variant
 def _direct_op(c: DirectCluster, at: int, step: tuple[Any, ...]) -> Any:
     """``_op_gen``'s operation, run to its end in the in-memory runtime."""

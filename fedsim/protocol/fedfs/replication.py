@@ -1227,6 +1227,15 @@ class Replication(Membership):
                 yield from self.summary_add(c, new_dir=False)
             except OSError:
                 pass  # a manager that refuses (evicted meanwhile): the next view change re-pushes the summary
+            # The parent's VD may have been merged since its last holder
+            # left and before this mkdir (the root's, for a create's check):
+            # told as a mkdir tells it (found by the dynamics property: /b
+            # was missing from every walk, its files promoted here).
+            pd, leaf = split(c)
+            try:
+                yield from self.notify(self.manager_of(pd), AddEntry(pd, leaf, True, self.id))
+            except OSError:
+                pass  # the parent's next merge finds it
         try:
             yield from self.notify(self.manager_of(d), AddEntry(d, name, False, self.id))
         except OSError:
