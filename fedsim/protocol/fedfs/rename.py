@@ -353,6 +353,10 @@ class Renaming(Requester):
         # gates ``renames_orphaned`` released -> the departed coordinator: a
         # leaver runs its rename on, and its ``RenameFinish`` still renames
         self.rename_released: dict[str, int] = {}
+        # source directories (PM1) whose flight ``renames_orphaned`` released
+        # -> (old, new, the departed coordinator): its ``RenameSourceEnd``
+        # still drops the old name from the VD
+        self.sources_released: dict[str, tuple[str, str, int]] = {}
 
     def describe(self) -> dict[str, Any]:
         """Status adds what renames hold here: a name that stays held long
@@ -507,9 +511,15 @@ class Renaming(Requester):
         step done whose copy lags (``_lagging``: its home's secondary did
         not take it; not retried, the home's repair completes it)."""
         lag: PeerUnavailable | None = None
+        steps = [self._addressee(node, request) for node, request in steps]
         for i, (node, request) in enumerate(steps):
             try:
-                lag = lag or (yield from _lagging(self.call(node, request), node))
+                # (not ``lag or (yield from ...)``: once a step lagged, that
+                # skipped every step after it, its gate and mark left for
+                # good; found by the dynamics property: EAGAIN on a renamed
+                # name after a loss)
+                lagged = yield from _lagging(self.call(node, request), node)
+                lag = lag or lagged
             except PeerUnavailable:
                 flight.telling = True
                 yield Spawn(self._tell_later(d, flight, steps[i:]))
@@ -525,6 +535,7 @@ class Renaming(Requester):
         delay = REPAIR_FIRST_S
         try:
             for node, request in steps:
+                node, request = self._addressee(node, request)
                 while node in self.members:  # (one evicted or gone holds nothing any more)
                     yield Sleep(delay)
                     delay = min(2 * delay, REPAIR_MAX_S)
@@ -538,6 +549,17 @@ class Renaming(Requester):
         finally:
             if self.renames.get(d) is flight:
                 del self.renames[d]
+
+    def _addressee(self, node: int, request: Request) -> tuple[int, Request]:
+        """Where a post-commit step goes now: a ``RenameDone`` for a manager
+        that left the view goes to the name's manager in this node's view
+        (the old one handed off the entry naming the replaced file's home;
+        skipped, the name stayed ENOENT for good: found by the dynamics
+        property, a rename across directories during a leave of the
+        manager of both names)."""
+        if isinstance(request, RenameDone) and node not in self.members:
+            return self.manager_of(request.new), replace(request, epoch=self.epoch)
+        return node, request
 
     # ------------------------------------------------------------------ PM2: across directories
     def _hold(self, d: str, flight: RenameFlight) -> None:
@@ -642,6 +664,7 @@ class Renaming(Requester):
         if d1 in self.renames or d1 in self.removing:
             raise fs_error(errno.EAGAIN, d1, "another rename in this directory (or its rmdir) is in flight; try again")
         flight = self.renames[d1] = RenameFlight(name, req.new, doubt=True, by=src)
+        self.sources_released.pop(d1, None)
         try:
             vd, _ = yield from self.ensure_vd(d1, ask_all=True)
             src_entry = vd.entries.get(name)
@@ -665,6 +688,16 @@ class Renaming(Requester):
     def on_rename_source_end(self, src: int, req: RenameSourceEnd) -> None:
         d1, name = split(req.old)
         f = self.renames.get(d1)
+        if f is None and self.sources_released.get(d1) == (name, req.new, src):
+            # Released as its coordinator left (``renames_orphaned``): a
+            # leaver runs its rename on, and the merge made since may list
+            # the old name still (found by the dynamics property: /a/f2 was
+            # renamed across directories as /a's manager learnt of the
+            # coordinator's leave, and stayed listed, ENOENT for good).
+            del self.sources_released[d1]
+            if req.commit:
+                self._vd_update(d1, ("del", name, req.home))
+            return
         if f is None or not f.doubt or (f.old, f.new) != (name, req.new):
             return  # ended already (a retry after a lost reply), or never held here
         if req.commit:
@@ -686,6 +719,7 @@ class Renaming(Requester):
             if f.doubt and f.by in gone and f.by != self.id:
                 del self.renames[d]
                 self.vds.pop(d)
+                self.sources_released[d] = (f.old, f.new, f.by)
         for (kind, p), by in list(self.rename_by.items()):
             if by not in gone or by == self.id:
                 continue

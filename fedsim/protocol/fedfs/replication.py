@@ -327,6 +327,7 @@ class Replication(Membership):
         self.copying: dict[str, bool] = {}  # whole copies in flight: path -> a change overtook it
         self._repairing = False
         self.promoting: set[str] = set()  # copies whose promotion (their primary left) is in flight here
+        self.renaming_in: set[str] = set()  # new names of the replica renames in flight here
         self.adopted: dict[str, int] = {}  # files promoted here (since the last view change) -> their departed primary
         self.synced = False  # a full copy of this node's files to its successor has run (``initial_sync``)
         self._syncing = False
@@ -790,6 +791,13 @@ class Replication(Membership):
             raise fs_error(errno.EINVAL, req.path, "a replica chunk outside the file")
         if req.mode != KEEP and not 0 <= req.mode <= PERM_BITS:
             raise fs_error(errno.EINVAL, req.path, "not permission bits")
+        if req.path in self.renaming_in:
+            # A replica rename onto this name is in flight (another primary's
+            # rename over this sender's file; this node the successor of
+            # both): written now, the put truncated and wrote the renamed
+            # copy, promoted so with the old target's content (found by the
+            # dynamics property: a rename onto a file during a leave lost).
+            raise fs_error(errno.EAGAIN, req.path, "a copy is being renamed onto this name here; try again")
         other = self.held.get(req.path, src)
         if src in self.members and (req.path in self.promoting or (other != src and other not in self.members)):
             # A copy of this name from a departed primary is (to be) promoted
@@ -877,9 +885,13 @@ class Replication(Membership):
     @handles(ReplicaRename)
     def on_replica_rename(self, src: int, req: ReplicaRename) -> Gen:
         old, new = self._replica_path(req.old), self._replica_path(req.new)
-        if parent(old) != parent(new):  # across directories (``rename: 2pc``): the copy's new parent is made
-            yield Local("mkdir", parent(new))
-        yield Local("rename", old, (new,))
+        self.renaming_in.add(req.new)  # (a put of the new name is refused meanwhile: ``on_replica_put``)
+        try:
+            if parent(old) != parent(new):  # across directories (``rename: 2pc``): the copy's new parent is made
+                yield Local("mkdir", parent(new))
+            yield Local("rename", old, (new,))
+        finally:
+            self.renaming_in.discard(req.new)
         if parent(old) != parent(new):
             yield from self._prune_replicas(parent(old))
         self.held.pop(req.old, None)
@@ -914,8 +926,14 @@ class Replication(Membership):
     def on_replica_release(self, src: int, req: ReplicaRelease) -> Gen:
         self._check_replicating(ROOT)
         for path in sorted(p for p, primary in self.held.items() if primary == src):
+            # (a ReplicaDrop of the name may run meanwhile: it found it
+            # dropped, and the KeyError failed the primary's view change
+            # for good; found by the dynamics property: a hang after a join)
+            if self.held.get(path) != src:
+                continue
             yield from self._drop_copy_of(_rp(path))
-            del self.held[path]
+            if self.held.get(path) == src:
+                del self.held[path]
 
     def _drop_copy_of(self, rp: str) -> Gen:
         try:
@@ -1209,6 +1227,15 @@ class Replication(Membership):
                 yield from self.summary_add(c, new_dir=False)
             except OSError:
                 pass  # a manager that refuses (evicted meanwhile): the next view change re-pushes the summary
+            # The parent's VD may have been merged since its last holder
+            # left and before this mkdir (the root's, for a create's check):
+            # told as a mkdir tells it (found by the dynamics property: /b
+            # was missing from every walk, its files promoted here).
+            pd, leaf = split(c)
+            try:
+                yield from self.notify(self.manager_of(pd), AddEntry(pd, leaf, True, self.id))
+            except OSError:
+                pass  # the parent's next merge finds it
         try:
             yield from self.notify(self.manager_of(d), AddEntry(d, name, False, self.id))
         except OSError:

@@ -218,7 +218,15 @@ class Requester(Home):
         if path == ROOT:
             raise fs_error(errno.EEXIST, path)
         home = yield from self._make(path, "file", make, reserve)
-        self.dt.put(path, DTEntry(False, home))
+        if home in self.members:
+            self.dt.put(path, DTEntry(False, home))
+        elif self.manager_of(path) != self.id:
+            # A home that left meanwhile (its successor promoted the copy):
+            # no hint naming it.  At the name's manager the DT entry is the
+            # manager's own (the hand-off's, the promotion's); put over it,
+            # it named the leaver for good (found by the dynamics property:
+            # a create during a leave, the final walk's open timed out).
+            self.dt.pop(path)
         return home
 
     @api(str, int, int, int, optional=3)
