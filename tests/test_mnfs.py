@@ -194,3 +194,15 @@ def test_a_peers_striped_requests_are_checked():
             c.run(node, c.nodes[node].handle(3 - node if node else 1, req))
         assert isinstance(e.value, ProtocolError) or e.value.errno == errno.EINVAL, req
     assert all(c.fs[n].stat("/f") == (False, 0) for n in range(3))
+
+
+def test_a_simulated_postmark_runs_on_mnfs():
+    from experiments.common import run_postmark
+    from experiments.dafs import variant
+    from tests.test_machine import postmark_config
+
+    out = run_postmark(variant(postmark_config(4), protocol__architecture="mnfs"))
+    m, c = out.metrics, out.cluster
+    assert m["errors"] == 0 and m["postmark_tps"] > 0
+    assert m["design.stripe_writes"] > 0
+    assert all(n.stats.requests_served > 0 for n in c.nodes)  # every node serves: no central server
