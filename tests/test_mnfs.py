@@ -206,3 +206,28 @@ def test_a_simulated_postmark_runs_on_mnfs():
     assert m["errors"] == 0 and m["postmark_tps"] > 0
     assert m["design.stripe_writes"] > 0
     assert all(n.stats.requests_served > 0 for n in c.nodes)  # every node serves: no central server
+
+
+def test_a_read_far_past_the_end_stops_at_the_end():
+    c = cluster(3)
+    c.op(0, "create", "/f")
+    fd = c.op(0, "open", "/f")
+    c.op(0, "write", fd, 0, b"abc")
+    assert c.op(1, "read", c.op(1, "open", "/f"), 1, 1 << 62) == b"bc"  # lazily cut: one round, not 2**49 pieces
+    with pytest.raises(OSError) as e:
+        c.op(1, "read", fd, -1, 10)
+    assert e.value.errno == errno.EINVAL
+
+
+def test_a_rename_that_would_move_too_much_is_exdev(monkeypatch):
+    import fedsim.protocol.mnfs.node as mnfs_node
+
+    monkeypatch.setattr(mnfs_node, "MOVE_MAX", SU)
+    c = cluster(3)
+    new = next(f"/b{i}" for i in range(100) if stripe_ino(f"/b{i}") % 3 != stripe_ino("/a") % 3)
+    c.op(0, "create", "/a")
+    c.op(0, "truncate", "/a", SU + 1)
+    with pytest.raises(OSError) as e:
+        c.op(1, "rename", "/a", new)
+    assert e.value.errno == errno.EXDEV
+    assert all(c.fs[n].stat("/a") == (False, SU + 1) for n in range(3))  # nothing renamed anywhere

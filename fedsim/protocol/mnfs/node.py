@@ -23,7 +23,8 @@ NFS): renaming a file moves each chunk whose owner changes (read at the old
 owner, written at the new one, zeroed at the old), after the rename every
 server applied.  A read concurrent with that move may see zeros.  Hard links
 are refused (EPERM): data is placed by name, and two names would be two
-files.  Directories are not renamed (EXDEV, as in NFS).
+files.  Directories are not renamed (EXDEV, as in NFS), nor a file whose
+rename would move more than ``MOVE_MAX`` bytes (EXDEV: ``mv`` copies it).
 
 Attributes are the answering server's: its times (each server stamps its own
 clock on the metadata writes it applies) and, for a file, the path's inode
@@ -33,14 +34,16 @@ number.
 from __future__ import annotations
 
 import errno
+from collections.abc import Iterator
+from itertools import islice
 from typing import Any
 
-from fedsim.protocol.attrs import KEEP, check_new, check_size, file_ino, is_regular
+from fedsim.protocol.attrs import KEEP, OFF_MAX, check_new, check_size, file_ino, is_regular
 from fedsim.protocol.effects import Compute, Local, Multicast
 from fedsim.protocol.hashing import path_hash
 from fedsim.protocol.messages import ProtocolError, Request, fs_error
 from fedsim.protocol.mnfs.messages import MnfsClear, MnfsWrite
-from fedsim.protocol.names import normalize
+from fedsim.protocol.names import join, normalize
 from fedsim.protocol.nfs.client import ClientEntry
 from fedsim.protocol.nfs.messages import (
     NfsCommit,
@@ -75,15 +78,25 @@ def stripe_ino(path: str) -> int:
     return path_hash(path)
 
 
-def pieces(offset: int, size: int) -> list[tuple[int, int]]:
-    """[offset, offset + size) cut at chunk boundaries: [(offset, length)]."""
-    out = []
+#: the most data a rename moves between servers; a bigger file's rename is EXDEV (``mv`` then copies it)
+MOVE_MAX = 1 << 30
+
+
+def pieces(offset: int, size: int) -> Iterator[tuple[int, int]]:
+    """[offset, offset + size) cut at chunk boundaries: (offset, length) each, lazily (a
+    read's size may be far beyond the end of the file)."""
     end = offset + size
     while offset < end:
         n = min(end, (offset // STRIPE_UNIT + 1) * STRIPE_UNIT) - offset
-        out.append((offset, n))
+        yield offset, n
         offset += n
-    return out
+
+
+def rounds(offset: int, size: int, n: int) -> Iterator[list[tuple[int, int]]]:
+    """The pieces in rounds of at most ``n`` consecutive chunks (``n`` different servers)."""
+    it = pieces(offset, size)
+    while rnd := list(islice(it, n)):
+        yield rnd
 
 
 class MnfsEntry(ClientEntry):
@@ -175,7 +188,7 @@ class MnfsEntry(ClientEntry):
     def readdir_attrs(self, path: str) -> Gen:
         path = normalize(path)
         entries = yield from self.rpc(NfsReadDirPlus(path))
-        return [(name, d, self.ino(f"{path.rstrip('/')}/{name}", a)) for name, d, a in entries]
+        return [(name, d, self.ino(join(path, name), a)) for name, d, a in entries]
 
     @api(str, str)
     def link(self, old: str, new: str) -> Gen:
@@ -188,8 +201,10 @@ class MnfsEntry(ClientEntry):
         server has, as every file takes an inode at every server."""
         replies = yield from self.everywhere(NfsFsStat())
         bsize, frsize, *_, namemax = replies[0]
+        frsize = frsize or 1
         blocks = bfree = bavail = 0
         for _, fr, b, f, a, *_ in replies:
+            fr = fr or 1
             blocks += b * fr // frsize
             bfree += f * fr // frsize
             bavail += a * fr // frsize
@@ -203,10 +218,8 @@ class MnfsEntry(ClientEntry):
         check_size(path, offset)
         if size < 0:
             raise fs_error(errno.EINVAL, path, f"read size {size}")
-        parts = pieces(offset, min(size, max(0, (1 << 63) - 1 - offset)))
         out = []
-        for k in range(0, len(parts), len(self.servers)):
-            rnd = parts[k : k + len(self.servers)]
+        for rnd in rounds(offset, min(size, OFF_MAX - offset), len(self.servers)):
             yield Compute("hash")
             nodes = tuple(self.owner(path, o) for o, _ in rnd)
             replies = yield from self._fanout(nodes, tuple(NfsRead(path, o, n) for o, n in rnd))
@@ -224,9 +237,7 @@ class MnfsEntry(ClientEntry):
         check_size(path, offset)
         check_size(path, offset + len(data))
         written = 0
-        parts = pieces(offset, len(data))
-        for k in range(0, len(parts), len(self.servers)):
-            rnd = parts[k : k + len(self.servers)]
+        for rnd in rounds(offset, len(data), len(self.servers)):
             end = rnd[-1][0] + rnd[-1][1]
             yield Compute("hash")
             mine = {self.owner(path, o): (o, n) for o, n in rnd}
@@ -251,11 +262,12 @@ class MnfsEntry(ClientEntry):
         """Renamed at every server; then each chunk whose owner the new name changes moved."""
         old, new = normalize(old), normalize(new)
         attr = yield from self.rpc(NfsGetAttr(old))
-        yield from self.rpc(NfsRename(old, new))
-        if attr[0] or not is_regular(attr[1]) or old == new:
-            return
         n_servers = len(self.servers)
-        if stripe_ino(old) % n_servers == stripe_ino(new) % n_servers:
+        moves = not attr[0] and is_regular(attr[1]) and stripe_ino(old) % n_servers != stripe_ino(new) % n_servers
+        if moves and attr[5] > MOVE_MAX:
+            raise fs_error(errno.EXDEV, old, f"renaming would move {attr[5]} bytes between servers")
+        yield from self.rpc(NfsRename(old, new))
+        if not moves or old == new:
             return  # every chunk keeps its server
         for o, n in pieces(0, attr[5]):
             was, now = self.servers[(o // STRIPE_UNIT + stripe_ino(old)) % n_servers], self.owner(new, o)
