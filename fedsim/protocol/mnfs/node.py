@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import errno
 from collections.abc import Iterator
-from itertools import islice
 from typing import Any
 
 from fedsim.protocol.attrs import KEEP, OFF_MAX, check_new, check_size, file_ino, is_regular
@@ -94,8 +93,13 @@ def pieces(offset: int, size: int) -> Iterator[tuple[int, int]]:
 
 def rounds(offset: int, size: int, n: int) -> Iterator[list[tuple[int, int]]]:
     """The pieces in rounds of at most ``n`` consecutive chunks (``n`` different servers)."""
-    it = pieces(offset, size)
-    while rnd := list(islice(it, n)):
+    rnd: list[tuple[int, int]] = []
+    for piece in pieces(offset, size):
+        rnd.append(piece)
+        if len(rnd) == n:
+            yield rnd
+            rnd = []
+    if rnd:
         yield rnd
 
 
