@@ -158,11 +158,7 @@ class MnfsEntry(ClientEntry):
 
     def everywhere(self, request: Request) -> Gen:
         """``request`` applied by every server: the replies, in server order; the first error raised."""
-        replies = yield from self._fanout(self.servers, (request,) * len(self.servers))
-        for r in replies:
-            if isinstance(r, BaseException):
-                raise r
-        return replies
+        return (yield from self.everywhere_each((request,) * len(self.servers)))
 
     def next_server(self) -> int:
         """The server of the next metadata read: round-robin by transaction id."""
@@ -230,7 +226,7 @@ class MnfsEntry(ClientEntry):
             for (_, n), r in zip(rnd, replies, strict=True):
                 if isinstance(r, BaseException):
                     raise r
-                out.append(r)
+                out.append(r[:n])  # a peer's reply: never more than asked
                 if len(r) < n:  # the end of the file
                     return b"".join(out)
         return b"".join(out)
@@ -250,7 +246,7 @@ class MnfsEntry(ClientEntry):
                 o, n = mine.get(s, (0, 0))
                 reqs.append(MnfsWrite(path, o, data[o - offset : o - offset + n], end))
             replies = yield from self.everywhere_each(tuple(reqs))
-            written += sum(replies)
+            written += sum(min(r, len(q.data)) for r, q in zip(replies, reqs, strict=True))
         return written
 
     def everywhere_each(self, requests: tuple[Request, ...]) -> Gen:
