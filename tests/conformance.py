@@ -1641,3 +1641,62 @@ for _scheme in (1, 2):
             ops=list(_DNFSP_OPS),
         )
     )
+
+# mNFS: nodes 0, 1 and 2 are all servers and entries.  Metadata writes reach every server, metadata reads one
+# (round-robin by the entry's transaction id), data is striped in 8 KiB chunks at server (chunk + ino) mod 3:
+# /d/f's chunk 0 at node 2 (its ino is 2 mod 3), /d/h's at node 1, so renaming /d/f to /d/h moves every
+# chunk; /d/g to /d/n moves none.  /d/h is left in the trees: its chunks at their servers, holes elsewhere.
+_MNFS_DATA = bytes((i * 7 + i // 8192) % 251 for i in range(8192 * 2 + 3000))
+SCENARIOS.append(
+    Scenario(
+        "mnfs: requests multicast to every server, data striped",
+        3,
+        architecture="mnfs",
+        ops=[
+            (0, "mkdir", ("/d",)),
+            (1, "create", ("/d/f",)),
+            (1, "open", ("/d/f",)),
+            (1, "write", (FD, 100, _MNFS_DATA)),
+            (1, "close", (FD,)),
+            (2, "stat", ("/d/f",)),
+            (2, "stat", ("/d/f",)),
+            (2, "stat", ("/d/f",)),
+            (0, "open", ("/d/f",)),
+            (0, "read", (FD, 8000, 9000)),
+            (0, "read", (FD, 0, 1 << 16)),
+            (0, "write", (FD, 8190, b"across")),
+            (0, "fsync", (FD,)),
+            (0, "close", (FD,)),
+            (2, "create_open", ("/d/g",)),
+            (2, "write", (FD, 0, b"small")),
+            (2, "close", (FD,)),
+            (1, "rename", ("/d/f", "/d/h")),
+            (1, "rename", ("/d/g", "/d/n")),
+            (2, "open", ("/d/h",)),
+            (2, "read", (FD, 8100, 200)),
+            (2, "close", (FD,)),
+            (0, "getattr", ("/d/h",)),
+            (1, "readdir", ("/d",)),
+            (2, "readdir_attrs", ("/d",)),
+            (1, "truncate", ("/d/h", 8193)),
+            (0, "stat", ("/d/h",)),
+            (1, "setattr", ("/d/n", 0o600, KEEP, KEEP, UTIME_OMIT, UTIME_OMIT)),
+            (0, "getattr", ("/d/n",)),
+            (2, "create", ("/d/h",)),
+            (0, "mkdir", ("/d",)),
+            (1, "create", ("/nodir/f",)),
+            (2, "stat", ("/d/none",)),
+            (1, "open", ("/d",)),
+            (0, "link", ("/d/h", "/d/l")),
+            (2, "rename", ("/d", "/e")),
+            (1, "rmdir", ("/d",)),
+            (0, "statfs", ()),
+            (1, "unlink", ("/d/n",)),
+            (0, "rmdir", ("/d",)),
+            (1, "open", ("/d/h",)),
+            (1, "write", (FD, 8192 * 3 - 1, b"end")),
+            (1, "close", (FD,)),
+            (1, "readdir", ("/",)),
+        ],
+    )
+)

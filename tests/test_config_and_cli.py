@@ -91,9 +91,9 @@ def _write(tmp_path: Path, raw: dict) -> Path:
         ),
         ({"study": "simulate", "protocol": {"hashing": "md5"}}, "protocol.hashing", "allowed: mod_n, ring"),
         (
-            {"study": "simulate", "protocol": {"architecture": "mnfs"}},
+            {"study": "simulate", "protocol": {"architecture": "ursa_minor"}},
             "protocol.architecture",
-            "unknown architecture 'mnfs'; allowed: ",
+            "unknown architecture 'ursa_minor'; allowed: ",
         ),
         (
             {"study": "simulate", "protocol": {"summary_layout": "per-hash"}},

@@ -72,7 +72,7 @@ def test_the_schema_has_every_protocol_knob_and_the_agent_changes_only_defaults(
     [
         ("placement", "nearest", "unknown placement policy 'nearest'; allowed: with_manager, round_robin, random"),
         ("hashing", "md5", "unknown hashing 'md5'; allowed: mod_n, ring"),
-        ("architecture", "mnfs", "unknown architecture 'mnfs'; allowed: "),  # (in the order the designs were imported)
+        ("architecture", "ursa", "unknown architecture 'ursa'; allowed: "),  # (in the order the designs were imported)
         ("summary_layout", "sharded", "unknown summary layout 'sharded'; allowed: shared, per_hash, partitioned"),
         ("migration", "greedy", "unknown migration policy 'greedy'; allowed: none, load_based, co_locate"),
     ],

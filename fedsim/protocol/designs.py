@@ -53,5 +53,6 @@ def _load_builtin() -> None:
     """Import the designs this package ships (they register on import)."""
     import fedsim.protocol.dnfsp
     import fedsim.protocol.fedfs
+    import fedsim.protocol.mnfs
     import fedsim.protocol.nfs
     import fedsim.protocol.nfsp  # noqa: F401
