@@ -570,7 +570,7 @@ def main(argv: list[str] | None = None) -> int:
     lo.add_argument("--placement", default=None, help="protocol.placement of the cluster file (default with_manager)")
     lo.add_argument(
         "--architecture", default=None,
-        help="protocol.architecture of the cluster file: a registered design (fedfs, nfs, nfsp, dnfsp1, dnfsp2)",
+        help="protocol.architecture of the cluster file: a registered design (fedfs, nfs, nfsp, dnfsp1, dnfsp2, mnfs)",
     )  # fmt: skip
     lo.add_argument("--mount", default=None, metavar="MOUNTPOINT", help="also mount the federation there (FUSE)")
     lo.add_argument("--inproc", action="store_true",
