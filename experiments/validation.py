@@ -382,16 +382,14 @@ def sim_config(
     profile: Path,
     n: int,
     workload: dict[str, Any],
-    machine: dict[str, Any] | None = None,
 ) -> Config:
-    """The simulator's config of the federation ``cluster`` describes, on this machine
-    (``machine``: keys of the section measured now, which win over the profile's)."""
+    """The simulator's config of the federation ``cluster`` describes, on this machine."""
     raw: dict[str, Any] = {
         "study": "simulate",
         "seed": cfg.seed,
         "cluster": {"nodes": n, "workers": cluster.spec.workers, "rpc_timeout_ms": cluster.spec.rpc_timeout_ms},
         "protocol": cluster.spec.protocol.model_dump(),
-        "machine": {"hosts": 1, **(machine or {})},  # every agent and this process on this one machine
+        "machine": {"hosts": 1},  # every agent and this process on this one machine
         "calibration": str(profile.resolve()),
         "workload": workload,
     }
@@ -494,12 +492,11 @@ def run_points(cfg: Config, params: Params, say: Callable[[str], None]) -> Outco
     # (the cores' worth is the profile's, fitted to its contention microbenchmark: CPU-bound processes side
     # by side, measured now and after, say how loaded the machine was, not what processes that wake each
     # other get)
-    now: dict[str, Any] = {}
     for n in params.agents:
         with tempfile.TemporaryDirectory(prefix="val", dir=params.agent_dir or None) as tmp:
             start = functools.partial(agents, transport=params.transport, devices=tuple(params.devices))
             for workload in params.workloads:
-                POINTS[workload](cfg, params, profile, n, Path(tmp), start, out.points, now)
+                POINTS[workload](cfg, params, profile, n, Path(tmp), start, out.points)
                 say(f"{n} agents: {workload} done")
     out.load.append(os.getloadavg()[0])
     out.capacity.append(parallel_capacity())
@@ -507,12 +504,12 @@ def run_points(cfg: Config, params: Params, say: Callable[[str], None]) -> Outco
 
 
 def latency_points(cfg: Config, params: Params, profile: Path, n: int, base: Path, start: Any,
-                   points: list[Point], now: dict[str, Any]) -> None:  # fmt: skip
+                   points: list[Point]) -> None:  # fmt: skip
     """Table 2's cells: each call's median latency at R, measured and predicted."""
     with start(n, base / "lat") as (_path, cluster):
         real = Real(cluster)
         try:
-            sim = Sim(sim_config(cfg, cluster, profile, n, {}, now))
+            sim = Sim(sim_config(cfg, cluster, profile, n, {}))
             hashing = cluster.spec.hashing_fn()
             real.call(0, "mkdir", "/v")
             sim.call(0, "mkdir", "/v")
@@ -528,7 +525,7 @@ def latency_points(cfg: Config, params: Params, profile: Path, n: int, base: Pat
 
 
 def sfs_points(cfg: Config, params: Params, profile: Path, n: int, base: Path, start: Any,
-               points: list[Point], now: dict[str, Any]) -> None:  # fmt: skip
+               points: list[Point]) -> None:  # fmt: skip
     """SFS97 closed loop over a laid-out file set, at each client count."""
     rng = np.random.default_rng(cfg.seed)
     fs = make_fileset(params.sfs_files, params.sfs_dirs, rng)
@@ -541,14 +538,14 @@ def sfs_points(cfg: Config, params: Params, profile: Path, n: int, base: Path, s
             scfg = sim_config(cfg, cluster, profile, n, {
                 "kind": "sfs97", "files": params.sfs_files, "dirs": params.sfs_dirs, "arrivals": "closed",
                 "clients": k, "ops": params.sfs_ops, "warmup_ops": params.sfs_warmup, "io_size": IO,
-            }, now)  # fmt: skip
+            })  # fmt: skip
         rates.append((k, measured, run_workload(scfg).metrics["throughput_ops_s"]))
     for (k, measured, predicted), sat in zip(rates, saturated([m for _, m, _ in rates]), strict=True):
         points.append(Point("sfs97", n, f"{k} clients", measured, predicted, "ops/s", saturated=sat))
 
 
 def postmark_points(cfg: Config, params: Params, profile: Path, n: int, base: Path, start: Any,
-                    points: list[Point], now: dict[str, Any]) -> None:  # fmt: skip
+                    points: list[Point]) -> None:  # fmt: skip
     """PostMark through the client API, and the binary on FUSE mounts where FUSE works."""
     from experiments.postmark_agents import client_api, mount_missing, mounted
     from fedsim.workloads.postmark import Clients
@@ -559,7 +556,7 @@ def postmark_points(cfg: Config, params: Params, profile: Path, n: int, base: Pa
         api = client_api(path, clients)
         pcfg = sim_config(cfg, cluster, profile, n, {
             "kind": "postmark", "clients": n, "postmark": {**pm.model_dump(), "route": "hash"},
-        }, now)  # fmt: skip
+        })  # fmt: skip
     predicted = run_postmark(pcfg).metrics["postmark_tps"]
     points.append(Point("postmark api", n, "transactions/s", api.tps, predicted, "tx/s"))
     if params.mount and not mount_missing():
@@ -567,7 +564,7 @@ def postmark_points(cfg: Config, params: Params, profile: Path, n: int, base: Pa
             mnt = mounted(path, clients, base)
             mcfg = sim_config(cfg, cluster, profile, n, {
                 "kind": "postmark", "clients": n, "postmark": {**pm.model_dump(), "route": "fixed", "mount": True},
-            }, now)  # fmt: skip
+            })  # fmt: skip
         predicted = run_postmark(mcfg).metrics["postmark_binary_tps"]
         points.append(Point("postmark mount", n, "transactions/s", mnt.tps, predicted, "tx/s"))
 

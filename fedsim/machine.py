@@ -358,13 +358,13 @@ def fit_contention(
     # Relative to one thread, the model's and the microbenchmark's: what contention adds, not the
     # level (the per-call costs are the other microbenchmarks'; a level they miss by 10 % would
     # otherwise be made up by contention that is not there)
-    one = 1 in measured and 1 in (rates or {})
-    base = contention_bench(whole, 1) if one else (1.0, 1.0)
-    cpu1, rate1 = (measured[1], rates[1]) if one and rates else (1.0, 1.0)
+    base = contention_bench(whole, 1)
+    cpu1 = measured[1] / base[0] if 1 in measured else 1.0  # the machine's level over the model's
+    rate1 = rates[1] / base[1] if rates and 1 in rates else 1.0
 
     def error(share: float) -> float:
         p = replace(whole, oversub_share=share)
-        return sum((contention_bench(p, k)[0] / base[0] / (measured[k] / cpu1) - 1.0) ** 2 for k in ks)
+        return sum((contention_bench(p, k)[0] * cpu1 / measured[k] - 1.0) ** 2 for k in ks)
 
     best = _golden(error, 0.0, 4.0)
     share = 0.0 if error(0.0) <= error(best) else round(best, 4)
@@ -376,7 +376,7 @@ def fit_contention(
 
     def rate_error(cap: float) -> float:
         p = replace(shared, capacity=cap)
-        return sum((contention_bench(p, k)[1] / base[1] / (rates[k] / rate1) - 1.0) ** 2 for k in rk)
+        return sum((contention_bench(p, k)[1] * rate1 / rates[k] - 1.0) ** 2 for k in rk)
 
     cap = _golden(rate_error, 1.0, float(params.cores))
     return share, (0.0 if rate_error(0.0) <= rate_error(cap) else round(cap, 3))

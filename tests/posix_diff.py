@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 USER_PY = "/usr/bin/python3"  # a Python every user can run (the venv's may live under /root)
-ALICE, BOB, TEAM = "fedfs-alice", "fedfs-bob", "fedfs-team"  # as tests/test_mount.py: alice is in TEAM
+ALICE, BOB, TEAM = "fedfs-alice", "fedfs-bob", "fedfs-team"  # the test users: alice is in TEAM, bob is not
 HANG = 120
 # A time before any file was made here: a utime's explicit times are this or later, "now" is after all
 EXPLICIT_BEFORE = 1_500_000_000 * 10**9
@@ -207,12 +207,12 @@ print(json.dumps(out))
 def users_missing() -> str | None:
     """Why the calls cannot run as an ordinary user here (None: they can; the users are made if absent)."""
     if os.geteuid() != 0:
-        return "needs root: makes users and runs calls as them"
+        return "needs root: creates users and runs calls as them (on an --allow-other mount)"
     for tool in ("useradd", "groupadd", "setpriv"):
         if shutil.which(tool) is None:
-            return f"needs {tool}"
+            return f"needs {tool} to create users and run calls as them"
     if not os.access(USER_PY, os.X_OK):
-        return f"needs {USER_PY}"
+        return f"needs {USER_PY} (a Python every user can run)"
     import grp
     import pwd
 

@@ -36,11 +36,14 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from fednode.config import load_cluster
 from fedsim.protocol.hashing import names_managed_by
+from tests.posix_diff import ALICE, BOB, TEAM, USER_PY
+from tests.posix_diff import users_missing as _users_missing
 
 pytestmark = pytest.mark.skipif(
     not os.path.exists("/dev/fuse") or shutil.which("fusermount3") is None,
@@ -100,22 +103,29 @@ class Federation:
             self.pc.stop()
 
 
-@pytest.fixture(scope="module", params=MODES)
-def fed(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Federation]:
-    f = Federation(tmp_path_factory.mktemp(f"mount-{request.param}"), consistency=request.param)
-    try:
-        f.mount(0, "mnt")
-        yield f
-    finally:
-        f.close()
+def mount_fixtures(prefix: str) -> tuple[Any, Any]:
+    """A test module's ``fed`` (a 4-agent federation mounted at ``mnt``, once per module and
+    consistency mode) and ``mnt`` (a fresh directory of its own in that mount, per test)."""
+
+    @pytest.fixture(scope="module", params=MODES)
+    def fed(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Federation]:
+        f = Federation(tmp_path_factory.mktemp(f"{prefix}-{request.param}"), consistency=request.param)
+        try:
+            f.mount(0, "mnt")
+            yield f
+        finally:
+            f.close()
+
+    @pytest.fixture
+    def mnt(fed: Federation, request: pytest.FixtureRequest) -> Path:
+        d = fed.base / "mnt" / request.node.name.replace("[", "_").replace("]", "")
+        d.mkdir()
+        return d
+
+    return fed, mnt
 
 
-@pytest.fixture
-def mnt(fed: Federation, request: pytest.FixtureRequest) -> Path:
-    """A fresh directory of its own in the module's mount, per test."""
-    d = fed.base / "mnt" / request.node.name.replace("[", "_").replace("]", "")
-    d.mkdir()
-    return d
+fed, mnt = mount_fixtures("mount")
 
 
 def sh(cmd: str | list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
@@ -1099,8 +1109,7 @@ def test_readahead_is_raised_without_a_request_to_the_mount_itself(fed: Federati
 # node 1 with --allow-other: the kernel checks every caller against the modes and owners the
 # federation stores (default_permissions), the mount makes new names the caller's (one request:
 # create/mkdir carry the owner), and a set-group-ID parent gives its group.
-ALICE, BOB, TEAM = "fedfs-alice", "fedfs-bob", "fedfs-team"  # alice is in TEAM, bob is not
-USER_PY = "/usr/bin/python3"  # a Python every user can run (the venv's may live under /root)
+# (the test users, ALICE in TEAM and BOB not, and USER_PY, a Python each can run: tests.posix_diff makes them)
 # The child's helpers: ``err(fn, *args)`` is 0 or the errno the call failed with.
 _PRELUDE = """
 import json, os, stat, sys
@@ -1125,31 +1134,6 @@ def owner(path):
     st = os.stat(path)
     return [st.st_uid, st.st_gid]
 """
-
-
-def _users_missing() -> str | None:
-    """Why the many-users tests cannot run here (None: they can; the users are made if absent)."""
-    if os.geteuid() != 0:
-        return "needs root: the test creates users and runs commands as them on an --allow-other mount"
-    for tool in ("useradd", "groupadd", "setpriv"):
-        if shutil.which(tool) is None:
-            return f"needs {tool} to create users and run commands as them"
-    if not os.access(USER_PY, os.X_OK):
-        return f"needs {USER_PY} (a Python every user can run)"
-    import grp
-    import pwd
-
-    try:
-        grp.getgrnam(TEAM)
-    except KeyError:
-        subprocess.run(["groupadd", TEAM], check=True, capture_output=True)
-    for user, extra in ((ALICE, ["-G", TEAM]), (BOB, [])):
-        try:
-            pwd.getpwnam(user)
-        except KeyError:
-            subprocess.run(["useradd", "-M", "-U", "-d", "/nonexistent", "-s", "/bin/sh", *extra, user],
-                           check=True, capture_output=True)  # fmt: skip
-    return None
 
 
 def _ids(user: str) -> tuple[int, int]:

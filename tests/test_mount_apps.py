@@ -28,12 +28,11 @@ import shutil
 import stat
 import sys
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.test_mount import MODES, Federation, sh
+from tests.test_mount import mount_fixtures, sh
 
 pytestmark = pytest.mark.skipif(
     not os.path.exists("/dev/fuse") or shutil.which("fusermount3") is None,
@@ -41,22 +40,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(scope="module", params=MODES)
-def fed(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Federation]:
-    f = Federation(tmp_path_factory.mktemp(f"apps-{request.param}"), consistency=request.param)
-    try:
-        f.mount(0, "mnt")
-        yield f
-    finally:
-        f.close()
-
-
-@pytest.fixture
-def mnt(fed: Federation, request: pytest.FixtureRequest) -> Path:
-    """A fresh directory of its own in the module's mount, per test."""
-    d = fed.base / "mnt" / request.node.name.replace("[", "_").replace("]", "")
-    d.mkdir()
-    return d
+fed, mnt = mount_fixtures("apps")
 
 
 # ---------------------------------------------------------------------------- venv + pip
