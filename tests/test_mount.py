@@ -624,7 +624,9 @@ def test_umount_after_a_crashed_mount(fed: Federation) -> None:
     assert mount.is_mounted(mnt)  # the kernel keeps a dead mount ...
     with pytest.raises(OSError) as e:
         os.listdir(mnt)
-    assert e.value.errno == errno.ENOTCONN  # ... that answers ENOTCONN
+    # ... that answers ENOTCONN, or ECONNABORTED for a request the kernel had queued before it tore the
+    # dead daemon's connection down (seen once in CI under xdist: the same dead mount, reported earlier)
+    assert e.value.errno in (errno.ENOTCONN, errno.ECONNABORTED)
     r = subprocess.run([sys.executable, "-m", "fednode.cli", "umount", str(mnt)], capture_output=True, text=True,
                        timeout=HANG)  # fmt: skip
     assert r.returncode == 0, r.stderr
