@@ -45,6 +45,8 @@ SMALL = {
     "table1": ["workload.postmark.transactions=500", "params.trials=200"],
     "designs_postmark": ["workload.postmark.transactions=40", "workload.postmark.number=20", "params.servers=[1,2]",
                          "params.clients_per_server=1"],
+    "dnfsp_fig3": ["params.mb_per_client=0.25", "params.files=[1,8]"],
+    "mnfs_table3": ["storage.cache_mb=0.25"],
     "dafs_fig6": [
         "workload.postmark.transactions=60",
         "workload.postmark.number=40",
