@@ -120,6 +120,12 @@ class Node:
     API_META: ClassVar[dict[str, ApiMeta]] = {}
     #: request type -> handler method name (collected from ``@handles`` methods)
     HANDLERS: ClassVar[dict[type[Request], str]] = {}
+    #: where a client that mounts member ``k`` sends a call on a path: ``"entry"``, always to ``k``
+    #: (the designs whose clients each mount one server: NFS, NFSp, dNFSp's meta-server per client
+    #: subset, whose dNFSp1 coherence is per meta-server, so a call sent elsewhere would see
+    #: another meta-server's view); ``"home"``, to the file's home or the name's manager (FedFS,
+    #: where every member serves every name: ``fedsim.protocol.routing.Router``)
+    CLIENT_ROUTE: ClassVar[str] = "entry"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
