@@ -128,3 +128,7 @@ def test_fednode_fs_and_status_on_the_same_federation(design: str, design_mount:
     rows = json.loads(r.stdout)
     assert all(row["architecture"] == design for row in rows)
     assert sum(row["counters"][COUNTED[design]] for row in rows) > 0
+    r = subprocess.run([sys.executable, "-m", "fednode.cli", "status", "--cluster", str(cluster)],
+                       capture_output=True, text=True, timeout=HANG)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert f"node 0: {design}: " in r.stdout and COUNTED[design] in r.stdout  # the table, and the design's counts
