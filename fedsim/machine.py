@@ -48,6 +48,17 @@ from a ``fednode calibrate`` profile) turns the model on:
   is cold, and a job is switched in once (priced per process beyond the
   cores, the share fitted on 5 processes made 12, four agents with their
   mounts and programs, 1.7 times dearer than they measured, census);
+* **cold caches**: a process that wakes after other processes of its host
+  ran finds its cores' caches filled with theirs; beyond as many of them as
+  the host has cores (each could keep a core warm) each costs the job
+  ``cold_us`` more, up to ``cold_cap_us`` (its working set refilled whole).
+  Threads of one client program share its memory: they count as it.  On this
+  2-core VM one client thread calling 1, 2 ... 6 agents in turn (one process
+  running at a time) spends 73, 76, 91, 102, 112 and 104 us of CPU per call
+  over every process (``fednode calibrate``'s chain microbenchmark, which
+  ``fit_cold`` fits): four agents and their clients, where every hop wakes a
+  process the others evicted, cost 1.4 to 1.7 times the model without it
+  (``experiments.validation``'s SFS97 at 4 agents, census);
 * **cores worth less than whole**: a job started while other cores of its
   host are busy runs ``in_use / capacity`` slower when ``capacity`` (cores'
   worth side by side) is below the cores in use.  Processes that hand work
@@ -115,6 +126,8 @@ class MachineParams:
     oversub_share: float = 0.0  # extra share of a job started while more processes are runnable than cores
     capacity: float = 0.0  # cores' worth the host's cores give side by side (0: whole cores)
     client_user_share: float = 1.0  # of a client call's CPU, the interpreter's (the GIL's); the rest the kernel's
+    cold_us: float = 0.0  # a job's CPU per other process beyond the cores that ran on its host since its last
+    cold_cap_us: float = 0.0  # the most that costs a job: its whole working set refilled (0: no bound)
 
     @classmethod
     def of(cls, section: Mapping[str, Any]) -> MachineParams:
@@ -128,15 +141,18 @@ class _Proc:
     host's processes' states (the host's list, shared: ``oversub_share``),
     when its thread is free, and the CPU booked for it (``Machine.busy``)."""
 
-    __slots__ = ("busy", "cores", "free", "key", "peers", "ran")
+    __slots__ = ("busy", "cores", "free", "key", "peers", "ran", "seq", "space")
 
-    def __init__(self, key: Hashable, cores: list[float], peers: list[_Proc]) -> None:
+    def __init__(self, key: Hashable, cores: list[float], peers: list[_Proc], space: _Proc | None = None) -> None:
         self.key = key
+        #: whose caches its jobs use: its own, or for a thread of a client program the program's (``cold_us``)
+        self.space = self if space is None else space
         self.cores = cores
         self.peers = peers
         self.free = 0.0
         self.busy = 0.0
         self.ran = False  # in ``Machine.ran`` (a job booked since the last ``clear_busy``)
+        self.seq = 0  # when its last job started, in jobs booked on the machine (``cold_us``)
 
 
 class Machine:
@@ -148,8 +164,9 @@ class Machine:
     Booking at submission keeps it one heap entry per job, as the runtime's
     other queues do."""
 
-    __slots__ = ("_G", "_L", "_Lc", "_byte", "_clients", "_o", "_oc", "cap", "core_free", "host_procs",
-                 "host_states", "last", "n_nodes", "p", "proc_host", "procs", "ran", "share")  # fmt: skip
+    __slots__ = ("_G", "_L", "_Lc", "_byte", "_clients", "_o", "_oc", "cap", "cold", "cold_cap", "core_free",
+                 "host_procs", "host_states", "jobs", "last", "n_nodes", "p", "proc_host", "procs", "ran",
+                 "share")  # fmt: skip
 
     def __init__(self, params: MachineParams, n_nodes: int) -> None:
         if params.cores <= 0:
@@ -167,6 +184,8 @@ class Machine:
         # the prices read for every job or message (the params are not changed once the machine is built)
         self.share = params.oversub_share
         self.cap = params.capacity
+        self.cold, self.cold_cap = params.cold_us, params.cold_cap_us
+        self.jobs = 0  # jobs booked so far (``_Proc.seq``)
         self._o, self._byte = params.o_us, params.byte_us
         self._L, self._G = params.L_us, params.G_us_per_byte
         self._Lc = params.L_us if params.client_L_us is None else params.client_L_us
@@ -192,7 +211,8 @@ class Machine:
                 self.add_proc(proc, 0 if self.p.hosts == 1 else self.host_of_node(node))
         return proc
 
-    def add_proc(self, proc: Hashable, host: int) -> Hashable:
+    def add_proc(self, proc: Hashable, host: int, space: Hashable | None = None) -> Hashable:
+        """Place ``proc`` on ``host``; ``space``: the process whose memory it runs in (a thread's program)."""
         if proc not in self.proc_host:
             self.proc_host[proc] = host
             self.host_procs.setdefault(host, []).append(proc)
@@ -200,7 +220,7 @@ class Machine:
             if cores is None:
                 cores = self.core_free[host] = [0.0] * self.p.cores
             peers = self.host_states.setdefault(host, [])
-            st = self.procs[proc] = _Proc(proc, cores, peers)
+            st = self.procs[proc] = _Proc(proc, cores, peers, None if space is None else self.procs[space])
             peers.append(st)
         return proc
 
@@ -227,6 +247,16 @@ class Machine:
         if start < now:
             start = now
         cores = st.cores
+        if self.cold:
+            # Cold caches: the other processes of the host that ran since this one's last job filled
+            # its cores' caches; beyond as many as there are cores, each costs a refill, up to all of it.
+            space = st.space
+            seq = space.seq
+            others = sum(1 for q in st.peers if q.space is q and q.seq > seq) - len(cores)
+            if others > 0:
+                us += self.cold_cost(others)
+            self.jobs += 1
+            space.seq = self.jobs
         if self.share:
             # Oversubscribed cores: the other processes of the host with work booked beyond now are
             # runnable; more of them than cores make this job dearer (a switch, cold caches).
@@ -258,6 +288,12 @@ class Machine:
             st.ran = True
             self.ran.append(st)
         return done
+
+    def cold_cost(self, others: int) -> float:
+        """A job's refill of caches that ``others`` processes beyond the host's cores filled since its
+        process last ran: ``cold_us`` each, at most ``cold_cap_us`` (the whole working set)."""
+        extra = self.cold * others
+        return extra if not self.cold_cap or extra < self.cold_cap else self.cold_cap
 
     def mixed(self, proc: Hashable, label: str, us: float, share: float) -> float:
         """``us`` of work of kind ``label`` at ``proc``, ``share`` dearer when the
@@ -334,6 +370,92 @@ def contention_bench(params: MachineParams, threads: int, calls: int = 300) -> t
     span = c.env.now - t0
     total = threads * calls
     return sum(c.machine.busy.values()) / total, total / span * 1e6
+
+
+class _Refills(Machine):
+    """A machine that counts the refills ``cold_cost`` would price instead of pricing them: how many
+    jobs found how many processes beyond the cores since their last (``chain_bench``)."""
+
+    __slots__ = ("refills",)
+
+    def __init__(self, params: MachineParams, n_nodes: int) -> None:
+        super().__init__(replace(params, cold_us=1.0, cold_cap_us=0.0), n_nodes)
+        self.refills: dict[int, int] = {}
+
+    def cold_cost(self, others: int) -> float:
+        self.refills[others] = self.refills.get(others, 0) + 1
+        return 0.0
+
+
+def chain_bench(params: MachineParams, agents: int, calls: int = 200) -> tuple[float, dict[int, float]]:
+    """The chain microbenchmark of ``fednode calibrate``, simulated without refills: one client
+    thread, call j a ``stat`` at node j mod ``agents`` on a file it manages and holds, all on one
+    host.  (CPU per call over all processes, and per call how many jobs found k processes beyond
+    the cores since their last: ``{k: jobs per call}``, what ``cold_us`` and ``cold_cap_us`` price.)
+
+    Priced without refills, a serial chain runs its jobs in the same order whatever they cost, so
+    one run gives what any ``cold_us`` and ``cold_cap_us`` add (``fit_cold``)."""
+    from fedsim.network import LogGP
+    from fedsim.protocol.config import ProtocolConfig
+    from fedsim.protocol.hashing import names_managed_by
+    from fedsim.runtime import SimCluster
+
+    n = max(agents, 2)
+    p = replace(params, hosts=1, cold_us=0.0, cold_cap_us=0.0)
+    c = SimCluster(n, network=LogGP(0, 0, 0, 0), protocol=ProtocolConfig(), machine=p)
+    counting = c.machine = _Refills(p, n)
+    c.preload_summaries()
+    files = {}
+    for a in range(agents):
+        files[a] = names_managed_by(c.nodes[a].view.hashing, a, f"/c{a}/f", 20)
+        c.env.run(until=c.env.process(c.client_op(0, a, "mkdir", f"/c{a}")))
+        for f in files[a]:
+            c.env.run(until=c.env.process(c.client_op(0, a, "create", f)))
+
+    def client(rounds: int):
+        for j in range(rounds):
+            yield from c.client_op(0, j % agents, "stat", files[j % agents][j % 20])
+
+    c.env.run(until=c.env.process(client(2 * agents)))  # every process has run: the counts are the steady state's
+    counting.clear_busy()
+    counting.refills.clear()
+    c.env.run(until=c.env.process(client(calls)))
+    return sum(counting.busy.values()) / calls, {k: v / calls for k, v in sorted(counting.refills.items())}
+
+
+def fit_cold(params: MachineParams, measured: dict[int, float]) -> tuple[float, float]:
+    """``(cold_us, cold_cap_us)`` from the chain microbenchmark: one client thread calling 1, 2, ...
+    agents in turn (``measured``: agents -> CPU per call over all processes, us).  A serial chain
+    through more processes than cores finds each one's caches filled by the others: its CPU per call
+    grows with the agents, then stops growing once a wake refills everything.  Both fitted to that
+    growth relative to one agent's (the level is the other microbenchmarks'), by least squared
+    relative error (``cold_us`` on a grid of 0.25 us to 100; for each, ``cold_cap_us`` by golden-section
+    search between one refill and the most the benchmark saw, or none); (0, 0) when no refills fit better."""
+    ns = sorted(k for k in measured if k >= 2)
+    if 1 not in measured or not ns:
+        return 0.0, 0.0
+    base = {k: chain_bench(params, k) for k in [1, *ns]}
+    level = measured[1] / base[1][0]
+
+    def error(cold: float, cap: float) -> float:
+        total = 0.0
+        for k in ns:
+            cpu, refills = base[k]
+            extra = sum(jobs * (cold * o if not cap or cold * o < cap else cap) for o, jobs in refills.items())
+            total += ((cpu + extra) * level / measured[k] - 1.0) ** 2
+        return total
+
+    most = max((o for k in ns for o in base[k][1]), default=0)
+    best = (error(0.0, 0.0), 0.0, 0.0)
+    for i in range(1, 401):
+        cold = i * 0.25
+        cap = _golden(lambda c, cold=cold: error(cold, c), cold, cold * most) if most > 1 else 0.0
+        for c in (0.0, cap):  # none, or the best cap (at or above the most refills: none)
+            e = error(cold, c)
+            if e < best[0] - 1e-12:
+                best = (e, cold, c)
+    cold, cap = best[1], best[2]
+    return cold, (0.0 if not cap or cap >= cold * most - 1e-6 else round(cap, 2))
 
 
 def fit_contention(

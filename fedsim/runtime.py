@@ -483,7 +483,7 @@ class SimCluster:
             return (yield from self.agent_call(node_id, [(name, args)], trace, proc, half))
         # Threads of one program: the interpreter's part of a call holds the GIL (the program's one
         # process); the kernel's part (its socket calls) runs on the calling thread alone, in parallel.
-        thread = mach.add_proc(("client-thread", client), mach.proc_host[proc])
+        thread = mach.add_proc(("client-thread", client), mach.proc_host[proc], proc)
         yield self.cpu_at(thread, half * (1.0 - user))
         value = yield from self.agent_call(node_id, [(name, args)], trace, proc, half * user)
         yield self.cpu_at(thread, half * (1.0 - user))
