@@ -75,7 +75,7 @@ def apply_calibration(raw: dict[str, Any], source: str | Path) -> dict[str, Any]
         own_keys = set(own_m)
         for k, v in mach.items():
             own_m.setdefault(k, v)
-        if "contention" in mach or "chain" in mach:  # the microbenchmarks' fit, unless the profile or config holds it
+        if {"contention", "chain", "fan_in"} & set(mach):  # their fits, unless the profile or the config holds them
             for k, v in fitted_contention(path, mach).items():
                 if k not in own_keys and k not in mach:
                     own_m[k] = v
@@ -125,9 +125,9 @@ def fitted_contention(path: Path, mach: dict[str, Any]) -> dict[str, float]:
     gets nothing for it (the machine's defaults: none)."""
     key = (str(path.resolve()), path.stat().st_mtime_ns)
     if key not in _FITTED:
-        from fedsim.machine import MachineParams, fit_cold, fit_contention
+        from fedsim.machine import MachineParams, fit_cold, fit_contention, fit_wake
 
-        fitted = ("oversub_share", "capacity", "cold_us", "cold_cap_us")
+        fitted = ("oversub_share", "capacity", "cold_us", "cold_cap_us", "wake_us")
         params = MachineParams.of({k: v for k, v in mach.items() if k not in fitted})
         out: dict[str, float] = {}
         chain = mach.get("chain") or {}
@@ -135,6 +135,10 @@ def fitted_contention(path: Path, mach: dict[str, Any]) -> dict[str, float]:
             cold = fit_cold(params, {int(k): float(v["cpu_per_call_us"]) for k, v in chain.items()})
             out["cold_us"], out["cold_cap_us"] = cold
             params = replace(params, cold_us=cold[0], cold_cap_us=cold[1])
+        fan_in = mach.get("fan_in") or {}
+        if fan_in:
+            out["wake_us"] = fit_wake(params, {int(k): float(v["cpu_per_call_us"]) for k, v in fan_in.items()})
+            params = replace(params, wake_us=out["wake_us"])
         contention = mach.get("contention") or {}
         if contention:
             measured = {int(k): float(v["cpu_per_call_us"]) for k, v in contention.items()}

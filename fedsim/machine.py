@@ -48,6 +48,15 @@ from a ``fednode calibrate`` profile) turns the model on:
   is cold, and a job is switched in once (priced per process beyond the
   cores, the share fitted on 5 processes made 12, four agents with their
   mounts and programs, 1.7 times dearer than they measured, census);
+* **receipts without a wake**: a message that arrives while its process
+  still has work booked is read by an event loop that never slept: its
+  receipt costs ``wake_us`` less (the LogGP ``o`` of the calibration's
+  round trips is a sleeping process's).  On this VM one agent called by 1, 2,
+  4 and 8 client threads at once spends 70, 56, 59 and 58 us of CPU per call
+  over every process (``fednode calibrate``'s fan-in microbenchmark, which
+  ``fit_wake`` fits: about 12 us): SFS97 on one agent saturates at twice its
+  one-client rate, which a model pricing every receipt as a wake could not
+  reach;
 * **cold caches**: a process that wakes after other processes of its host
   ran finds its cores' caches filled with theirs; beyond as many of them as
   the host has cores (each could keep a core warm) each costs the job
@@ -128,6 +137,7 @@ class MachineParams:
     client_user_share: float = 1.0  # of a client call's CPU, the interpreter's (the GIL's); the rest the kernel's
     cold_us: float = 0.0  # a job's CPU per other process beyond the cores that ran on its host since its last
     cold_cap_us: float = 0.0  # the most that costs a job: its whole working set refilled (0: no bound)
+    wake_us: float = 0.0  # of a message's receipt, the CPU a process busy when it arrives does not pay (no wake)
 
     @classmethod
     def of(cls, section: Mapping[str, Any]) -> MachineParams:
@@ -166,7 +176,7 @@ class Machine:
 
     __slots__ = ("_G", "_L", "_Lc", "_byte", "_clients", "_o", "_oc", "cap", "cold", "cold_cap", "core_free",
                  "host_procs", "host_states", "jobs", "last", "n_nodes", "p", "proc_host", "procs", "ran",
-                 "share")  # fmt: skip
+                 "share", "wake")  # fmt: skip
 
     def __init__(self, params: MachineParams, n_nodes: int) -> None:
         if params.cores <= 0:
@@ -186,6 +196,7 @@ class Machine:
         self.cap = params.capacity
         self.cold, self.cold_cap = params.cold_us, params.cold_cap_us
         self.jobs = 0  # jobs booked so far (``_Proc.seq``)
+        self.wake = params.wake_us
         self._o, self._byte = params.o_us, params.byte_us
         self._L, self._G = params.L_us, params.G_us_per_byte
         self._Lc = params.L_us if params.client_L_us is None else params.client_L_us
@@ -289,6 +300,16 @@ class Machine:
             self.ran.append(st)
         return done
 
+    def receive(self, proc: Hashable, now: float, us: float) -> float:
+        """``run`` for the receipt of a message (``us``: its CPU, and any work booked with it): a
+        process that still has work booked when the message arrives reads it without waking
+        (its event loop finds it ready), ``wake_us`` less than one that slept for it."""
+        if self.wake:
+            st = self.procs.get(proc)
+            if st is not None and st.free > now:
+                us = us - self.wake if us > self.wake else 0.0
+        return self.run(proc, now, us)
+
     def cold_cost(self, others: int) -> float:
         """A job's refill of caches that ``others`` processes beyond the host's cores filled since its
         process last ran: ``cold_us`` each, at most ``cold_cap_us`` (the whole working set)."""
@@ -382,6 +403,16 @@ class _Refills(Machine):
         super().__init__(replace(params, cold_us=1.0, cold_cap_us=0.0), n_nodes)
         self.refills: dict[int, int] = {}
 
+    def receive(self, proc: Hashable, now: float, us: float) -> float:
+        """``run`` for the receipt of a message (``us``: its CPU, and any work booked with it): a
+        process that still has work booked when the message arrives reads it without waking
+        (its event loop finds it ready), ``wake_us`` less than one that slept for it."""
+        if self.wake:
+            st = self.procs.get(proc)
+            if st is not None and st.free > now:
+                us = us - self.wake if us > self.wake else 0.0
+        return self.run(proc, now, us)
+
     def cold_cost(self, others: int) -> float:
         self.refills[others] = self.refills.get(others, 0) + 1
         return 0.0
@@ -456,6 +487,54 @@ def fit_cold(params: MachineParams, measured: dict[int, float]) -> tuple[float, 
                 best = (e, cold, c)
     cold, cap = best[1], best[2]
     return cold, (0.0 if not cap or cap >= cold * most - 1e-6 else round(cap, 2))
+
+
+def fan_in_bench(params: MachineParams, threads: int, calls: int = 200) -> float:
+    """The fan-in microbenchmark of ``fednode calibrate``, simulated on whole cores: ``threads``
+    client threads of one program all calling node 0 (a ``stat`` of a file it manages and holds),
+    all on one host.  CPU per call over all processes: as the agent fills up, its requests find it
+    busy and its receipts stop paying for a wake (``wake_us``)."""
+    from fedsim.network import LogGP
+    from fedsim.protocol.config import ProtocolConfig
+    from fedsim.protocol.hashing import names_managed_by
+    from fedsim.runtime import SimCluster
+
+    whole = replace(params, hosts=1, capacity=0.0)
+    c = SimCluster(2, network=LogGP(0, 0, 0, 0), protocol=ProtocolConfig(), machine=whole)
+    c.preload_summaries()
+    files = names_managed_by(c.nodes[0].view.hashing, 0, "/f/f", 20)
+    c.env.run(until=c.env.process(c.client_op(0, 0, "mkdir", "/f")))
+    for f in files:
+        c.env.run(until=c.env.process(c.client_op(0, 0, "create", f)))
+
+    def client(i: int, rounds: int):
+        for j in range(rounds):
+            yield from c.client_op(i, 0, "stat", files[(i + j) % 20])
+
+    c.env.run(until=c.env.all_of([c.env.process(client(i, 10)) for i in range(threads)]))
+    assert c.machine is not None
+    c.machine.clear_busy()
+    c.env.run(until=c.env.all_of([c.env.process(client(i, calls)) for i in range(threads)]))
+    return sum(c.machine.busy.values()) / (threads * calls)
+
+
+def fit_wake(params: MachineParams, measured: dict[int, float]) -> float:
+    """``wake_us`` from the fan-in microbenchmark (``measured``: threads -> CPU per call over all
+    processes, us): the value for which the simulated benchmark's CPU per call falls from one
+    thread's as the measured one does (relative to one thread: the level is the other
+    microbenchmarks'), by golden-section search on [0, o_us] (a receipt read without a wake still
+    reads the message); 0 when no discount fits better."""
+    ks = sorted(k for k in measured if k >= 2)
+    if 1 not in measured or not ks or params.o_us <= 0:
+        return 0.0
+    level = measured[1] / fan_in_bench(params, 1)
+
+    def error(wake: float) -> float:
+        p = replace(params, wake_us=wake)
+        return sum((fan_in_bench(p, k) * level / measured[k] - 1.0) ** 2 for k in ks)
+
+    best = _golden(error, 0.0, params.o_us)
+    return 0.0 if error(0.0) <= error(best) else round(best, 3)
 
 
 def fit_contention(

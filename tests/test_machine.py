@@ -329,3 +329,26 @@ def test_a_serial_chain_through_more_processes_than_cores_costs_more_cpu_per_cal
     assert cpu(cold, 6) > cpu(base, 6) + 20.0  # each call wakes an agent four others evicted: capped at 30
     assert cpu(cold, 2) == pytest.approx(cpu(base, 2))  # three processes on two cores: always warm
     assert chain_bench(cold, 6)[0] == pytest.approx(chain_bench(base, 6)[0])  # the bench counts refills apart
+
+
+# ------------------------------------------------------------------ receipts without a wake
+def test_a_receipt_at_a_busy_process_does_not_pay_for_a_wake() -> None:
+    m = Machine(MachineParams(hosts=1, cores=2, wake_us=4.0), n_nodes=2)
+    assert m.receive(0, 0.0, 10.0) == 10.0  # idle: its event loop slept, the receipt wakes it
+    assert m.receive(0, 5.0, 10.0) == 16.0  # still busy when it arrived: read without a wake (10 - 4)
+    assert m.receive(0, 20.0, 3.0) == 23.0  # idle again: the whole receipt
+    assert m.receive(0, 21.0, 3.0) == 23.0  # a receipt never costs less than nothing
+    assert m.run(0, 22.0, 5.0) == 28.0  # other work is priced as before
+
+
+def test_fit_wake_recovers_the_discount_the_fan_in_was_simulated_with() -> None:
+    from dataclasses import replace
+
+    from fedsim.machine import fan_in_bench, fit_wake
+
+    base = _contention_params()
+    truth = replace(base, wake_us=5.0)
+    cpu = {k: fan_in_bench(truth, k) for k in (1, 2, 4, 8)}
+    assert cpu[8] < cpu[2] < cpu[1]  # the busier the agent, the fewer wakes it pays for
+    assert fit_wake(base, cpu) == pytest.approx(5.0, abs=0.1)
+    assert fit_wake(base, {k: fan_in_bench(base, k) for k in (1, 2, 4, 8)}) == 0.0

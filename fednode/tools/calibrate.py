@@ -42,7 +42,10 @@ the running federation a cluster file names:
   cores taking turns cost: one client thread calling 1 to 6 agents in turn,
   the CPU per call over every process (each wakes to caches the others
   filled: the simulator fits ``cold_us`` and ``cold_cap_us`` to its growth,
-  ``fedsim.machine.fit_cold``);
+  ``fedsim.machine.fit_cold``); and what a busy process saves: 1 to 8 client
+  threads calling one agent, the CPU per call over every process (a request
+  that finds the agent busy is read without a wake: ``wake_us``,
+  ``fedsim.machine.fit_wake``);
 * **the mount** (``--mount``, where FUSE works): the FUSE layer's costs and
   the kernel requests each system call becomes (``fednode.tools.calibrate_fuse``).
 
@@ -153,6 +156,7 @@ class Calibration:
         self.fold_client = self.clients[self.R].status()["transport"] != "tcp"
         self.contended: dict[int, dict[str, float]] = {}
         self.chained: dict[int, dict[str, float]] = {}
+        self.fanned: dict[int, dict[str, float]] = {}
         self.user = 1.0
 
     def close(self) -> None:
@@ -384,6 +388,55 @@ class Calibration:
             for c in [*clients.values(), *admin.values(), *(c for row in conns for c in row)]:
                 c.disconnect()
 
+    def fan_in(self, calls: int) -> dict[int, dict[str, float]]:
+        """k = 1, 2, 4, 8 client threads of this program all calling R (a ``stat`` of a name it
+        manages and holds), each on its own connection: as R fills up, a request finds it still
+        busy with another and is read without a wake, so the CPU per call over every process
+        falls (``machine.wake_us``, fitted by the simulator, ``fedsim.machine.fit_wake``)."""
+        ks = (1, 2, 4, 8)
+        conns = [Client(self.cluster, node=self.R) for _ in range(max(ks))]
+        R = self.clients[self.R]
+        d = f"{self.top}/fan_in"
+        R.call("pin", d, self.R)
+        R.mkdir(d)
+        files = names_managed_by(self.hashing, self.R, f"{d}/f", 20)
+        try:
+            for f in files:
+                R.call("pin", f, self.R)
+                R.create(f)
+            out: dict[int, dict[str, float]] = {}
+            for k in ks:
+                cpu: dict[int, int] = {}
+
+                def one(i: int, cpu: dict[int, int] = cpu) -> None:
+                    c = conns[i]
+                    for j in range(20):  # connected and warm before the clock
+                        c.stat(files[j])
+                    t0 = time.thread_time_ns()
+                    for j in range(calls):
+                        c.stat(files[(i + j) % 20])
+                    cpu[i] = time.thread_time_ns() - t0
+
+                before = R.call("profile", "snapshot")["cpu_ns"]
+                threads = [threading.Thread(target=one, args=(i,)) for i in range(k)]
+                w0 = time.perf_counter()
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                wall = time.perf_counter() - w0
+                agent = R.call("profile", "snapshot")["cpu_ns"] - before
+                total = k * calls
+                out[k] = {"cpu_per_call_us": round((agent + sum(cpu.values())) / total / 1000, 3),
+                          "calls_per_s": round(total / wall, 1)}  # fmt: skip
+            for f in files:
+                R.unlink(f)
+            R.rmdir(d)
+            return out
+        finally:
+            for c in conns:
+                c.disconnect()
+
     def chain(self, calls: int) -> dict[int, dict[str, float]]:
         """One client thread of this program calling 1, 2, ... agents in turn (call j a ``stat`` at
         agent j mod k on a name it manages and holds): one process runs at a time, yet the CPU per
@@ -472,6 +525,7 @@ class Calibration:
             runs = [self.contention(self.repeat * 4) for _ in range(3)]
             self.contended = _median_runs(runs)
             self.chained = _median_runs([self.chain(self.repeat * 8) for _ in range(3)])
+            self.fanned = _median_runs([self.fan_in(self.repeat * 4) for _ in range(3)])
         finally:
             for n in self.cluster.spec.members:
                 with Client(self.cluster, node=n) as c:
@@ -821,6 +875,10 @@ def report(fitted: dict[str, Any], prof: dict[str, Any], spread_target: float) -
         rows = [[k, f"{v['cpu_per_call_us']:.1f}", f"{v['calls_per_s']:,.0f}"] for k, v in m["contention"].items()]
         lines.append("\ncontention: client threads calling agents at once (stat, 0 hop), all processes' CPU per call:")
         lines.append(table(["threads", "CPU us per call", "calls/s"], rows))
+    if m.get("fan_in"):
+        rows = [[k, f"{v['cpu_per_call_us']:.1f}", f"{v['calls_per_s']:,.0f}"] for k, v in m["fan_in"].items()]
+        lines.append("\nfan-in: client threads calling one agent at once (stat, 0 hop), all processes' CPU per call:")
+        lines.append(table(["threads", "CPU us per call", "calls/s"], rows))
     if m.get("chain"):
         rows = [[k, f"{v['cpu_per_call_us']:.1f}", f"{v['calls_per_s']:,.0f}"] for k, v in m["chain"].items()]
         lines.append("\nchain: one client thread calling agents in turn (stat, 0 hop), all processes' CPU per call:")
@@ -892,6 +950,7 @@ def calibrate(
     prof = profile_of(fitted, len(fits), worst, (load0, os.getloadavg()[0]), label, hosts, capacity)
     prof["machine"]["contention"] = cal.contended
     prof["machine"]["chain"] = cal.chained
+    prof["machine"]["fan_in"] = cal.fanned
     prof["machine"]["client_user_share"] = round(cal.user, 3)
     if fuse is not None:
         prof["machine"]["fuse"] = fuse
