@@ -143,6 +143,7 @@ def fitted_contention(path: Path, mach: dict[str, Any]) -> dict[str, float]:
         if contention:
             measured = {int(k): float(v["cpu_per_call_us"]) for k, v in contention.items()}
             rates = {int(k): float(v["calls_per_s"]) for k, v in contention.items() if "calls_per_s" in v}
-            out["oversub_share"], out["capacity"] = fit_contention(params, measured, rates)
+            fan_rates = {int(k): float(v["calls_per_s"]) for k, v in fan_in.items() if "calls_per_s" in v}
+            out["oversub_share"], out["capacity"] = fit_contention(params, measured, rates, fan_rates)
         _FITTED[key] = out
     return _FITTED[key]

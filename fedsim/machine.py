@@ -41,7 +41,9 @@ from a ``fednode calibrate`` profile) turns the model on:
   ``mix_agent`` (``mix_client`` at a client) more, measured on an interleaved
   cycle of every call;
 * **oversubscribed cores**: a job started while more of its host's
-  processes are runnable (have CPU work booked) than the host has cores costs
+  processes are runnable (have CPU work booked; a client program's threads
+  are the program: their kernel work is a few microseconds between sleeps,
+  and the census sees no preemption of them) than the host has cores costs
   ``oversub_share`` more: the context switch and the caches it finds cold,
   which a contention microbenchmark of ``fednode calibrate`` measures
   (``fit_contention``).  Once, however many processes wait: a cache gone cold
@@ -68,17 +70,19 @@ from a ``fednode calibrate`` profile) turns the model on:
   ``fit_cold`` fits): four agents and their clients, where every hop wakes a
   process the others evicted, cost 1.4 to 1.7 times the model without it
   (``experiments.validation``'s SFS97 at 4 agents, census);
-* **cores worth less than whole**: a job started while other cores of its
-  host are busy runs ``in_use / capacity`` slower when ``capacity`` (cores'
-  worth side by side) is below the cores in use.  Processes that hand work
+* **cores worth less than whole**: a job that wakes its process (submitted
+  while the process had nothing booked) while other cores of its host are
+  busy runs ``in_use / capacity`` slower when ``capacity`` (cores' worth side
+  by side) is below the cores in use; a job of a process that never slept
+  keeps its core (a saturated agent's CPU per operation falls, census).  Processes that hand work
   to each other by messages do not keep a VM's cores busy as CPU-bound ones
   do: on this 2-vCPU VM, 2 to 4 client threads calling agents keep 1.45 to
   1.7 cores busy with processes waiting to run (``fednode.tools.census``),
   while two spinning processes get 1.9 cores' worth.  The wake-ups, the
   scheduler's placement of a woken process and the vCPUs' halts are not
   modelled one by one; their sum is: ``capacity`` is fitted by simulating
-  the contention microbenchmark of ``fednode calibrate`` until its calls per
-  second are the measured ones (``fit_contention``), and the model spends it
+  the contention and fan-in microbenchmarks of ``fednode calibrate`` until
+  their calls per second are the measured ones (``fit_contention``), and the model spends it
   as slower CPU (its CPU per call is then above the processes' measured CPU:
   the difference is core time nobody ran on);
 * **local file system**: the storage model's cost of a ``Local`` operation is
@@ -255,23 +259,26 @@ class Machine:
             self.add_proc(proc, self.host_of_node(proc))  # type: ignore[arg-type]
             st = self.procs[proc]
         start = st.free
-        if start < now:
+        woken = start < now  # its process was idle: the scheduler wakes it and places it on a core
+        if woken:
             start = now
         cores = st.cores
         if self.cold:
             # Cold caches: the other processes of the host that ran since this one's last job filled
-            # its cores' caches; beyond as many as there are cores, each costs a refill, up to all of it.
+            # its cores' caches; beyond as many as there are cores, each costs a woken job a refill,
+            # up to all of it.  A job of a process that never slept runs on the core it kept, warm.
             space = st.space
-            seq = space.seq
-            others = sum(1 for q in st.peers if q.space is q and q.seq > seq) - len(cores)
-            if others > 0:
-                us += self.cold_cost(others)
+            if woken:
+                seq = space.seq
+                others = sum(1 for q in st.peers if q.space is q and q.seq > seq) - len(cores)
+                if others > 0:
+                    us += self.cold_cost(others)
             self.jobs += 1
             space.seq = self.jobs
         if self.share:
             # Oversubscribed cores: the other processes of the host with work booked beyond now are
             # runnable; more of them than cores make this job dearer (a switch, cold caches).
-            runnable = 1 + sum(1 for q in st.peers if q is not st and q.free > now)
+            runnable = 1 + sum(1 for q in st.peers if q is not st and q.space is q and q.free > now)
             if runnable > len(cores):
                 us *= 1.0 + self.share
         # the core that frees first (the lowest on a tie)
@@ -286,9 +293,10 @@ class Machine:
             i = cores.index(free)
         if free > start:
             start = free
-        if self.cap:
+        if self.cap and woken:
             # Cores that are not whole: with k of them busy at once the host does cap's worth of
-            # work, not k; a job started beside busy cores runs that much slower.
+            # work, not k; a job that wakes its process beside busy cores runs that much slower
+            # (one of a process that never slept keeps its core: a saturated agent).
             in_use = 1 + sum(1 for c in cores if c > start)
             if in_use > self.cap:
                 us *= in_use / self.cap
@@ -489,18 +497,17 @@ def fit_cold(params: MachineParams, measured: dict[int, float]) -> tuple[float, 
     return cold, (0.0 if not cap or cap >= cold * most - 1e-6 else round(cap, 2))
 
 
-def fan_in_bench(params: MachineParams, threads: int, calls: int = 200) -> float:
-    """The fan-in microbenchmark of ``fednode calibrate``, simulated on whole cores: ``threads``
-    client threads of one program all calling node 0 (a ``stat`` of a file it manages and holds),
-    all on one host.  CPU per call over all processes: as the agent fills up, its requests find it
+def fan_in_bench(params: MachineParams, threads: int, calls: int = 200) -> tuple[float, float]:
+    """The fan-in microbenchmark of ``fednode calibrate``, simulated: ``threads`` client threads of
+    one program all calling node 0 (a ``stat`` of a file it manages and holds), all on one host.
+    (CPU per call over all processes, calls per s.)  As the agent fills up, its requests find it
     busy and its receipts stop paying for a wake (``wake_us``)."""
     from fedsim.network import LogGP
     from fedsim.protocol.config import ProtocolConfig
     from fedsim.protocol.hashing import names_managed_by
     from fedsim.runtime import SimCluster
 
-    whole = replace(params, hosts=1, capacity=0.0)
-    c = SimCluster(2, network=LogGP(0, 0, 0, 0), protocol=ProtocolConfig(), machine=whole)
+    c = SimCluster(2, network=LogGP(0, 0, 0, 0), protocol=ProtocolConfig(), machine=replace(params, hosts=1))
     c.preload_summaries()
     files = names_managed_by(c.nodes[0].view.hashing, 0, "/f/f", 20)
     c.env.run(until=c.env.process(c.client_op(0, 0, "mkdir", "/f")))
@@ -514,8 +521,10 @@ def fan_in_bench(params: MachineParams, threads: int, calls: int = 200) -> float
     c.env.run(until=c.env.all_of([c.env.process(client(i, 10)) for i in range(threads)]))
     assert c.machine is not None
     c.machine.clear_busy()
+    t0 = c.env.now
     c.env.run(until=c.env.all_of([c.env.process(client(i, calls)) for i in range(threads)]))
-    return sum(c.machine.busy.values()) / (threads * calls)
+    total = threads * calls
+    return sum(c.machine.busy.values()) / total, total / (c.env.now - t0) * 1e6
 
 
 def fit_wake(params: MachineParams, measured: dict[int, float]) -> float:
@@ -527,18 +536,22 @@ def fit_wake(params: MachineParams, measured: dict[int, float]) -> float:
     ks = sorted(k for k in measured if k >= 2)
     if 1 not in measured or not ks or params.o_us <= 0:
         return 0.0
-    level = measured[1] / fan_in_bench(params, 1)
+    whole = replace(params, capacity=0.0)  # processes' CPU, as measured: no lost core time in it
+    level = measured[1] / fan_in_bench(whole, 1)[0]
 
     def error(wake: float) -> float:
-        p = replace(params, wake_us=wake)
-        return sum((fan_in_bench(p, k) * level / measured[k] - 1.0) ** 2 for k in ks)
+        p = replace(whole, wake_us=wake)
+        return sum((fan_in_bench(p, k)[0] * level / measured[k] - 1.0) ** 2 for k in ks)
 
     best = _golden(error, 0.0, params.o_us)
     return 0.0 if error(0.0) <= error(best) else round(best, 3)
 
 
 def fit_contention(
-    params: MachineParams, measured: dict[int, float], rates: dict[int, float] | None = None
+    params: MachineParams,
+    measured: dict[int, float],
+    rates: dict[int, float] | None = None,
+    fan_rates: dict[int, float] | None = None,
 ) -> tuple[float, float]:
     """``(oversub_share, capacity)`` from the contention microbenchmark, simulated.
 
@@ -550,8 +563,10 @@ def fit_contention(
 
     ``capacity``: then, the cores' worth for which it makes the calls per second
     the real one made (``rates``: threads -> calls/s) at every count of two
-    threads or more, on [1, cores]; 0 (whole cores) when whole cores fit as
-    well, or without ``rates``.  Both relative to one thread's."""
+    threads or more, and the fan-in microbenchmark's (``fan_rates``: threads
+    calling one agent, whose one process never sleeps once it is full), on
+    [1, cores]; 0 (whole cores) when whole cores fit as well, or without
+    ``rates``.  All relative to one thread's."""
     ks = [k for k in sorted(measured) if k >= 2]
     if not ks:
         return 0.0, 0.0
@@ -575,9 +590,15 @@ def fit_contention(
     assert rates is not None
     shared = replace(whole, oversub_share=share)
 
+    fk = [k for k in sorted(fan_rates or {}) if k >= 2]
+    fan1 = fan_rates[1] / fan_in_bench(shared, 1)[1] if fan_rates and 1 in fan_rates else 1.0
+
     def rate_error(cap: float) -> float:
         p = replace(shared, capacity=cap)
-        return sum((contention_bench(p, k)[1] * rate1 / rates[k] - 1.0) ** 2 for k in rk)
+        e = sum((contention_bench(p, k)[1] * rate1 / rates[k] - 1.0) ** 2 for k in rk)
+        if fan_rates and 1 in fan_rates:
+            e += sum((fan_in_bench(p, k)[1] * fan1 / fan_rates[k] - 1.0) ** 2 for k in fk)
+        return e
 
     cap = _golden(rate_error, 1.0, float(params.cores))
     return share, (0.0 if rate_error(0.0) <= rate_error(cap) else round(cap, 3))

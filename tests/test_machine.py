@@ -341,6 +341,19 @@ def test_a_receipt_at_a_busy_process_does_not_pay_for_a_wake() -> None:
     assert m.run(0, 22.0, 5.0) == 28.0  # other work is priced as before
 
 
+def test_only_a_woken_job_loses_core_time_or_finds_its_caches_cold() -> None:
+    """A process that never slept keeps its core: beside a busy core its jobs run at full speed
+    (``capacity``) and on warm caches (``cold_us``); one that slept pays both when it wakes."""
+    m = Machine(MachineParams(hosts=1, cores=2, capacity=1.0, cold_us=3.0), n_nodes=5)
+    m.run(1, 1.0, 100.0)  # the other core busy until 101
+    assert m.run(0, 1.0, 10.0) == 21.0  # 0 wakes beside it: 2 cores in use on 1 core's worth, twice as long
+    assert m.run(0, 5.0, 10.0) == 31.0  # queued behind its own work: it never slept, full speed
+    for p in (2, 3, 4):
+        m.run(p, 200.0 + p, 1.0)
+    assert m.run(0, 300.0, 10.0) == 313.0  # woken after 2, 3 and 4 ran: one beyond the cores
+
+
+
 def test_fit_wake_recovers_the_discount_the_fan_in_was_simulated_with() -> None:
     from dataclasses import replace
 
@@ -348,7 +361,7 @@ def test_fit_wake_recovers_the_discount_the_fan_in_was_simulated_with() -> None:
 
     base = _contention_params()
     truth = replace(base, wake_us=5.0)
-    cpu = {k: fan_in_bench(truth, k) for k in (1, 2, 4, 8)}
+    cpu = {k: fan_in_bench(truth, k)[0] for k in (1, 2, 4, 8)}
     assert cpu[8] < cpu[2] < cpu[1]  # the busier the agent, the fewer wakes it pays for
     assert fit_wake(base, cpu) == pytest.approx(5.0, abs=0.1)
-    assert fit_wake(base, {k: fan_in_bench(base, k) for k in (1, 2, 4, 8)}) == 0.0
+    assert fit_wake(base, {k: fan_in_bench(base, k)[0] for k in (1, 2, 4, 8)}) == 0.0
