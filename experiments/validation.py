@@ -587,7 +587,8 @@ POINTS = {"latency": latency_points, "sfs97": sfs_points, "postmark": postmark_p
 #: what a miss of each workload points at first, in the words of the models (``fedsim.machine``)
 SUSPECTS = {
     "latency": "the per-request CPU costs (dispatch_us, call_us) or the flight L: a cell's path is sequential",
-    "sfs97": "the shared cores and the client program's one process (the GIL): contention among processes",
+    "sfs97": "the shared cores and how the scheduler places woken processes (capacity), the client program's "
+    "one process (the GIL), waking (wake_us, cold_us): contention among processes",
     "postmark api": "the shared cores, the client threads' GIL and the local file system's create/mkdir",
     "postmark mount": "the FUSE layer: callbacks per system call, the mount's CPU outside callbacks; "
     "`python -m experiments.postmark_agents` prints each kind of process's CPU, measured beside the model's",
