@@ -428,6 +428,7 @@ class Calibration:
                 agent = R.call("profile", "snapshot")["cpu_ns"] - before
                 total = k * calls
                 out[k] = {"cpu_per_call_us": round((agent + sum(cpu.values())) / total / 1000, 3),
+                          "client_cpu_per_call_us": round(sum(cpu.values()) / total / 1000, 3),
                           "calls_per_s": round(total / wall, 1)}  # fmt: skip
             for f in files:
                 R.unlink(f)
