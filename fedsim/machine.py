@@ -155,9 +155,11 @@ class _Proc:
     host's processes' states (the host's list, shared: ``oversub_share``),
     when its thread is free, and the CPU booked for it (``Machine.busy``)."""
 
-    __slots__ = ("busy", "cores", "free", "key", "peers", "ran", "seq", "space")
+    __slots__ = ("busy", "cores", "free", "key", "peers", "ran", "recent", "space")
 
-    def __init__(self, key: Hashable, cores: list[float], peers: list[_Proc], space: _Proc | None = None) -> None:
+    def __init__(
+        self, key: Hashable, cores: list[float], peers: list[_Proc], recent: list[_Proc], space: _Proc | None = None
+    ) -> None:
         self.key = key
         #: whose caches its jobs use: its own, or for a thread of a client program the program's (``cold_us``)
         self.space = self if space is None else space
@@ -166,7 +168,9 @@ class _Proc:
         self.free = 0.0
         self.busy = 0.0
         self.ran = False  # in ``Machine.ran`` (a job booked since the last ``clear_busy``)
-        self.seq = 0  # when its last job started, in jobs booked on the machine (``cold_us``)
+        #: the host's processes (spaces) by their last job's start, latest first (the host's list,
+        #: shared; ``cold_us``): those before this one's ran since it last did
+        self.recent = recent
 
 
 class Machine:
@@ -179,8 +183,8 @@ class Machine:
     other queues do."""
 
     __slots__ = ("_G", "_L", "_Lc", "_byte", "_clients", "_o", "_oc", "cap", "cold", "cold_cap", "core_free",
-                 "host_procs", "host_states", "jobs", "last", "n_nodes", "p", "proc_host", "procs", "ran",
-                 "share", "wake")  # fmt: skip
+                 "depth", "host_procs", "host_recent", "host_states", "last", "n_nodes", "p", "proc_host", "procs",
+                 "ran", "share", "wake")  # fmt: skip
 
     def __init__(self, params: MachineParams, n_nodes: int) -> None:
         if params.cores <= 0:
@@ -199,7 +203,10 @@ class Machine:
         self.share = params.oversub_share
         self.cap = params.capacity
         self.cold, self.cold_cap = params.cold_us, params.cold_cap_us
-        self.jobs = 0  # jobs booked so far (``_Proc.seq``)
+        # how many processes the recency lists keep: those a refill counts, up to its cap (0: all of them)
+        cap_n = -(-params.cold_cap_us // params.cold_us) if params.cold_us and params.cold_cap_us else 0
+        self.depth = int(params.cores + cap_n + 1) if cap_n else 0
+        self.host_recent: dict[int, list[_Proc]] = {}
         self.wake = params.wake_us
         self._o, self._byte = params.o_us, params.byte_us
         self._L, self._G = params.L_us, params.G_us_per_byte
@@ -235,7 +242,8 @@ class Machine:
             if cores is None:
                 cores = self.core_free[host] = [0.0] * self.p.cores
             peers = self.host_states.setdefault(host, [])
-            st = self.procs[proc] = _Proc(proc, cores, peers, None if space is None else self.procs[space])
+            recent = self.host_recent.setdefault(host, [])
+            st = self.procs[proc] = _Proc(proc, cores, peers, recent, None if space is None else self.procs[space])
             peers.append(st)
         return proc
 
@@ -268,13 +276,21 @@ class Machine:
             # its cores' caches; beyond as many as there are cores, each costs a woken job a refill,
             # up to all of it.  A job of a process that never slept runs on the core it kept, warm.
             space = st.space
-            if woken:
-                seq = space.seq
-                others = sum(1 for q in st.peers if q.space is q and q.seq > seq) - len(cores)
-                if others > 0:
-                    us += self.cold_cost(others)
-            self.jobs += 1
-            space.seq = self.jobs
+            recent = st.recent
+            try:
+                since = recent.index(space)  # the processes that ran since its last job
+            except ValueError:
+                since = len(recent)  # never ran (or more ran since than a refill counts)
+            if woken and since > len(cores):
+                us += self.cold_cost(since - len(cores))
+            if since < len(recent):
+                if since:  # to the front
+                    del recent[since]
+                    recent.insert(0, space)
+            else:
+                recent.insert(0, space)
+                if self.depth and len(recent) > self.depth:
+                    del recent[self.depth :]
         if self.share:
             # Oversubscribed cores: the other processes of the host with work booked beyond now are
             # runnable; more of them than cores make this job dearer (a switch, cold caches).
