@@ -300,7 +300,8 @@ from fedsim.protocol.tables import DIR_ENTRY, DTEntry
 @register_request
 @dataclass(slots=True, frozen=True)
 class Rename(Request):
-    """Rename ``old`` to ``new`` (same parent) at their directory's manager.  Reply: new's home."""
+    """Rename ``old`` to ``new`` at the target directory's manager.  Reply:
+    new's home (-1: a directory, which has none)."""
 
     reply: ClassVar[Any] = int
     old: str
@@ -312,7 +313,8 @@ class Rename(Request):
 @dataclass(slots=True, frozen=True)
 class RenameSource(Request):
     """Hold ``old``'s directory for a rename to ``new`` in another directory:
-    ``old`` is in doubt (EAGAIN) until ``RenameSourceEnd``.  Reply: old's home."""
+    ``old`` is in doubt (EAGAIN) until ``RenameSourceEnd``.  Reply: old's home
+    (-1: a directory, whose subtree the coordinator then freezes)."""
 
     reply: ClassVar[Any] = int
     old: str
