@@ -201,9 +201,11 @@ rename of directory ``old`` to ``new`` changes:
    so the new managers rebuild theirs on demand and no stale answer names
    an old path;
 4. the summaries: each holder tells the new managers of its directories
-   under ``new`` that it holds them (``SummaryAdd``, one per directory per
-   holder: the only cost that grows with the tree, and only with its
-   directories); the old paths stay in the Bloom filters, false positives.
+   under ``new`` that it holds them (``SummaryAdd``, one acknowledged call
+   per directory per holder: the only cost that grows with the tree, and
+   only with its directories), at the prepare, so that no merge after the
+   commit can miss a holder; the old paths stay in the Bloom filters, and
+   the new ones are false positives until the commit.
 
 No file data moves and no file changes home.  The cost is two messages
 per member (prepare, finish), the parents' holds, and the summaries.  A
@@ -216,10 +218,11 @@ directory), after D1's hold (``RenameSource`` answers -1: a directory)::
     PM2 -> every member, in id order   DirRenamePrepare(old, new)   freeze both subtrees; no file open
                                                                      under old (EBUSY), nothing in flight
                                                                      under either (EAGAIN), the local new
-                                                                     absent or empty (ENOTDIR, ENOTEMPTY)
+                                                                     absent or empty (ENOTDIR, ENOTEMPTY);
+                                                                     a holder summarises new's directories
          --- commit point: PM2's VD of D2 names new a directory (and drops old, within one directory) ---
-    PM2 -> every member                DirRenameFinish(old, new, True)   rename the local part, forget,
-                                                                         summarise; the freeze ends
+    PM2 -> every member                DirRenameFinish(old, new, True)   rename the local part, forget;
+                                                                         the freeze ends
     PM2 -> PM1                         RenameSourceEnd(old, new, True)   D1's VD drops old; its doubt ends
 
 EINVAL (into its own subtree) and ENOTDIR (onto a file) come before the
@@ -239,11 +242,14 @@ at the commit point; D1's listing and its lookup of ``old`` are in doubt
 member's finish.  A lookup under ``old`` after the commit reaches a node
 that is frozen (EAGAIN) or finished (ENOENT: the rename is over there, and
 it committed before); under ``new``, a frozen node (EAGAIN) or the moved
-tree, merged from finished holders only (an unfinished holder answers its
-merge's ReadDir EAGAIN).  So every observation is of the state before the
+tree, merged from finished holders only (every holder is a candidate of
+the merge since its prepare's summaries, and an unfinished one answers its
+ReadDir EAGAIN, which fails the merge: ``Directory._merge``).  So every observation is of the state before the
 commit or after it, never both names nor neither.
 
-Failures as for a file.  Before the commit, a refusal or a member that
+Failures as for a file.  Every member takes part: with one down, the
+rename fails EHOSTDOWN (and leaves no trace) until it is back or evicted.
+Before the commit, a refusal or a member that
 does not answer undoes every freeze in reverse order (``DirRenameFinish``
 with commit False) and leaves no trace; a view change between the first
 prepare and the commit fails the rename EAGAIN (a joiner was not frozen).
