@@ -1405,7 +1405,7 @@ SCENARIOS.append(
             (0, "rename", ("/t/n", "/nowhere/c")),  # 13: ENOENT: the target's directory is missing
             (0, "rename", ("/t/n", "/u/sub")),  # EISDIR: onto a directory
             (2, "rename", ("/s/none", "/u/c")),  # ENOENT: the source is missing
-            (3, "rename", ("/t/sub", "/u/sub2")),  # EXDEV: a directory
+            (3, "rename", ("/t/sub", "/u/sub2")),  # a directory (the scenario below for the details)
             (0, "rename", ("/t/n", "/t/x/y")),  # ENOTDIR: the target's directory is a file
             (2, "open", ("/t/n",)),  # 18
             (3, "rename", ("/t/n", "/s/a")),  # EBUSY: open; every hold rolled back
@@ -1428,6 +1428,59 @@ SCENARIOS.append(
     )
 )
 
+
+SCENARIOS.append(
+    Scenario(
+        # issue 24: a rename of a directory, by two-phase commit (``rename: 2pc``).  mod_n
+        # over 5 nodes: /p and /q are managed by node 4 (the coordinator of moves into /q),
+        # /p/d's manager is 2.  /p/d has parts on nodes 0, 1 and 2; every member freezes
+        # both subtrees (prepare), then renames its own part in its local tree (finish): no
+        # file moves between nodes, the inode numbers stay.
+        "rename of a directory, atomic by two-phase commit, and its errors",
+        5,
+        files={
+            0: [("/p/d/f0", b"f0 on n0")],
+            1: [("/p/d/s/f1", b"f1 on n1")],
+            2: [("/p/d/s/f2", b"f2 on n2"), ("/q/full/x", b"x")],
+            4: [("/p/o", b"o")],
+        },
+        dirs={3: ["/q/empty"]},
+        ops=[
+            (0, "getattr", ("/p/d/s/f1",)),  # 0
+            (1, "stat", ("/p/d/f0",)),  # node 1 caches /p/d/f0 -> 0
+            (2, "rename", ("/p/d", "/q/d")),  # across directories
+            (3, "readdir", ("/p",)),
+            (4, "readdir", ("/q/d",)),
+            (0, "readdir", ("/q/d/s",)),
+            (1, "stat", ("/p/d/f0",)),  # 6: ENOENT (its cached entry was forgotten by the finish)
+            (0, "getattr", ("/q/d/s/f1",)),  # the same file, the same inode number
+            (3, "open", ("/q/d/s/f2",)),
+            (3, "read", (FD, 0, 100)),
+            (3, "close", (FD,)),
+            (1, "rename", ("/q/d", "/q/d/s/x")),  # 11: EINVAL: into its own subtree
+            (1, "rename", ("/q/d", "/p/o")),  # ENOTDIR: a directory over a file
+            (1, "rename", ("/p/o", "/q/d")),  # EISDIR: a file over a directory
+            (2, "rename", ("/q/d", "/q/full")),  # ENOTEMPTY
+            (2, "open", ("/q/d/f0",)),  # 15
+            (4, "rename", ("/q/d", "/p/d")),  # EBUSY: a file under it is open; every freeze undone
+            (2, "close", (FD,)),
+            (4, "rename", ("/q/d", "/q/empty")),  # 18: within a directory, over an empty directory
+            (0, "readdir", ("/q",)),
+            (0, "rename", ("/q/empty", "/q/empty")),  # no-op
+            (3, "rename", ("/q/nope", "/p/nope")),  # ENOENT
+            (3, "rename", ("/", "/p/r")),  # EBUSY: the root
+            (1, "create", ("/q/empty/s/new",)),  # 23
+            (2, "readdir", ("/q/empty/s",)),
+            (3, "mkdir", ("/p/d",)),  # the old name is free again
+            (4, "readdir", ("/p",)),
+            (1, "getattr", ("/q/empty/s/f1",)),  # 27
+            (0, "rmdir", ("/q/full",)),  # ENOTEMPTY still
+            (0, "rename", ("/q", "/q/empty/s/q2")),  # EINVAL: into its own subtree, deeper
+            (2, "readdir", ("/",)),
+        ],
+        same_ino=[(0, 7, 27)],
+    )
+)
 
 SCENARIOS.append(
     Scenario(

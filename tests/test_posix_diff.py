@@ -7,7 +7,7 @@ the mount with none skipped and none failed.
 The hypothesis runs are derandomized (the same examples in every CI run) and
 small; ``python -m tests.posix_diff N`` explores further.  Where the mount
 refuses by design (the README's list), the local side refuses the same way
-(``RUNNER``'s ``refused_rename``) so the rest of a sequence still compares.
+(``RUNNER``'s ``refused_fstat``) so the rest of a sequence still compares.
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ PINNED = {
         ["fstat", 0],
         ["listdir", "."],
     ],
-    # a directory is EXDEV (documented): the local side refuses it the same way
+    # a directory is renamed (issue 24), over an empty one too; it was EXDEV (documented) before
     "rename_directory": [["mkdir", "d", 0o755], ["rename", "d", "a"], ["mkdir", "e", 0o755], ["rename", "d", "e"]],
     # ENOENT (the protocol's): the file's home pruned its implicit copy of d when the file left, d's VD
     # still listed that holder, and chmod went to every holder (now passed over, as getattr passes it)

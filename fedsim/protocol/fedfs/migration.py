@@ -96,6 +96,7 @@ import errno
 import random
 import struct
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -339,6 +340,10 @@ class Migration(Renaming):
             # period; with no policy running, the file requests served so far).
             "loads": {str(n): round(v, 3) for n, v in sorted(self._known_loads().items())},
         }
+
+    def dir_busy(self, near: Callable[[str], bool]) -> list[str]:
+        """A migration in flight under a directory rename's paths (``rename.py``)."""
+        return super().dir_busy(near) + [p for p in (*self.incoming, *self.outgoing) if near(p)]
 
     def _known_loads(self) -> dict[int, float]:
         return {**{n: v for n, (_, v) in self.loads.items()}, self.id: self.load if self.round else self.served}
