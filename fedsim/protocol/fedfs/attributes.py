@@ -68,7 +68,8 @@ mode, owner and times, so one rule picks the answer and keeps giving it:
   (synchronise them); a copy made or pruned in a subdirectory's parent (a
   create in ``/a/b`` at a node that held no ``/a/b``) moves ``/a``'s times
   too, at that node, although ``/a``'s entries did not change; a migration
-  moves its file's directory's times.  A setattr (chmod, chown, utimens)
+  moves its file's directory's times; a suspect holder (not asked for
+  ``SUSPECT_S``) is missed.  A setattr (chmod, chown, utimens)
   reaches every copy, so it sets what the rule answers.
 
 ``UTIME_NOW`` is the clock of the node whose local file system holds the
