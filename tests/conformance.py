@@ -61,6 +61,12 @@ class Scenario:
     owners: bool = False
     #: the design the scenario runs on (``fedsim.protocol.designs``; a config's ``protocol.architecture``)
     architecture: str = "fedfs"
+    #: (i, j, how): getattr results i and j of one name, and how the calls between moved its mtime and
+    #: ctime: "+" advanced, "=" unchanged (``check_times``: POSIX's rules, checked in every world)
+    times: list[tuple[int, int, str]] = field(default_factory=list)
+    #: seconds of wall clock before each operation: past a real file system's clock tick (4 ms at 250 Hz),
+    #: so that a change after another shows a later time in every world (the simulated ones move anyway)
+    pause_s: float = 0.0
 
 
 # A pseudo-operation: (node, OUTSIDE, (path, data)) writes a file straight
@@ -547,6 +553,16 @@ def view(op: str, value: Any, owners: bool = False) -> Any:
     return value
 
 
+def check_times(sc: Scenario, raw: list[Any], world: str) -> None:
+    """``sc.times``: the mtime and ctime of getattr result j against result i, as POSIX says the
+    calls between move them (the values are each world's clock: only their order is compared)."""
+    for i, j, how in sc.times:
+        a, b = raw[i], raw[j]
+        assert not isinstance(a, BaseException) and not isinstance(b, BaseException), (world, i, j, a, b)
+        got = "".join("+" if b[k] > a[k] else "=" if b[k] == a[k] else "-" for k in (7, 8))
+        assert got == how, f"{world}: ops {i}..{j} ({sc.ops[i][2][0]}): mtime, ctime moved {got!r}, not {how!r}"
+
+
 def check_inos(sc: Scenario, raw: list[Any], world: str) -> None:
     """The inode numbers of ``sc.same_ino``'s groups are equal, never 0, 1 only for the root."""
     for group in sc.same_ino:
@@ -829,6 +845,8 @@ def _play(
     router = Router("home", FederationSpec(range(sc.nodes), placement=sc.placement))
     opened_at = 0  # the node of the last routed open
     for node, op, args in sc.ops:
+        if sc.pause_s:
+            time.sleep(sc.pause_s)
         routed = node == ROUTED
         if routed:
             node = opened_at if FD in args else router.entry(0, args[0])
@@ -1187,8 +1205,8 @@ def verbs_missing() -> str | None:
 __all__ = [
     "CRASH", "DETECT", "GUEST_RPC_TIMEOUT_MS", "JOIN", "LEAVE", "OUTSIDE", "OUTSIDE_LINK", "RDMA_DEVICES", "RESTART",
     "SCENARIOS", "Outcome", "Scenario",
-    "check_inos", "owners_missing", "run_direct", "run_inproc", "run_sim", "run_tcp", "run_verbs", "until",
-    "verbs_missing",
+    "check_inos", "check_times", "owners_missing", "run_direct", "run_inproc", "run_sim", "run_tcp", "run_verbs",
+    "until", "verbs_missing",
 ]  # fmt: skip
 
 SCENARIOS.append(
@@ -1750,6 +1768,93 @@ SCENARIOS.append(
             (1, "write", (FD, 8192 * 3 - 1, b"end")),
             (1, "close", (FD,)),
             (1, "readdir", ("/",)),
+        ],
+    )
+)
+
+_OMIT = (KEEP, KEEP, UTIME_OMIT, UTIME_OMIT)
+SCENARIOS.append(
+    Scenario(
+        # issue 22, timestamps as POSIX says: a directory's mtime and ctime move on every change of its
+        # entries wherever the entry's home is (/t is node 0's; its files' homes are nodes 1 and 2:
+        # implicit copies, pruned again, which the directory's manager then touches at node 0); a
+        # file's ctime on chmod, link, unlink of another name and rename, both on truncate and
+        # write; nothing on a failed call.  (mod_n over 4 nodes: /t/a, /t/c, /t/z, /t/p: home 2,
+        # /t/sub, /t/y, /r1: home 1.)
+        "timestamps: parents and files move as POSIX says",
+        4,
+        dirs={0: ["/t", "/u"]},
+        pause_s=0.01,
+        ops=[
+            (3, "getattr", ("/t",)),
+            (1, "create", ("/t/a",)),
+            (3, "getattr", ("/t",)),
+            (2, "create", ("/t/a",)),  # EEXIST
+            (3, "getattr", ("/t",)),
+            (0, "getattr", ("/t/a",)),  # 5
+            (1, "setattr", ("/t/a", 0o600, *_OMIT)),
+            (0, "getattr", ("/t/a",)),
+            (3, "getattr", ("/t",)),
+            (2, "truncate", ("/t/a", 5)),
+            (0, "getattr", ("/t/a",)),  # 10
+            (1, "link", ("/t/a", "/t/c")),
+            (0, "getattr", ("/t/a",)),
+            (3, "getattr", ("/t",)),
+            (1, "rename", ("/t/c", "/t/z")),
+            (0, "getattr", ("/t/z",)),  # 15
+            (3, "getattr", ("/t",)),
+            (2, "unlink", ("/t/z",)),
+            (0, "getattr", ("/t/a",)),
+            (3, "getattr", ("/t",)),
+            (1, "unlink", ("/t/a",)),  # 20: node 2's copy of /t is pruned
+            (3, "getattr", ("/t",)),
+            (1, "mkdir", ("/t/sub",)),
+            (3, "getattr", ("/t",)),
+            (2, "rmdir", ("/t/sub",)),  # node 1's copy of /t is pruned
+            (3, "getattr", ("/t",)),  # 25
+            (0, "unlink", ("/t/none",)),
+            (2, "rmdir", ("/t/none",)),
+            (3, "getattr", ("/t",)),
+            (0, "symlink", ("x", "/t/p")),
+            (3, "getattr", ("/t",)),  # 30
+            (3, "getattr", ("/",)),
+            (1, "create", ("/r1",)),
+            (3, "getattr", ("/",)),
+            (3, "getattr", ("/u",)),
+            (1, "rename", ("/t/p", "/u/x")),  # 35: across directories, node 2's /t pruned
+            (3, "getattr", ("/t",)),
+            (3, "getattr", ("/u",)),
+            (1, "rename", ("/t/none", "/u/y")),
+            (3, "getattr", ("/u",)),
+            (1, "create", ("/t/y",)),  # 40
+            (0, "getattr", ("/t/y",)),
+            (0, "open", ("/t/y",)),
+            (0, "write", (FD, 0, b"data")),
+            (0, "close", (FD,)),
+            (0, "getattr", ("/t/y",)),  # 45
+        ],
+        times=[
+            (0, 2, "++"),
+            (2, 4, "=="),
+            (5, 7, "=+"),
+            (4, 8, "=="),
+            (7, 10, "++"),
+            (10, 12, "=+"),
+            (8, 13, "++"),
+            (12, 15, "=+"),
+            (13, 16, "++"),
+            (15, 18, "=+"),
+            (16, 19, "++"),
+            (19, 21, "++"),
+            (21, 23, "++"),
+            (23, 25, "++"),
+            (25, 28, "=="),
+            (28, 30, "++"),
+            (31, 33, "++"),
+            (30, 36, "++"),
+            (34, 37, "++"),
+            (37, 39, "=="),
+            (41, 45, "++"),
         ],
     )
 )

@@ -554,7 +554,7 @@ class Migration(Renaming):
             pass
         d = split(path)[0]
         if d in self.implicit_dirs:
-            yield from self._prune(d)
+            yield from self._prune(d, changed=False)  # an aborted move's copy: no entry of d changed
 
     def local_entries(self, directory: str) -> Gen:
         """Dirmerge (a peer's ReadDir, or a merge here when this node is the

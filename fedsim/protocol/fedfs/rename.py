@@ -1220,7 +1220,7 @@ class Renaming(Requester):
             yield Local("rename", old, (new,))
         except OSError:
             if made:
-                yield from self._prune(parent(new))
+                yield from self._prune(parent(new), changed=False)  # a failed rename moves no time
             raise
 
     @handles(RenameGate)
