@@ -16,7 +16,7 @@ default protocol) and runs, for 1, 2 and 4 agents:
 * **SPEC SFS97, closed loop**: a file set laid into the agents' directories
   before they start (as the simulator's ``place`` lays it), then 1, 2, 4 ...
   client threads, each attached to one agent, running the mix back to back:
-  throughput per client count, up to saturation;
+  throughput per client count (the median of ``sfs_repeat`` runs), up to saturation;
 * **PostMark through the client API** (``experiments.postmark_agents``:
   one client per agent, ``route: hash``) and, where FUSE works, **through
   the mount**: the real ``postmark`` binary on a mount of each agent.
@@ -90,6 +90,10 @@ class Params(BaseModel):
     latency_repeat: int = Field(30, ge=5)
     sfs_clients: list[int] = Field(default_factory=lambda: [1, 2, 4, 8])
     sfs_ops: int = Field(600, ge=50)  # per client count
+    # runs of each client count on its federation, the measured rate their median: one run of a few
+    # thousand operations lasts a fraction of a second, in which the scheduler's placement of the
+    # processes on the cores settles one way or another (the same point measured 5,200 and 7,900 ops/s)
+    sfs_repeat: int = Field(3, ge=1)
     # operations run before the clock starts, in both worlds (the simulator's ``warmup_ops``): the real
     # clients' connections made, the agents' code warm, most files opened; 0: the clock starts at once
     sfs_warmup: int = Field(0, ge=0)
@@ -222,11 +226,14 @@ def lay_out(cluster: Cluster, files: list[str], dirs: list[str], sizes: dict[str
         path.write_bytes(bytes(sizes[f]))
 
 
-def sfs_real(cluster: Cluster, files: list[str], clients: int, ops: int, seed: int, warmup: int = 0) -> float:
+def sfs_real(
+    cluster: Cluster, files: list[str], clients: int, ops: int, seed: int, warmup: int = 0, tag: str = ""
+) -> float:
     """Closed-loop SFS97 on the agents: ``clients`` threads (client i at agent i mod N), ``ops`` in all; ops/s.
 
     The threads start, connect and run ``warmup`` operations in all before the clock starts (as the
-    simulator's ``warmup_ops``), so the rate is the steady state's, not a thread start's or a connection's."""
+    simulator's ``warmup_ops``), so the rate is the steady state's, not a thread start's or a connection's.
+    ``tag`` sets the names the run creates apart from another run's on the same federation."""
     members = cluster.spec.members
     names, weights = zip(*SFS97_MIX.items(), strict=True)
     p = np.array(weights, float) / sum(weights)
@@ -271,7 +278,7 @@ def sfs_real(cluster: Cluster, files: list[str], clients: int, ops: int, seed: i
                         fd = fds[path] = c.call("open", path)
                     c.call(op, fd, 0, IO if op == "read" else bytes(IO))
                 elif op == "create":
-                    new = f"{path}.c{i}_{len(made)}"
+                    new = f"{path}.c{tag}{i}_{len(made)}"
                     c.call("create", new)
                     made.append(new)
                 elif made:
@@ -534,7 +541,10 @@ def sfs_points(cfg: Config, params: Params, profile: Path, n: int, base: Path, s
     for k in params.sfs_clients:
         lay = functools.partial(lay_out, files=fs.files, dirs=fs.dirs, sizes=sizes)
         with start(n, base / f"sfs{k}", lay) as (_path, cluster):
-            measured = sfs_real(cluster, fs.files, k, params.sfs_ops, cfg.seed, params.sfs_warmup)
+            measured = statistics.median(
+                sfs_real(cluster, fs.files, k, params.sfs_ops, cfg.seed, params.sfs_warmup, tag=f"r{r}")
+                for r in range(params.sfs_repeat)
+            )
             scfg = sim_config(cfg, cluster, profile, n, {
                 "kind": "sfs97", "files": params.sfs_files, "dirs": params.sfs_dirs, "arrivals": "closed",
                 "clients": k, "ops": params.sfs_ops, "warmup_ops": params.sfs_warmup, "io_size": IO,
@@ -577,7 +587,8 @@ POINTS = {"latency": latency_points, "sfs97": sfs_points, "postmark": postmark_p
 #: what a miss of each workload points at first, in the words of the models (``fedsim.machine``)
 SUSPECTS = {
     "latency": "the per-request CPU costs (dispatch_us, call_us) or the flight L: a cell's path is sequential",
-    "sfs97": "the shared cores and the client program's one process (the GIL): contention among processes",
+    "sfs97": "the shared cores and how the scheduler places woken processes (capacity), the client program's "
+    "one process (the GIL), waking (wake_us, cold_us): contention among processes",
     "postmark api": "the shared cores, the client threads' GIL and the local file system's create/mkdir",
     "postmark mount": "the FUSE layer: callbacks per system call, the mount's CPU outside callbacks; "
     "`python -m experiments.postmark_agents` prints each kind of process's CPU, measured beside the model's",

@@ -170,7 +170,7 @@ from fedsim.protocol.attrs import (
 )
 from fedsim.protocol.effects import LOCAL_OPS
 from fedsim.protocol.messages import fs_error
-from fedsim.protocol.names import MAX_NAME, ROOT, InvalidPath, join, normalize
+from fedsim.protocol.names import MAX_NAME, ROOT, InvalidPath, join, normalize, under
 from fedsim.protocol.xattrs import allowed, check_list, check_name, check_set
 
 __all__ = ["FOREIGN_ERRNO", "ROOT_LOST_ERRNO", "LocalFS", "RootUnusable"]
@@ -184,8 +184,8 @@ ROOT_LOST_ERRNO = errno.EIO
 # Operations that change the namespace (or read the whole of it, as a summary refresh does): the root
 # is checked before they run, so none of them acts on a root that was moved away.
 _CHECKED_FIRST = frozenset(
-    {"create", "mkdir", "unlink", "rmdir", "rename", "setattr", "list_dirs", "symlink", "mknod", "link", "setxattr",
-     "removexattr"}
+    {"create", "mkdir", "unlink", "rmdir", "rename", "rename_dir", "setattr", "list_dirs", "symlink", "mknod", "link",
+     "setxattr", "removexattr"}
 )
 
 
@@ -743,10 +743,31 @@ class LocalFS:
         ``new`` missing.  A symlink or special file moves and is replaced as
         a file is.  Errors as MemFS: the source first (ENOENT, EISDIR), then
         the target (EISDIR for a directory, ENOENT when its parent is missing)."""
+        self._renameat(path, new, is_dir=False)
+        if self._open:  # neither path names the file a held descriptor was opened on any more
+            self._drop(path)
+            self._drop(new)
+
+    def rename_dir(self, path: str, new: str) -> None:
+        """Rename the directory ``path`` with everything under it, with one
+        ``renameat`` between the two confined parent descriptors: the same
+        inodes, an empty directory at ``new`` replaced atomically.  Errors
+        as MemFS: the source first (ENOENT, ENOTDIR, EBUSY for the root),
+        then the target (EINVAL inside the source, ENOTDIR for a file,
+        ENOTEMPTY, ENOENT when its parent is missing)."""
+        self._renameat(path, new, is_dir=True)
+        if self._open:  # no held descriptor names its file by the old path any more
+            for q in [q for q in self._open if under(q, path)]:
+                self._drop(q)
+
+    def _renameat(self, path: str, new: str, is_dir: bool) -> None:
+        """``rename`` (a file, ``is_dir`` False) or ``rename_dir``: each
+        name's kind checked, source first, then one ``renameat``."""
         _check(path)
         _check(new)
+        root_errno = errno.EBUSY if is_dir else errno.EISDIR
         if path == ROOT:
-            raise fs_error(errno.EISDIR, path)
+            raise fs_error(root_errno, path)
         sfd, sname = self._walk(path)
         dfd = -1
         try:
@@ -754,10 +775,14 @@ class LocalFS:
                 mode = os.stat(sname, dir_fd=sfd, follow_symlinks=False).st_mode
             except OSError as e:
                 raise fs_error(e.errno or errno.EIO, path) from None
-            if _S_ISDIR(mode):
-                raise fs_error(errno.EISDIR, path)
+            if _S_ISDIR(mode) != is_dir:
+                raise fs_error(errno.ENOTDIR if is_dir else errno.EISDIR, path)
             if new == ROOT:
-                raise fs_error(errno.EISDIR, new)
+                raise fs_error(root_errno, new)
+            if is_dir and new == path:
+                return
+            if is_dir and under(new, path):
+                raise fs_error(errno.EINVAL, new, "a directory cannot move into its own subtree")
             dfd, dname = self._walk(new)
             try:
                 tmode = os.stat(dname, dir_fd=dfd, follow_symlinks=False).st_mode
@@ -765,21 +790,20 @@ class LocalFS:
                 tmode = None
             except OSError as e:
                 raise fs_error(e.errno or errno.EIO, new) from None
-            if tmode is not None and _S_ISDIR(tmode):
-                raise fs_error(errno.EISDIR, new)
+            if tmode is not None and _S_ISDIR(tmode) != is_dir:
+                raise fs_error(errno.ENOTDIR if is_dir else errno.EISDIR, new)
             if new == path:
                 return
             try:
                 os.rename(sname, dname, src_dir_fd=sfd, dst_dir_fd=dfd)
             except OSError as e:
+                if is_dir and e.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise fs_error(errno.ENOTEMPTY, new) from None
                 raise fs_error(e.errno or errno.EIO, path) from None
         finally:
             for fd in (sfd, dfd):
                 if fd >= 0 and fd != self._root:
                     os.close(fd)
-        if self._open:  # neither path names the file a held descriptor was opened on any more
-            self._drop(path)
-            self._drop(new)
 
     def rmdir(self, path: str) -> None:
         """Remove an empty directory (ENOENT, ENOTDIR, ENOTEMPTY; EBUSY for the root, as MemFS)."""

@@ -170,8 +170,7 @@ mode a write buffered through one name is sent at its close (or fsync), so
 a ``stat`` of another name of the file sees it from then on.
 
 What it does not do (clear errors, not silent surprises): devices (``EPERM``), chmod of a
-symlink (``EOPNOTSUPP``, as on Linux); rename of
-directories (``EXDEV``: ``mv`` copies); ``rename`` flags such as
+symlink (``EOPNOTSUPP``, as on Linux); ``rename`` flags such as
 ``RENAME_NOREPLACE`` (``EINVAL``: callers fall back to a plain rename);
 extended attributes outside the ``user.`` namespace (``EOPNOTSUPP``:
 ``trusted.``, ``security.``, and ``system.``, POSIX ACLs; see
@@ -214,7 +213,7 @@ from typing import Any
 from fedsim.protocol import xattrs
 from fedsim.protocol.attrs import Attr, dir_ino
 from fedsim.protocol.designs import design_class
-from fedsim.protocol.names import MAX_NAME, MAX_PATH
+from fedsim.protocol.names import MAX_NAME, MAX_PATH, under
 from fedsim.protocol.routing import Router
 
 # mfusepy picks libfuse2 ("fuse") before libfuse3 when both are installed, unless told:
@@ -472,10 +471,10 @@ class Entries:
             with self._lock:
                 self.router.learn(path, attr)
 
-    def forget(self, path: str) -> None:
+    def forget(self, path: str, below: bool = False) -> None:
         if self.router is not None:
             with self._lock:
-                self.router.forget(path)
+                self.router.forget(path, below)
 
     @contextlib.contextmanager
     def client(self, path: str | None = None) -> Iterator[fclient.Client]:
@@ -520,9 +519,12 @@ class _Dirs:
         with self._lock:
             return self._seen.get(path)
 
-    def forget(self, path: str) -> None:
+    def forget(self, path: str, below: bool = False) -> None:
         with self._lock:
             self._seen.pop(path, None)
+            if below:
+                for p in [p for p in self._seen if under(p, path)]:
+                    del self._seen[p]
 
 
 class _Links:
@@ -1100,11 +1102,12 @@ class FedOps(mfusepy.Operations):
                 h.buf = None
 
     def rename(self, old: str, new: str, flags: int = 0) -> None:
-        """rename(2) of a file, symlink or special file, within a directory or
-        (``rename: 2pc``, the default) across directories: the protocol's
-        atomic rename, so ``mv`` keeps the inode number and moves no data.
-        A directory is EXDEV (``mv`` copies it).  Both names lose their home
-        hints: the moved file's is learnt again at its next getattr."""
+        """rename(2) of a file, symlink or special file, or of a directory
+        (``rename: 2pc``, the default), within a directory or across
+        directories: the protocol's atomic rename, so ``mv`` keeps the inode
+        numbers and moves no data.  Both names lose their home hints, and for
+        a directory every name under them: the moved files' are learnt again
+        at their next getattr."""
         if flags:
             raise OSError(errno.EINVAL, "rename flags (RENAME_NOREPLACE, RENAME_EXCHANGE) are not supported")
         check_name(new)
@@ -1115,7 +1118,7 @@ class FedOps(mfusepy.Operations):
         where = f"{HIDDEN_DIR}/{self.node}-{os.getpid()}-{next(self._hidden_n)}" if hide else new
         # the protocol renames no file open anywhere (EBUSY): this mount's descriptors of it are given up
         # first (their writes sent) and reopened by the new name when next used
-        moving = sorted((h for h in list(self.handles.values()) if h.path == old), key=id)
+        moving = sorted((h for h in list(self.handles.values()) if under(h.path, old)), key=id)
         with contextlib.ExitStack() as held:
             for h in moving:
                 held.enter_context(h.lock)
@@ -1136,9 +1139,10 @@ class FedOps(mfusepy.Operations):
                 with self.entries.client(old) as c:
                     c.rename(old, new)
             for h in moving:
-                h.path = where
-        self.entries.forget(old)
-        self.entries.forget(new)  # the file replaced there, if any; the moved one is learnt at its next getattr
+                h.path = where + h.path[len(old) :]  # (a file under a renamed directory keeps its place in it)
+        self.entries.forget(old, below=True)
+        self.entries.forget(new, below=True)  # what was replaced there; the moved is learnt at its next getattr
+        self.dirs.forget(old, below=True)
         if self._linked:
             self._relinked(old, new)
             self._linked.drop(old)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import platform
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,7 @@ def apply_calibration(raw: dict[str, Any], source: str | Path) -> dict[str, Any]
         own_keys = set(own_m)
         for k, v in mach.items():
             own_m.setdefault(k, v)
-        if "contention" in mach:  # the microbenchmark's fit, unless the profile or the config holds it
+        if {"contention", "chain", "fan_in"} & set(mach):  # their fits, unless the profile or the config holds them
             for k, v in fitted_contention(path, mach).items():
                 if k not in own_keys and k not in mach:
                     own_m[k] = v
@@ -117,16 +118,32 @@ _FITTED: dict[tuple[str, int], dict[str, float]] = {}
 
 
 def fitted_contention(path: Path, mach: dict[str, Any]) -> dict[str, float]:
-    """The profile's ``oversub_share`` and ``capacity``, fitted by simulating its
-    contention microbenchmark (``fedsim.machine.fit_contention``), once per profile file."""
+    """The profile's ``cold_us`` and ``cold_cap_us`` fitted by simulating its chain microbenchmark
+    (``fedsim.machine.fit_cold``), then ``oversub_share`` and ``capacity`` by simulating its
+    contention microbenchmark with those refills priced (``fit_contention``: threads calling
+    agents at once also take turns), once per profile file.  A profile without a microbenchmark
+    gets nothing for it (the machine's defaults: none)."""
     key = (str(path.resolve()), path.stat().st_mtime_ns)
     if key not in _FITTED:
-        from fedsim.machine import MachineParams, fit_contention
+        from fedsim.machine import MachineParams, fit_cold, fit_contention, fit_wake
 
-        params = MachineParams.of({k: v for k, v in mach.items() if k not in ("oversub_share", "capacity")})
+        fitted = ("oversub_share", "capacity", "cold_us", "cold_cap_us", "wake_us")
+        params = MachineParams.of({k: v for k, v in mach.items() if k not in fitted})
+        out: dict[str, float] = {}
+        chain = mach.get("chain") or {}
+        if chain:
+            cold = fit_cold(params, {int(k): float(v["cpu_per_call_us"]) for k, v in chain.items()})
+            out["cold_us"], out["cold_cap_us"] = cold
+            params = replace(params, cold_us=cold[0], cold_cap_us=cold[1])
+        fan_in = mach.get("fan_in") or {}
+        if fan_in:
+            out["wake_us"] = fit_wake(params, {int(k): float(v["cpu_per_call_us"]) for k, v in fan_in.items()})
+            params = replace(params, wake_us=out["wake_us"])
         contention = mach.get("contention") or {}
-        measured = {int(k): float(v["cpu_per_call_us"]) for k, v in contention.items()}
-        rates = {int(k): float(v["calls_per_s"]) for k, v in contention.items() if "calls_per_s" in v}
-        share, capacity = fit_contention(params, measured, rates)
-        _FITTED[key] = {"oversub_share": share, "capacity": capacity}
+        if contention:
+            measured = {int(k): float(v["cpu_per_call_us"]) for k, v in contention.items()}
+            rates = {int(k): float(v["calls_per_s"]) for k, v in contention.items() if "calls_per_s" in v}
+            fan_rates = {int(k): float(v["calls_per_s"]) for k, v in fan_in.items() if "calls_per_s" in v}
+            out["oversub_share"], out["capacity"] = fit_contention(params, measured, rates, fan_rates)
+        _FITTED[key] = out
     return _FITTED[key]

@@ -119,7 +119,12 @@ class MachineConfig(Strict):
     oversub_share: NonNegativeFloat = 0.0  # a job's extra share per runnable process beyond the host's cores
     capacity: NonNegativeFloat = 0.0  # cores' worth the cores give side by side (0: whole cores)
     client_user_share: float = Field(1.0, ge=0.0, le=1.0)  # of a client call's CPU, the GIL's (user time)
+    cold_us: NonNegativeFloat = 0.0  # a job's CPU per other process beyond the cores run since its last (caches)
+    cold_cap_us: NonNegativeFloat = 0.0  # the most that adds to a job (0: no bound)
+    wake_us: NonNegativeFloat = 0.0  # of a receipt's CPU, what a process busy when it arrives does not pay
+    fan_in: dict[int, dict[str, float]] = Field(default_factory=dict)  # the microbenchmark wake_us is fitted to
     contention: dict[int, dict[str, float]] = Field(default_factory=dict)  # the microbenchmark it is fitted to
+    chain: dict[int, dict[str, float]] = Field(default_factory=dict)  # the one cold_us, cold_cap_us are fitted to
     fuse: dict[str, Any] = Field(default_factory=dict)  # the mount's costs (``fedsim.workloads.fuse_sim``)
     measured_on: dict[str, Any] = Field(default_factory=dict)  # host, cores, when: for the warning on reuse
 

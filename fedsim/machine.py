@@ -41,24 +41,48 @@ from a ``fednode calibrate`` profile) turns the model on:
   ``mix_agent`` (``mix_client`` at a client) more, measured on an interleaved
   cycle of every call;
 * **oversubscribed cores**: a job started while more of its host's
-  processes are runnable (have CPU work booked) than the host has cores costs
+  processes are runnable (have CPU work booked; a client program's threads
+  are the program: their kernel work is a few microseconds between sleeps,
+  and the census sees no preemption of them) than the host has cores costs
   ``oversub_share`` more: the context switch and the caches it finds cold,
   which a contention microbenchmark of ``fednode calibrate`` measures
   (``fit_contention``).  Once, however many processes wait: a cache gone cold
   is cold, and a job is switched in once (priced per process beyond the
   cores, the share fitted on 5 processes made 12, four agents with their
   mounts and programs, 1.7 times dearer than they measured, census);
-* **cores worth less than whole**: a job started while other cores of its
-  host are busy runs ``in_use / capacity`` slower when ``capacity`` (cores'
-  worth side by side) is below the cores in use.  Processes that hand work
+* **receipts without a wake**: a message that arrives while its process
+  still has work booked is read by an event loop that never slept: its
+  receipt costs ``wake_us`` less (the LogGP ``o`` of the calibration's
+  round trips is a sleeping process's).  On this VM one agent called by 1, 2,
+  4 and 8 client threads at once spends 70, 56, 59 and 58 us of CPU per call
+  over every process (``fednode calibrate``'s fan-in microbenchmark, which
+  ``fit_wake`` fits: about 12 us): SFS97 on one agent saturates at twice its
+  one-client rate, which a model pricing every receipt as a wake could not
+  reach;
+* **cold caches**: a process that wakes after other processes of its host
+  ran finds its cores' caches filled with theirs; beyond as many of them as
+  the host has cores (each could keep a core warm) each costs the job
+  ``cold_us`` more, up to ``cold_cap_us`` (its working set refilled whole).
+  Threads of one client program share its memory: they count as it.  On this
+  2-core VM one client thread calling 1, 2 ... 6 agents in turn (one process
+  running at a time) spends 73, 76, 91, 102, 112 and 104 us of CPU per call
+  over every process (``fednode calibrate``'s chain microbenchmark, which
+  ``fit_cold`` fits): four agents and their clients, where every hop wakes a
+  process the others evicted, cost 1.4 to 1.7 times the model without it
+  (``experiments.validation``'s SFS97 at 4 agents, census);
+* **cores worth less than whole**: a job that wakes its process (submitted
+  while the process had nothing booked) while other cores of its host are
+  busy runs ``in_use / capacity`` slower when ``capacity`` (cores' worth side
+  by side) is below the cores in use; a job of a process that never slept
+  keeps its core (a saturated agent's CPU per operation falls, census).  Processes that hand work
   to each other by messages do not keep a VM's cores busy as CPU-bound ones
   do: on this 2-vCPU VM, 2 to 4 client threads calling agents keep 1.45 to
   1.7 cores busy with processes waiting to run (``fednode.tools.census``),
   while two spinning processes get 1.9 cores' worth.  The wake-ups, the
   scheduler's placement of a woken process and the vCPUs' halts are not
   modelled one by one; their sum is: ``capacity`` is fitted by simulating
-  the contention microbenchmark of ``fednode calibrate`` until its calls per
-  second are the measured ones (``fit_contention``), and the model spends it
+  the contention and fan-in microbenchmarks of ``fednode calibrate`` until
+  their calls per second are the measured ones (``fit_contention``), and the model spends it
   as slower CPU (its CPU per call is then above the processes' measured CPU:
   the difference is core time nobody ran on);
 * **local file system**: the storage model's cost of a ``Local`` operation is
@@ -115,6 +139,9 @@ class MachineParams:
     oversub_share: float = 0.0  # extra share of a job started while more processes are runnable than cores
     capacity: float = 0.0  # cores' worth the host's cores give side by side (0: whole cores)
     client_user_share: float = 1.0  # of a client call's CPU, the interpreter's (the GIL's); the rest the kernel's
+    cold_us: float = 0.0  # a job's CPU per other process beyond the cores that ran on its host since its last
+    cold_cap_us: float = 0.0  # the most that costs a job: its whole working set refilled (0: no bound)
+    wake_us: float = 0.0  # of a message's receipt, the CPU a process busy when it arrives does not pay (no wake)
 
     @classmethod
     def of(cls, section: Mapping[str, Any]) -> MachineParams:
@@ -128,15 +155,22 @@ class _Proc:
     host's processes' states (the host's list, shared: ``oversub_share``),
     when its thread is free, and the CPU booked for it (``Machine.busy``)."""
 
-    __slots__ = ("busy", "cores", "free", "key", "peers", "ran")
+    __slots__ = ("busy", "cores", "free", "key", "peers", "ran", "recent", "space")
 
-    def __init__(self, key: Hashable, cores: list[float], peers: list[_Proc]) -> None:
+    def __init__(
+        self, key: Hashable, cores: list[float], peers: list[_Proc], recent: list[_Proc], space: _Proc | None = None
+    ) -> None:
         self.key = key
+        #: whose caches its jobs use: its own, or for a thread of a client program the program's (``cold_us``)
+        self.space = self if space is None else space
         self.cores = cores
         self.peers = peers
         self.free = 0.0
         self.busy = 0.0
         self.ran = False  # in ``Machine.ran`` (a job booked since the last ``clear_busy``)
+        #: the host's processes (spaces) by their last job's start, latest first (the host's list,
+        #: shared; ``cold_us``): those before this one's ran since it last did
+        self.recent = recent
 
 
 class Machine:
@@ -148,8 +182,9 @@ class Machine:
     Booking at submission keeps it one heap entry per job, as the runtime's
     other queues do."""
 
-    __slots__ = ("_G", "_L", "_Lc", "_byte", "_clients", "_o", "_oc", "cap", "core_free", "host_procs",
-                 "host_states", "last", "n_nodes", "p", "proc_host", "procs", "ran", "share")  # fmt: skip
+    __slots__ = ("_G", "_L", "_Lc", "_byte", "_clients", "_o", "_oc", "cap", "cold", "cold_cap", "core_free",
+                 "depth", "host_procs", "host_recent", "host_states", "last", "n_nodes", "p", "proc_host", "procs",
+                 "ran", "share", "wake")  # fmt: skip
 
     def __init__(self, params: MachineParams, n_nodes: int) -> None:
         if params.cores <= 0:
@@ -167,6 +202,12 @@ class Machine:
         # the prices read for every job or message (the params are not changed once the machine is built)
         self.share = params.oversub_share
         self.cap = params.capacity
+        self.cold, self.cold_cap = params.cold_us, params.cold_cap_us
+        # how many processes the recency lists keep: those a refill counts, up to its cap (0: all of them)
+        cap_n = -(-params.cold_cap_us // params.cold_us) if params.cold_us and params.cold_cap_us else 0
+        self.depth = int(params.cores + cap_n + 1) if cap_n else 0
+        self.host_recent: dict[int, list[_Proc]] = {}
+        self.wake = params.wake_us
         self._o, self._byte = params.o_us, params.byte_us
         self._L, self._G = params.L_us, params.G_us_per_byte
         self._Lc = params.L_us if params.client_L_us is None else params.client_L_us
@@ -192,7 +233,8 @@ class Machine:
                 self.add_proc(proc, 0 if self.p.hosts == 1 else self.host_of_node(node))
         return proc
 
-    def add_proc(self, proc: Hashable, host: int) -> Hashable:
+    def add_proc(self, proc: Hashable, host: int, space: Hashable | None = None) -> Hashable:
+        """Place ``proc`` on ``host``; ``space``: the process whose memory it runs in (a thread's program)."""
         if proc not in self.proc_host:
             self.proc_host[proc] = host
             self.host_procs.setdefault(host, []).append(proc)
@@ -200,7 +242,8 @@ class Machine:
             if cores is None:
                 cores = self.core_free[host] = [0.0] * self.p.cores
             peers = self.host_states.setdefault(host, [])
-            st = self.procs[proc] = _Proc(proc, cores, peers)
+            recent = self.host_recent.setdefault(host, [])
+            st = self.procs[proc] = _Proc(proc, cores, peers, recent, None if space is None else self.procs[space])
             peers.append(st)
         return proc
 
@@ -224,13 +267,34 @@ class Machine:
             self.add_proc(proc, self.host_of_node(proc))  # type: ignore[arg-type]
             st = self.procs[proc]
         start = st.free
-        if start < now:
+        woken = start < now  # its process was idle: the scheduler wakes it and places it on a core
+        if woken:
             start = now
         cores = st.cores
+        if self.cold:
+            # Cold caches: the other processes of the host that ran since this one's last job filled
+            # its cores' caches; beyond as many as there are cores, each costs a woken job a refill,
+            # up to all of it.  A job of a process that never slept runs on the core it kept, warm.
+            space = st.space
+            recent = st.recent
+            try:
+                since = recent.index(space)  # the processes that ran since its last job
+            except ValueError:
+                since = len(recent)  # never ran (or more ran since than a refill counts)
+            if woken and since > len(cores):
+                us += self.cold_cost(since - len(cores))
+            if since < len(recent):
+                if since:  # to the front
+                    del recent[since]
+                    recent.insert(0, space)
+            else:
+                recent.insert(0, space)
+                if self.depth and len(recent) > self.depth:
+                    del recent[self.depth :]
         if self.share:
             # Oversubscribed cores: the other processes of the host with work booked beyond now are
             # runnable; more of them than cores make this job dearer (a switch, cold caches).
-            runnable = 1 + sum(1 for q in st.peers if q is not st and q.free > now)
+            runnable = 1 + sum(1 for q in st.peers if q is not st and q.space is q and q.free > now)
             if runnable > len(cores):
                 us *= 1.0 + self.share
         # the core that frees first (the lowest on a tie)
@@ -245,9 +309,10 @@ class Machine:
             i = cores.index(free)
         if free > start:
             start = free
-        if self.cap:
+        if self.cap and woken:
             # Cores that are not whole: with k of them busy at once the host does cap's worth of
-            # work, not k; a job started beside busy cores runs that much slower.
+            # work, not k; a job that wakes its process beside busy cores runs that much slower
+            # (one of a process that never slept keeps its core: a saturated agent).
             in_use = 1 + sum(1 for c in cores if c > start)
             if in_use > self.cap:
                 us *= in_use / self.cap
@@ -258,6 +323,22 @@ class Machine:
             st.ran = True
             self.ran.append(st)
         return done
+
+    def receive(self, proc: Hashable, now: float, us: float) -> float:
+        """``run`` for the receipt of a message (``us``: its CPU, and any work booked with it): a
+        process that still has work booked when the message arrives reads it without waking
+        (its event loop finds it ready), ``wake_us`` less than one that slept for it."""
+        if self.wake:
+            st = self.procs.get(proc)
+            if st is not None and st.free > now:
+                us = us - self.wake if us > self.wake else 0.0
+        return self.run(proc, now, us)
+
+    def cold_cost(self, others: int) -> float:
+        """A job's refill of caches that ``others`` processes beyond the host's cores filled since its
+        process last ran: ``cold_us`` each, at most ``cold_cap_us`` (the whole working set)."""
+        extra = self.cold * others
+        return extra if not self.cold_cap or extra < self.cold_cap else self.cold_cap
 
     def mixed(self, proc: Hashable, label: str, us: float, share: float) -> float:
         """``us`` of work of kind ``label`` at ``proc``, ``share`` dearer when the
@@ -336,8 +417,157 @@ def contention_bench(params: MachineParams, threads: int, calls: int = 300) -> t
     return sum(c.machine.busy.values()) / total, total / span * 1e6
 
 
+class _Refills(Machine):
+    """A machine that counts the refills ``cold_cost`` would price instead of pricing them: how many
+    jobs found how many processes beyond the cores since their last (``chain_bench``)."""
+
+    __slots__ = ("refills",)
+
+    def __init__(self, params: MachineParams, n_nodes: int) -> None:
+        super().__init__(replace(params, cold_us=1.0, cold_cap_us=0.0), n_nodes)
+        self.refills: dict[int, int] = {}
+
+    def receive(self, proc: Hashable, now: float, us: float) -> float:
+        """``run`` for the receipt of a message (``us``: its CPU, and any work booked with it): a
+        process that still has work booked when the message arrives reads it without waking
+        (its event loop finds it ready), ``wake_us`` less than one that slept for it."""
+        if self.wake:
+            st = self.procs.get(proc)
+            if st is not None and st.free > now:
+                us = us - self.wake if us > self.wake else 0.0
+        return self.run(proc, now, us)
+
+    def cold_cost(self, others: int) -> float:
+        self.refills[others] = self.refills.get(others, 0) + 1
+        return 0.0
+
+
+def chain_bench(params: MachineParams, agents: int, calls: int = 200) -> tuple[float, dict[int, float]]:
+    """The chain microbenchmark of ``fednode calibrate``, simulated without refills: one client
+    thread, call j a ``stat`` at node j mod ``agents`` on a file it manages and holds, all on one
+    host.  (CPU per call over all processes, and per call how many jobs found k processes beyond
+    the cores since their last: ``{k: jobs per call}``, what ``cold_us`` and ``cold_cap_us`` price.)
+
+    Priced without refills, a serial chain runs its jobs in the same order whatever they cost, so
+    one run gives what any ``cold_us`` and ``cold_cap_us`` add (``fit_cold``)."""
+    from fedsim.network import LogGP
+    from fedsim.protocol.config import ProtocolConfig
+    from fedsim.protocol.hashing import names_managed_by
+    from fedsim.runtime import SimCluster
+
+    n = max(agents, 2)
+    p = replace(params, hosts=1, cold_us=0.0, cold_cap_us=0.0)
+    c = SimCluster(n, network=LogGP(0, 0, 0, 0), protocol=ProtocolConfig(), machine=p)
+    counting = c.machine = _Refills(p, n)
+    c.preload_summaries()
+    files = {}
+    for a in range(agents):
+        files[a] = names_managed_by(c.nodes[a].view.hashing, a, f"/c{a}/f", 20)
+        c.env.run(until=c.env.process(c.client_op(0, a, "mkdir", f"/c{a}")))
+        for f in files[a]:
+            c.env.run(until=c.env.process(c.client_op(0, a, "create", f)))
+
+    def client(rounds: int):
+        for j in range(rounds):
+            yield from c.client_op(0, j % agents, "stat", files[j % agents][j % 20])
+
+    c.env.run(until=c.env.process(client(2 * agents)))  # every process has run: the counts are the steady state's
+    counting.clear_busy()
+    counting.refills.clear()
+    c.env.run(until=c.env.process(client(calls)))
+    return sum(counting.busy.values()) / calls, {k: v / calls for k, v in sorted(counting.refills.items())}
+
+
+def fit_cold(params: MachineParams, measured: dict[int, float]) -> tuple[float, float]:
+    """``(cold_us, cold_cap_us)`` from the chain microbenchmark: one client thread calling 1, 2, ...
+    agents in turn (``measured``: agents -> CPU per call over all processes, us).  A serial chain
+    through more processes than cores finds each one's caches filled by the others: its CPU per call
+    grows with the agents, then stops growing once a wake refills everything.  Both fitted to that
+    growth relative to one agent's (the level is the other microbenchmarks'), by least squared
+    relative error (``cold_us`` on a grid of 0.25 us to 100; for each, ``cold_cap_us`` by golden-section
+    search between one refill and the most the benchmark saw, or none); (0, 0) when no refills fit better."""
+    ns = sorted(k for k in measured if k >= 2)
+    if 1 not in measured or not ns:
+        return 0.0, 0.0
+    base = {k: chain_bench(params, k) for k in [1, *ns]}
+    level = measured[1] / base[1][0]
+
+    def error(cold: float, cap: float) -> float:
+        total = 0.0
+        for k in ns:
+            cpu, refills = base[k]
+            extra = sum(jobs * (cold * o if not cap or cold * o < cap else cap) for o, jobs in refills.items())
+            total += ((cpu + extra) * level / measured[k] - 1.0) ** 2
+        return total
+
+    most = max((o for k in ns for o in base[k][1]), default=0)
+    best = (error(0.0, 0.0), 0.0, 0.0)
+    for i in range(1, 401):
+        cold = i * 0.25
+        cap = _golden(lambda c, cold=cold: error(cold, c), cold, cold * most) if most > 1 else 0.0
+        for c in (0.0, cap):  # none, or the best cap (at or above the most refills: none)
+            e = error(cold, c)
+            if e < best[0] - 1e-12:
+                best = (e, cold, c)
+    cold, cap = best[1], best[2]
+    return cold, (0.0 if not cap or cap >= cold * most - 1e-6 else round(cap, 2))
+
+
+def fan_in_bench(params: MachineParams, threads: int, calls: int = 200) -> tuple[float, float]:
+    """The fan-in microbenchmark of ``fednode calibrate``, simulated: ``threads`` client threads of
+    one program all calling node 0 (a ``stat`` of a file it manages and holds), all on one host.
+    (CPU per call over all processes, calls per s.)  As the agent fills up, its requests find it
+    busy and its receipts stop paying for a wake (``wake_us``)."""
+    from fedsim.network import LogGP
+    from fedsim.protocol.config import ProtocolConfig
+    from fedsim.protocol.hashing import names_managed_by
+    from fedsim.runtime import SimCluster
+
+    c = SimCluster(2, network=LogGP(0, 0, 0, 0), protocol=ProtocolConfig(), machine=replace(params, hosts=1))
+    c.preload_summaries()
+    files = names_managed_by(c.nodes[0].view.hashing, 0, "/f/f", 20)
+    c.env.run(until=c.env.process(c.client_op(0, 0, "mkdir", "/f")))
+    for f in files:
+        c.env.run(until=c.env.process(c.client_op(0, 0, "create", f)))
+
+    def client(i: int, rounds: int):
+        for j in range(rounds):
+            yield from c.client_op(i, 0, "stat", files[(i + j) % 20])
+
+    c.env.run(until=c.env.all_of([c.env.process(client(i, 10)) for i in range(threads)]))
+    assert c.machine is not None
+    c.machine.clear_busy()
+    t0 = c.env.now
+    c.env.run(until=c.env.all_of([c.env.process(client(i, calls)) for i in range(threads)]))
+    total = threads * calls
+    return sum(c.machine.busy.values()) / total, total / (c.env.now - t0) * 1e6
+
+
+def fit_wake(params: MachineParams, measured: dict[int, float]) -> float:
+    """``wake_us`` from the fan-in microbenchmark (``measured``: threads -> CPU per call over all
+    processes, us): the value for which the simulated benchmark's CPU per call falls from one
+    thread's as the measured one does (relative to one thread: the level is the other
+    microbenchmarks'), by golden-section search on [0, o_us] (a receipt read without a wake still
+    reads the message); 0 when no discount fits better."""
+    ks = sorted(k for k in measured if k >= 2)
+    if 1 not in measured or not ks or params.o_us <= 0:
+        return 0.0
+    whole = replace(params, capacity=0.0)  # processes' CPU, as measured: no lost core time in it
+    level = measured[1] / fan_in_bench(whole, 1)[0]
+
+    def error(wake: float) -> float:
+        p = replace(whole, wake_us=wake)
+        return sum((fan_in_bench(p, k)[0] * level / measured[k] - 1.0) ** 2 for k in ks)
+
+    best = _golden(error, 0.0, params.o_us)
+    return 0.0 if error(0.0) <= error(best) else round(best, 3)
+
+
 def fit_contention(
-    params: MachineParams, measured: dict[int, float], rates: dict[int, float] | None = None
+    params: MachineParams,
+    measured: dict[int, float],
+    rates: dict[int, float] | None = None,
+    fan_rates: dict[int, float] | None = None,
 ) -> tuple[float, float]:
     """``(oversub_share, capacity)`` from the contention microbenchmark, simulated.
 
@@ -349,8 +579,10 @@ def fit_contention(
 
     ``capacity``: then, the cores' worth for which it makes the calls per second
     the real one made (``rates``: threads -> calls/s) at every count of two
-    threads or more, on [1, cores]; 0 (whole cores) when whole cores fit as
-    well, or without ``rates``.  Both relative to one thread's."""
+    threads or more, and the fan-in microbenchmark's (``fan_rates``: threads
+    calling one agent, whose one process never sleeps once it is full), on
+    [1, cores]; 0 (whole cores) when whole cores fit as well, or without
+    ``rates``.  All relative to one thread's."""
     ks = [k for k in sorted(measured) if k >= 2]
     if not ks:
         return 0.0, 0.0
@@ -374,9 +606,15 @@ def fit_contention(
     assert rates is not None
     shared = replace(whole, oversub_share=share)
 
+    fk = [k for k in sorted(fan_rates or {}) if k >= 2]
+    fan1 = fan_rates[1] / fan_in_bench(shared, 1)[1] if fan_rates and 1 in fan_rates else 1.0
+
     def rate_error(cap: float) -> float:
         p = replace(shared, capacity=cap)
-        return sum((contention_bench(p, k)[1] * rate1 / rates[k] - 1.0) ** 2 for k in rk)
+        e = sum((contention_bench(p, k)[1] * rate1 / rates[k] - 1.0) ** 2 for k in rk)
+        if fan_rates and 1 in fan_rates:
+            e += sum((fan_in_bench(p, k)[1] * fan1 / fan_rates[k] - 1.0) ** 2 for k in fk)
+        return e
 
     cap = _golden(rate_error, 1.0, float(params.cores))
     return share, (0.0 if rate_error(0.0) <= rate_error(cap) else round(cap, 3))

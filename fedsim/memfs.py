@@ -66,7 +66,7 @@ from fedsim.protocol.attrs import (
 )
 from fedsim.protocol.effects import LOCAL_OPS
 from fedsim.protocol.messages import fs_error
-from fedsim.protocol.names import ROOT, ancestors, is_replica, split
+from fedsim.protocol.names import ROOT, ancestors, is_replica, split, under
 from fedsim.protocol.xattrs import XATTR_CREATE, XATTR_REPLACE, check_list, check_name, check_set
 
 FILE_MODE = _stat.S_IFREG | 0o644
@@ -341,6 +341,48 @@ class MemFS:
             names.add(new)
             self.links[meta[_INO]] = names
         meta[_CTIME] = self.clock()
+        self._changed(p)
+
+    def rename_dir(self, path: str, new: str) -> None:
+        """Rename the directory ``path`` with everything under it (the same
+        inodes), atomically replacing an empty directory at ``new``.  The
+        source is checked first (ENOENT, ENOTDIR, EBUSY for the root), then
+        the target (EINVAL inside the source, ENOTDIR for a file, ENOTEMPTY,
+        ENOENT when its parent is missing), as LocalFS does."""
+        if path == ROOT:
+            raise fs_error(errno.EBUSY, ROOT)
+        if self.special:
+            self._through_special(path)
+        if path not in self.dirs:
+            raise fs_error(errno.ENOTDIR if path in self.files or path in self.special else errno.ENOENT, path)
+        if new == ROOT:
+            raise fs_error(errno.EBUSY, ROOT)
+        if new == path:
+            return
+        if under(new, path):
+            raise fs_error(errno.EINVAL, new, "a directory cannot move into its own subtree")
+        if self.special:
+            self._through_special(new)
+        if new in self.files or new in self.special:
+            raise fs_error(errno.ENOTDIR, new)
+        p, name = split(new)
+        if p not in self.dirs:
+            raise fs_error(errno.ENOENT, new)
+        if new in self.dirs:
+            self.rmdir(new)  # ENOTEMPTY unless empty
+        cut = len(path)
+        for table in (self.dirs, self.files, self.special, self.meta, self.xattrs):
+            for q in [q for q in table if under(q, path)]:
+                table[new + q[cut:]] = table.pop(q)
+        for names in self.links.values():
+            for q in [q for q in names if under(q, path)]:
+                names.discard(q)
+                names.add(new + q[cut:])
+        op, oname = split(path)
+        del self.dirs[op][oname]
+        self.dirs[p][name] = True
+        self.meta[new][_CTIME] = self.clock()
+        self._changed(op)
         self._changed(p)
 
     def getattr(self, path: str) -> tuple[bool, int, int, int, int, int, int, int, int, int]:

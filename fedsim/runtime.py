@@ -380,10 +380,13 @@ class SimCluster:
         self._book(ev, proc, us, None)
         return ev
 
-    def _book(self, ev: simpy.Event, proc: Any, us: float, value: Any) -> None:
-        """Book ``us`` of CPU for ``proc`` now; ``ev`` fires with ``value`` when it is done."""
+    def _book(self, ev: simpy.Event, proc: Any, us: float, value: Any, receipt: bool = False) -> None:
+        """Book ``us`` of CPU for ``proc`` now (``receipt``: a message's, ``Machine.receive``);
+        ``ev`` fires with ``value`` when it is done."""
         env = self.env
-        done = self.machine.run(proc, env._now, us)  # type: ignore[union-attr]
+        mach = self.machine
+        assert mach is not None
+        done = (mach.receive if receipt else mach.run)(proc, env._now, us)
         ev._ok = True
         ev._value = value
         heappush(env._queue, (done, NORMAL, next(env._eid), ev))
@@ -428,7 +431,7 @@ class SimCluster:
                 us += mixed(node, calls[0][0], api(calls[0][0]), mix)  # (the sum below, to the bit)
             else:
                 us += sum(mixed(node, name, api(name), mix) for name, _ in calls)
-        _rearm(hop, mach.run(hop.dst, hop.env._now, us))
+        _rearm(hop, mach.receive(hop.dst, hop.env._now, us))
 
     def _machine_call(
         self, node_id: int, dst: int, req: Request, trace: OpTrace | None, depth: int, extra: float
@@ -458,7 +461,7 @@ class SimCluster:
         size = reply.size
         if size < 0:  # not a handler's reply (a timeout's, a late one under faults)
             size = wire_size(reply._value[1])
-        _rearm(reply, mach.run(reply.caller, reply.env._now, mach.message_us(size)))
+        _rearm(reply, mach.receive(reply.caller, reply.env._now, mach.message_us(size)))
 
     def client_op(
         self, client: int, node_id: int, name: str, *args: Any, trace: OpTrace | None = None
@@ -483,7 +486,7 @@ class SimCluster:
             return (yield from self.agent_call(node_id, [(name, args)], trace, proc, half))
         # Threads of one program: the interpreter's part of a call holds the GIL (the program's one
         # process); the kernel's part (its socket calls) runs on the calling thread alone, in parallel.
-        thread = mach.add_proc(("client-thread", client), mach.proc_host[proc])
+        thread = mach.add_proc(("client-thread", client), mach.proc_host[proc], proc)
         yield self.cpu_at(thread, half * (1.0 - user))
         value = yield from self.agent_call(node_id, [(name, args)], trace, proc, half * user)
         yield self.cpu_at(thread, half * (1.0 - user))
@@ -881,7 +884,7 @@ class SimCluster:
         assert mach is not None
         kind = msg.req.kind
         cost = mach.message_us(msg.size) + mach.mixed(node_id, kind, mach.dispatch(kind), mach.p.mix_agent)
-        self._book(wake, node_id, cost, (msg, node, self.incarnation[node_id]))
+        self._book(wake, node_id, cost, (msg, node, self.incarnation[node_id]), receipt=True)
         return True
 
     def _worker(self, node_id: int, queue: _RecvQueue) -> Generator[Any, Any, None]:

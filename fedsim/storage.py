@@ -33,6 +33,7 @@ EXT2_PAPER: dict[str, float] = {
     "close": 2.0,
     "list_dirs": 0.0,  # start-up summary generation is not timed
     "rename": 25.0,  # a metadata update of one directory, like unlink
+    "rename_dir": 25.0,  # the same: the moved directory's entries stay where they are
     "truncate": 19.0,  # an inode update, like a write of no data
     "getattr": 8.0,  # a stat
     "setattr": 19.0,  # an inode update, like truncate
@@ -54,9 +55,9 @@ EXT2_PAPER: dict[str, float] = {
     "removexattr": 19.0,
 }
 ASSUMED = (
-    "rmdir", "listdir", "listdir_entry", "stat", "open", "close", "list_dirs", "rename", "truncate", "getattr",
-    "setattr", "statfs", "fsync", "symlink", "mknod", "readlink", "link", "getxattr", "listxattr", "setxattr",
-    "removexattr",
+    "rmdir", "listdir", "listdir_entry", "stat", "open", "close", "list_dirs", "rename", "rename_dir", "truncate",
+    "getattr", "setattr", "statfs", "fsync", "symlink", "mknod", "readlink", "link", "getxattr", "listxattr",
+    "setxattr", "removexattr",
 )  # fmt: skip
 
 

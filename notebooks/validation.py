@@ -49,6 +49,13 @@
 #   interleave;
 # * **hosts**: every process (each agent, the client program, each mount and each
 #   `postmark` program) runs one CPU job at a time, and all of them share this host's cores;
+# * **waking**: a process that slept pays for its wake; one that finds a message waiting
+#   while still busy reads it `wake_us` cheaper (the calibration's fan-in microbenchmark:
+#   1 to 8 client threads calling one agent), and a woken process that more processes than
+#   cores ran before finds its caches filled by them: `cold_us` per process beyond the
+#   cores, up to `cold_cap_us` (the chain microbenchmark: one thread calling 1 to 6 agents
+#   in turn, one process running at a time, costs more CPU per call with every agent past
+#   two on this 2-core VM);
 # * **the FUSE model**: each system call on a mount becomes the measured number of FUSE
 #   callbacks and round trips to the agent, with the program's and the mount's CPU.
 #

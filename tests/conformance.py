@@ -61,6 +61,12 @@ class Scenario:
     owners: bool = False
     #: the design the scenario runs on (``fedsim.protocol.designs``; a config's ``protocol.architecture``)
     architecture: str = "fedfs"
+    #: (i, j, how): getattr results i and j of one name, and how the calls between moved its mtime and
+    #: ctime: "+" advanced, "=" unchanged (``check_times``: POSIX's rules, checked in every world)
+    times: list[tuple[int, int, str]] = field(default_factory=list)
+    #: seconds of wall clock before each operation: past a real file system's clock tick (4 ms at 250 Hz),
+    #: so that a change after another shows a later time in every world (the simulated ones move anyway)
+    pause_s: float = 0.0
 
 
 # A pseudo-operation: (node, OUTSIDE, (path, data)) writes a file straight
@@ -547,6 +553,16 @@ def view(op: str, value: Any, owners: bool = False) -> Any:
     return value
 
 
+def check_times(sc: Scenario, raw: list[Any], world: str) -> None:
+    """``sc.times``: the mtime and ctime of getattr result j against result i, as POSIX says the
+    calls between move them (the values are each world's clock: only their order is compared)."""
+    for i, j, how in sc.times:
+        a, b = raw[i], raw[j]
+        assert not isinstance(a, BaseException) and not isinstance(b, BaseException), (world, i, j, a, b)
+        got = "".join("+" if b[k] > a[k] else "=" if b[k] == a[k] else "-" for k in (7, 8))
+        assert got == how, f"{world}: ops {i}..{j} ({sc.ops[i][2][0]}): mtime, ctime moved {got!r}, not {how!r}"
+
+
 def check_inos(sc: Scenario, raw: list[Any], world: str) -> None:
     """The inode numbers of ``sc.same_ino``'s groups are equal, never 0, 1 only for the root."""
     for group in sc.same_ino:
@@ -829,6 +845,8 @@ def _play(
     router = Router("home", FederationSpec(range(sc.nodes), placement=sc.placement))
     opened_at = 0  # the node of the last routed open
     for node, op, args in sc.ops:
+        if sc.pause_s:
+            time.sleep(sc.pause_s)
         routed = node == ROUTED
         if routed:
             node = opened_at if FD in args else router.entry(0, args[0])
@@ -1187,8 +1205,8 @@ def verbs_missing() -> str | None:
 __all__ = [
     "CRASH", "DETECT", "GUEST_RPC_TIMEOUT_MS", "JOIN", "LEAVE", "OUTSIDE", "OUTSIDE_LINK", "RDMA_DEVICES", "RESTART",
     "SCENARIOS", "Outcome", "Scenario",
-    "check_inos", "owners_missing", "run_direct", "run_inproc", "run_sim", "run_tcp", "run_verbs", "until",
-    "verbs_missing",
+    "check_inos", "check_times", "owners_missing", "run_direct", "run_inproc", "run_sim", "run_tcp", "run_verbs",
+    "until", "verbs_missing",
 ]  # fmt: skip
 
 SCENARIOS.append(
@@ -1405,7 +1423,7 @@ SCENARIOS.append(
             (0, "rename", ("/t/n", "/nowhere/c")),  # 13: ENOENT: the target's directory is missing
             (0, "rename", ("/t/n", "/u/sub")),  # EISDIR: onto a directory
             (2, "rename", ("/s/none", "/u/c")),  # ENOENT: the source is missing
-            (3, "rename", ("/t/sub", "/u/sub2")),  # EXDEV: a directory
+            (3, "rename", ("/t/sub", "/u/sub2")),  # a directory (the scenario below for the details)
             (0, "rename", ("/t/n", "/t/x/y")),  # ENOTDIR: the target's directory is a file
             (2, "open", ("/t/n",)),  # 18
             (3, "rename", ("/t/n", "/s/a")),  # EBUSY: open; every hold rolled back
@@ -1428,6 +1446,59 @@ SCENARIOS.append(
     )
 )
 
+
+SCENARIOS.append(
+    Scenario(
+        # issue 24: a rename of a directory, by two-phase commit (``rename: 2pc``).  mod_n
+        # over 5 nodes: /p and /q are managed by node 4 (the coordinator of moves into /q),
+        # /p/d's manager is 2.  /p/d has parts on nodes 0, 1 and 2; every member freezes
+        # both subtrees (prepare), then renames its own part in its local tree (finish): no
+        # file moves between nodes, the inode numbers stay.
+        "rename of a directory, atomic by two-phase commit, and its errors",
+        5,
+        files={
+            0: [("/p/d/f0", b"f0 on n0")],
+            1: [("/p/d/s/f1", b"f1 on n1")],
+            2: [("/p/d/s/f2", b"f2 on n2"), ("/q/full/x", b"x")],
+            4: [("/p/o", b"o")],
+        },
+        dirs={3: ["/q/empty"]},
+        ops=[
+            (0, "getattr", ("/p/d/s/f1",)),  # 0
+            (1, "stat", ("/p/d/f0",)),  # node 1 caches /p/d/f0 -> 0
+            (2, "rename", ("/p/d", "/q/d")),  # across directories
+            (3, "readdir", ("/p",)),
+            (4, "readdir", ("/q/d",)),
+            (0, "readdir", ("/q/d/s",)),
+            (1, "stat", ("/p/d/f0",)),  # 6: ENOENT (its cached entry was forgotten by the finish)
+            (0, "getattr", ("/q/d/s/f1",)),  # the same file, the same inode number
+            (3, "open", ("/q/d/s/f2",)),
+            (3, "read", (FD, 0, 100)),
+            (3, "close", (FD,)),
+            (1, "rename", ("/q/d", "/q/d/s/x")),  # 11: EINVAL: into its own subtree
+            (1, "rename", ("/q/d", "/p/o")),  # ENOTDIR: a directory over a file
+            (1, "rename", ("/p/o", "/q/d")),  # EISDIR: a file over a directory
+            (2, "rename", ("/q/d", "/q/full")),  # ENOTEMPTY
+            (2, "open", ("/q/d/f0",)),  # 15
+            (4, "rename", ("/q/d", "/p/d")),  # EBUSY: a file under it is open; every freeze undone
+            (2, "close", (FD,)),
+            (4, "rename", ("/q/d", "/q/empty")),  # 18: within a directory, over an empty directory
+            (0, "readdir", ("/q",)),
+            (0, "rename", ("/q/empty", "/q/empty")),  # no-op
+            (3, "rename", ("/q/nope", "/p/nope")),  # ENOENT
+            (3, "rename", ("/", "/p/r")),  # EBUSY: the root
+            (1, "create", ("/q/empty/s/new",)),  # 23
+            (2, "readdir", ("/q/empty/s",)),
+            (3, "mkdir", ("/p/d",)),  # the old name is free again
+            (4, "readdir", ("/p",)),
+            (1, "getattr", ("/q/empty/s/f1",)),  # 27
+            (0, "rmdir", ("/q/full",)),  # ENOTEMPTY still
+            (0, "rename", ("/q", "/q/empty/s/q2")),  # EINVAL: into its own subtree, deeper
+            (2, "readdir", ("/",)),
+        ],
+        same_ino=[(0, 7, 27)],
+    )
+)
 
 SCENARIOS.append(
     Scenario(
@@ -1697,6 +1768,93 @@ SCENARIOS.append(
             (1, "write", (FD, 8192 * 3 - 1, b"end")),
             (1, "close", (FD,)),
             (1, "readdir", ("/",)),
+        ],
+    )
+)
+
+_OMIT = (KEEP, KEEP, UTIME_OMIT, UTIME_OMIT)
+SCENARIOS.append(
+    Scenario(
+        # issue 22, timestamps as POSIX says: a directory's mtime and ctime move on every change of its
+        # entries wherever the entry's home is (/t is node 0's; its files' homes are nodes 1 and 2:
+        # implicit copies, pruned again, which the directory's manager then touches at node 0); a
+        # file's ctime on chmod, link, unlink of another name and rename, both on truncate and
+        # write; nothing on a failed call.  (mod_n over 4 nodes: /t/a, /t/c, /t/z, /t/p: home 2,
+        # /t/sub, /t/y, /r1: home 1.)
+        "timestamps: parents and files move as POSIX says",
+        4,
+        dirs={0: ["/t", "/u"]},
+        pause_s=0.01,
+        ops=[
+            (3, "getattr", ("/t",)),
+            (1, "create", ("/t/a",)),
+            (3, "getattr", ("/t",)),
+            (2, "create", ("/t/a",)),  # EEXIST
+            (3, "getattr", ("/t",)),
+            (0, "getattr", ("/t/a",)),  # 5
+            (1, "setattr", ("/t/a", 0o600, *_OMIT)),
+            (0, "getattr", ("/t/a",)),
+            (3, "getattr", ("/t",)),
+            (2, "truncate", ("/t/a", 5)),
+            (0, "getattr", ("/t/a",)),  # 10
+            (1, "link", ("/t/a", "/t/c")),
+            (0, "getattr", ("/t/a",)),
+            (3, "getattr", ("/t",)),
+            (1, "rename", ("/t/c", "/t/z")),
+            (0, "getattr", ("/t/z",)),  # 15
+            (3, "getattr", ("/t",)),
+            (2, "unlink", ("/t/z",)),
+            (0, "getattr", ("/t/a",)),
+            (3, "getattr", ("/t",)),
+            (1, "unlink", ("/t/a",)),  # 20: node 2's copy of /t is pruned
+            (3, "getattr", ("/t",)),
+            (1, "mkdir", ("/t/sub",)),
+            (3, "getattr", ("/t",)),
+            (2, "rmdir", ("/t/sub",)),  # node 1's copy of /t is pruned
+            (3, "getattr", ("/t",)),  # 25
+            (0, "unlink", ("/t/none",)),
+            (2, "rmdir", ("/t/none",)),
+            (3, "getattr", ("/t",)),
+            (0, "symlink", ("x", "/t/p")),
+            (3, "getattr", ("/t",)),  # 30
+            (3, "getattr", ("/",)),
+            (1, "create", ("/r1",)),
+            (3, "getattr", ("/",)),
+            (3, "getattr", ("/u",)),
+            (1, "rename", ("/t/p", "/u/x")),  # 35: across directories, node 2's /t pruned
+            (3, "getattr", ("/t",)),
+            (3, "getattr", ("/u",)),
+            (1, "rename", ("/t/none", "/u/y")),
+            (3, "getattr", ("/u",)),
+            (1, "create", ("/t/y",)),  # 40
+            (0, "getattr", ("/t/y",)),
+            (0, "open", ("/t/y",)),
+            (0, "write", (FD, 0, b"data")),
+            (0, "close", (FD,)),
+            (0, "getattr", ("/t/y",)),  # 45
+        ],
+        times=[
+            (0, 2, "++"),
+            (2, 4, "=="),
+            (5, 7, "=+"),
+            (4, 8, "=="),
+            (7, 10, "++"),
+            (10, 12, "=+"),
+            (8, 13, "++"),
+            (12, 15, "=+"),
+            (13, 16, "++"),
+            (15, 18, "=+"),
+            (16, 19, "++"),
+            (19, 21, "++"),
+            (21, 23, "++"),
+            (23, 25, "++"),
+            (25, 28, "=="),
+            (28, 30, "++"),
+            (31, 33, "++"),
+            (30, 36, "++"),
+            (34, 37, "++"),
+            (37, 39, "=="),
+            (41, 45, "++"),
         ],
     )
 )

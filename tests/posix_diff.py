@@ -10,6 +10,13 @@ on stdin and prints one result per call.  ``snapshot`` reads a tree as root:
 names, types, modes, owners, sizes, link counts, contents, symlink targets,
 ``user.`` extended attributes, and the timestamps by class only (an explicit
 time a ``utime`` set, or "now": the two file systems run at different times).
+POSIX's timestamp rules are checked call by call instead: the runner reads the
+mtime and ctime of each call's file and parent(s) before and after it (``probes``),
+and each result carries how they moved ("+" advanced, "=" unchanged, "-" back),
+which must be the same on both sides (issue 22).  The runner waits 10 ms before
+such a call, past the file systems' clock tick, so that a change shows.  The
+mount's documented exception (the README's "Timestamps as POSIX says"):
+``chown(path, -1, -1)`` does not reach the mount, so its file's ctime is not compared.
 
 ``tests/test_posix_diff.py`` runs a few dozen hypothesis examples
 (derandomized: the same ones in every CI run) and the shrunk counterexamples
@@ -53,7 +60,7 @@ TIMES = (None, (1_000_000_000 * 10**9, 1_100_000_000 * 10**9), (1_200_000_000 * 
 SLOTS = 3  # descriptors open at once
 
 RUNNER = r"""
-import errno, json, os, stat, sys
+import errno, json, os, stat, sys, time
 spec = json.load(sys.stdin)
 os.umask(0o022)
 os.chdir(spec["root"])
@@ -72,33 +79,6 @@ def refused_fstat(slot, st):
     # unlinked from is removed too, is ESTALE (libfuse has no path for it; read, write, ftruncate work)
     path, ino = where[slot]
     return st.st_nlink == 0 and os.path.dirname(path) != "" and dir_ino(path) != ino
-def refused_rename(old, new):
-    # The mount's documented refusal, on the local side: a rename of a directory is EXDEV where the
-    # kernel's own checks (before it asks the file system) pass and the file system would do it or
-    # find the new directory not empty
-    try:
-        o = os.lstat(old)
-    except OSError:
-        return False
-    if not stat.S_ISDIR(o.st_mode):
-        return False
-    try:
-        n = os.lstat(new)
-    except FileNotFoundError:
-        n = None
-    except OSError:
-        return False
-    if n is not None and (not stat.S_ISDIR(n.st_mode) or n.st_ino == o.st_ino):
-        return False
-    a, b = os.path.normpath(old), os.path.normpath(new)
-    if b.startswith(a + "/") or a.startswith(b + "/"):
-        return False
-    pa, pb = os.path.dirname(a) or ".", os.path.dirname(b) or "."
-    if not os.access(pa, os.W_OK | os.X_OK) or not os.access(pb, os.W_OK | os.X_OK):
-        return False
-    if pa != pb and not os.access(a, os.W_OK):
-        return False
-    return True
 def run(op, args):
     if op == "open":
         path, how, bits, mode = args
@@ -140,13 +120,12 @@ def run(op, args):
     if op == "truncate":
         return os.truncate(args[0], args[1])
     if op == "rename":
-        if spec["refusals"] and refused_rename(args[0], args[1]):
-            raise OSError(errno.EXDEV, "the mount renames no directory (documented)")
         old, new = real(args[0]), real(args[1])
         os.rename(args[0], args[1])
-        for w in where.values():  # the open file moves with its name, as libfuse's node does
-            if w[0] == old:
-                w[:] = [new, dir_ino(new)]
+        for w in where.values():  # the open file moves with its name (or its directory's), as libfuse's node does
+            if w[0] == old or w[0].startswith(old + "/"):
+                p = new + w[0][len(old):]
+                w[:] = [p, dir_ino(p)]
         return None
     if op == "link":
         return os.link(args[0], args[1], follow_symlinks=False)
@@ -184,13 +163,57 @@ def run(op, args):
     if op == "readlink":
         return os.readlink(args[0])
     raise ValueError(op)
+PATH_OPS = ("open", "truncate", "chmod", "chown", "utime", "setxattr", "removexattr", "unlink", "mkdir", "rmdir",
+            "mkfifo")
+FD_OPS = ("write", "pwrite", "ftruncate", "fchmod", "close")
+def parent(path):
+    return os.path.dirname(path) or "."
+def probes(op, args):
+    # {label: (path before, path after)}: the file a call is about and its parent(s), whose times it
+    # must move (or leave) as POSIX says
+    if op == "chown" and args[1:] == ["-1", "-1"]:
+        # The mount's documented limit: the kernel sends FUSE an empty SETATTR, which libfuse's
+        # high-level API answers without a call, so the ctime stays; the parent is still compared
+        return {"parent": (parent(args[0]), parent(args[0]))}
+    if op in PATH_OPS:
+        return {"file": (args[0], args[0]), "parent": (parent(args[0]), parent(args[0]))}
+    if op in FD_OPS:
+        if args[0] not in fds:
+            return {}
+        p = where[args[0]][0]
+        return {"file": (p, p), "parent": (parent(p), parent(p))}
+    if op == "symlink":
+        return {"parent": (parent(args[1]), parent(args[1]))}
+    if op == "link":
+        return {"file": (args[0], args[0]), "parent": (parent(args[1]), parent(args[1]))}
+    if op == "rename":
+        return {"file": (args[0], args[1]), "parent": (parent(args[0]), parent(args[0])),
+                "new parent": (parent(args[1]), parent(args[1]))}
+    return {}
+def times(path):
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_ctime_ns
+def moved(a, b):
+    return "+" if b > a else "=" if b == a else "-"
 out = []
 for op, *args in spec["ops"]:
+    watch = probes(op, args) if spec["times"] else {}
+    before = {k: times(b) for k, (b, _) in watch.items()}
+    if watch:
+        time.sleep(0.01)  # past the file systems' clock tick (coarse: 4 ms at 250 Hz): a change shows
     try:
         r = run(op, args)
-        out.append(["ok", r])
+        res = ["ok", r]
     except OSError as exc:
-        out.append(["err", errno.errorcode.get(exc.errno, exc.errno)])
+        res = ["err", errno.errorcode.get(exc.errno, exc.errno)]
+    if watch:  # how the call moved each one's mtime and ctime (a name missing before or after: not compared)
+        after = {k: times(a) for k, (_, a) in watch.items()}
+        res.append({k: moved(before[k][0], after[k][0]) + moved(before[k][1], after[k][1])
+                    for k in sorted(watch) if before[k] and after[k]})
+    out.append(res)
 closed = []  # the descriptors left open, closed: close reports a write that failed (cto)
 for slot in sorted(fds):
     try:
@@ -248,16 +271,21 @@ GROUP_NAMES = ("-1", "root", TEAM, ALICE + ":group", BOB + ":group")
 
 
 # ---------------------------------------------------------------------------- running and reading
-def run(root: Path, ops: list[list[Any]], user: str = "root", refusals: bool = False) -> list[list[Any]]:
+def run(
+    root: Path, ops: list[list[Any]], user: str = "root", refusals: bool = False, times: bool = True
+) -> list[list[Any]]:
     """Each call's ``["ok", value]`` or ``["err", "ENOENT"]``, run in ``root`` as ``user``; ``refusals``:
-    the local side, which refuses what the README documents the mount refuses (``refused_rename``)."""
+    the local side, which refuses what the README documents the mount refuses (``refused_fstat``).
+    ``times``: each call that changes the namespace or a file also gives how it moved the times of
+    its file and parent(s) (``{"parent": "++", "file": "=+"}``: mtime, ctime each advanced ``+``,
+    unchanged ``=`` or back ``-``), so POSIX's timestamp rules are compared by effect, not value."""
     cmd = [USER_PY, "-c", RUNNER]
     if user != "root":
         import pwd
 
         pw = pwd.getpwnam(user)
         cmd = ["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--init-groups", *cmd]
-    spec = {"root": str(root), "ops": ops, "ids": ids(), "refusals": refusals}
+    spec = {"root": str(root), "ops": ops, "ids": ids(), "refusals": refusals, "times": times}
     r = subprocess.run(cmd, input=json.dumps(spec), capture_output=True, text=True, timeout=HANG, cwd="/")
     if r.returncode != 0:
         raise RuntimeError(f"the runner failed ({r.returncode}) as {user}:\n{r.stderr[-3000:]}")

@@ -11,6 +11,7 @@ from tests.conformance import (
     SCENARIOS,
     Outcome,
     check_inos,
+    check_times,
     owners_missing,
     run_direct,
     run_inproc,
@@ -34,6 +35,8 @@ def assert_same(ref: Outcome, got: Outcome, sc, world: str, replies: bool = True
     assert got.trees == ref.trees, f"{world}: local trees differ"
     check_inos(sc, ref.raw, "sim")
     check_inos(sc, got.raw, world)
+    check_times(sc, ref.raw, "sim")
+    check_times(sc, got.raw, world)
 
 
 def _local_support(sc) -> None:

@@ -2,8 +2,9 @@
 and heartbeats on, hypothesis draws a cluster size (3-7), a placement, a
 hashing and a schedule of steps: batches of operations issued concurrently
 from several nodes (mkdir, create, write, overwrite, unlink, rename within a
-directory and across directories, read), joins of new nodes, graceful leaves, crashes (found out by
-the heartbeats and evicted, or restarted before that) with their restarts,
+directory and across directories, of files and of directories, read), joins
+of new nodes, graceful leaves, crashes (found out by the heartbeats and
+evicted, or restarted before that) with their restarts,
 windows of message loss, and a partition isolating one node, then healed.
 
 At most one node is down, isolated or leaving at a time: every fault step
@@ -71,6 +72,7 @@ from fedsim.direct import DirectCluster
 from fedsim.faults import FaultPlan, Partition
 from fedsim.network import preset
 from fedsim.protocol.config import ProtocolConfig
+from fedsim.protocol.names import under
 from fedsim.runtime import SimCluster
 from tests.test_crash import _sim_walk
 from tests.test_replication import _evicted, assert_replicated, files
@@ -89,7 +91,11 @@ OPS = {"mkdir", "create", "write", "overwrite", "unlink", "rename", "read"}
 #: errors after which the operation may or may not have taken effect
 AMBIGUOUS = {errno.EHOSTDOWN, errno.EAGAIN, errno.ETIMEDOUT, errno.ESTALE}
 #: errors that say the operation did nothing (the reference explains them)
-REFUSED = {errno.ENOENT, errno.EEXIST, errno.EISDIR, errno.ENOTDIR, errno.EBUSY}  # (EBUSY: a rename of an open file)
+#: (EBUSY: a rename of an open file, or of a directory with one; ENOTEMPTY, EINVAL: of a directory)
+REFUSED = {errno.ENOENT, errno.EEXIST, errno.EISDIR, errno.ENOTDIR, errno.EBUSY, errno.ENOTEMPTY, errno.EINVAL}
+#: where a directory is renamed to (issue 24): another top directory (over an empty one or
+#: not), into another (then its files live under paths no other operation names), into itself
+MOVED_DIRS = [f"{d}/d" for d in DIRS]
 
 DATA = st.binary(min_size=1, max_size=8)  # (reads and walks read the first 64 bytes)
 op_st = st.one_of(
@@ -102,6 +108,7 @@ op_st = st.one_of(
     st.tuples(st.just("rename"), st.integers(0, 99), st.sampled_from(PATHS), st.sampled_from(LEAVES)),
     st.tuples(st.just("rename"), st.integers(0, 99), st.sampled_from(PATHS), st.sampled_from(PATHS)),  # (any directory)
     st.tuples(st.just("read"), st.integers(0, 99), st.sampled_from(PATHS)),
+    st.tuples(st.just("rename"), st.integers(0, 99), st.sampled_from(DIRS), st.sampled_from(DIRS + MOVED_DIRS)),
 )
 batch_st = st.lists(op_st, min_size=1, max_size=6)
 batches_st = st.lists(batch_st, max_size=2)
@@ -219,10 +226,50 @@ def _touches(step: tuple[Any, ...]) -> set[str]:
     return {step[2]}
 
 
+def _dir_rename(step: tuple[Any, ...]) -> bool:
+    """A rename of a directory (issue 24): its source names no file."""
+    return step[0] == "rename" and step[2].rsplit("/", 1)[1] not in LEAVES
+
+
+def _conflicts(step: tuple[Any, ...], taken: set[str], subtrees: set[str]) -> bool:
+    """Whether ``step`` may not run in a batch beside the steps that took
+    ``taken`` (their paths) and ``subtrees`` (directories they rename or
+    make): their order would be unknown to the reference."""
+    mine = _touches(step)
+    if any(under(p, t) for p in mine for t in subtrees):
+        return True
+    if _dir_rename(step) or step[0] == "mkdir":
+        return any(under(t, p) for p in mine for t in taken | subtrees)
+    return bool(mine & taken) or step[2].rsplit("/", 1)[0] in taken
+
+
+def _account_dir_rename(ref: Reference, old: str, new: str, ok: bool) -> None:
+    """A directory rename's outcome in the reference: done, every file and
+    directory under ``old`` now under ``new`` (which was absent or empty);
+    ambiguous, every name under either, and where it would have moved, unknown."""
+    moved = lambda p: new + p[len(old) :]  # noqa: E731
+    if ok:
+        if new == old:
+            return
+        assert not any(under(p, new) for p in ref.files if ref.known(p)), f"{old} moved over files under {new}"
+        ref.files = {moved(p) if under(p, old) else p: v for p, v in ref.files.items()}
+        ref.ambiguous = {moved(p) if under(p, old) else p for p in ref.ambiguous}
+        ref.dirs = {moved(p) if under(p, old) else p for p in ref.dirs if not under(p, new)} | {new}
+        return
+    names = {p for p in (*ref.files, *ref.ambiguous, *ref.dirs) if under(p, old) or under(p, new)} | {old, new}
+    ref.ambiguous |= names | {moved(p) for p in names if under(p, old)}
+
+
 def _account(ref: Reference, step: tuple[Any, ...], ok: bool, value: Any, log: list[Any]) -> None:
     """Update the reference with one operation's outcome, and check what
     can be checked at once: a read of a known file returns its content."""
     kind, path = step[0], step[2]
+    if _dir_rename(step):
+        if not ok:
+            assert value.errno in AMBIGUOUS | REFUSED, f"{step}: unexpected {value!r}; log {log}"
+        if ok or value.errno in AMBIGUOUS:
+            _account_dir_rename(ref, path, step[3], ok)
+        return
     if not ok:
         code = value.errno
         assert code in AMBIGUOUS | REFUSED, f"{step}: unexpected {value!r}; log {log}"
@@ -308,14 +355,14 @@ class Player:
         client uses node ``avoid`` (see the module docstring)."""
         clients = [n for n in self.clients() if n != avoid]
         taken: set[str] = set()
+        subtrees: set[str] = set()
         procs = []
         for step in steps:
-            if step[0] == "mkdir":
-                if step[2] in taken or any(p.startswith(step[2] + "/") for p in taken):
-                    continue
-            elif _touches(step) & taken or step[2].rsplit("/", 1)[0] in taken:
+            if _conflicts(step, taken, subtrees):
                 continue
             taken |= _touches(step)
+            if _dir_rename(step) or step[0] == "mkdir":
+                subtrees |= _touches(step)
             at = clients[step[1] % len(clients)]
             procs.append((step, at, _guarded(self.c, _op_gen(self.c, at, step))))
         self._run_until(lambda: all(p.triggered for _, _, p in procs), "operations")
@@ -415,7 +462,7 @@ class Player:
         dirs = {p for p, v in ns.items() if v is None}
         parents = {p.rsplit("/", 1)[0] for p in files(ns)}
         assert parents <= dirs, why
-        assert dirs <= {"/"} | ref.dirs | {d for d in DIRS if d in ref.ambiguous}, why
+        assert dirs <= {"/"} | ref.dirs | ref.ambiguous, why
         for viewer in c.live:  # every member reads it back: names and contents
             walked = _sim_walk(c, viewer)
             assert walked == ns, f"node {viewer}; {why}"

@@ -468,7 +468,8 @@ def test_a_bench_profile_calibrates_a_simulator_config(tmp_path):
 def test_client_rename_and_overwrite_are_protocol_operations(tmp_path):
     """Over TCP: overwrite keeps the file's home and replaces its content in
     place (open + truncate + write); rename replaces a target on another node
-    and moves no data, across directories too; EXDEV for a directory, EBUSY while open."""
+    and moves no data, across directories too, and of a directory (EINVAL into
+    itself); EBUSY while open."""
     spec = local_spec(tmp_path, 3)
     write_cluster(tmp_path / "cluster.yaml", spec)
     cluster = load_cluster(tmp_path / "cluster.yaml")
@@ -505,8 +506,12 @@ def test_client_rename_and_overwrite_are_protocol_operations(tmp_path):
             assert value is None and not [m for m in log if m[2] in ("Read", "Write", "Create")]
             assert c.read_file("/v/x") == b"short" and not c.exists(target)
             assert (tmp_path / f"n{home}/v/x").read_bytes() == b"short"  # moved between local directories
-            with pytest.raises(OSError) as xdev:
-                c.rename("/v", "/w/v")
-            assert xdev.value.errno == errno.EXDEV  # a directory
+            value, log = c.traced("rename", "/v", "/w/v")  # a directory: renamed in place, no data moves
+            assert value is None and not [m for m in log if m[2] in ("Read", "Write", "Create")]
+            assert c.read_file("/w/v/x") == b"short" and not c.exists("/v")
+            assert (tmp_path / f"n{home}/w/v/x").read_bytes() == b"short"
+            with pytest.raises(OSError) as inval:
+                c.rename("/w", "/w/v/w")
+            assert inval.value.errno == errno.EINVAL  # into its own subtree
     finally:
         g.stop()

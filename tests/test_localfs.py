@@ -143,6 +143,7 @@ ARGS: dict[str, tuple[Any, ...]] = {
     "write": (0, b"pwned"),
     "truncate": (0,),
     "rename": ("/renamed",),
+    "rename_dir": ("/renamed",),
     "setattr": (0o777, KEEP, KEEP, 1, 1),
     "symlink": ("/etc/passwd",),
     "mknod": (stat.S_IFIFO | 0o600,),
@@ -158,7 +159,7 @@ ARGS: dict[str, tuple[Any, ...]] = {
 ON_ENTRY: dict[str, int | None] = {
     "create": errno.EEXIST, "mkdir": errno.EEXIST, "symlink": errno.EEXIST, "mknod": errno.EEXIST,
     "link": errno.EEXIST,
-    "rmdir": errno.ENOTDIR,
+    "rmdir": errno.ENOTDIR, "rename_dir": errno.ENOTDIR,
     "listdir": FOREIGN_ERRNO, "list_dirs": FOREIGN_ERRNO, "open": FOREIGN_ERRNO, "read": FOREIGN_ERRNO,
     "write": FOREIGN_ERRNO, "truncate": FOREIGN_ERRNO, "fsync": FOREIGN_ERRNO,
     "stat": None, "getattr": None, "statfs": None, "close": None,
@@ -218,6 +219,7 @@ WEIGHTED_OPS = (
     + ["read"] * 2
     + ["open"] * 2
     + ["rename"] * 3
+    + ["rename_dir"] * 2
     + ["unlink", "rmdir", "listdir", "stat", "close", "list_dirs", "truncate"]
     + ["getattr", "setattr", "statfs", "fsync"]
     + ["symlink"] * 2
@@ -232,6 +234,7 @@ ARG_STRATEGIES: dict[str, st.SearchStrategy[tuple[Any, ...]]] = {
     "write": st.tuples(st.integers(-1, 12), st.binary(max_size=6)),
     "truncate": st.tuples(st.integers(-1, 12)),
     "rename": st.tuples(paths),  # onto files, directories, symlinks, missing names and missing parents
+    "rename_dir": st.tuples(paths),  # (as rename) and into its own subtree, onto itself, the root
     "symlink": st.tuples(st.sampled_from(["a", "../b", "/etc", "a/b/../.."])),
     "link": st.tuples(paths),  # (the old name) files, directories, symlinks, missing names, the root
     "mknod": st.tuples(st.sampled_from([stat.S_IFIFO | 0o644, stat.S_IFSOCK | 0o600, stat.S_IFCHR | 0o600, 0o644])),

@@ -247,3 +247,121 @@ def test_fit_contention_recovers_the_share_and_the_cores_worth_the_bench_was_sim
     whole = {k: contention_bench(replace(truth, capacity=0.0), k)[1] for k in (1, 2, 3, 4)}
     assert fit_contention(_contention_params(), cpu, whole)[1] in (0.0, pytest.approx(2.0, abs=0.05))
     assert fit_contention(_contention_params(), cpu)[1] == 0.0  # no rates: whole cores
+
+
+# ------------------------------------------------------------------ cold caches
+def test_a_wake_after_more_processes_than_cores_pays_a_refill_each_up_to_the_cap() -> None:
+    m = Machine(MachineParams(hosts=1, cores=2, cold_us=4.0, cold_cap_us=10.0), n_nodes=6)
+    assert m.run(0, 0.0, 10.0) == 10.0  # first job: nobody ran before it
+    assert m.run(1, 100.0, 10.0) == 110.0  # one other before it: warm
+    assert m.run(0, 200.0, 10.0) == 210.0  # one other since its last: within the cores, warm
+    m.run(1, 300.0, 1.0)
+    m.run(2, 400.0, 1.0)
+    assert m.run(0, 500.0, 10.0) == 510.0  # two others since (1 and 2): as many as cores, still warm
+    m.run(1, 600.0, 1.0)
+    m.run(2, 700.0, 1.0)
+    m.run(3, 800.0, 1.0)  # its first job: 0, 1 and 2 ran before it, one beyond the cores
+    assert m.run(0, 900.0, 10.0) == 900.0 + 10.0 + 4.0  # three others since: one beyond the cores
+    for p in (1, 2, 3, 4, 5):
+        m.run(p, 1000.0 + 100.0 * p, 1.0)
+    assert m.run(0, 2000.0, 10.0) == 2000.0 + 10.0 + 10.0  # five others: 3 x 4 us, capped at 10
+    assert m.run(0, 3000.0, 10.0) == 3010.0  # nobody ran since: warm again
+    assert m.busy[3] == 1.0 + 4.0 + 1.0 + 4.0  # its first job and its wake after 4, 5, 0, 1, 2 ran (one)
+
+
+def test_threads_of_one_client_program_share_its_caches() -> None:
+    """A client program's threads (``clients: shared``) run in its memory: they are not other
+    processes to each other or to it, and a thread's job warms the program's caches."""
+    m = Machine(MachineParams(hosts=1, cores=2, cold_us=5.0), n_nodes=2)
+    prog = m.client_proc(0, node=0)
+    threads = [m.add_proc(("client-thread", i), 0, prog) for i in range(4)]
+    m.run(prog, 0.0, 1.0)
+    for i, t in enumerate(threads):
+        assert m.run(t, 1.0 + i, 1.0) == 2.0 + i  # threads and their program: one memory, never cold
+    m.run(0, 10.0, 1.0)
+    m.run(1, 11.0, 1.0)
+    assert m.run(prog, 12.0, 1.0) == 13.0  # two agents since the program's threads last ran: the cores'
+    assert m.run(0, 13.0, 1.0) == 14.0  # agent 0: node 1 and the program since (two, the cores' worth)
+
+
+def test_fit_cold_recovers_the_refill_and_its_cap_the_chain_was_simulated_with() -> None:
+    """The chain microbenchmark's fit, on a benchmark whose truth is known (the simulator's own
+    chain with refills priced), and none where the CPU per call does not grow."""
+    from dataclasses import replace
+
+    from fedsim.machine import chain_bench, fit_cold
+
+    base = _contention_params()
+    truth = replace(base, cold_us=12.0, cold_cap_us=30.0)
+    flat = {k: chain_bench(base, k)[0] for k in range(1, 7)}
+    priced = {k: flat[k] + sum(j * min(12.0 * o, 30.0) for o, j in chain_bench(truth, k)[1].items())
+              for k in range(1, 7)}  # fmt: skip
+    assert priced[6] > priced[4] > priced[3] > priced[2] == pytest.approx(priced[1])  # it grows, then is capped
+    assert priced[6] == pytest.approx(priced[5])
+    assert fit_cold(base, priced) == (pytest.approx(12.0, abs=0.25), pytest.approx(30.0, abs=0.5))
+    assert fit_cold(base, flat) == (0.0, 0.0)
+
+
+def test_a_serial_chain_through_more_processes_than_cores_costs_more_cpu_per_call() -> None:
+    """The runtime on a machine with refills: one client calling six agents in turn spends more
+    CPU per call than calling one, by the refills of the agents it wakes; without them, the same."""
+    from dataclasses import replace
+
+    from fedsim.machine import chain_bench
+
+    base = _contention_params()
+    cold = replace(base, cold_us=12.0, cold_cap_us=30.0)
+
+    def cpu(params: MachineParams, k: int) -> float:
+        from fedsim.machine import _Refills
+
+        assert not isinstance(params, _Refills)
+        c = SimCluster(k, network=preset("fedfs_prototype"), machine=replace(params, hosts=1))
+        c.preload_summaries()
+        for a in range(k):
+            c.run_op(a, "mkdir", f"/c{a}")
+        assert c.machine is not None
+        c.machine.clear_busy()
+        for j in range(60):
+            c.env.run(until=c.env.process(c.client_op(0, j % k, "stat", f"/c{j % k}")))
+        return sum(c.machine.busy.values()) / 60
+
+    assert cpu(cold, 6) > cpu(base, 6) + 20.0  # each call wakes an agent four others evicted: capped at 30
+    assert cpu(cold, 2) == pytest.approx(cpu(base, 2))  # three processes on two cores: always warm
+    assert chain_bench(cold, 6)[0] == pytest.approx(chain_bench(base, 6)[0])  # the bench counts refills apart
+
+
+# ------------------------------------------------------------------ receipts without a wake
+def test_a_receipt_at_a_busy_process_does_not_pay_for_a_wake() -> None:
+    m = Machine(MachineParams(hosts=1, cores=2, wake_us=4.0), n_nodes=2)
+    assert m.receive(0, 0.0, 10.0) == 10.0  # idle: its event loop slept, the receipt wakes it
+    assert m.receive(0, 5.0, 10.0) == 16.0  # still busy when it arrived: read without a wake (10 - 4)
+    assert m.receive(0, 20.0, 3.0) == 23.0  # idle again: the whole receipt
+    assert m.receive(0, 21.0, 3.0) == 23.0  # a receipt never costs less than nothing
+    assert m.run(0, 22.0, 5.0) == 28.0  # other work is priced as before
+
+
+def test_only_a_woken_job_loses_core_time_or_finds_its_caches_cold() -> None:
+    """A process that never slept keeps its core: beside a busy core its jobs run at full speed
+    (``capacity``) and on warm caches (``cold_us``); one that slept pays both when it wakes."""
+    m = Machine(MachineParams(hosts=1, cores=2, capacity=1.0, cold_us=3.0), n_nodes=5)
+    m.run(1, 1.0, 100.0)  # the other core busy until 101
+    assert m.run(0, 1.0, 10.0) == 21.0  # 0 wakes beside it: 2 cores in use on 1 core's worth, twice as long
+    assert m.run(0, 5.0, 10.0) == 31.0  # queued behind its own work: it never slept, full speed
+    for p in (2, 3, 4):
+        m.run(p, 200.0 + p, 1.0)
+    assert m.run(0, 300.0, 10.0) == 313.0  # woken after 2, 3 and 4 ran: one beyond the cores
+
+
+
+def test_fit_wake_recovers_the_discount_the_fan_in_was_simulated_with() -> None:
+    from dataclasses import replace
+
+    from fedsim.machine import fan_in_bench, fit_wake
+
+    base = _contention_params()
+    truth = replace(base, wake_us=5.0)
+    cpu = {k: fan_in_bench(truth, k)[0] for k in (1, 2, 4, 8)}
+    assert cpu[8] < cpu[2] < cpu[1]  # the busier the agent, the fewer wakes it pays for
+    assert fit_wake(base, cpu) == pytest.approx(5.0, abs=0.1)
+    assert fit_wake(base, {k: fan_in_bench(base, k)[0] for k in (1, 2, 4, 8)}) == 0.0

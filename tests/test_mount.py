@@ -220,12 +220,10 @@ def test_rename(mnt: Path) -> None:
     sh(["mv", str(mnt / "b"), str(mnt / "d2" / "moved")])  # across directories: a rename (``rename: 2pc``)
     assert (mnt / "d2" / "moved").read_bytes() == b"A" * 5000
     assert not (mnt / "b").exists()
-    with pytest.raises(OSError) as e:
-        os.rename(mnt / "d2", mnt / "d1" / "d2")
-    assert e.value.errno == errno.EXDEV  # a directory is not renamed (issue 24's next slice) ...
-    sh(["mv", str(mnt / "d2"), str(mnt / "d1" / "d2")])  # ... mv copies it
+    os.rename(mnt / "d2", mnt / "d1" / "d2")  # a directory too (``test_mv_of_a_directory_tree_is_a_rename``)
     assert (mnt / "d1" / "d2" / "moved").read_bytes() == b"A" * 5000
     assert not (mnt / "d2").exists()
+    assert os.stat(mnt / "d1" / "d2" / "moved").st_ino == ino
 
 
 def test_mv_across_directories_is_a_rename(mnt: Path) -> None:
@@ -253,6 +251,46 @@ def test_mv_across_directories_is_a_rename(mnt: Path) -> None:
         os.rename(mnt / "d1" / "t", mnt / "nowhere" / "t")
     assert e.value.errno == errno.ENOENT
     assert (mnt / "d1" / "t").read_bytes() == b"F" * 70000  # a failed rename leaves no trace
+
+
+def test_mv_of_a_directory_tree_is_a_rename(mnt: Path) -> None:
+    """``mv src/tree dst/`` is one rename(2) of the directory (two-phase commit over
+    every member, ``fedfs/rename.py``), not mv's copy: every file below keeps its
+    inode number and content, the old name is gone, the new one lists the tree;
+    into its own subtree EINVAL, over a non-empty directory ENOTEMPTY, over an
+    empty one it replaces it, and a failed rename leaves no trace."""
+    tree = mnt / "src" / "tree"
+    (tree / "sub" / "deep").mkdir(parents=True)
+    (mnt / "dst").mkdir()
+    files = {"a": b"A" * 70000, "sub/b": b"B", "sub/deep/c": b"C" * 3}
+    for name, data in files.items():
+        (tree / name).write_bytes(data)
+    inos = {name: os.stat(tree / name).st_ino for name in files}
+    sh(["mv", str(tree), str(mnt / "dst") + "/"])
+    moved = mnt / "dst" / "tree"
+    assert not tree.exists() and os.listdir(mnt / "src") == []
+    assert sorted(os.listdir(moved)) == ["a", "sub"] and os.listdir(mnt / "dst") == ["tree"]
+    for name, data in files.items():
+        assert (moved / name).read_bytes() == data
+        assert os.stat(moved / name).st_ino == inos[name]  # a rename: no copy
+    with pytest.raises(OSError) as e:
+        os.rename(moved, moved / "sub" / "tree")
+    assert e.value.errno == errno.EINVAL
+    (mnt / "full").mkdir()
+    (mnt / "full" / "x").write_bytes(b"x")
+    with pytest.raises(OSError) as e:
+        os.rename(moved, mnt / "full")
+    assert e.value.errno == errno.ENOTEMPTY
+    assert (moved / "sub" / "deep" / "c").read_bytes() == b"CCC"  # no trace
+    (mnt / "empty").mkdir()
+    os.rename(moved, mnt / "empty")  # over an empty directory: replaced
+    assert sorted(os.listdir(mnt / "empty")) == ["a", "sub"] and not moved.exists()
+    assert os.stat(mnt / "empty" / "sub" / "b").st_ino == inos["sub/b"]
+    with open(mnt / "empty" / "a", "rb") as f:  # an open file under it pins it (the protocol says EBUSY) ...
+        assert f.read(1) == b"A"
+        os.rename(mnt / "empty", mnt / "src" / "back")  # ... the mount gives up its descriptor first
+        assert f.read(2) == b"AA"  # and reopens it by the new name
+    assert (mnt / "src" / "back" / "a").read_bytes() == files["a"]
 
 
 def test_close_then_rename_at_once(mnt: Path) -> None:

@@ -115,21 +115,34 @@ class Reference:
 
     def rename(self, old: str, new: str) -> None:
         """The federation's rename (``rename: 2pc``): POSIX within one directory
-        and across directories, EXDEV for directories; the source is checked
-        first (ENOENT, ENOTDIR, EXDEV), then the target's directory (ENOENT,
-        ENOTDIR), then the target (EISDIR)."""
+        and across directories, of files and of directories; the source is
+        checked first (ENOENT, ENOTDIR), then the target's directory (ENOENT,
+        ENOTDIR), then the target (a file onto a directory EISDIR; a
+        directory into its own subtree EINVAL, onto a file ENOTDIR, onto a
+        non-empty directory ENOTEMPTY)."""
         if "/" in (old, new):
             raise OSError(errno.EBUSY, "/")
         src = self._get(old)
         if old == new:
             return
-        if src is None:
-            raise OSError(errno.EXDEV, old)
         self._parent_ok(new)
-        if new in self.t and self.t[new] is None:
-            raise OSError(errno.EISDIR, new)
-        del self.t[old]
-        self.t[new] = src
+        if src is not None:
+            if new in self.t and self.t[new] is None:
+                raise OSError(errno.EISDIR, new)
+            del self.t[old]
+            self.t[new] = src
+            return
+        if new.startswith(old + "/"):
+            raise OSError(errno.EINVAL, new)
+        if new in self.t:
+            if self.t[new] is not None:
+                raise OSError(errno.ENOTDIR, new)
+            if any(p.startswith(new + "/") for p in self.t):
+                raise OSError(errno.ENOTEMPTY, new)
+        moved = {p: v for p, v in self.t.items() if p == old or p.startswith(old + "/")}
+        for p in moved:
+            del self.t[p]
+        self.t.update({new + p[len(old) :]: v for p, v in moved.items()})
 
 
 def fed_write(c: DirectCluster, node: int, path: str, offset: int, data: bytes) -> int:
@@ -322,7 +335,7 @@ def check_no_trace_and_exact_tables(c: DirectCluster, ref: Reference) -> None:
     """No rename left a mark, gate or flight behind, and every manager's DT
     entry for a name it manages is exact (a file's entry names a node holding it)."""
     for node in c.nodes:
-        assert not node.rename_marks and not node.gates and not node.renames, node.id
+        assert not node.rename_marks and not node.gates and not node.renames and not node.dir_freezes, node.id
         for p in node.dt.keys():
             if node.manager_of(p) != node.id:
                 continue  # a requester's cache: may be stale by design
@@ -400,6 +413,68 @@ def test_a_rename_that_fails_before_its_commit_point_leaves_no_trace():
     assert [name for name, _ in c.op(0, "readdir", "/d")] == ["f1", "f2", "f3", "f4"]
     assert c.namespace()["/d/f1"] == b"file 0" and "/d/f0" not in c.namespace()
 
+
+
+def test_a_directory_rename_that_fails_before_its_commit_point_leaves_no_trace():
+    """A directory rename freezes both subtrees at every member (issue 24):
+    an open file under it (EBUSY) and a member that does not answer its
+    prepare (EHOSTDOWN) undo every freeze, the unanswered one retried in
+    the background; nothing moved; then the rename goes through, no file
+    changes home, and every name under the old path is gone everywhere."""
+    c = DirectCluster(5)
+    c.op(0, "mkdir", "/d")
+    c.op(1, "mkdir", "/d/s")
+    c.op(2, "mkdir", "/e")
+    for i in range(5):
+        c.op(i, "create", f"/d/s/f{i}")
+        fed_write(c, i, f"/d/s/f{i}", 0, f"file {i}".encode())
+    before = {p: v for p, v in c.namespace().items() if p.startswith("/d/")}
+    homes = {i: [n for n in range(5) if f"/d/s/f{i}" in c.fs[n].tree()] for i in range(5)}
+    fd = c.op(3, "open", "/d/s/f1")
+    assert outcome(c.op, 2, "rename", "/d", "/e/d") == ("err", errno.EBUSY)
+    c.op(3, "close", fd)
+    c.down.add(4)
+    assert outcome(c.op, 2, "rename", "/d", "/e/d") == ("err", errno.EHOSTDOWN)
+    c.down.clear()
+    c.advance(1.0)  # (the unanswered prepare's rollback, retried)
+    for node in c.nodes:
+        assert not node.dir_freezes and not node.renames, node.id
+    assert {p: v for p, v in c.namespace().items() if p.startswith("/d/")} == before
+    c.op(1, "rename", "/d", "/e/d")
+    ns = c.namespace()
+    assert not [p for p in ns if p.startswith("/d")]
+    assert {p[len("/e") :]: v for p, v in ns.items() if p.startswith("/e/d/")} == before
+    assert {i: [n for n in range(5) if f"/e/d/s/f{i}" in c.fs[n].tree()] for i in range(5)} == homes
+    for viewer in range(5):
+        assert outcome(c.op, viewer, "stat", "/d/s/f0") == ("err", errno.ENOENT)
+        assert fed_read(c, viewer, "/e/d/s/f3", 0, 10) == b"file 3"
+        assert c.op(viewer, "readdir", "/e") == [("d", True)]
+    assert c.walk(0) == ns
+
+
+def test_a_directory_rename_whose_coordinator_leaves_is_run_on_by_it():
+    """Recovery as for a file rename: a coordinator that leaves the view
+    between the phases releases its freezes at every member
+    (``renames_orphaned``), and as a graceful leaver runs its rename on:
+    the finishes it sends still rename (``dir_released``)."""
+    c = DirectCluster(5)
+    c.op(0, "mkdir", "/d")
+    for i in range(5):
+        c.op(i, "create", f"/d/f{i}")
+    coordinator = c.nodes[0].manager_of("/")
+    rename = c.nodes[coordinator].on_rename(coordinator, Rename("/d", "/g"))
+    state, step = _step(c, coordinator, rename, stop=lambda e: "DirRenameFinish" in repr(e))
+    assert state == "paused"  # committed, no finish sent to another member yet: they are frozen
+    assert all(node.dir_freezes for node in c.nodes if node.id != coordinator)
+    for node in c.nodes:
+        if node.id != coordinator:
+            node.renames_orphaned({coordinator})
+            assert not node.dir_freezes and node.dir_released
+    assert _step(c, coordinator, rename, c._perform(coordinator, step))[0] == "done"
+    ns = c.namespace()
+    assert sorted(p for p in ns if p.startswith("/g/")) == [f"/g/f{i}" for i in range(5)]
+    assert not [p for p in ns if p.startswith("/d")]
+    assert not any(node.dir_released for node in c.nodes)
 
 def _rename_roles(n: int = 5) -> tuple[str, str, int, int, int, int]:
     """(source, target, PM, M_b, H_a, H_b): names in /d whose directory's and

@@ -351,6 +351,128 @@ def test_concurrent_readers_never_see_both_names_or_neither_during_renames(seed,
     assert retries > 0  # readers did hold stale entries (ENOENT or ESTALE re-resolved)
 
 
+def _classify_dir(kind: str, value: object, src: str, dst: str) -> str:
+    """An observation of one directory rename (``/d/sK`` to ``{tdir}/tK``, each
+    holding files a and b on two nodes, ``a`` 5 bytes) as "pre", "post" or
+    "bad": a listing of the moved directory that is neither whole nor absent
+    (a subtree partly moved), a parent listing with both names or neither."""
+    if kind in ("list_src", "list_dst"):
+        if isinstance(value, FileNotFoundError):
+            return "post" if kind == "list_src" else "pre"
+        if isinstance(value, BaseException) or sorted(n for n, _ in value) != ["a", "b"]:
+            return "bad"
+        return "pre" if kind == "list_src" else "post"
+    if kind == "parents":
+        has = (src in {n for n, _ in value[0]}, dst in {n for n, _ in value[1]})
+        return {(True, False): "pre", (False, True): "post"}.get(has, "bad")
+    if kind == "parent_src":
+        return "pre" if src in {n for n, _ in value} else "post"
+    if kind == "parent_dst":
+        return "post" if dst in {n for n, _ in value} else "pre"
+    if isinstance(value, FileNotFoundError):
+        return "post" if kind == "stat_src" else "pre"
+    return ("pre" if kind == "stat_src" else "post") if value == (False, 5) else "bad"
+
+
+@pytest.mark.parametrize(("seed", "cross"), [(s, False) for s in range(3)] + [(s, True) for s in range(3)])
+def test_concurrent_readers_never_see_a_directory_under_both_names_or_neither(seed, cross):
+    """Issue 24: directories renamed (within /d, or across to another
+    directory whose manager differs) while readers on every node list the
+    moved directory under both names, list the parents, and stat a file
+    under each name.  Every observation is of the state before or after its
+    rename: never a listing of the directory partly moved, never both names
+    or neither in one parent's listing (within /d); "pre" if it ended before
+    the rename started, "post" if it started after it finished, and none
+    "pre" once another saw "post" and finished (linearisable).  No file
+    changes node, and nothing stays frozen."""
+    import random
+
+    rng = random.Random(seed)
+    n = 6
+    sim = SimCluster(n, network=preset("fedfs_prototype"), placement="round_robin", keep_data=True,
+                     workers=4, protocol=ProtocolConfig(dt_entries=8, vd_entries=64))  # fmt: skip
+    tdir = "/d"
+    if cross:
+        pm_d = sim.nodes[0].manager_of("/d")
+        tdir = next(p for i in range(100) if sim.nodes[0].manager_of(p := f"/t{i}") != pm_d)
+        sim.fs[n - 1].mkdir(tdir)
+    sim.fs[0].mkdir("/d")
+    pairs = []
+    homes = {}
+    for k in range(4):
+        a, b = rng.sample(range(n), 2)
+        sim.fs[a].populate([(f"/d/s{k}/a", 5)])
+        sim.fs[b].populate([(f"/d/s{k}/b", 7)])
+        homes[k] = (a, b)
+        pairs.append((f"s{k}", f"t{k}"))
+    sim.preload_summaries()
+    sim.run_op(0, "readdir", "/d")
+    env = sim.env
+    obs: list[tuple[int, float, float, str]] = []
+    windows: dict[int, tuple[float, float]] = {}
+
+    def rename(k, at):
+        yield env.timeout(at)
+        src, dst = pairs[k]
+        t0 = env.now
+        yield sim.op(rng.randrange(n), "rename", f"/d/{src}", f"{tdir}/{dst}")
+        windows[k] = (t0, env.now)
+
+    def reader(node):
+        for _ in range(120):
+            yield env.timeout(rng.uniform(0, 40))
+            k = rng.randrange(len(pairs))
+            src, dst = pairs[k]
+            kind = rng.choice(["list_src", "list_dst", "stat_src", "stat_dst", "parents" if not cross else "parent_src",
+                               "parent_dst" if cross else "parents"])  # fmt: skip
+            t0 = env.now
+            try:
+                if kind == "list_src":
+                    value = yield sim.op(node, "readdir", f"/d/{src}")
+                elif kind == "list_dst":
+                    value = yield sim.op(node, "readdir", f"{tdir}/{dst}")
+                elif kind == "stat_src":
+                    value = yield sim.op(node, "stat", f"/d/{src}/a")
+                elif kind == "stat_dst":
+                    value = yield sim.op(node, "stat", f"{tdir}/{dst}/a")
+                elif kind == "parents":  # (within /d: one listing shows both names)
+                    listing = yield sim.op(node, "readdir", "/d")
+                    value = (listing, listing)
+                elif kind == "parent_src":
+                    value = yield sim.op(node, "readdir", "/d")
+                else:
+                    value = yield sim.op(node, "readdir", tdir)
+            except OSError as exc:
+                value = exc
+            if kind in ("parents", "parent_src", "parent_dst"):
+                for j, (s, d) in enumerate(pairs):
+                    obs.append((j, t0, env.now, _classify_dir(kind, value, s, d)))
+            else:
+                obs.append((k, t0, env.now, _classify_dir(kind, value, src, dst)))
+
+    for k in range(len(pairs)):
+        env.process(rename(k, rng.uniform(500, 4000)))
+    for node in range(n):
+        for _ in range(3):
+            env.process(reader(node))
+    env.run()
+    assert len(windows) == len(pairs)
+    for k, (start, finish) in windows.items():
+        mine = [(t0, t1, state) for j, t0, t1, state in obs if j == k]
+        assert all(state != "bad" for _, _, state in mine), (k, [m for m in mine if m[2] == "bad"][:3])
+        assert all(state == "pre" for _, t1, state in mine if t1 < start), k
+        assert all(state == "post" for t0, _, state in mine if t0 > finish), k
+        first_post_end = min((t1 for _, t1, state in mine if state == "post"), default=float("inf"))
+        assert all(t0 <= first_post_end for t0, _, state in mine if state == "pre"), k
+        assert [state for t0, t1, state in mine if t0 <= finish and t1 >= start], k
+    assert sum(1 for *_, s in obs if s == "post") > 100 and sum(1 for *_, s in obs if s == "pre") > 100
+    for k, (a, b) in homes.items():  # no file changed node
+        assert f"{tdir}/t{k}/a" in sim.fs[a].tree() and f"{tdir}/t{k}/b" in sim.fs[b].tree()
+    assert not [p for fs in sim.fs for p in fs.tree() if p.startswith("/d/s")]
+    for node in sim.nodes:
+        assert not node.dir_freezes and not node.renames and not node.gates
+
+
 def test_cold_lookups_under_load_with_the_parent_manager_reading_do_not_deadlock():
     import random
 

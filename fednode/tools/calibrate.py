@@ -5,8 +5,8 @@
 The simulator predicts real agents only if it knows what they cost here
 (``fedsim.machine``).  This command measures each cost with microbenchmarks
 of its own -- never with the workloads a validation then compares against --
-on a federation of four agents (R, whose client this process is, A, and two
-more for the contention microbenchmark), or
+on a federation of six agents (R, whose client this process is, A, and more
+for the contention and chain microbenchmarks), or
 the running federation a cluster file names:
 
 * **the transport, as LogGP**: raw round trips (PING/PONG) from R to A over
@@ -38,7 +38,14 @@ the running federation a cluster file names:
   its cores costs: 1 to 4 client threads calling 4 agents at once, the CPU
   per call over every process and the calls per second (the simulator fits
   ``oversub_share`` to the first and the cores' worth, ``capacity``, to the
-  second, ``fedsim.machine.fit_contention``);
+  second, ``fedsim.machine.fit_contention``); and what more processes than
+  cores taking turns cost: one client thread calling 1 to 6 agents in turn,
+  the CPU per call over every process (each wakes to caches the others
+  filled: the simulator fits ``cold_us`` and ``cold_cap_us`` to its growth,
+  ``fedsim.machine.fit_cold``); and what a busy process saves: 1 to 8 client
+  threads calling one agent, the CPU per call over every process (a request
+  that finds the agent busy is read without a wake: ``wake_us``,
+  ``fedsim.machine.fit_wake``);
 * **the mount** (``--mount``, where FUSE works): the FUSE layer's costs and
   the kernel requests each system call becomes (``fednode.tools.calibrate_fuse``).
 
@@ -88,6 +95,9 @@ IO = 4096
 OPS = ("mkdir", "rmdir", "create", "stat", "getattr", "open", "write", "read", "close", "unlink")
 #: a spread (max - min over median) above which a round is repeated
 SPREAD = 0.10
+#: agents of a local calibration federation: R, A, B, and up to 6 taking turns in the chain microbenchmark
+#: (on a 2-core machine the CPU per call grows from 3 agents on and stops growing by about 5)
+CHAIN_AGENTS = 6
 
 
 @dataclass
@@ -145,6 +155,8 @@ class Calibration:
         # a client reaches its agent over TCP: with agents on another transport its messages are not the pings'
         self.fold_client = self.clients[self.R].status()["transport"] != "tcp"
         self.contended: dict[int, dict[str, float]] = {}
+        self.chained: dict[int, dict[str, float]] = {}
+        self.fanned: dict[int, dict[str, float]] = {}
         self.user = 1.0
 
     def close(self) -> None:
@@ -376,6 +388,100 @@ class Calibration:
             for c in [*clients.values(), *admin.values(), *(c for row in conns for c in row)]:
                 c.disconnect()
 
+    def fan_in(self, calls: int) -> dict[int, dict[str, float]]:
+        """k = 1, 2, 4, 8 client threads of this program all calling R (a ``stat`` of a name it
+        manages and holds), each on its own connection: as R fills up, a request finds it still
+        busy with another and is read without a wake, so the CPU per call over every process
+        falls (``machine.wake_us``, fitted by the simulator, ``fedsim.machine.fit_wake``)."""
+        ks = (1, 2, 4, 8)
+        conns = [Client(self.cluster, node=self.R) for _ in range(max(ks))]
+        R = self.clients[self.R]
+        d = f"{self.top}/fan_in"
+        R.call("pin", d, self.R)
+        R.mkdir(d)
+        files = names_managed_by(self.hashing, self.R, f"{d}/f", 20)
+        try:
+            for f in files:
+                R.call("pin", f, self.R)
+                R.create(f)
+            out: dict[int, dict[str, float]] = {}
+            for k in ks:
+                cpu: dict[int, int] = {}
+
+                def one(i: int, cpu: dict[int, int] = cpu) -> None:
+                    c = conns[i]
+                    for j in range(20):  # connected and warm before the clock
+                        c.stat(files[j])
+                    t0 = time.thread_time_ns()
+                    for j in range(calls):
+                        c.stat(files[(i + j) % 20])
+                    cpu[i] = time.thread_time_ns() - t0
+
+                before = R.call("profile", "snapshot")["cpu_ns"]
+                threads = [threading.Thread(target=one, args=(i,)) for i in range(k)]
+                w0 = time.perf_counter()
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                wall = time.perf_counter() - w0
+                agent = R.call("profile", "snapshot")["cpu_ns"] - before
+                total = k * calls
+                out[k] = {"cpu_per_call_us": round((agent + sum(cpu.values())) / total / 1000, 3),
+                          "client_cpu_per_call_us": round(sum(cpu.values()) / total / 1000, 3),
+                          "calls_per_s": round(total / wall, 1)}  # fmt: skip
+            for f in files:
+                R.unlink(f)
+            R.rmdir(d)
+            return out
+        finally:
+            for c in conns:
+                c.disconnect()
+
+    def chain(self, calls: int) -> dict[int, dict[str, float]]:
+        """One client thread of this program calling 1, 2, ... agents in turn (call j a ``stat`` at
+        agent j mod k on a name it manages and holds): one process runs at a time, yet the CPU per
+        call over every process grows with k once more processes than cores take turns, since each
+        wakes to caches the others filled (``machine.cold_us`` and ``cold_cap_us``, fitted by the
+        simulator, ``fedsim.machine.fit_cold``).  Each k after a warm-up of its own."""
+        members = self.cluster.spec.members
+        conns = {n: Client(self.cluster, node=n) for n in members}
+        try:
+            files = {}
+            for n, c in conns.items():
+                d = f"{self.top}/chain{n}"
+                c.call("pin", d, n)
+                c.mkdir(d)
+                files[n] = names_managed_by(self.hashing, n, f"{d}/f", 20)
+                for f in files[n]:
+                    c.call("pin", f, n)
+                    c.create(f)
+            out: dict[int, dict[str, float]] = {}
+            for k in range(1, len(members) + 1):
+                nodes = members[:k]
+                for j in range(max(200, calls // 4)):  # the turn settled: every process has run in it
+                    a = nodes[j % k]
+                    conns[a].stat(files[a][j % 20])
+                before = {n: c.call("profile", "snapshot")["cpu_ns"] for n, c in conns.items()}
+                t0 = time.thread_time_ns()
+                w0 = time.perf_counter()
+                for j in range(calls):
+                    a = nodes[j % k]
+                    conns[a].stat(files[a][j % 20])
+                wall = time.perf_counter() - w0
+                mine = time.thread_time_ns() - t0
+                agents = sum(c.call("profile", "snapshot")["cpu_ns"] - before[n] for n, c in conns.items())
+                out[k] = {"cpu_per_call_us": round((agents + mine) / calls / 1000, 3),
+                          "calls_per_s": round(calls / wall, 1)}  # fmt: skip
+            for n, c in conns.items():
+                for f in files[n]:
+                    c.unlink(f)
+                c.rmdir(f"{self.top}/chain{n}")
+            return out
+        finally:
+            for c in conns.values():
+                c.disconnect()
+
     def round(self) -> Round:
         rnd = Round()
         self.pings(rnd)
@@ -418,8 +524,9 @@ class Calibration:
                     break
             self.user = self.user_share(max(2000, self.repeat * 20))
             runs = [self.contention(self.repeat * 4) for _ in range(3)]
-            self.contended = {k: {key: statistics.median(r[k][key] for r in runs) for key in runs[0][k]}
-                              for k in runs[0]}  # fmt: skip
+            self.contended = _median_runs(runs)
+            self.chained = _median_runs([self.chain(self.repeat * 8) for _ in range(3)])
+            self.fanned = _median_runs([self.fan_in(self.repeat * 4) for _ in range(3)])
         finally:
             for n in self.cluster.spec.members:
                 with Client(self.cluster, node=n) as c:
@@ -427,6 +534,11 @@ class Calibration:
             with contextlib.suppress(OSError):
                 R.rmdir(self.top)
         return fits
+
+
+def _median_runs(runs: list[dict[int, dict[str, float]]]) -> dict[int, dict[str, float]]:
+    """A microbenchmark's runs (count -> measure -> value), each value their median."""
+    return {k: {key: statistics.median(r[k][key] for r in runs) for key in runs[0][k]} for k in runs[0]}
 
 
 _SPIN = "import time\nt = time.perf_counter()\nx = 0\nfor i in range({n}):\n    x += i\nprint(time.perf_counter() - t)"
@@ -764,6 +876,14 @@ def report(fitted: dict[str, Any], prof: dict[str, Any], spread_target: float) -
         rows = [[k, f"{v['cpu_per_call_us']:.1f}", f"{v['calls_per_s']:,.0f}"] for k, v in m["contention"].items()]
         lines.append("\ncontention: client threads calling agents at once (stat, 0 hop), all processes' CPU per call:")
         lines.append(table(["threads", "CPU us per call", "calls/s"], rows))
+    if m.get("fan_in"):
+        rows = [[k, f"{v['cpu_per_call_us']:.1f}", f"{v['calls_per_s']:,.0f}"] for k, v in m["fan_in"].items()]
+        lines.append("\nfan-in: client threads calling one agent at once (stat, 0 hop), all processes' CPU per call:")
+        lines.append(table(["threads", "CPU us per call", "calls/s"], rows))
+    if m.get("chain"):
+        rows = [[k, f"{v['cpu_per_call_us']:.1f}", f"{v['calls_per_s']:,.0f}"] for k, v in m["chain"].items()]
+        lines.append("\nchain: one client thread calling agents in turn (stat, 0 hop), all processes' CPU per call:")
+        lines.append(table(["agents", "CPU us per call", "calls/s"], rows))
     on = m["measured_on"]
     noisy = on["worst_spread"] is None or on["worst_spread"] > spread_target
     crowded = on.get("parallel_capacity", on["cores"]) < 0.75 * on["cores"]
@@ -810,7 +930,7 @@ def calibrate(
     warn = busy(load0, cores)
     if warn and not quiet:
         print(f"warning: {warn}", flush=True)
-    with federation(cluster_file, nodes=4, transport=transport, devices=devices, base=base) as cluster:
+    with federation(cluster_file, nodes=CHAIN_AGENTS, transport=transport, devices=devices, base=base) as cluster:
         cal = Calibration(cluster, repeat)
         try:
             label = cal.clients[cal.R].status()["transport"]
@@ -830,6 +950,8 @@ def calibrate(
     capacity = (capacity + parallel_capacity()) / 2
     prof = profile_of(fitted, len(fits), worst, (load0, os.getloadavg()[0]), label, hosts, capacity)
     prof["machine"]["contention"] = cal.contended
+    prof["machine"]["chain"] = cal.chained
+    prof["machine"]["fan_in"] = cal.fanned
     prof["machine"]["client_user_share"] = round(cal.user, 3)
     if fuse is not None:
         prof["machine"]["fuse"] = fuse

@@ -16,7 +16,7 @@ MAX_BLOCK_SIZE = 1 << 20
 MAX_BLOCK_FETCH = 1 << 20
 #: What a leaving node may do with its own files (``ProtocolConfig.leave_files``).
 LEAVE_FILES = ("unavailable", "migrate")
-#: How a rename across directories is done (``ProtocolConfig.rename``).
+#: How a rename across directories or of a directory is done (``ProtocolConfig.rename``).
 RENAMES = ("local", "2pc")
 
 
@@ -76,11 +76,12 @@ class ProtocolConfig:
     # coherent secondary at the home's successor in the view, a write
     # acknowledged once both hold it.
     replicas: int = 1
-    # Rename across directories (``fedfs/rename.py``): "2pc" moves a file (a
-    # symlink, a special file) from one directory to another atomically, by
-    # two-phase commit between the two directories' managers and the homes;
-    # "local" answers EXDEV for it, as before (``mv`` then copies by itself).
-    # Renaming a directory is EXDEV either way.
+    # Rename across directories and of directories (``fedfs/rename.py``):
+    # "2pc" moves a file (a symlink, a special file) from one directory to
+    # another atomically, by two-phase commit between the two directories'
+    # managers and the homes, and renames a directory by two-phase commit
+    # over every member (each renames its own part in place); "local"
+    # answers EXDEV for both, as before (``mv`` then copies by itself).
     rename: str = "2pc"
     # Crash detection (FedFS 3.3; ``fedfs/failure.py``): every
     # ``heartbeat_s`` a member sends a heartbeat to its successor in the

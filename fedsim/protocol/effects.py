@@ -193,6 +193,9 @@ LOCAL_OPS: dict[str, str] = {
     "truncate": "(size) -> None: cut a regular file to size bytes or extend it with zeros",
     "rename": "(new_path) -> None: rename a regular file, atomically replacing a regular file at "
     "new_path (EISDIR if either is a directory; the new parent must exist, none is created)",
+    "rename_dir": "(new_path) -> None: rename a directory with everything under it (the same inodes), "
+    "atomically replacing an empty directory at new_path (EINVAL into its own subtree, ENOTDIR onto a file, "
+    "ENOTEMPTY; the new parent must exist, none is created)",
     "open": "() -> None: check the file exists and is a regular file",
     "close": "() -> None",
     "list_dirs": "() -> list[str]: every directory under the path (inclusive), for summaries",

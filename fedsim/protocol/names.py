@@ -121,6 +121,12 @@ def join(directory: str, name: str) -> str:
     return directory + name if directory == ROOT else f"{directory}/{name}"
 
 
+def under(path: str, top: str) -> bool:
+    """Whether canonical ``path`` is ``top`` or lies below it (a directory
+    rename's subtree, what it freezes and what forgets its names)."""
+    return path == top or top == ROOT or path.startswith(top + "/")
+
+
 def ancestors(path: str) -> list[str]:
     """Proper ancestors of a canonical path, root first: "/a/b/c" -> ["/", "/a", "/a/b"]."""
     if path == ROOT:

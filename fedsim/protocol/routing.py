@@ -50,6 +50,7 @@ from typing import Any, Literal, get_args
 from fedsim.protocol.attrs import home_of_ino
 from fedsim.protocol.config import FederationSpec
 from fedsim.protocol.hashing import make_hashing
+from fedsim.protocol.names import under
 
 Route = Literal["fixed", "hash", "round_robin", "random", "home"]
 ROUTES: tuple[str, ...] = get_args(Route)
@@ -104,9 +105,13 @@ class Router:
         if len(self._hints) > HINTS:
             self._hints.popitem(last=False)
 
-    def forget(self, path: str) -> None:
-        """``path`` is gone (ENOENT, unlinked, renamed away): drop its hint."""
+    def forget(self, path: str, below: bool = False) -> None:
+        """``path`` is gone (ENOENT, unlinked, renamed away): drop its hint;
+        with ``below`` (a directory renamed), the hints of every name under it too."""
         self._hints.pop(path, None)
+        if below:
+            for p in [p for p in self._hints if under(p, path)]:
+                del self._hints[p]
 
 
 __all__ = ["HINTS", "ROUTES", "Route", "Router"]

@@ -15,7 +15,7 @@ and the requester caches the home it is told.
 A directory exists on every node that holds it, each copy with its own
 mode, owner and times, so one rule picks the answer and keeps giving it:
 
-* ``getattr`` of a directory is its attributes at the *lowest-numbered
+* ``getattr`` of a directory is its mode and owners at the *lowest-numbered
   holder* its manager knows (the holders of its virtual directory, known
   from the last dirmerge; the manager of a directory is the node that holds
   its VD), skipping the holders whose copy the federation made only to hold
@@ -49,8 +49,28 @@ mode, owner and times, so one rule picks the answer and keeps giving it:
   a chmod of a directory a file was renamed out of was ENOENT, and had
   changed the lower holders' copies already).  Only if no holder has a copy
   is the answer ENOENT.
-* a directory's mtime is therefore its answering holder's: an entry added at
-  another holder does not move it (the union has no mtime of its own).
+* a directory's times are the *newest* of all its copies' (issue 22,
+  "timestamps as POSIX says"): an entry is made or removed at one node, in
+  that node's copy, so only the newest copy shows that the union changed.
+  So the manager asks every holder at once (``HolderAttr`` to each, one
+  round trip, ``_every_holder``; before, one holder, the lowest, answered,
+  and a create whose home was another node left the directory's mtime as it
+  was).  A copy made to hold a file counts here: it was made by a change of
+  the directory.  When such a copy is removed again (pruned: its last entry
+  left, ``Home._prune``), its times would leave the answer with it, and the
+  directory's times would go *back* on that unlink, rename or rmdir; the
+  pruning node tells the directory's manager (``CopyPruned``), which sets the
+  mtime and ctime of the lowest other holder's copy to its now.  That costs
+  two messages, only when a copy is pruned, and is best effort: a manager
+  that does not have the directory's VD cached, or no other holder that
+  answers, leaves the times as the remaining copies have them.  Known
+  exceptions, documented in the README: the holders' clocks are compared
+  (synchronise them); a copy made or pruned in a subdirectory's parent (a
+  create in ``/a/b`` at a node that held no ``/a/b``) moves ``/a``'s times
+  too, at that node, although ``/a``'s entries did not change; a migration
+  moves its file's directory's times; a suspect holder (not asked for
+  ``SUSPECT_S``) is missed.  A setattr (chmod, chown, utimens)
+  reaches every copy, so it sets what the rule answers.
 
 ``UTIME_NOW`` is the clock of the node whose local file system holds the
 entry (each holder's, for a directory), as for any file system served over
@@ -77,7 +97,8 @@ file's to its home, each subdirectory's to every holder of the directory
 (a node holding ``/d/s`` holds ``/d``), at most ``ATTR_BATCH`` names or
 ``ATTR_BATCH_BYTES`` per request (more go in several, in the same multicast).
 A subdirectory's attributes follow getattr's rule over the answers: the
-lowest holder's that is not a copy made for a file, else the lowest copy's.
+lowest holder's that is not a copy made for a file, else the lowest copy's,
+with the newest times of them all.
 That takes no extra round trip and gives getattr's answer whenever the
 directory's holders as its parent's VD knows them are its own holders (as
 after any merge; a holder made outside the federation since the parent's
@@ -104,7 +125,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from fedsim.protocol.attrs import ATTR_WIRE, KEEP, STATFS_WIRE, check_setattr, federated
+from fedsim.protocol.attrs import ATTR_WIRE, KEEP, STATFS_WIRE, UTIME_NOW, UTIME_OMIT, check_setattr, federated
 from fedsim.protocol.effects import NOW, Compute, Local, Multicast
 from fedsim.protocol.fedfs.directory import SUSPECT_S
 from fedsim.protocol.fedfs.rename import Renaming
@@ -251,6 +272,18 @@ def name_batches(names: list[str]) -> list[list[str]]:
 # --- at the manager of a name ---------------------------------------------------------------
 @register_request
 @dataclass(slots=True, frozen=True)
+class CopyPruned(Request):
+    """The sender removed its implicit copy of directory ``path`` right after an
+    entry left it: the directory's manager touches another copy (module docstring)."""
+
+    route: ClassVar[str | None] = "path"
+    reply: ClassVar[Any] = None
+    path: str
+    epoch: int = 0  # the sender's view (``route``)
+
+
+@register_request
+@dataclass(slots=True, frozen=True)
 class ListHomes(Request):
     """``readdir_attrs``'s listing at the directory's manager. Reply: (sorted
     [(name, home or None for a directory)], the directory's holders sorted)."""
@@ -288,9 +321,35 @@ class Attributes(Renaming):
         """``attrs.Attr`` of ``path`` (as a tuple): a file's from its home, a directory's by the rule above."""
         path = normalize(path)
         yield Compute("fedfs_op")
-        if path == ROOT:  # every member holds it (its local tree's top): the lowest answers, no manager needed
-            return (yield from self._lowest_holder(ROOT, sorted(self.members)))
+        if path == ROOT:  # every member holds it (its local tree's top): all asked at once, no manager needed
+            return (yield from self._every_holder(ROOT, sorted(self.members)))
         return (yield from self._by_name(path, GetAttr, PathAttr))
+
+    def _current_suspects(self) -> Gen:
+        """``Node.suspects`` with the expired ones dropped: the holders not asked again for a while."""
+        suspects = self.suspects
+        if suspects:
+            now = yield NOW
+            for n in [n for n, until in suspects.items() if until <= now]:
+                del suspects[n]
+        return suspects
+
+    def _ask_each(self, requests: list[tuple[int, Request]]) -> Gen:
+        """Each (node, request)'s reply or exception, in order: this node's own
+        first, with no message (as a dirmerge's part), then the others in one
+        ``Multicast``, so a question to every holder costs one round trip."""
+        replies: dict[int, Any] = {}
+        for i, (n, req) in enumerate(requests):
+            if n == self.id:
+                try:
+                    replies[i] = yield from self.call(self.id, req)
+                except OSError as exc:
+                    replies[i] = exc
+        remote = [(i, n, req) for i, (n, req) in enumerate(requests) if n != self.id]
+        if remote:
+            got = yield Multicast(tuple(n for _, n, _ in remote), tuple(req for _, _, req in remote))
+            replies.update((i, r) for (i, _, _), r in zip(remote, got, strict=True))
+        return [replies[i] for i in range(len(requests))]
 
     @api(str)
     def readdir_attrs(self, path: str) -> Gen:
@@ -306,11 +365,7 @@ class Attributes(Renaming):
         for name, home in entries:
             if home is not None:
                 ask.setdefault(home, []).append(name)
-        suspects = self.suspects
-        if suspects:  # not asked again for a while (as a dirmerge's silent peer): their names get None
-            now = yield NOW
-            for n in [n for n, until in suspects.items() if until <= now]:
-                del suspects[n]
+        suspects = yield from self._current_suspects()  # not asked again for a while: their names get None
         answers: dict[tuple[int, str], Any] = {}  # (node, name) -> (implicit, attr), errno, or None
         sent: list[tuple[int, list[str], EntryAttrs]] = [
             (n, batch, EntryAttrs(path, pack_names(batch)))
@@ -318,19 +373,9 @@ class Attributes(Renaming):
             if n not in suspects
             for batch in name_batches(ask[n])
         ]
-        replies: list[Any] = []
-        for n, _, req in sent:
-            if n == self.id:  # this node's own part first, with no message (as a dirmerge's)
-                try:
-                    replies.append((yield from self.call(self.id, req)))
-                except OSError as exc:
-                    replies.append(exc)
-        remote = [(n, req) for n, _, req in sent if n != self.id]
-        if remote:
-            replies += yield Multicast(tuple(n for n, _ in remote), tuple(r for _, r in remote))
-        mine = [s for s in sent if s[0] == self.id]
+        replies = yield from self._ask_each([(n, req) for n, _, req in sent])
         silent: set[int] = set()
-        for (n, batch, _), reply in zip(mine + [s for s in sent if s[0] != self.id], replies, strict=True):
+        for (n, batch, _), reply in zip(sent, replies, strict=True):
             if isinstance(reply, BaseException):
                 if isinstance(reply, PeerUnavailable) and reply.node == n:
                     silent.add(n)
@@ -518,9 +563,34 @@ class Attributes(Renaming):
         return (yield from self.call(home, GetAttr(path))), home, how
 
     def _dir_attr(self, path: str) -> Gen:
-        """A directory's attributes: its lowest holder's that is not a copy made for a file."""
+        """A directory's attributes (module docstring): its lowest holder's that is
+        not a copy made for a file, with the newest times of all its copies."""
         _, holders = yield from self._holders(path, ask_all=False)
-        return (yield from self._lowest_holder(path, holders))
+        return (yield from self._every_holder(path, holders))
+
+    def _every_holder(self, path: str, holders: list[int]) -> Gen:
+        """getattr's rule over every holder's answer, asked at once (one round
+        trip): the mode and owners of the lowest holder's own copy, and the
+        newest mtime, ctime and atime of any copy, so that an entry made or
+        removed at any holder moves the directory's times (POSIX).  Suspects
+        are not asked; if no other holder answers with the directory, the
+        holders are asked one by one, suspects last (``_lowest_holder``)."""
+        suspects = yield from self._current_suspects()
+        ask = [h for h in holders if h not in suspects]
+        replies = yield from self._ask_each([(h, HolderAttr(path)) for h in ask])
+        silent = [h for h, r in zip(ask, replies, strict=True) if isinstance(r, PeerUnavailable) and r.node == h]
+        if silent:
+            until = (yield NOW) + SUSPECT_S
+            for h in silent:
+                suspects[h] = until
+        got = [r if not isinstance(r, BaseException) else None for r in replies]
+        for h, r in zip(ask, replies, strict=True):
+            if not isinstance(r, BaseException):
+                suspects.pop(h, None)  # it answered
+        attr = _pick(got, True)
+        if isinstance(attr, tuple):
+            return attr
+        return (yield from self._lowest_holder(path, holders))  # every error as the one-by-one rule gives it
 
     def _lowest_holder(self, path: str, holders: list[int]) -> Gen:
         """The attributes at the lowest of ``holders`` that answers with a copy
@@ -535,12 +605,9 @@ class Attributes(Renaming):
         what a directory's extended attributes are read at, too."""
         err: OSError | None = None
         fallback: tuple[int, Any] | None = None  # the lowest implicit copy's, if no holder has one of its own
-        suspects = self.suspects
+        suspects = yield from self._current_suspects()
         order = holders
         if suspects:
-            now = yield NOW
-            for n in [n for n, until in suspects.items() if until <= now]:
-                del suspects[n]
             order = [h for h in holders if h not in suspects] + [h for h in holders if h in suspects]
         for h in order:
             try:
@@ -564,6 +631,31 @@ class Attributes(Renaming):
             return fallback
         assert err is not None
         raise err
+
+    def copy_pruned(self, directory: str) -> Gen:
+        """(``Home._prune``) the directory's times live on in its other copies:
+        its manager touches one (``CopyPruned``).  Best effort: an unreachable
+        manager or holder leaves the times as the remaining copies have them."""
+        try:
+            yield from self.call(self.manager_of(directory), CopyPruned(directory))
+        except OSError:
+            pass  # (PeerUnavailable, a redirect ...) the entry's removal is done and stays done
+
+    @handles(CopyPruned)
+    def on_copy_pruned(self, src: int, req: CopyPruned) -> Gen:
+        """Set the mtime and ctime of the lowest other holder's copy of ``req.path`` to now
+        (``UTIME_NOW`` there), from the VD cached here: no dirmerge is started for it."""
+        vd = self.vds.peek(req.path)
+        if vd is None:
+            return  # not cached: the next merge's copies are all there is to answer from
+        for h in sorted(vd.holders):
+            if h == src:
+                continue
+            try:
+                yield from self.call(h, SetAttr(req.path, KEEP, KEEP, KEEP, UTIME_OMIT, UTIME_NOW))
+                return
+            except OSError:
+                continue  # gone there too, or down: the next holder
 
     @handles(ListHomes)
     def on_list_homes(self, src: int, req: ListHomes) -> Gen:
@@ -600,11 +692,12 @@ def _pick(answers: list[Any], is_dir: bool) -> Any:
     """An entry's attributes from its ``EntryAttrs`` answers (a file: its
     home's; a directory: every holder's, in id order): the attributes, None
     (no answer), ``_GONE`` (not there: left out) or ``_AGAIN`` (ask getattr).
-    A directory's are getattr's rule (``_lowest_holder``): the lowest holder's
-    own copy, else the lowest implicit one; a holder where the name is a file
-    does not count."""
+    A directory's are getattr's rule (``_every_holder``): the lowest holder's
+    own copy, else the lowest implicit one, with the newest times of every
+    copy; a holder where the name is a file does not count."""
     fallback = None
     gone = again = False
+    copies: list[tuple[Any, ...]] = []
     for a in answers:
         if type(a) is int:
             gone |= a in _GONE_ERRNOS
@@ -614,19 +707,26 @@ def _pick(answers: list[Any], is_dir: bool) -> Any:
         elif not is_dir:
             return a[1]
         elif a[1][0]:
-            if not a[0]:
-                return a[1]
-            if fallback is None:
+            copies.append(a[1])
+            if not a[0] and fallback is None:
                 fallback = a[1]
         else:
             gone = True  # a file there now (made outside the federation): not this directory
-    if fallback is not None:
-        return fallback
+    if copies:
+        return _newest_times(fallback or copies[0], copies)
     if again:
         return _AGAIN
     if gone and all(type(a) is int or (a is not None and not a[1][0]) for a in answers):
         return _GONE  # every node asked says it is not there
     return None
+
+
+def _newest_times(attr: tuple[Any, ...], copies: list[tuple[Any, ...]]) -> tuple[Any, ...]:
+    """``attr`` (a directory's answering copy) with the newest atime, mtime and
+    ctime of all its ``copies``: a union changes whenever any copy does.  The
+    holders' clocks are compared, so the rule needs them synchronised (NTP)."""
+    newest = (max(c[i] for c in copies) for i in (6, 7, 8))  # (``attrs.Attr``'s atime_ns, mtime_ns, ctime_ns)
+    return (*attr[:6], *newest, attr[9])
 
 
 def _sum_statfs(figures: list[tuple[int, ...]]) -> tuple[int, ...]:

@@ -80,6 +80,8 @@ class RenameFlight:
     #: the coordinator, node ``by``, tells the outcome
     doubt: bool = False
     by: int = -1
+    #: the moved name is a directory (``rename.py``): the commit names it one
+    is_dir: bool = False
 
 
 class Directory(Summaries):
@@ -283,6 +285,10 @@ class Directory(Summaries):
                 unavailable = ans
             elif isinstance(ans, NotADirectoryError):
                 not_dir = True
+            elif isinstance(ans, BlockingIOError):
+                # A holder frozen by a directory rename (``rename.py``): its part is
+                # unknown until the rename ends there; a VD without it is no VD.
+                raise fs_error(errno.EAGAIN, directory, "a rename of this directory is in flight; try again")
             elif isinstance(ans, BaseException):
                 continue  # ENOENT: a Bloom false positive
             else:
@@ -294,7 +300,7 @@ class Directory(Summaries):
         flight = self.renames.get(directory)
         if flight is not None and flight.home is not None:  # committed; the local trees may lag
             vd.entries.pop(flight.old, None)
-            vd.entries[flight.new] = DTEntry(False, flight.home)
+            vd.entries[flight.new] = DIR_ENTRY if flight.is_dir else DTEntry(False, flight.home)
             vd.collisions.pop(flight.new, None)
         if vd.collisions or self.collisions:
             self._note_collisions(directory, vd)

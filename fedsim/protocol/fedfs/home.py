@@ -221,11 +221,16 @@ class Home(Manager):
         if d in self.implicit_dirs:
             yield from self._prune(d)
 
-    def _prune(self, directory: str) -> Gen:
+    def _prune(self, directory: str, changed: bool = True) -> Gen:
         """Remove ``directory`` and its implicit ancestors from the local tree
         while they are empty.  The namespace does not change: an implicit
         directory was created to hold a file in a directory that exists on
-        another node, and stays there."""
+        another node, and stays there.  ``directory`` itself just lost an entry,
+        and its copy here may have been the one with the newest times, which a
+        directory's getattr answers (``attributes``): the remaining copies are
+        told (``copy_pruned``), so that its times advance as POSIX says rather
+        than go back.  ``changed`` False: the copy goes because the call that
+        made it failed, and a failed call must move no time, so nobody is told."""
         d = directory
         while d in self.implicit_dirs:
             try:
@@ -236,4 +241,13 @@ class Home(Manager):
                 self.implicit_dirs.discard(d)
                 return  # changed under us (outside the federation): leave it
             self.implicit_dirs.discard(d)
+            if d == directory and changed:
+                yield from self.copy_pruned(d)
             d = parent(d)
+
+    def copy_pruned(self, directory: str) -> Gen:
+        """This node removed its implicit copy of ``directory``, which had just
+        changed: a role that serves directories' times makes another copy
+        show the change (``attributes``).  Here: nothing."""
+        return
+        yield

@@ -96,6 +96,7 @@ import errno
 import random
 import struct
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -340,6 +341,10 @@ class Migration(Renaming):
             "loads": {str(n): round(v, 3) for n, v in sorted(self._known_loads().items())},
         }
 
+    def dir_busy(self, near: Callable[[str], bool]) -> list[str]:
+        """A migration in flight under a directory rename's paths (``rename.py``)."""
+        return super().dir_busy(near) + [p for p in (*self.incoming, *self.outgoing) if near(p)]
+
     def _known_loads(self) -> dict[int, float]:
         return {**{n: v for n, (_, v) in self.loads.items()}, self.id: self.load if self.round else self.served}
 
@@ -549,7 +554,7 @@ class Migration(Renaming):
             pass
         d = split(path)[0]
         if d in self.implicit_dirs:
-            yield from self._prune(d)
+            yield from self._prune(d, changed=False)  # an aborted move's copy: no entry of d changed
 
     def local_entries(self, directory: str) -> Gen:
         """Dirmerge (a peer's ReadDir, or a merge here when this node is the

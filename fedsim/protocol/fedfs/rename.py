@@ -80,9 +80,9 @@ changed hold the change.
 An open file pins its name, as it pins its home: a rename of a file that is
 open anywhere, or onto one, is refused with EBUSY.
 
-Renaming a directory is EXDEV (``mv`` then copies by itself): every name
-below it would change manager, which is redistribution (issue 24's next
-slice), not a rename.
+A directory is renamed too (``rename: 2pc``; see "Renaming a directory"
+below): its subtree is frozen at every member, then every member renames
+its own part in its local tree.
 
 Across directories (``rename: 2pc``, the default; ``local`` answers EXDEV
 as before), a file (a symlink, a special file: ``links.py``) moves from D1
@@ -175,6 +175,99 @@ opens a newer rename's mark or gate.  Before this, one lost reply (of
 RenamePrepare, say) left the names gated for good: every later operation
 on them was EAGAIN (found by the in-memory dynamics property).
 
+Renaming a directory.  What a directory is in FedFS decides what its
+rename must change.  A directory has no home and no inode of its own: it
+is the union of the local directories of that path on every node that
+holds something in it (its *holders*), found through the Bloom summaries
+of each node's local directories, which its manager keeps.  Its manager,
+like every name's, is picked by hashing the *full path*, and holds its VD
+(a cache, rebuilt by dirmerge from the holders).  A file lives at its home
+under the same full path in the local tree; the DT entry of a name at its
+manager (and in the requesters' caches) is soft state too: an entry
+missing is looked up again in the parent's VD, which a dirmerge rebuilds
+from the local trees.  So the managers of every name below a directory do
+depend on the full path, and a rename changes all of them; but what those
+managers hold is only what the federation can rebuild from the local
+trees.  Moving their management therefore means forgetting it, not
+shipping it: no per-descendant message, no bounded batches.  What a
+rename of directory ``old`` to ``new`` changes:
+
+1. each holder's local directory: renamed in place (``Local("rename_dir")``,
+   one ``renameat``, the same inodes), never copied; a holder of an empty
+   target ``new`` replaces it (or removes its copy, holding no ``old``);
+2. the parents: D1's VD loses ``old``, D2's VD names ``new`` a directory;
+3. every cached DT entry and VD of a name under either path, on every
+   node (any node may cache them, as a requester or a manager): forgotten,
+   so the new managers rebuild theirs on demand and no stale answer names
+   an old path;
+4. the summaries: each holder tells the new managers of its directories
+   under ``new`` that it holds them (``SummaryAdd``, one acknowledged call
+   per directory per holder: the only cost that grows with the tree, and
+   only with its directories), at the prepare, so that no merge after the
+   commit can miss a holder; the old paths stay in the Bloom filters, and
+   the new ones are false positives until the commit.
+
+No file data moves and no file changes home.  The cost is two messages
+per member (prepare, finish), the parents' holds, and the summaries.  A
+directory's federated inode number hashes its path (``attrs.dir_ino``), so
+it changes with the name; the files' numbers are their homes' and stay.
+
+The protocol, at PM2 = manager_of(D2) as for a file (PM within a
+directory), after D1's hold (``RenameSource`` answers -1: a directory)::
+
+    PM2 -> every member, in id order   DirRenamePrepare(old, new)   freeze both subtrees; no file open
+                                                                     under old (EBUSY), nothing in flight
+                                                                     under either (EAGAIN), the local new
+                                                                     absent or empty (ENOTDIR, ENOTEMPTY);
+                                                                     a holder summarises new's directories
+         --- commit point: PM2's VD of D2 names new a directory (and drops old, within one directory) ---
+    PM2 -> every member                DirRenameFinish(old, new, True)   rename the local part, forget;
+                                                                         the freeze ends
+    PM2 -> PM1                         RenameSourceEnd(old, new, True)   D1's VD drops old; its doubt ends
+
+EINVAL (into its own subtree) and ENOTDIR (onto a file) come before the
+prepare; a file onto a directory stays EISDIR.  A frozen path is any path
+equal to or below ``old`` or ``new``; every request naming one (a path, a
+directory and a name, an old or new name) is answered EAGAIN at once by
+``Renaming.handle`` and retried by its requester, except the rename's own
+steps and the ends of what was in flight when the freeze came (a file
+rename's finish or rollback, a create's AddEntry, an unlink's DelEntry and
+Forget, an rmdir's RmLocal, a summary's growth: refused, they would leave a
+gate, a mark or a stale VD behind); the prepare refuses (EAGAIN) while any
+of those holds something under either path.  Why it is atomic: from the
+prepare at a node until its finish, nothing under either name is served
+there, so no observer sees part of the subtree moved; D2's listing changes
+at the commit point; D1's listing and its lookup of ``old`` are in doubt
+(EAGAIN) from the hold until ``RenameSourceEnd``, which goes after every
+member's finish.  A lookup under ``old`` after the commit reaches a node
+that is frozen (EAGAIN) or finished (ENOENT: the rename is over there, and
+it committed before); under ``new``, a frozen node (EAGAIN) or the moved
+tree, merged from finished holders only (every holder is a candidate of
+the merge since its prepare's summaries, and an unfinished one answers its
+ReadDir EAGAIN, which fails the merge: ``Directory._merge``).  So every observation is of the state before the
+commit or after it, never both names nor neither.
+
+Failures as for a file.  Every member takes part: with one down, the
+rename fails EHOSTDOWN (and leaves no trace) until it is back or evicted.
+Before the commit, a refusal or a member that
+does not answer undoes every freeze in reverse order (``DirRenameFinish``
+with commit False) and leaves no trace; a view change between the first
+prepare and the commit fails the rename EAGAIN (a joiner was not frozen).
+After it, the finishes (and D1's end) are retried in the background until
+each member answers or leaves (``_tell``), the directories staying busy
+meanwhile.  A coordinator that leaves the view releases its freezes at
+every member (``renames_orphaned``); a graceful leaver runs its rename on
+(a released freeze still takes its finish).  Limits: a coordinator that
+crashes after the commit, its finishes sent to some members only, leaves
+the subtree split between the two names (the local trees are the truth,
+as for a file rename's crashed coordinator; a cooperative termination,
+members asking each other for the outcome, would close it); a rename
+over a directory that collides across nodes with a file of the same name
+is refused ENOTDIR by that node.  With ``replicas: 2`` every member also
+renames its part of the replica space (the copies it holds for its
+predecessor: ``Replication._dir_move_here``), so the copies follow their
+primaries without a message of their own.
+
 Known limits: a name that collides (a file of the same name on several
 nodes) is renamed or replaced only in the copy it resolves to; the other
 copies keep the name, as after an unlink, and the next merge shows them.
@@ -185,23 +278,36 @@ restarts (crash-stop; there is no lease yet).
 from __future__ import annotations
 
 import errno
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from fedsim.protocol.effects import Compute, Local, Sleep, Spawn
 from fedsim.protocol.fedfs.directory import REPAIR_FIRST_S, REPAIR_MAX_S, RenameFlight
 from fedsim.protocol.fedfs.requester import Requester
-from fedsim.protocol.messages import Forget, PeerUnavailable, Request, Stat, fs_error, register_request
-from fedsim.protocol.names import ROOT, normalize, parent, split
+from fedsim.protocol.messages import (
+    AddEntry,
+    DelEntry,
+    Forget,
+    PeerUnavailable,
+    Request,
+    RmLocal,
+    Stat,
+    SummaryAdd,
+    fs_error,
+    register_request,
+)
+from fedsim.protocol.names import ROOT, ancestors, join, normalize, parent, split, under
 from fedsim.protocol.node import Gen, api, handles
-from fedsim.protocol.tables import DTEntry
+from fedsim.protocol.tables import DIR_ENTRY, DTEntry
 
 
 # --- at the directory's manager (PM) ----------------------------------------------------
 @register_request
 @dataclass(slots=True, frozen=True)
 class Rename(Request):
-    """Rename ``old`` to ``new`` (same parent) at their directory's manager.  Reply: new's home."""
+    """Rename ``old`` to ``new`` at the target directory's manager.  Reply:
+    new's home (-1: a directory, which has none)."""
 
     reply: ClassVar[Any] = int
     old: str
@@ -213,7 +319,8 @@ class Rename(Request):
 @dataclass(slots=True, frozen=True)
 class RenameSource(Request):
     """Hold ``old``'s directory for a rename to ``new`` in another directory:
-    ``old`` is in doubt (EAGAIN) until ``RenameSourceEnd``.  Reply: old's home."""
+    ``old`` is in doubt (EAGAIN) until ``RenameSourceEnd``.  Reply: old's home
+    (-1: a directory, whose subtree the coordinator then freezes)."""
 
     reply: ClassVar[Any] = int
     old: str
@@ -312,6 +419,63 @@ class RenameDrop(Request):
     commit: bool
 
 
+# --- at every member, for a rename of a directory -----------------------------------------
+@register_request
+@dataclass(slots=True, frozen=True)
+class DirRenamePrepare(Request):
+    """Freeze the subtrees of ``old`` and ``new`` here (every request naming
+    a path in either is answered EAGAIN until ``DirRenameFinish``) and check
+    this node's part: no file open under ``old``, no create, rmdir, rename
+    or migration in flight under either, and its local ``new``, if any, an
+    empty directory (ENOTDIR, ENOTEMPTY)."""
+
+    reply: ClassVar[Any] = None
+    old: str
+    new: str
+
+
+@register_request
+@dataclass(slots=True, frozen=True)
+class DirRenameFinish(Request):
+    """Commit (rename this node's part of ``old``, if it holds one, in its
+    local tree; forget every cached name under both) or abort; the freeze
+    ends either way."""
+
+    reply: ClassVar[Any] = None
+    old: str
+    new: str
+    commit: bool
+
+
+def _refused(exc: OSError) -> Gen:
+    """A handler's generator that fails at once with ``exc`` (a frozen name)."""
+    raise exc
+    yield  # (a generator: the runtimes drive every handler the same way)
+
+
+# What passes a directory rename's freeze: its own steps, and the ends and
+# rollbacks of what was already in flight when it began (a file rename's
+# finish, a create's AddEntry, a removal's DelEntry or Forget, an rmdir's
+# RmLocal, a summary's growth): they release holds or record local changes
+# already made, and refused they would leave a gate, a mark or a stale VD behind.
+_THROUGH_FREEZE: frozenset[type] = frozenset({
+    DirRenamePrepare, DirRenameFinish, RenameFinish, RenameDrop, RenameUncheck, RenameSourceEnd, RenameDone,
+    AddEntry, DelEntry, Forget, RmLocal, SummaryAdd,
+})  # fmt: skip
+# The fields of a request that name a path, per request type (a directory
+# and a name together name one path too: ``GetEntry``, ``AddEntry``).
+_PATH_FIELDS = ("path", "old", "new", "directory")
+
+
+def _paths(request: Request) -> list[str]:
+    out = [v for f in _PATH_FIELDS if isinstance(v := getattr(request, f, None), str)]
+    name = getattr(request, "name", None)
+    d = getattr(request, "directory", None)
+    if isinstance(name, str) and isinstance(d, str) and name:
+        out.append(join(d, name))
+    return out
+
+
 def _best_effort(gen: Gen) -> Gen:
     """A rollback or post-commit step: a participant that does not answer
     cannot be helped here (crash-stop), and must not hide the outcome.
@@ -357,6 +521,13 @@ class Renaming(Requester):
         # -> (old, new, the departed coordinator): its ``RenameSourceEnd``
         # still drops the old name from the VD
         self.sources_released: dict[str, tuple[str, str, int]] = {}
+        # Directory renames prepared here: (old, new) -> their coordinator.
+        # Every request naming a path under either is answered EAGAIN
+        # (``handle``) until the coordinator's finish, or its leave.
+        self.dir_freezes: dict[tuple[str, str], int] = {}
+        # freezes ``renames_orphaned`` released -> the departed coordinator:
+        # a leaver runs its rename on, and its commit is still done here
+        self.dir_released: dict[tuple[str, str], int] = {}
 
     def describe(self) -> dict[str, Any]:
         """Status adds what renames hold here: a name that stays held long
@@ -364,8 +535,22 @@ class Renaming(Requester):
         return {
             **super().describe(),
             "renames_coordinated": sorted(self.renames),
-            "rename_holds": sorted(self.gates | self.rename_marks),
+            "rename_holds": sorted(self.gates | self.rename_marks | {p for f in self.dir_freezes for p in f}),
         }
+
+    # ------------------------------------------------------------------ a directory rename's freeze
+    def handle(self, src: int, request: Request) -> Gen:
+        """Every request: EAGAIN if it names a path a directory rename has
+        frozen here (see the module docstring); the requester backs off and
+        asks again.  No freeze, no cost but one test."""
+        if self.dir_freezes and type(request) not in _THROUGH_FREEZE:
+            for p in _paths(request):
+                if self._frozen(p):
+                    return _refused(fs_error(errno.EAGAIN, p, "a rename of a directory above is in flight; try again"))
+        return super().handle(src, request)
+
+    def _frozen(self, path: str) -> bool:
+        return any(under(path, old) or under(path, new) for old, new in self.dir_freezes)
 
     # ------------------------------------------------------------------ the file API
     @api(str, str)
@@ -373,8 +558,11 @@ class Renaming(Requester):
         """Rename a file, atomically (see the module docstring): within its
         directory, and with ``rename: 2pc`` (the default) into another one.
 
-        EXDEV for directories, and across directories with ``rename: local``;
-        EISDIR onto a directory; ENOENT if the target's directory is missing;
+        A directory too (``rename: 2pc``): EINVAL into its own subtree,
+        ENOTDIR onto a file, ENOTEMPTY onto a non-empty directory, EBUSY if
+        a file under it is open; a file onto a directory is EISDIR.  EXDEV
+        across directories or for a directory with ``rename: local``;
+        ENOENT if the target's directory is missing;
         ENOENT if ``old`` is missing; EBUSY if either file is open; EAGAIN if
         a conflicting operation on the names stayed in flight; ``old == new``
         is a no-op if the name exists."""
@@ -393,7 +581,9 @@ class Renaming(Requester):
         pm = self.manager_of(d)  # the target directory's manager coordinates (across directories too)
         home = yield from self._busy(lambda: self.call(pm, Rename(old, new)))
         self.dt.pop(old)
-        if home in self.members:
+        if home < 0:  # a directory: every member forgot the names under both already (``DirRenameFinish``)
+            self.dt.pop(new)
+        elif home in self.members:
             self.dt.put(new, DTEntry(False, home))
         elif self.manager_of(new) != self.id:
             # A home that left meanwhile: no hint naming it.  The manager's
@@ -433,12 +623,14 @@ class Renaming(Requester):
             raise PeerUnavailable(vd.unreachable, f"may hold {missing} and did not answer its dirmerge")
         if src is None:
             raise fs_error(errno.ENOENT, old)
-        if src.is_dir:
-            raise fs_error(
-                errno.EXDEV, old,
-                "renaming a directory would change the manager of every name below it; copy it instead",
-            )  # fmt: skip
         dst = vd.entries.get(flight.new)
+        if src.is_dir:
+            undo: list[tuple[int, Request]] = []
+            try:
+                return (yield from self._dir_moved(d, old, new, dst, flight, undo, None))
+            except Exception:  # (as ``_cross``)
+                yield from self._tell(d, flight, undo[::-1])
+                raise
         if dst is not None and dst.is_dir:
             raise fs_error(errno.EISDIR, new)
         h_a = src.home
@@ -454,7 +646,7 @@ class Renaming(Requester):
         ]
         if h_b is not None:
             steps.append((h_b, RenameGate(new), RenameDrop(new, False)))
-        undo: list[tuple[int, Request]] = []
+        undo = []
         one_file = False
         try:
             for node, request, rollback in steps:
@@ -610,6 +802,8 @@ class Renaming(Requester):
         dst = vd.entries.get(flight.new)
         if dst is None and vd.unreachable >= 0:
             raise PeerUnavailable(vd.unreachable, f"may hold {new} and did not answer its dirmerge")
+        if h_a < 0:  # a directory (``on_rename_source``)
+            return (yield from self._dir_moved(d2, old, new, dst, flight, undo, pm1))
         if dst is not None and dst.is_dir:
             raise fs_error(errno.EISDIR, new)
         h_b = None if dst is None or dst.home == h_a else dst.home
@@ -655,6 +849,157 @@ class Renaming(Requester):
             raise lag or lag_done
         return h_a
 
+    # ------------------------------------------------------------------ the coordinator: a directory
+    def _dir_moved(
+        self, d2: str, old: str, new: str, dst: DTEntry | None, flight: RenameFlight,
+        undo: list[tuple[int, Request]], pm1: int | None,
+    ) -> Gen:  # fmt: skip
+        """A rename of the directory ``old``, coordinated here, at the manager
+        of ``new``'s directory ``d2``, which this node holds (and ``old``'s,
+        in doubt at ``pm1``, when the two differ): see the module docstring.
+        Phase 1 freezes both subtrees at every member, in id order; the
+        commit point is ``d2``'s VD naming ``new`` a directory; phase 2 has
+        every member rename its own part in its local tree.  Returns -1
+        (no home: a directory)."""
+        if self.config.rename != "2pc":
+            raise fs_error(errno.EXDEV, old, "rename: local renames no directory; copy it instead")
+        if under(new, old):
+            raise fs_error(errno.EINVAL, new, "a directory cannot move into its own subtree")
+        if dst is not None and not dst.is_dir:
+            raise fs_error(errno.ENOTDIR, new)
+        epoch, members = self.epoch, sorted(self.members)
+        for m in members:
+            yield from self._prepared(undo, m, DirRenamePrepare(old, new), DirRenameFinish(old, new, False))
+        if self.epoch != epoch:  # a joiner was not frozen, a leaver's part not asked
+            raise fs_error(errno.EAGAIN, old, "the view changed during the rename; try again")
+
+        # The commit point: ``d2``'s VD names ``new`` a directory from here on.
+        flight.home, flight.is_dir = -1, True
+        if pm1 is None:
+            self._vd_update(d2, ("del", split(old)[1]))
+        self._vd_update(d2, ("add", flight.new, DIR_ENTRY))
+        done: list[tuple[int, Request]] = [(m, DirRenameFinish(old, new, True)) for m in members]
+        if pm1 is not None:
+            done.append((pm1, RenameSourceEnd(old, new, True)))  # (last: ``old`` stays in doubt till every part moved)
+        del undo[:]  # (committed: nothing left to roll back)
+        yield from self._tell(d2, flight, done)
+        return -1
+
+    # ------------------------------------------------------------------ every member: a directory's part
+    @handles(DirRenamePrepare)
+    def on_dir_rename_prepare(self, src: int, req: DirRenamePrepare) -> Gen:
+        old, new = req.old, req.new
+        if self.config.rename != "2pc" or ROOT in (old, new) or under(new, old):  # (a peer is as untrusted)
+            raise fs_error(errno.EINVAL, new, "not a rename of a directory")
+        for o, n in self.dir_freezes:
+            if any(under(a, b) or under(b, a) for a in (o, n) for b in (old, new)):
+                raise fs_error(errno.EAGAIN, old, "a rename of a directory near this one is in flight; try again")
+        near = lambda p: under(p, old) or under(p, new)  # noqa: E731
+        if any(n and under(p, old) for p, n in self.opens.items()):
+            raise fs_error(errno.EBUSY, old, "a file under it is open: an open file pins its name")
+        busy = self.dir_busy(near)
+        if busy:
+            raise fs_error(errno.EAGAIN, busy[0], "a create, removal, rename or migration here is in flight; try again")
+        self.dir_freezes[(old, new)] = src
+        self.dir_released.pop((old, new), None)
+        try:
+            try:
+                is_dir, _ = yield Local("stat", new)
+            except FileNotFoundError:
+                pass
+            else:
+                if not is_dir:
+                    raise fs_error(errno.ENOTDIR, new)
+                if (yield Local("listdir", new)):
+                    raise fs_error(errno.ENOTEMPTY, new)
+            yield from self._dir_summarised(old, new)
+            return None
+        except BaseException:
+            self.dir_freezes.pop((old, new), None)
+            raise
+
+    def _dir_summarised(self, old: str, new: str) -> Gen:
+        """A holder of ``old``, at the prepare: the managers of the
+        directories it will hold under ``new`` (and of the parents its finish
+        will make) learn it now, before the commit, so that a dirmerge of one
+        after the commit asks this node, frozen until its finish (EAGAIN),
+        rather than missing its part (found by the dynamics property: a
+        summary sent at the finish and lost left ``new``'s VD without the
+        holder's files).  Before the commit they are Bloom false positives."""
+        try:
+            if not (yield Local("stat", old))[0]:
+                return
+        except FileNotFoundError:
+            return
+        paths = []
+        for a in [*ancestors(new)[1:], new]:
+            try:
+                yield Local("stat", a)
+            except FileNotFoundError:
+                paths.append(a)
+            except OSError:
+                pass  # a file there: the finish's mkdir fails, and so does its rename
+        paths += [new + d[len(old) :] for d in (yield Local("list_dirs", old)) if d != old]
+        for p in paths:
+            yield from self.summary_add(p, new_dir=False, sure=True)
+
+    def dir_busy(self, near: Callable[[str], bool]) -> list[str]:
+        """The names ``near`` a directory rename (under either of its paths)
+        that something in flight here holds: a rename's gate or mark, a
+        rename or rmdir of a directory, a create's hold, a dirmerge.  The
+        prepare refuses while there is one (EAGAIN); a role with holds of
+        its own (migration, replication) adds them."""
+        return (
+            [p for p in self.gates if near(p)] + [p for p in self.rename_marks if near(p)]
+            + [d for d in self.renames if near(d)] + [d for d in self.removing if near(d)]
+            + [d for d, held in self.holds.items() if held and near(d)]
+            + [d for d in self._merging if near(d)]
+        )  # fmt: skip
+
+    @handles(DirRenameFinish)
+    def on_dir_rename_finish(self, src: int, req: DirRenameFinish) -> Gen:
+        key = (req.old, req.new)
+        if key not in self.dir_freezes and self.dir_released.pop(key, None) != src:
+            return  # done already (a retry after a lost reply), or never prepared here
+        try:
+            if req.commit:
+                yield from self._dir_move_here(req.old, req.new)
+        finally:
+            self.dir_freezes.pop(key, None)
+
+    def _dir_move_here(self, old: str, new: str) -> Gen:
+        """This node's part of a committed directory rename: its local part
+        of ``old`` (if any) renamed in place, no file data moved; an empty
+        local ``new`` it replaces (or, holding no ``old``, removed); what
+        this node cached or noted under either name forgotten, and the
+        directories now under ``new`` summarised to their managers."""
+        try:
+            holds_old = (yield Local("stat", old))[0]
+        except FileNotFoundError:
+            holds_old = False
+        if holds_old:  # (the directories it makes and moves were summarised at the prepare)
+            self.implicit_dirs.update((yield Local("mkdir", parent(new))))
+            yield Local("rename_dir", old, (new,))
+        else:
+            try:
+                yield Local("rmdir", new)
+            except OSError:
+                pass  # not held here (an empty target's other holders remove theirs)
+        cut = len(old)
+        for p in [p for p in self.implicit_dirs if under(p, old) or under(p, new)]:
+            self.implicit_dirs.discard(p)
+            if holds_old and under(p, old):
+                self.implicit_dirs.add(new + p[cut:])
+        for table in (self.dt, self.vds, self.moved):
+            for p in [p for p in table.keys() if under(p, old) or under(p, new)]:
+                table.pop(p)
+        for p in [p for p in self.collisions if under(p, old) or under(p, new)]:
+            del self.collisions[p]
+        self.dt_epoch += 1
+        for d in {parent(old), parent(new)}:
+            if d in self.implicit_dirs:
+                yield from self._prune(d)
+
     # ------------------------------------------------------------------ PM1: the source's directory
     @handles(RenameSource)
     def on_rename_source(self, src: int, req: RenameSource) -> Gen:
@@ -673,10 +1018,7 @@ class Renaming(Requester):
             if src_entry is None:
                 raise fs_error(errno.ENOENT, req.old)
             if src_entry.is_dir:
-                raise fs_error(
-                    errno.EXDEV, req.old,
-                    "renaming a directory would change the manager of every name below it; copy it instead",
-                )  # fmt: skip
+                return -1  # a directory: the coordinator freezes its subtree (``_dir_moved``)
             assert src_entry.home is not None
             return src_entry.home
         except BaseException:
@@ -720,6 +1062,10 @@ class Renaming(Requester):
                 del self.renames[d]
                 self.vds.pop(d)
                 self.sources_released[d] = (f.old, f.new, f.by)
+        for key, by in list(self.dir_freezes.items()):
+            if by in gone and by != self.id:  # (a directory rename's freeze, as a gate)
+                del self.dir_freezes[key]
+                self.dir_released[key] = by
         for (kind, p), by in list(self.rename_by.items()):
             if by not in gone or by == self.id:
                 continue
@@ -874,7 +1220,7 @@ class Renaming(Requester):
             yield Local("rename", old, (new,))
         except OSError:
             if made:
-                yield from self._prune(parent(new))
+                yield from self._prune(parent(new), changed=False)  # a failed rename moves no time
             raise
 
     @handles(RenameGate)

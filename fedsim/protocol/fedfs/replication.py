@@ -132,6 +132,7 @@ from __future__ import annotations
 
 import errno
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import GeneratorType
 from typing import Any, ClassVar
@@ -169,7 +170,7 @@ from fedsim.protocol.messages import (
     fs_error,
     register_request,
 )
-from fedsim.protocol.names import REPLICA_ROOT, ROOT, is_replica, join, parent, split
+from fedsim.protocol.names import REPLICA_ROOT, ROOT, is_replica, join, parent, split, under
 from fedsim.protocol.node import Gen, handles
 from fedsim.protocol.tables import DTEntry
 from fedsim.protocol.view import GetView, View, check_contacts, check_members
@@ -881,6 +882,46 @@ class Replication(Membership):
         args = (req.mode, req.uid, req.gid, req.atime_ns, req.mtime_ns)
         check_setattr(req.path, *args)
         yield Local("setattr", self._replica_path(req.path), args)
+
+    # ------------------------------------------------------------------ a directory renamed (``rename.py``)
+    def dir_busy(self, near: Callable[[str], bool]) -> list[str]:
+        """A whole copy, a promotion or a copy's rename in flight under a
+        directory rename's paths: the prepare refuses (EAGAIN)."""
+        return super().dir_busy(near) + [p for p in (*self.copying, *self.promoting, *self.renaming_in) if near(p)]
+
+    def _dir_move_here(self, old: str, new: str) -> Gen:
+        """This node's part of a committed directory rename, and of the copies
+        it holds for its predecessor: the replica space's ``old`` renamed in
+        place too (every member does its own part, so the copies follow
+        their primaries without a message), and what this role notes by
+        path (copies held, files promoted, files whose copy lags) renamed."""
+        yield from super()._dir_move_here(old, new)
+        if not self.replicating:
+            return
+        r_old, r_new = _rp(old), _rp(new)
+        try:
+            holds = (yield Local("stat", r_old))[0]
+        except FileNotFoundError:
+            holds = False
+        if holds:
+            try:
+                yield Local("mkdir", parent(r_new))
+                yield Local("rename_dir", r_old, (r_new,))
+            except OSError:
+                return  # (copies of another primary's files there: they stay; the next full copy mends them)
+            yield from self._prune_replicas(parent(r_old))
+        else:
+            try:
+                yield Local("rmdir", r_new)
+            except OSError:
+                pass
+        cut = len(old)
+        for table in (self.held, self.adopted):
+            for p in [p for p in table if under(p, old)]:
+                table[new + p[cut:]] = table.pop(p)
+        for p in [p for p in self.unsynced if under(p, old)]:
+            self.unsynced.discard(p)
+            self.unsynced.add(new + p[cut:])
 
     @handles(ReplicaRename)
     def on_replica_rename(self, src: int, req: ReplicaRename) -> Gen:

@@ -220,8 +220,11 @@ class Summaries(Node):
         own = self.summaries.get(self.id)
         return self._pushed if own is None else own.to_bytes()
 
-    def summary_add(self, path: str, new_dir: bool) -> Gen:
-        """This node now holds local directory ``path``: tell its manager."""
+    def summary_add(self, path: str, new_dir: bool, sure: bool = False) -> Gen:
+        """This node now holds local directory ``path``: tell its manager.
+        ``sure``: by an acknowledged call whose failure is the caller's (a
+        directory rename's prepare, which must not commit while a manager
+        may not know of a holder: ``rename.py``), not retried behind it."""
         if self.manager_of(path) != self.id:  # else on_summary_add updates it
             own = self.summaries.get(self.id)
             if own is not None:
@@ -230,6 +233,9 @@ class Summaries(Node):
                     self._shared.discard(self.id)
                 own.add(path)
         m = self.manager_of(path)
+        if sure:
+            yield from self.call(m, SummaryAdd(path, self.id, new_dir))
+            return
         try:
             yield from self.notify(m, SummaryAdd(path, self.id, new_dir))
         except PeerUnavailable:
