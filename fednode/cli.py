@@ -455,10 +455,10 @@ def format_status(rows: list[dict[str, Any]]) -> str:
                 else (f"evicted (view {r['evicted']})" if r.get("evicted") is not None else "left"),
                 r["transport"],
                 "-" if r["local_files"] is None else r["local_files"],
-                r["managed_names"],
-                r["dt_entries"],
-                r["vd_entries"],
-                len(r["collisions"]),
+                r.get("managed_names", "-"),  # FedFS's (``describe``); "-" for a design without them
+                r.get("dt_entries", "-"),
+                r.get("vd_entries", "-"),
+                len(r.get("collisions", ())),
                 len(r.get("migrations_in", [])) + len(r.get("migrations_out", [])),
             ]
         )
@@ -494,7 +494,10 @@ def format_status(rows: list[dict[str, Any]]) -> str:
         if r.get("loads"):
             loads = ", ".join(f"{n}: {v:g}" for n, v in r["loads"].items())
             notes.append(f"node {r['node']}: migration policy {r.get('migration_policy')}; loads it knows {{{loads}}}")
-        for path, winner, homes in r["collisions"]:
+        if r.get("counters") and r.get("architecture", "fedfs") != "fedfs":  # FedFS's are the columns above
+            counts = ", ".join(f"{k} {v:g}" for k, v in sorted(r["counters"].items()))
+            notes.append(f"node {r['node']}: {r['architecture']}: {counts}")
+        for path, winner, homes in r.get("collisions", ()):
             who = "the directory" if winner is None else f"node {winner}"
             notes.append(f"node {r['node']}: name collision {path} on nodes {list(homes)}: resolves to {who}")
     head = ["node", "state", "view", "members", "transport", "files", "managed names", "DT", "VD", "collisions",

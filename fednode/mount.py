@@ -212,6 +212,7 @@ from typing import Any
 
 from fedsim.protocol import xattrs
 from fedsim.protocol.attrs import Attr, dir_ino
+from fedsim.protocol.designs import design_class
 from fedsim.protocol.names import MAX_NAME, MAX_PATH, under
 from fedsim.protocol.routing import Router
 
@@ -425,7 +426,9 @@ class Entries:
     relay, never a wrong answer: the agent's requester finds the file, and the
     attributes of the next getattr teach the mount its new home.
     ``route="entry"``: every call enters at ``node`` (today's DNFS-style mount,
-    kept for comparison).  ``statfs`` always asks ``node``.
+    kept for comparison), and always for a design other than FedFS
+    (``Node.CLIENT_ROUTE``: its clients each mount one server, as the papers'
+    do; dNFSp1's coherence is per meta-server).  ``statfs`` always asks ``node``.
 
     The router's table is shared by libfuse's threads: a lock around it."""
 
@@ -434,9 +437,12 @@ class Entries:
     ) -> None:
         if route not in ROUTES:
             raise ValueError(f"unknown mount route {route!r}; allowed: {', '.join(ROUTES)}")
+        federation = cluster.spec.federation()
+        if design_class(federation.design).CLIENT_ROUTE != "home":
+            route = "entry"  # a design whose clients each mount one server (dNFSp: its meta-server's view)
         self.node = node
         self.route = route
-        self.router = Router("home", cluster.spec.federation()) if route == "home" else None
+        self.router = Router("home", federation) if route == "home" else None
         self._connect = connect
         self._size = pool_size
         self._pools: dict[int, ClientPool] = {}

@@ -848,6 +848,7 @@ class Agent:
             "local_files": files if served else None,
             "local_dirs": dirs if served else None,
             "requests_served": node.stats.requests_served,
+            "counters": node.counters(),  # what the design counts (``Node.counters``: FedFS's lookups, dNFSp's fetches)
             **node.describe(),
             "bad_frames": self.bad_frames,
             "client_connections": len(self._clients),

@@ -63,6 +63,7 @@ from collections.abc import Generator, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fedsim.protocol.designs import design_class
 from fedsim.protocol.names import split
 from fedsim.protocol.routing import Router
 
@@ -187,8 +188,8 @@ class Mount:
         host = 0 if m.p.hosts == 1 else m.host_of_node(self.node)
         self.app = m.add_proc(("app", self.client), host)
         self.proc = m.add_proc(("mount", self.client), host)
-        if self.route == "home":
-            self.router = Router("home", self.cluster.spec)
+        if self.route == "home" and design_class(self.cluster.spec.design).CLIENT_ROUTE == "home":
+            self.router = Router("home", self.cluster.spec)  # else, as fednode.mount.Entries: every call at node
 
     def entry(self, path: str) -> int:
         """The agent a call on ``path`` goes to (``fednode.mount.Entries.node_of``)."""

@@ -194,3 +194,23 @@ def test_the_second_design_runs_on_agents():
         assert results == expected()
         assert messages == remote_requests()
         assert (base / "n0" / "d" / "f").is_file() and not (base / "n1" / "d").exists()
+
+
+@pytest.mark.parametrize("design", ["nfs", "nfsp", "dnfsp1", "dnfsp2", "mnfs"])
+def test_the_shared_node_counts_nothing_of_fedfs_and_each_design_reports_through_counters(design: str) -> None:
+    """``NodeStats`` (every design's) has none of FedFS's counts; FedFS's ``FedStats`` has them and
+    reports them through ``Node.counters``, the interface studies sum for any design."""
+    from fedsim.protocol.fedfs.stats import FedStats
+    from fedsim.protocol.node import NodeStats
+
+    other, fed = DirectCluster(3, design=design), DirectCluster(3)
+    for c in (other, fed):
+        c.op(1, "mkdir", "/d")
+        c.op(2, "create", "/d/f")
+        c.op(0, "stat", "/d/f")
+    assert type(other.nodes[0].stats) is NodeStats and not hasattr(other.nodes[0].stats, "lookup_paths")
+    assert not {"lookup_path_1", "dirmerges"} & set(other.nodes[0].counters())
+    assert isinstance(fed.nodes[0].stats, FedStats)
+    counted = [n.counters() for n in fed.nodes]
+    assert sum(sum(k[f"lookup_path_{i}"] for i in range(1, 5)) for k in counted) > 0  # the stat's lookup
+    assert all(set(k) >= {"dirmerges", "stale_retries", "block_cache_hits"} for k in counted)

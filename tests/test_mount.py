@@ -767,17 +767,14 @@ def test_agent_sigkilled_under_the_mount(tmp_path: Path, mode: str) -> None:
         fed.close()
 
 
-@pytest.mark.parametrize(("inproc", "mode"), [(False, m) for m in MODES] + [(True, None)],
-                         ids=[f"mount-process-{m}" for m in MODES] + ["inproc"])  # fmt: skip
-def test_fednode_local_with_mount(tmp_path: Path, inproc: bool, mode: str | None) -> None:
-    """A ``fednode mount`` process (in each consistency mode), or (``--inproc``) the first
-    agent's own mount (``fednode serve --mount``, the default mode)."""
+@contextlib.contextmanager
+def fednode_local(base: Path, mnt: Path, nodes: int, *options: str) -> Iterator[subprocess.Popen]:
+    """``fednode local --nodes N --base BASE --mount MNT OPTIONS`` in its own session, waited
+    for by its readiness line; SIGTERMed at the end, when it must exit 0 with the mount gone."""
     mount, _, _ = _mount_modules()
-    mnt = tmp_path / "m"
-    mnt.mkdir()
     p = subprocess.Popen(
-        [sys.executable, "-m", "fednode.cli", "local", "--nodes", "2", "--base", str(tmp_path / "b"), "--mount",
-         str(mnt), *(["--inproc"] if inproc else ["--consistency", str(mode)])],
+        [sys.executable, "-m", "fednode.cli", "local", "--nodes", str(nodes), "--base", str(base), "--mount",
+         str(mnt), *options],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
     try:
@@ -787,15 +784,27 @@ def test_fednode_local_with_mount(tmp_path: Path, inproc: bool, mode: str | None
                 break
         else:
             pytest.fail(f"fednode local ended before mounting: {p.wait()} {p.stderr.read() if p.stderr else ''}")
-        (mnt / "x").write_bytes(b"through fednode local")
-        assert (mnt / "x").read_bytes() == b"through fednode local"
-        if inproc:  # agent 0 serves the mount, on its shared loop
-            assert "the mount's calls run in its threads" in (tmp_path / "b" / "logs" / "n0.log").read_text()
+        assert mount.is_mounted(mnt)
+        yield p
     finally:
         p.send_signal(signal.SIGTERM)
         rc = p.wait(HANG)
     assert rc == 0, p.stderr.read() if p.stderr else ""
     assert not mount.is_mounted(mnt)
+
+
+@pytest.mark.parametrize(("inproc", "mode"), [(False, m) for m in MODES] + [(True, None)],
+                         ids=[f"mount-process-{m}" for m in MODES] + ["inproc"])  # fmt: skip
+def test_fednode_local_with_mount(tmp_path: Path, inproc: bool, mode: str | None) -> None:
+    """A ``fednode mount`` process (in each consistency mode), or (``--inproc``) the first
+    agent's own mount (``fednode serve --mount``, the default mode)."""
+    mnt = tmp_path / "m"
+    mnt.mkdir()
+    with fednode_local(tmp_path / "b", mnt, 2, *(["--inproc"] if inproc else ["--consistency", str(mode)])):
+        (mnt / "x").write_bytes(b"through fednode local")
+        assert (mnt / "x").read_bytes() == b"through fednode local"
+        if inproc:  # agent 0 serves the mount, on its shared loop
+            assert "the mount's calls run in its threads" in (tmp_path / "b" / "logs" / "n0.log").read_text()
 
 
 # ---------------------------------------------------------------------------- the benchmark script

@@ -12,9 +12,8 @@ a request through ``node.handle``.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from types import GeneratorType
 from typing import Any, ClassVar, TypeVar
 
@@ -84,30 +83,12 @@ def handles(request: type[Request]) -> Callable[[F], F]:
 
 @dataclass(slots=True)
 class NodeStats:
-    """What one node observed; runtimes aggregate these into run metrics."""
+    """What every node observes, whatever its design.  A design that counts more
+    (FedFS: lookup paths, dirmerges, block cache hits) keeps a subclass of its own
+    (``Node.STATS``) and reports it through ``Node.counters()``, the one interface
+    the runtimes and studies sum: so the shared base names nothing one design does."""
 
-    lookup_paths: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0])  # index 1..4
-    stale_retries: int = 0
-    dirmerges: int = 0
-    dirmerge_contacted: list[int] = field(default_factory=list)  # remote nodes asked per merge
-    dirmerge_holders: list[int] = field(default_factory=list)  # of those, the ones that had the dir
-    merge_waits: int = 0  # requests told EAGAIN because a dirmerge of their directory was in flight
-    merges_by_dir: Counter[str] = field(default_factory=Counter)
-    incomplete_merges: int = 0
-    requests_served: int = 0
-    block_cache_hits: int = 0  # reads of remote files answered from this node's block cache
-    block_cache_misses: int = 0  # ... that fetched their blocks from the home
-    # client file requests (open, read, write, close) this node took from its
-    # clients, and those for files homed on another node (remote file accesses,
-    # Federated DAFS Fig. 7)
-    client_file_requests: int = 0
-    remote_file_requests: int = 0
-    file_requests: int = 0  # requests served as a file's home (what migration can move elsewhere)
-    incremental_merges: int = 0  # dirmerges with the members that joined since a VD was built (FedFS 3.3)
-    view_retries: int = 0  # dirmerges merged again because the view changed while they ran
-    handed_off: int = 0  # managed DT entries handed to their new manager at view changes
-    vds_dropped: int = 0  # cached VDs dropped at view changes because their manager changed
-    vds_invalidated: int = 0  # cached VDs dropped at view changes because a holder of the directory left
+    requests_served: int = 0  # peers' requests this node served (the load a study plots per node)
     redirects: int = 0  # requests this node sent again after a redirect (a view change it had missed)
 
 
@@ -120,6 +101,14 @@ class Node:
     API_META: ClassVar[dict[str, ApiMeta]] = {}
     #: request type -> handler method name (collected from ``@handles`` methods)
     HANDLERS: ClassVar[dict[type[Request], str]] = {}
+    #: the statistics each node keeps (a design's subclass of ``NodeStats`` for what only it counts)
+    STATS: ClassVar[type[NodeStats]] = NodeStats
+    #: where a client that mounts member ``k`` sends a call on a path: ``"entry"``, always to ``k``
+    #: (the designs whose clients each mount one server: NFS, NFSp, dNFSp's meta-server per client
+    #: subset, whose dNFSp1 coherence is per meta-server, so a call sent elsewhere would see
+    #: another meta-server's view); ``"home"``, to the file's home or the name's manager (FedFS,
+    #: where every member serves every name: ``fedsim.protocol.routing.Router``)
+    CLIENT_ROUTE: ClassVar[str] = "entry"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -159,7 +148,7 @@ class Node:
             raise ValueError(f"node {node_id} is not among the members {self.view.members}")
         self.placement = placement or make_placement(spec.placement, node_id, spec.seed)
         self.config: ProtocolConfig = spec.protocol
-        self.stats = NodeStats()
+        self.stats = self.STATS()
         # Peers this node's design treats as hung (peer -> until when, on the
         # runtime's clock): any request from one shows it is not, and clears it.
         self.suspects: dict[int, float] = {}

@@ -55,7 +55,7 @@ from fedsim.protocol.dnfsp.messages import DnfspFetch, DnfspHandOver, DnfspToken
 from fedsim.protocol.effects import Compute, Local, Multicast
 from fedsim.protocol.hashing import path_hash
 from fedsim.protocol.messages import ProtocolError, Request, fs_error
-from fedsim.protocol.names import ROOT, parent
+from fedsim.protocol.names import ROOT, ancestors
 from fedsim.protocol.nfs.messages import (
     NfsAccess,
     NfsCommit,
@@ -79,23 +79,30 @@ from fedsim.protocol.nfsp.messages import NfspRead
 from fedsim.protocol.nfsp.meta import NfspMeta
 from fedsim.protocol.node import Gen, handles
 
-#: the procedures on one existing name, and those that make a name (its parent made coherent too)
+#: the procedures on one existing name, and those that make a name (each name's ancestors made coherent first)
 _ON_NAME = (NfsLookup, NfsGetAttr, NfsSetAttr, NfsTruncate, NfsAccess, NfsRead, NfspRead, NfsWrite, NfsCommit,
             NfsRemove, NfsRmdir, NfsReadLink)  # fmt: skip
 _NEW_NAME = (NfsCreate, NfsMkdir, NfsSymlink, NfsMknod)
 
 
 def names_of(req: Request) -> tuple[str, ...]:
-    """The names a client's procedure touches, in the order they are made coherent."""
+    """The names a client's procedure touches, in the order they are made coherent: each
+    name's ancestors first, root first, as an NFS client's walk looks up every component
+    before the name (so a name under a file another meta-server made is ENOTDIR here too,
+    not ENOENT)."""
     if isinstance(req, _ON_NAME):
-        return (req.path,)
-    if isinstance(req, _NEW_NAME):
-        return (parent(req.path), req.path)
-    if isinstance(req, NfsRename):
-        return (req.old, parent(req.new), req.new)
-    if isinstance(req, NfsLink):
-        return (req.old, parent(req.new), req.new)
-    return ()
+        names: tuple[str, ...] = (req.path,)
+    elif isinstance(req, _NEW_NAME):
+        names = (req.path,)
+    elif isinstance(req, (NfsRename, NfsLink)):
+        names = (req.old, req.new)
+    else:
+        return ()
+    out: dict[str, None] = {}
+    for name in names:
+        out.update(dict.fromkeys(ancestors(name)[1:]))
+        out[name] = None
+    return tuple(out)
 
 
 class DnfspMeta(NfspMeta):

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fedsim.protocol.effects import NOW, Compute, Local, Multicast, Sleep, Spawn
+from fedsim.protocol.fedfs.stats import FedStats
 from fedsim.protocol.messages import PeerUnavailable, SummaryAdd, SummaryPush
 from fedsim.protocol.names import ROOT, is_replica
 from fedsim.protocol.node import Gen, Node, handles
@@ -25,6 +26,11 @@ from fedsim.protocol.tables import LRU, VirtualDirectory
 
 class Summaries(Node):
     vds: LRU[str, VirtualDirectory]  # the directory role's VD cache, which summaries invalidate
+    STATS = FedStats  # what only FedFS counts (the bottom of its chain of roles: every role counts in it)
+    stats: FedStats
+
+    def counters(self) -> dict[str, float]:
+        return {**super().counters(), **self.stats.counters()}
 
     def __init__(self, node_id: int, spec: Any, **kw: Any) -> None:
         super().__init__(node_id, spec, **kw)

@@ -21,8 +21,8 @@ from typing import Any
 
 from fedsim.protocol.attrs import check_mknod, check_new, check_setattr, check_size, check_target, federated, new_args
 from fedsim.protocol.effects import Local
-from fedsim.protocol.messages import fs_error
-from fedsim.protocol.names import ROOT, join, parent
+from fedsim.protocol.messages import Request, fs_error
+from fedsim.protocol.names import ROOT, ancestors, join, parent
 from fedsim.protocol.nfs.messages import (
     NfsAccess,
     NfsCommit,
@@ -68,6 +68,25 @@ class Server(Node):
         if self.id != self.server:
             raise fs_error(errno.EINVAL, path, f"node {self.id} is not the NFS server (node {self.server} is)")
         self.served += 1
+
+    def handle(self, src: int, request: Request) -> Gen:
+        """Any procedure; ENOENT for a name under a file becomes ENOTDIR, as POSIX says.  The local
+        layer says ENOENT there (``LocalFS``, ``MemFS``: to FedFS a local tree is a partial view, so
+        a file on the way means only "not here"); the NFS-family servers' trees are the namespace,
+        so the first ancestor that is not a directory decides.  Only an error pays the check."""
+        try:
+            return (yield from super().handle(src, request))
+        except FileNotFoundError as e:
+            if not isinstance(e.filename, str) or not e.filename.startswith(ROOT):
+                raise
+            for a in ancestors(e.filename)[1:]:
+                try:
+                    is_dir, _ = yield Local("stat", a)
+                except (FileNotFoundError, NotADirectoryError):
+                    raise e from None
+                if not is_dir:
+                    raise fs_error(errno.ENOTDIR, a) from None
+            raise
 
     def _new_name(self, path: str) -> Gen:
         """EEXIST for the root; ENOENT/ENOTDIR unless the parent is a directory."""
