@@ -121,7 +121,7 @@ def test_saturation_stops_adding_clients_once_throughput_levels_off() -> None:
 def test_fig6_migration_rows_move_whole_files_only_under_the_load_policy() -> None:
     """The open question's rows: ``none`` moves nothing; ``load_based`` (its
     threshold low enough for the small imbalance of a tiny run) moves files,
-    each copied whole (read-only PostMark: every file is exactly its size)."""
+    each copied whole (every file is exactly its size; PostMark writes only a file it creates)."""
     val = _rows(
         "dafs_fig6",
         [
@@ -138,7 +138,9 @@ def test_fig6_migration_rows_move_whole_files_only_under_the_load_policy() -> No
     off, on = "migration servers=4 policy=none", "migration servers=4 policy=load_based"
     assert val[(off, "files_moved")] == val[(off, "bytes_moved")] == val[(off, "remote_share")] == 0
     assert val[(on, "files_moved")] > 0
-    assert val[(on, "bytes_moved")] == 4096 * val[(on, "files_moved")]
+    # each copied whole; a file written while it moves (a create's write racing the move) has its dirty
+    # range copied again at the freeze, so at most twice
+    assert 4096 * val[(on, "files_moved")] <= val[(on, "bytes_moved")] <= 2 * 4096 * val[(on, "files_moved")]
     assert val[(on, "remote_share")] > 0  # a moved file's accesses still go to its manager (route: hash)
     assert val[(off, "errors")] == val[(on, "errors")] == 0
     assert 1 < val[(off, "speedup")] < 4

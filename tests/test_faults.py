@@ -170,7 +170,7 @@ def test_lost_reply_to_a_create_reservation_leaves_no_phantom_name():
 
 def test_lost_del_entry_does_not_leave_the_unlinked_name_reserved():
     script = [(0, "mkdir", "/a"), (0, "create", "/a/b"), (0, "unlink", "/a/b")]
-    _pinned(2, "round_robin", script, 12, (0, 1, "DelEntry"))
+    _pinned(2, "round_robin", script, 14, (0, 1, "DelEntry"))  # after the pruned copy of /a is told (#12)
 
 
 def test_create_failing_after_the_home_made_the_file_does_not_let_the_name_be_taken_twice():
@@ -473,7 +473,7 @@ def test_an_unlink_whose_del_entry_is_lost_answers_done_and_the_namespace_catche
     be a failure that changed the tree), and the background Settle makes
     every view agree with the local trees once the fault heals."""
     c = _direct(2, "round_robin", **AGING)
-    inj = c.inject(FaultPlan.of(lose=[12]))
+    inj = c.inject(FaultPlan.of(lose=[14]))  # (#12: the copy of /a pruned, told to its manager)
     outcomes = _run_direct_script(c, 2, [(0, "mkdir", "/a"), (0, "create", "/a/b"), (0, "unlink", "/a/b")])
     assert [e[1:4] for e in inj.log] == [(0, 1, "DelEntry")], inj.describe()
     assert outcomes == ["ok", "ok", "ok"]
