@@ -123,20 +123,24 @@ class MachineParams:
         return cls(**{k: v for k, v in section.items() if k in cls.__dataclass_fields__})
 
 
-class _Proc:
+class ProcState:
     """A process's state: its host's cores (the host's list, shared), its
     host's processes' states (the host's list, shared: ``oversub_share``),
-    when its thread is free, and the CPU booked for it (``Machine.busy``)."""
+    when its thread is free, the CPU booked for it (``Machine.busy``) and the
+    kind of its last work (``Machine.mixed``).  The runtime holds these for
+    the processes it books on (``Machine.node``, ``Machine.state``) and books
+    on them directly (``Machine.book``): one look-up per process, not one per job."""
 
-    __slots__ = ("busy", "cores", "free", "key", "peers", "ran")
+    __slots__ = ("busy", "cores", "free", "key", "last", "peers", "ran")
 
-    def __init__(self, key: Hashable, cores: list[float], peers: list[_Proc]) -> None:
+    def __init__(self, key: Hashable, cores: list[float], peers: list[ProcState]) -> None:
         self.key = key
         self.cores = cores
         self.peers = peers
         self.free = 0.0
         self.busy = 0.0
         self.ran = False  # in ``Machine.ran`` (a job booked since the last ``clear_busy``)
+        self.last: str | None = None  # the kind of its last api, dispatch or client work (``mixed``)
 
 
 class Machine:
@@ -146,10 +150,13 @@ class Machine:
     and returns when it ends.  A job waits for its process (one thread) and
     then for its host's earliest-free core; both are then busy until it ends.
     Booking at submission keeps it one heap entry per job, as the runtime's
-    other queues do."""
+    other queues do.  ``book(state, ...)`` is the same on a process's state
+    (``node``, ``state``), which the runtime's hot paths hold."""
 
-    __slots__ = ("_G", "_L", "_Lc", "_byte", "_clients", "_o", "_oc", "cap", "core_free", "host_procs",
-                 "host_states", "last", "n_nodes", "p", "proc_host", "procs", "ran", "share")  # fmt: skip
+    __slots__ = ("_G", "_L", "_Lc", "_any_api", "_any_client", "_any_dispatch", "_api", "_byte", "_client",
+                 "_client_states", "_clients", "_dispatch", "_o", "_oc", "_two", "call_us", "cap", "core_free",
+                 "host_procs", "host_states", "mix_agent", "mix_client", "n_nodes", "nodes", "p", "proc_host",
+                 "procs", "ran", "share")  # fmt: skip
 
     def __init__(self, params: MachineParams, n_nodes: int) -> None:
         if params.cores <= 0:
@@ -160,28 +167,54 @@ class Machine:
         self.n_nodes = n_nodes
         self.core_free: dict[int, list[float]] = {}
         self.proc_host: dict[Hashable, int] = {}
-        #: each process's state (``_Proc``): one look-up per job
-        self.procs: dict[Hashable, _Proc] = {}
+        #: each process's state (``ProcState``): one look-up per job
+        self.procs: dict[Hashable, ProcState] = {}
         #: the processes that ran a job, in the order of their first (``busy``)
-        self.ran: list[_Proc] = []
+        self.ran: list[ProcState] = []
         # the prices read for every job or message (the params are not changed once the machine is built)
         self.share = params.oversub_share
+        self._two = params.cores == 2  # (``book``'s unrolled case)
         self.cap = params.capacity
+        self.call_us = params.call_us
+        self.mix_agent, self.mix_client = params.mix_agent, params.mix_client
         self._o, self._byte = params.o_us, params.byte_us
         self._L, self._G = params.L_us, params.G_us_per_byte
         self._Lc = params.L_us if params.client_L_us is None else params.client_L_us
         self._oc = params.o_us if params.client_o_us is None else params.client_o_us
+        # the cost tables and their ``*`` (any other key), read once per request or call
+        self._dispatch, self._any_dispatch = params.dispatch_us, params.dispatch_us.get("*", 0.0)
+        self._api, self._any_api = params.api_us, params.api_us.get("*", 0.0)
+        self._client, self._any_client = params.client_us, params.client_us.get("*", 0.0)
         #: each client's process (``client_proc``)
         self._clients: dict[int, Hashable] = {}
-        #: the kind of work each process did last (``mixed``)
-        self.last: dict[Hashable, str] = {}
+        self._client_states: dict[int, ProcState] = {}
         #: the processes of each host (``oversub_share`` counts the runnable ones), and their states
         self.host_procs: dict[int, list[Hashable]] = {}
-        self.host_states: dict[int, list[_Proc]] = {}
+        self.host_states: dict[int, list[ProcState]] = {}
+        #: node i's process's state, for the runtime's hot paths (placing a process changes no
+        #: booking: a host's cores and its processes' states are only read when a job is booked)
+        self.nodes: list[ProcState] = []
+        for node in range(n_nodes):
+            self.node(node)
 
     def host_of_node(self, node: int) -> int:
         hosts = self.p.hosts
         return node % hosts if hosts else node
+
+    def node(self, node: int) -> ProcState:
+        """Node ``node``'s process's state (placed on its host the first time: a node that joined later)."""
+        nodes = self.nodes
+        while len(nodes) <= node:
+            nodes.append(self.state(len(nodes)))
+        return nodes[node]
+
+    def state(self, proc: Hashable) -> ProcState:
+        """The state of process ``proc``; a node's (an int) is placed on its host the first time."""
+        st = self.procs.get(proc)
+        if st is None:
+            self.add_proc(proc, self.host_of_node(proc))  # type: ignore[arg-type]
+            st = self.procs[proc]
+        return st
 
     def client_proc(self, client: int, node: int) -> Hashable:
         """The process of client ``client`` (attached to ``node``), placed on its host."""
@@ -192,6 +225,13 @@ class Machine:
                 self.add_proc(proc, 0 if self.p.hosts == 1 else self.host_of_node(node))
         return proc
 
+    def client_state(self, client: int, node: int) -> ProcState:
+        """The state of client ``client``'s process (``client_proc``)."""
+        st = self._client_states.get(client)
+        if st is None:
+            st = self._client_states[client] = self.procs[self.client_proc(client, node)]
+        return st
+
     def add_proc(self, proc: Hashable, host: int) -> Hashable:
         if proc not in self.proc_host:
             self.proc_host[proc] = host
@@ -200,7 +240,7 @@ class Machine:
             if cores is None:
                 cores = self.core_free[host] = [0.0] * self.p.cores
             peers = self.host_states.setdefault(host, [])
-            st = self.procs[proc] = _Proc(proc, cores, peers)
+            st = self.procs[proc] = ProcState(proc, cores, peers)
             peers.append(st)
         return proc
 
@@ -217,12 +257,12 @@ class Machine:
         self.ran.clear()
 
     def run(self, proc: Hashable, now: float, us: float) -> float:
-        """When ``us`` of CPU submitted now by ``proc`` ends.  (Called for every
-        CPU job of a simulation: written for speed, two cores unrolled.)"""
-        st = self.procs.get(proc)
-        if st is None:  # a node: on its host
-            self.add_proc(proc, self.host_of_node(proc))  # type: ignore[arg-type]
-            st = self.procs[proc]
+        """When ``us`` of CPU submitted now by ``proc`` ends."""
+        return self.book(self.state(proc), now, us)
+
+    def book(self, st: ProcState, now: float, us: float) -> float:
+        """When ``us`` of CPU submitted now by the process of state ``st`` ends.
+        (Called for every CPU job of a simulation: written for speed, two cores unrolled.)"""
         start = st.free
         if start < now:
             start = now
@@ -234,7 +274,7 @@ class Machine:
             if runnable > len(cores):
                 us *= 1.0 + self.share
         # the core that frees first (the lowest on a tie)
-        if len(cores) == 2:
+        if self._two:
             free = cores[0]
             i = 0
             if cores[1] < free:
@@ -263,9 +303,7 @@ class Machine:
         """``us`` of work of kind ``label`` at ``proc``, ``share`` dearer when the
         process's last work was of another kind: a batch of one kind of call
         runs on warm caches and an interpreter specialised for it, a mix does not."""
-        last = self.last.get(proc)
-        self.last[proc] = label
-        return us if last == label else us * (1.0 + share)
+        return mixed(self.state(proc), label, us, share)
 
     # -------------------------------------------------------------- prices
     def message_us(self, size: int) -> float:
@@ -285,18 +323,22 @@ class Machine:
         client link's ``client_L_us`` (the agents' ``L`` where not measured)."""
         return self._Lc + (size - 1 if size > 1 else 0) * self._G
 
-    # ``table``'s cost of ``key``, or its ``*`` (any other), or nothing (written out: once per request)
+    # ``table``'s cost of ``key``, or its ``*`` (any other), or nothing (once per request or call)
     def dispatch(self, kind: str) -> float:
-        v = self.p.dispatch_us.get(kind)
-        return self.p.dispatch_us.get("*", 0.0) if v is None else v
+        return self._dispatch.get(kind, self._any_dispatch)
 
     def api(self, op: str) -> float:
-        v = self.p.api_us.get(op)
-        return self.p.api_us.get("*", 0.0) if v is None else v
+        return self._api.get(op, self._any_api)
 
     def client(self, op: str) -> float:
-        v = self.p.client_us.get(op)
-        return self.p.client_us.get("*", 0.0) if v is None else v
+        return self._client.get(op, self._any_client)
+
+
+def mixed(st: ProcState, label: str, us: float, share: float) -> float:
+    """``Machine.mixed`` on a process's state."""
+    last = st.last
+    st.last = label
+    return us if last == label else us * (1.0 + share)
 
 
 # ---------------------------------------------------------------------------------------------- calibration
