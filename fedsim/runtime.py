@@ -232,6 +232,9 @@ class SimCluster:
         #: the calibrated machine (``fedsim.machine``): CPU for messages, handlers, local operations and
         #: clients, on processes sharing hosts' cores; None: the papers' model, and no cost for checking
         self.machine: Machine | None = Machine(machine, n_nodes) if machine is not None else None
+        # the callbacks a machine's messages run on arrival, bound once (not once per message)
+        self._on_reply: Callable[[_Reply], None] = self._received
+        self._on_hop: Callable[[_Hop], None] = self._hop_arrived
 
     def _clock_ns(self) -> int:
         return round(self.env.now * 1000)
@@ -442,7 +445,7 @@ class SimCluster:
         assert reply is not None
         reply.caller = st
         reply.held = reply.callbacks  # type: ignore[attr-defined]  # (``_rearm``)
-        reply.callbacks.append(self._received)
+        reply.callbacks.append(self._on_reply)
         return reply
 
     def _received(self, reply: _Reply) -> None:
@@ -1037,7 +1040,7 @@ class _Hop(simpy.Event):
     ) -> None:  # fmt: skip
         # what simpy.Event.__init__ sets, then triggered: scheduled by the sender
         self.env = env
-        self.callbacks = self.held = [cluster._hop_arrived] if dst is not None else []
+        self.callbacks = self.held = [cluster._on_hop] if dst is not None else []
         self._ok = True
         self._value = None
         self.dst = dst
