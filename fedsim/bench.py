@@ -41,12 +41,17 @@ simulated times differ, so the two runs compare by federation messages per
 wall-clock second, as the framework/bare ratio does.  The target for the
 models' price is a ratio on/off of at least 0.9 (the machine model costs the
 simulator at most 10 % of its speed); reported, not asserted, and not met:
-on a 2-core VM shared with other work it measures 0.56-0.66 (``--quick``,
-fastest of 3).  Each CPU job the model waits for that starts on a message's
+on a 2-core VM shared with other work it measures 0.63-0.74 (``--quick
+--repeat 5 --clock cpu``, load average 2-3; 0.57-0.68 before the runtime
+booked on process states).  Each CPU job the model waits for that starts on a message's
 arrival (a request's receipt and dispatch, a reply's or a client hop's
 receipt) ends in an event of its own, so the model schedules 3.4 events per
 federation message where the papers' model schedules 1.3; the report shows
-that factor beside the ratio.  Fewer events would mean booking a receipt when
+that factor beside the ratio.  The events are not most of the price (a SimPy
+event and its callback cost about 0.4 us, the model about 20 us per API call
+here): per call it also books about 12 CPU jobs, sends two client messages
+and resumes the client and the workers twice more, each a few Python calls
+(``fedsim.machine``).  Fewer events would mean booking a receipt when
 its message is sent, before the jobs submitted during its flight: that moves
 the machine's first-come-first-served order and with it the predictions
 (up to 30 % on a saturated SFS97 point; 10 % when only receipts that cannot
