@@ -162,7 +162,7 @@ class ProcState:
     the processes it books on (``Machine.node``, ``Machine.state``) and books
     on them directly (``Machine.book``): one look-up per process, not one per job."""
 
-    __slots__ = ("busy", "cores", "free", "key", "last", "peers", "ran", "recent", "space")
+    __slots__ = ("active", "busy", "cores", "free", "key", "last", "listed", "peers", "ran", "recent", "space")
 
     def __init__(
         self,
@@ -170,6 +170,7 @@ class ProcState:
         cores: list[float],
         peers: list[ProcState],
         recent: list[ProcState],
+        active: list[ProcState],
         space: ProcState | None = None,
     ) -> None:
         self.key = key
@@ -184,6 +185,10 @@ class ProcState:
         #: the host's processes (spaces) by their last job's start, latest first (the host's list,
         #: shared; ``cold_us``): those before this one's ran since it last did
         self.recent = recent
+        #: the host's processes (spaces) booked since a job last found them idle (the host's list,
+        #: shared; ``oversub_share``): the runnable ones are among them
+        self.active = active
+        self.listed = False  # in ``active``
 
 
 class Machine:
@@ -198,8 +203,9 @@ class Machine:
 
     __slots__ = ("_G", "_L", "_Lc", "_any_api", "_any_client", "_any_dispatch", "_api", "_byte", "_client",
                  "_client_states", "_clients", "_dispatch", "_o", "_oc", "_threads", "_two", "call_us", "cap", "cold",
-                 "cold_cap", "core_free", "depth", "host_procs", "host_recent", "host_states", "mix_agent",
-                 "mix_client", "n_nodes", "nodes", "p", "proc_host", "procs", "ran", "share", "wake")  # fmt: skip
+                 "cold_cap", "core_free", "depth", "host_active", "host_procs", "host_recent", "host_states",
+                 "mix_agent", "mix_client", "n_nodes", "nodes", "p", "proc_host", "procs", "pruned", "ran", "share",
+                 "wake")  # fmt: skip
 
     def __init__(self, params: MachineParams, n_nodes: int) -> None:
         if params.cores <= 0:
@@ -223,6 +229,8 @@ class Machine:
         cap_n = -(-params.cold_cap_us // params.cold_us) if params.cold_us and params.cold_cap_us else 0
         self.depth = int(params.cores + cap_n + 1) if cap_n else 0
         self.host_recent: dict[int, list[ProcState]] = {}
+        self.host_active: dict[int, list[ProcState]] = {}
+        self.pruned = 0.0  # the latest time the ``active`` lists were pruned at (``book``)
         self.wake = params.wake_us
         self.call_us = params.call_us
         self.mix_agent, self.mix_client = params.mix_agent, params.mix_client
@@ -302,7 +310,10 @@ class Machine:
                 cores = self.core_free[host] = [0.0] * self.p.cores
             peers = self.host_states.setdefault(host, [])
             recent = self.host_recent.setdefault(host, [])
-            st = self.procs[proc] = ProcState(proc, cores, peers, recent, None if space is None else self.procs[space])
+            active = self.host_active.setdefault(host, [])
+            st = self.procs[proc] = ProcState(
+                proc, cores, peers, recent, active, None if space is None else self.procs[space]
+            )
             peers.append(st)
         return proc
 
@@ -353,7 +364,32 @@ class Machine:
         if self.share:
             # Oversubscribed cores: the other processes of the host with work booked beyond now are
             # runnable; more of them than cores make this job dearer (a switch, cold caches).
-            runnable = 1 + sum(1 for q in st.peers if q is not st and q.space is q and q.free > now)
+            # They are counted on the host's list of spaces booked since they were last seen idle, not
+            # on all its processes (a host of 1024 nodes has a few of them booked at a time), and only
+            # until there are more than cores (a saturated host has many): one seen idle at the
+            # latest time is idle at any later one until it is booked again, so it leaves the list.
+            # A time before the latest (a caller of ``run`` out of order) counts them all.
+            if now >= self.pruned:
+                self.pruned = now
+                active = st.active
+                n = len(cores)
+                runnable = 1
+                kept = i = 0
+                for q in active:
+                    i += 1
+                    if q.free > now:
+                        active[kept] = q
+                        kept += 1
+                        if q is not st:
+                            runnable += 1
+                            if runnable > n:
+                                break
+                    else:
+                        q.listed = False
+                if kept < i:
+                    del active[kept:i]  # those seen idle (and the places of those moved up)
+            else:
+                runnable = 1 + sum(1 for q in st.peers if q is not st and q.space is q and q.free > now)
             if runnable > len(cores):
                 us *= 1.0 + self.share
         # the core that frees first (the lowest on a tie)
@@ -377,6 +413,9 @@ class Machine:
                 us *= in_use / self.cap
         cores[i] = done = start + us
         st.free = done
+        if not st.listed and st.space is st:  # (``oversub_share``'s runnable processes)
+            st.listed = True
+            st.active.append(st)
         st.busy += us
         if not st.ran:
             st.ran = True
