@@ -41,12 +41,24 @@ simulated times differ, so the two runs compare by federation messages per
 wall-clock second, as the framework/bare ratio does.  The target for the
 models' price is a ratio on/off of at least 0.9 (the machine model costs the
 simulator at most 10 % of its speed); reported, not asserted, and not met:
-on a 2-core VM shared with other work it measures 0.56-0.66 (``--quick``,
-fastest of 3).  Each CPU job the model waits for that starts on a message's
-arrival (a request's receipt and dispatch, a reply's or a client hop's
-receipt) ends in an event of its own, so the model schedules 3.4 events per
-federation message where the papers' model schedules 1.3; the report shows
-that factor beside the ratio.  Fewer events would mean booking a receipt when
+with every model a profile turns on (``MACHINE``) it measures 0.46-0.52 on a
+2-core VM shared with other work (``--quick --repeat 3 --clock cpu``, load
+average 1.5-4), where it measured 0.26 and 0.12 (64 and 1024 nodes) before
+a host counted its runnable processes on those booked instead of all of them
+(``oversub_share``: a scan of every node per job).  With the per-message,
+per-request and per-call costs alone (no wakes, cold caches, shared cores or
+client threads) it measured 0.63-0.74 (``--repeat 5``, load average 2-3;
+0.57-0.68 before the runtime booked on process states).  Each CPU job the
+model waits for that starts on a message's arrival (a request's receipt and
+dispatch, a reply's or a client hop's receipt) ends in an event of its own,
+and so does each of a client thread's kernel work (``client_user_share``),
+so the model schedules 3.9 events per federation message where the papers'
+model schedules 1.3 (3.4 without the client threads); the report shows that
+factor beside the ratio.  The events are not most of the price (a SimPy event
+and its callback cost about 0.4 us, the model with the costs alone about
+20 us per API call here): per call it also books about 12 CPU jobs, sends two
+client messages and resumes the client and the workers twice more, each a few
+Python calls (``fedsim.machine``).  Fewer events would mean booking a receipt when
 its message is sent, before the jobs submitted during its flight: that moves
 the machine's first-come-first-served order and with it the predictions
 (up to 30 % on a saturated SFS97 point; 10 % when only receipts that cannot
@@ -93,12 +105,19 @@ OP_MIX: tuple[tuple[str, float], ...] = (
 IO_BYTES = 4096
 
 #: The machine model measured beside the papers' model: one 2-core host for
-#: every node and the client program, a non-zero cost for every field.  The
-#: numbers are of the order of a ``fednode calibrate`` profile of a 2-core VM
-#: (microseconds of CPU per message end, request, API and client call).
+#: every node and the client program, and every model a calibrated profile
+#: turns on, so that its price is the one a study pays.  The numbers are of the
+#: order of a ``fednode calibrate`` profile of a 2-core VM: microseconds of CPU
+#: per message end, request, API and client call measured directly; ``wake_us``
+#: fitted to the fan-in microbenchmark (``fit_wake``: about 12 us), ``cold_us``
+#: and ``cold_cap_us`` to the chain one (``fit_cold``), ``oversub_share`` and
+#: ``capacity`` to the contention one (``fit_contention``), and
+#: ``client_user_share`` the user time of a client call's CPU (the client
+#: threads' GIL: the call's kernel work then runs on a thread of its own).
 MACHINE = MachineParams(
     hosts=1, cores=2, o_us=12.0, L_us=2.0, byte_us=0.0002, call_us=10.0, dispatch_us={"*": 12.0},
     api_us={"*": 15.0}, client_us={"*": 30.0}, mix_agent=0.14,
+    wake_us=12.6, cold_us=13.25, cold_cap_us=44.8, capacity=1.4, oversub_share=0.05, client_user_share=0.5,
 )  # fmt: skip
 
 
@@ -539,7 +558,8 @@ def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) 
     out(f"framework: SimCluster, preloaded summaries, op mix {mix}")
     out(
         f"machine: the framework on a calibrated machine model (fedsim.machine): {MACHINE.hosts} host of "
-        f"{MACHINE.cores} cores, CPU per message end, dispatch, API, local and client call; the same workload"
+        f"{MACHINE.cores} cores, CPU per message end, dispatch, API, local and client call, wakes, cold caches "
+        "and shared cores (every model a profile turns on); the same workload"
     )
     out("bare: hand-written SimPy request/reply, same nodes, workers, clients, LogGP delay, message count")
     out(format_table(rows))

@@ -101,8 +101,12 @@ cost is a plain number from the profile; nothing here is fitted.  A job is
 submitted when its work exists: a receipt when its message arrives, not when
 it was sent (booked at the send, it would hold a core idle until the arrival
 and go before the jobs submitted during the flight); ``fedsim.runtime`` pays
-an event per such job for it, which is most of the model's price in
-simulator speed (``fedsim.bench``).
+an event per such job for it.  The event itself is not most of the model's
+price in simulator speed (``fedsim.bench``): a SimPy event and its callback
+cost about 0.4 us of the 1.5-2 us the model adds per CPU job; the rest is the
+Python work of each step (booking the job, the message's event, resuming the
+process that waited), which is why the runtime books on a process's state
+(``ProcState``, ``Machine.book``) that it holds, not on its key.
 """
 
 from __future__ import annotations
@@ -150,15 +154,24 @@ class MachineParams:
         return cls(**{k: v for k, v in section.items() if k in cls.__dataclass_fields__})
 
 
-class _Proc:
+class ProcState:
     """A process's state: its host's cores (the host's list, shared), its
     host's processes' states (the host's list, shared: ``oversub_share``),
-    when its thread is free, and the CPU booked for it (``Machine.busy``)."""
+    when its thread is free, the CPU booked for it (``Machine.busy``) and the
+    kind of its last work (``Machine.mixed``).  The runtime holds these for
+    the processes it books on (``Machine.node``, ``Machine.state``) and books
+    on them directly (``Machine.book``): one look-up per process, not one per job."""
 
-    __slots__ = ("busy", "cores", "free", "key", "peers", "ran", "recent", "space")
+    __slots__ = ("active", "busy", "cores", "free", "key", "last", "listed", "peers", "ran", "recent", "space")
 
     def __init__(
-        self, key: Hashable, cores: list[float], peers: list[_Proc], recent: list[_Proc], space: _Proc | None = None
+        self,
+        key: Hashable,
+        cores: list[float],
+        peers: list[ProcState],
+        recent: list[ProcState],
+        active: list[ProcState],
+        space: ProcState | None = None,
     ) -> None:
         self.key = key
         #: whose caches its jobs use: its own, or for a thread of a client program the program's (``cold_us``)
@@ -168,9 +181,14 @@ class _Proc:
         self.free = 0.0
         self.busy = 0.0
         self.ran = False  # in ``Machine.ran`` (a job booked since the last ``clear_busy``)
+        self.last: str | None = None  # the kind of its last api, dispatch or client work (``mixed``)
         #: the host's processes (spaces) by their last job's start, latest first (the host's list,
         #: shared; ``cold_us``): those before this one's ran since it last did
         self.recent = recent
+        #: the host's processes (spaces) booked since a job last found them idle (the host's list,
+        #: shared; ``oversub_share``): the runnable ones are among them
+        self.active = active
+        self.listed = False  # in ``active``
 
 
 class Machine:
@@ -180,11 +198,14 @@ class Machine:
     and returns when it ends.  A job waits for its process (one thread) and
     then for its host's earliest-free core; both are then busy until it ends.
     Booking at submission keeps it one heap entry per job, as the runtime's
-    other queues do."""
+    other queues do.  ``book(state, ...)`` is the same on a process's state
+    (``node``, ``state``), which the runtime's hot paths hold."""
 
-    __slots__ = ("_G", "_L", "_Lc", "_byte", "_clients", "_o", "_oc", "cap", "cold", "cold_cap", "core_free",
-                 "depth", "host_procs", "host_recent", "host_states", "last", "n_nodes", "p", "proc_host", "procs",
-                 "ran", "share", "wake")  # fmt: skip
+    __slots__ = ("_G", "_L", "_Lc", "_any_api", "_any_client", "_any_dispatch", "_api", "_byte", "_client",
+                 "_client_states", "_clients", "_dispatch", "_o", "_oc", "_threads", "_two", "call_us", "cap", "cold",
+                 "cold_cap", "core_free", "depth", "host_active", "host_procs", "host_recent", "host_states",
+                 "mix_agent", "mix_client", "n_nodes", "nodes", "p", "proc_host", "procs", "pruned", "ran", "share",
+                 "wake")  # fmt: skip
 
     def __init__(self, params: MachineParams, n_nodes: int) -> None:
         if params.cores <= 0:
@@ -195,34 +216,63 @@ class Machine:
         self.n_nodes = n_nodes
         self.core_free: dict[int, list[float]] = {}
         self.proc_host: dict[Hashable, int] = {}
-        #: each process's state (``_Proc``): one look-up per job
-        self.procs: dict[Hashable, _Proc] = {}
+        #: each process's state (``ProcState``): one look-up per job
+        self.procs: dict[Hashable, ProcState] = {}
         #: the processes that ran a job, in the order of their first (``busy``)
-        self.ran: list[_Proc] = []
+        self.ran: list[ProcState] = []
         # the prices read for every job or message (the params are not changed once the machine is built)
         self.share = params.oversub_share
+        self._two = params.cores == 2  # (``book``'s unrolled case)
         self.cap = params.capacity
         self.cold, self.cold_cap = params.cold_us, params.cold_cap_us
         # how many processes the recency lists keep: those a refill counts, up to its cap (0: all of them)
         cap_n = -(-params.cold_cap_us // params.cold_us) if params.cold_us and params.cold_cap_us else 0
         self.depth = int(params.cores + cap_n + 1) if cap_n else 0
-        self.host_recent: dict[int, list[_Proc]] = {}
+        self.host_recent: dict[int, list[ProcState]] = {}
+        self.host_active: dict[int, list[ProcState]] = {}
+        self.pruned = 0.0  # the latest time the ``active`` lists were pruned at (``book``)
         self.wake = params.wake_us
+        self.call_us = params.call_us
+        self.mix_agent, self.mix_client = params.mix_agent, params.mix_client
         self._o, self._byte = params.o_us, params.byte_us
         self._L, self._G = params.L_us, params.G_us_per_byte
         self._Lc = params.L_us if params.client_L_us is None else params.client_L_us
         self._oc = params.o_us if params.client_o_us is None else params.client_o_us
+        # the cost tables and their ``*`` (any other key), read once per request or call
+        self._dispatch, self._any_dispatch = params.dispatch_us, params.dispatch_us.get("*", 0.0)
+        self._api, self._any_api = params.api_us, params.api_us.get("*", 0.0)
+        self._client, self._any_client = params.client_us, params.client_us.get("*", 0.0)
         #: each client's process (``client_proc``)
         self._clients: dict[int, Hashable] = {}
-        #: the kind of work each process did last (``mixed``)
-        self.last: dict[Hashable, str] = {}
+        self._client_states: dict[int, ProcState] = {}
+        self._threads: dict[int, ProcState] = {}
         #: the processes of each host (``oversub_share`` counts the runnable ones), and their states
         self.host_procs: dict[int, list[Hashable]] = {}
-        self.host_states: dict[int, list[_Proc]] = {}
+        self.host_states: dict[int, list[ProcState]] = {}
+        #: node i's process's state, for the runtime's hot paths (placing a process changes no
+        #: booking: a host's cores and its processes' states are only read when a job is booked)
+        self.nodes: list[ProcState] = []
+        for node in range(n_nodes):
+            self.node(node)
 
     def host_of_node(self, node: int) -> int:
         hosts = self.p.hosts
         return node % hosts if hosts else node
+
+    def node(self, node: int) -> ProcState:
+        """Node ``node``'s process's state (placed on its host the first time: a node that joined later)."""
+        nodes = self.nodes
+        while len(nodes) <= node:
+            nodes.append(self.state(len(nodes)))
+        return nodes[node]
+
+    def state(self, proc: Hashable) -> ProcState:
+        """The state of process ``proc``; a node's (an int) is placed on its host the first time."""
+        st = self.procs.get(proc)
+        if st is None:
+            self.add_proc(proc, self.host_of_node(proc))  # type: ignore[arg-type]
+            st = self.procs[proc]
+        return st
 
     def client_proc(self, client: int, node: int) -> Hashable:
         """The process of client ``client`` (attached to ``node``), placed on its host."""
@@ -232,6 +282,23 @@ class Machine:
             if proc not in self.proc_host:
                 self.add_proc(proc, 0 if self.p.hosts == 1 else self.host_of_node(node))
         return proc
+
+    def client_state(self, client: int, node: int) -> ProcState:
+        """The state of client ``client``'s process (``client_proc``)."""
+        st = self._client_states.get(client)
+        if st is None:
+            st = self._client_states[client] = self.procs[self.client_proc(client, node)]
+        return st
+
+    def thread_state(self, client: int, node: int) -> ProcState:
+        """The state of client ``client``'s thread of the client program (``clients: shared``): the
+        process its kernel work runs on (``client_user_share``), in the program's memory (``cold_us``)."""
+        st = self._threads.get(client)
+        if st is None:
+            program = self.client_state(client, node).key
+            thread = self.add_proc(("client-thread", client), self.proc_host[program], program)
+            st = self._threads[client] = self.procs[thread]
+        return st
 
     def add_proc(self, proc: Hashable, host: int, space: Hashable | None = None) -> Hashable:
         """Place ``proc`` on ``host``; ``space``: the process whose memory it runs in (a thread's program)."""
@@ -243,7 +310,10 @@ class Machine:
                 cores = self.core_free[host] = [0.0] * self.p.cores
             peers = self.host_states.setdefault(host, [])
             recent = self.host_recent.setdefault(host, [])
-            st = self.procs[proc] = _Proc(proc, cores, peers, recent, None if space is None else self.procs[space])
+            active = self.host_active.setdefault(host, [])
+            st = self.procs[proc] = ProcState(
+                proc, cores, peers, recent, active, None if space is None else self.procs[space]
+            )
             peers.append(st)
         return proc
 
@@ -260,12 +330,12 @@ class Machine:
         self.ran.clear()
 
     def run(self, proc: Hashable, now: float, us: float) -> float:
-        """When ``us`` of CPU submitted now by ``proc`` ends.  (Called for every
-        CPU job of a simulation: written for speed, two cores unrolled.)"""
-        st = self.procs.get(proc)
-        if st is None:  # a node: on its host
-            self.add_proc(proc, self.host_of_node(proc))  # type: ignore[arg-type]
-            st = self.procs[proc]
+        """When ``us`` of CPU submitted now by ``proc`` ends."""
+        return self.book(self.state(proc), now, us)
+
+    def book(self, st: ProcState, now: float, us: float) -> float:
+        """When ``us`` of CPU submitted now by the process of state ``st`` ends.
+        (Called for every CPU job of a simulation: written for speed, two cores unrolled.)"""
         start = st.free
         woken = start < now  # its process was idle: the scheduler wakes it and places it on a core
         if woken:
@@ -294,11 +364,36 @@ class Machine:
         if self.share:
             # Oversubscribed cores: the other processes of the host with work booked beyond now are
             # runnable; more of them than cores make this job dearer (a switch, cold caches).
-            runnable = 1 + sum(1 for q in st.peers if q is not st and q.space is q and q.free > now)
+            # They are counted on the host's list of spaces booked since they were last seen idle, not
+            # on all its processes (a host of 1024 nodes has a few of them booked at a time), and only
+            # until there are more than cores (a saturated host has many): one seen idle at the
+            # latest time is idle at any later one until it is booked again, so it leaves the list.
+            # A time before the latest (a caller of ``run`` out of order) counts them all.
+            if now >= self.pruned:
+                self.pruned = now
+                active = st.active
+                n = len(cores)
+                runnable = 1
+                kept = i = 0
+                for q in active:
+                    i += 1
+                    if q.free > now:
+                        active[kept] = q
+                        kept += 1
+                        if q is not st:
+                            runnable += 1
+                            if runnable > n:
+                                break
+                    else:
+                        q.listed = False
+                if kept < i:
+                    del active[kept:i]  # those seen idle (and the places of those moved up)
+            else:
+                runnable = 1 + sum(1 for q in st.peers if q is not st and q.space is q and q.free > now)
             if runnable > len(cores):
                 us *= 1.0 + self.share
         # the core that frees first (the lowest on a tie)
-        if len(cores) == 2:
+        if self._two:
             free = cores[0]
             i = 0
             if cores[1] < free:
@@ -318,6 +413,9 @@ class Machine:
                 us *= in_use / self.cap
         cores[i] = done = start + us
         st.free = done
+        if not st.listed and st.space is st:  # (``oversub_share``'s runnable processes)
+            st.listed = True
+            st.active.append(st)
         st.busy += us
         if not st.ran:
             st.ran = True
@@ -328,11 +426,13 @@ class Machine:
         """``run`` for the receipt of a message (``us``: its CPU, and any work booked with it): a
         process that still has work booked when the message arrives reads it without waking
         (its event loop finds it ready), ``wake_us`` less than one that slept for it."""
-        if self.wake:
-            st = self.procs.get(proc)
-            if st is not None and st.free > now:
-                us = us - self.wake if us > self.wake else 0.0
-        return self.run(proc, now, us)
+        return self.book_receipt(self.state(proc), now, us)
+
+    def book_receipt(self, st: ProcState, now: float, us: float) -> float:
+        """``receive`` on a process's state (``book`` for a receipt: the runtime's hot paths)."""
+        if self.wake and st.free > now:
+            us = us - self.wake if us > self.wake else 0.0
+        return self.book(st, now, us)
 
     def cold_cost(self, others: int) -> float:
         """A job's refill of caches that ``others`` processes beyond the host's cores filled since its
@@ -344,9 +444,7 @@ class Machine:
         """``us`` of work of kind ``label`` at ``proc``, ``share`` dearer when the
         process's last work was of another kind: a batch of one kind of call
         runs on warm caches and an interpreter specialised for it, a mix does not."""
-        last = self.last.get(proc)
-        self.last[proc] = label
-        return us if last == label else us * (1.0 + share)
+        return mixed(self.state(proc), label, us, share)
 
     # -------------------------------------------------------------- prices
     def message_us(self, size: int) -> float:
@@ -366,18 +464,22 @@ class Machine:
         client link's ``client_L_us`` (the agents' ``L`` where not measured)."""
         return self._Lc + (size - 1 if size > 1 else 0) * self._G
 
-    # ``table``'s cost of ``key``, or its ``*`` (any other), or nothing (written out: once per request)
+    # ``table``'s cost of ``key``, or its ``*`` (any other), or nothing (once per request or call)
     def dispatch(self, kind: str) -> float:
-        v = self.p.dispatch_us.get(kind)
-        return self.p.dispatch_us.get("*", 0.0) if v is None else v
+        return self._dispatch.get(kind, self._any_dispatch)
 
     def api(self, op: str) -> float:
-        v = self.p.api_us.get(op)
-        return self.p.api_us.get("*", 0.0) if v is None else v
+        return self._api.get(op, self._any_api)
 
     def client(self, op: str) -> float:
-        v = self.p.client_us.get(op)
-        return self.p.client_us.get("*", 0.0) if v is None else v
+        return self._client.get(op, self._any_client)
+
+
+def mixed(st: ProcState, label: str, us: float, share: float) -> float:
+    """``Machine.mixed`` on a process's state."""
+    last = st.last
+    st.last = label
+    return us if last == label else us * (1.0 + share)
 
 
 # ---------------------------------------------------------------------------------------------- calibration
@@ -426,16 +528,6 @@ class _Refills(Machine):
     def __init__(self, params: MachineParams, n_nodes: int) -> None:
         super().__init__(replace(params, cold_us=1.0, cold_cap_us=0.0), n_nodes)
         self.refills: dict[int, int] = {}
-
-    def receive(self, proc: Hashable, now: float, us: float) -> float:
-        """``run`` for the receipt of a message (``us``: its CPU, and any work booked with it): a
-        process that still has work booked when the message arrives reads it without waking
-        (its event loop finds it ready), ``wake_us`` less than one that slept for it."""
-        if self.wake:
-            st = self.procs.get(proc)
-            if st is not None and st.free > now:
-                us = us - self.wake if us > self.wake else 0.0
-        return self.run(proc, now, us)
 
     def cold_cost(self, others: int) -> float:
         self.refills[others] = self.refills.get(others, 0) + 1

@@ -44,7 +44,7 @@ import simpy
 from simpy.events import NORMAL, PENDING
 
 from fedsim.faults import FaultInjector, FaultPlan
-from fedsim.machine import Machine, MachineParams
+from fedsim.machine import Machine, MachineParams, ProcState, mixed
 from fedsim.memfs import MemFS, union_tree
 from fedsim.network import LogGP
 from fedsim.protocol.config import FederationSpec, ProtocolConfig
@@ -232,6 +232,9 @@ class SimCluster:
         #: the calibrated machine (``fedsim.machine``): CPU for messages, handlers, local operations and
         #: clients, on processes sharing hosts' cores; None: the papers' model, and no cost for checking
         self.machine: Machine | None = Machine(machine, n_nodes) if machine is not None else None
+        # the callbacks a machine's messages run on arrival, bound once (not once per message)
+        self._on_reply: Callable[[_Reply], None] = self._received
+        self._on_hop: Callable[[_Hop], None] = self._hop_arrived
 
     def _clock_ns(self) -> int:
         return round(self.env.now * 1000)
@@ -295,6 +298,8 @@ class SimCluster:
         nid = len(self.nodes)
         self.nodes.append(build_node(self.spec, nid, view=self.nodes[seed].view))
         self._add_state()
+        if self.machine is not None:
+            self.machine.node(nid)  # its process, on its host
         self.fs[nid].populate(files, dirs)
         return nid
 
@@ -376,20 +381,8 @@ class SimCluster:
         """An event that fires when ``us`` of CPU, submitted now by process
         ``proc`` (a node id, or a client's or mount's key), is done on the
         machine model (``fedsim.machine``)."""
-        ev = simpy.Event(self.env)
-        self._book(ev, proc, us, None)
-        return ev
-
-    def _book(self, ev: simpy.Event, proc: Any, us: float, value: Any, receipt: bool = False) -> None:
-        """Book ``us`` of CPU for ``proc`` now (``receipt``: a message's, ``Machine.receive``);
-        ``ev`` fires with ``value`` when it is done."""
         env = self.env
-        mach = self.machine
-        assert mach is not None
-        done = (mach.receive if receipt else mach.run)(proc, env._now, us)
-        ev._ok = True
-        ev._value = value
-        heappush(env._queue, (done, NORMAL, next(env._eid), ev))
+        return _Done(env, self.machine.run(proc, env._now, us))  # type: ignore[union-attr]
 
     # A step of a client call or a federation call on a machine (the CPU to
     # send, the flight, the CPU to receive) is a callback of the event that
@@ -401,19 +394,19 @@ class SimCluster:
     # arrival its callback books the receiver's CPU and schedules the event
     # again for when that is done, with the caller's resumption held back
     # until then (``_rearm``), so a message is one event object, not two.
-    def _hop(self, src: Any, src_us: float, size: int, dst: Any, dst_us: float,
+    def _hop(self, src: ProcState | None, src_us: float, size: int, dst: ProcState | None, dst_us: float,
              calls: list[tuple[str, tuple[Any, ...]]] | None = None) -> simpy.Event:  # fmt: skip
         """A message of ``size`` bytes between a client program (or a mount)
         and its agent, no federation message (not counted): ``src_us`` of CPU
-        at process ``src`` now (``src`` None: none), the flight, then
-        ``dst_us`` at ``dst`` (None: none), and with ``calls`` the agent's CPU
+        at the process of state ``src`` now (``src`` None: none), the flight, then
+        ``dst_us`` at ``dst``'s (None: none), and with ``calls`` the agent's CPU
         for each (priced on arrival: ``mixed`` follows the agent's last work).
         The event fires when ``dst`` has received it."""
         env = self.env
         mach = self.machine
         assert mach is not None
         # the source's CPU is booked now and the message flies when it is done: one event, its arrival
-        leaves = env._now if src is None else mach.run(src, env._now, src_us)
+        leaves = env._now if src is None else mach.book(src, env._now, src_us)
         hop = _Hop(env, self, dst, dst_us, calls)
         heappush(env._queue, (leaves + mach.client_flight_us(size), NORMAL, next(env._eid), hop))
         return hop
@@ -424,14 +417,14 @@ class SimCluster:
         assert mach is not None
         us = hop.us
         calls = hop.calls
+        st = hop.dst
         if calls is not None:
-            node = hop.dst
-            mix, mixed, api = mach.p.mix_agent, mach.mixed, mach.api
+            mix, api = mach.mix_agent, mach.api
             if len(calls) == 1:
-                us += mixed(node, calls[0][0], api(calls[0][0]), mix)  # (the sum below, to the bit)
+                us += mixed(st, calls[0][0], api(calls[0][0]), mix)  # (the sum below, to the bit)
             else:
-                us += sum(mixed(node, name, api(name), mix) for name, _ in calls)
-        _rearm(hop, mach.receive(hop.dst, hop.env._now, us))
+                us += sum(mixed(st, name, api(name), mix) for name, _ in calls)
+        _rearm(hop, mach.book_receipt(st, hop.env._now, us))
 
     def _machine_call(
         self, node_id: int, dst: int, req: Request, trace: OpTrace | None, depth: int, extra: float
@@ -446,12 +439,13 @@ class SimCluster:
         # The send's CPU is booked now and the request leaves when it is done: its arrival is
         # the one event of the step (nobody waits for the send itself; the caller waits for the reply).
         now = env._now
-        sent = mach.run(node_id, now, mach.message_us(size) + mach.p.call_us + extra)
+        st = mach.nodes[node_id]
+        sent = mach.book(st, now, mach.message_us(size) + mach.call_us + extra)
         reply = self._request(node_id, dst, req, trace, depth, True, size, after=sent - now)
         assert reply is not None
-        reply.caller = node_id
+        reply.caller = st
         reply.held = reply.callbacks  # type: ignore[attr-defined]  # (``_rearm``)
-        reply.callbacks.append(self._received)
+        reply.callbacks.append(self._on_reply)
         return reply
 
     def _received(self, reply: _Reply) -> None:
@@ -461,7 +455,7 @@ class SimCluster:
         size = reply.size
         if size < 0:  # not a handler's reply (a timeout's, a late one under faults)
             size = wire_size(reply._value[1])
-        _rearm(reply, mach.receive(reply.caller, reply.env._now, mach.message_us(size)))
+        _rearm(reply, mach.book_receipt(reply.caller, reply.env._now, mach.message_us(size)))  # type: ignore[arg-type]
 
     def client_op(
         self, client: int, node_id: int, name: str, *args: Any, trace: OpTrace | None = None
@@ -469,27 +463,35 @@ class SimCluster:
         """API operation ``name`` called by client program ``client`` at
         ``node_id``: ``call_op`` in the papers' model; on a machine, the
         client's CPU, its request's and reply's messages to the agent (not
-        federation messages: not counted) and the agent's CPU for the call."""
-        if self.machine is None:
-            return self.call_op(node_id, name, *args, trace=trace)
-        return self._client_call(client, node_id, name, args, trace)
+        federation messages: not counted) and the agent's CPU for the call.
 
-    def _client_call(
-        self, client: int, node_id: int, name: str, args: tuple[Any, ...], trace: OpTrace | None
-    ) -> Generator[Any, Any, Any]:
+        The client's CPU for the call is priced when it is called (``mixed``
+        follows the client's last call); it runs when the generator is run."""
+        mach = self.machine
+        if mach is None:
+            return self.call_op(node_id, name, *args, trace=trace)
+        proc = mach.client_state(client, node_id)
+        half = mixed(proc, name, mach.client(name), mach.mix_client) / 2  # its request, then its reply
+        if mach.p.client_user_share >= 1.0 or mach.p.clients != "shared":
+            # the client's CPU is all the program's: the round trip is the call (no generator of its own)
+            return self._agent_call(node_id, [(name, args)], trace, proc, half)
+        return self._client_threads_call(client, node_id, name, args, trace, proc, half)
+
+    def _client_threads_call(
+        self, client: int, node_id: int, name: str, args: tuple[Any, ...], trace: OpTrace | None, proc: ProcState,
+        half: float,
+    ) -> Generator[Any, Any, Any]:  # fmt: skip
+        """``client_op`` by a thread of a client program that several share (``clients: shared``)."""
         mach = self.machine
         assert mach is not None
-        proc = mach.client_proc(client, node_id)
-        half = mach.mixed(proc, name, mach.client(name), mach.p.mix_client) / 2  # its request, then its reply
         user = mach.p.client_user_share
-        if user >= 1.0 or mach.p.clients != "shared":
-            return (yield from self.agent_call(node_id, [(name, args)], trace, proc, half))
         # Threads of one program: the interpreter's part of a call holds the GIL (the program's one
         # process); the kernel's part (its socket calls) runs on the calling thread alone, in parallel.
-        thread = mach.add_proc(("client-thread", client), mach.proc_host[proc], proc)
-        yield self.cpu_at(thread, half * (1.0 - user))
-        value = yield from self.agent_call(node_id, [(name, args)], trace, proc, half * user)
-        yield self.cpu_at(thread, half * (1.0 - user))
+        thread = mach.thread_state(client, node_id)
+        env = self.env
+        yield _Done(env, mach.book(thread, env._now, half * (1.0 - user)))
+        value = yield from self._agent_call(node_id, [(name, args)], trace, proc, half * user)
+        yield _Done(env, mach.book(thread, env._now, half * (1.0 - user)))
         return value
 
     def agent_call(
@@ -511,12 +513,26 @@ class SimCluster:
         which only warms a cache)."""
         mach = self.machine
         assert mach is not None
+        return self._agent_call(node_id, calls, trace, None if client is None else mach.state(client), client_us)
+
+    def _agent_call(
+        self,
+        node_id: int,
+        calls: list[tuple[str, tuple[Any, ...]]],
+        trace: OpTrace | None,
+        client: ProcState | None,
+        client_us: float,
+    ) -> Generator[Any, Any, Any]:
+        """``agent_call`` with the client's process's state."""
+        mach = self.machine
+        assert mach is not None
+        agent = mach.nodes[node_id]
         size = CLIENT_HEADER
         for _, args in calls:
             for a in args:
                 if isinstance(a, (bytes, str)):
                     size += len(a)
-        yield self._hop(client, client_us, size, node_id, mach.client_message_us(size), calls)
+        yield self._hop(client, client_us, size, agent, mach.client_message_us(size), calls)
         err: BaseException | None = None
         value: Any = None
         try:
@@ -532,13 +548,14 @@ class SimCluster:
                     value = v
         except BaseException:
             if client is not None:  # the client's CPU after the call, as when it returns
-                yield self.cpu_at(client, client_us)
+                env = self.env
+                yield _Done(env, mach.book(client, env._now, client_us))
             raise
         back = CLIENT_HEADER + (len(value) if isinstance(value, bytes) else 0)
-        reply = self._hop(node_id, mach.client_message_us(back), back, client, client_us)
+        reply = self._hop(agent, mach.client_message_us(back), back, client, client_us)
         tail = mach.p.api_tail_us
         if tail:  # the agent's CPU after the reply has left, which nobody waits for (its process does)
-            mach.run(node_id, self.env._now, tail * len(calls))
+            mach.book(agent, self.env._now, tail * len(calls))
         yield reply
         if err is not None:
             raise err
@@ -645,7 +662,10 @@ class SimCluster:
                 elif t is Local:
                     delay, value, err = self._local(node_id, eff)
                     if delay > 0:
-                        yield env.timeout(delay) if mach is None else self.cpu_at(node_id, delay)
+                        if mach is None:
+                            yield env.timeout(delay)
+                        else:  # CPU of the node's process (``cpu_at``)
+                            yield _Done(env, mach.book(mach.nodes[node_id], env._now, delay))
                     if err is not None:
                         raise err
                 elif t is Compute:
@@ -883,8 +903,13 @@ class SimCluster:
         mach = self.machine
         assert mach is not None
         kind = msg.req.kind
-        cost = mach.message_us(msg.size) + mach.mixed(node_id, kind, mach.dispatch(kind), mach.p.mix_agent)
-        self._book(wake, node_id, cost, (msg, node, self.incarnation[node_id]), receipt=True)
+        st = mach.nodes[node_id]
+        cost = mach.message_us(msg.size) + mixed(st, kind, mach.dispatch(kind), mach.mix_agent)
+        env = self.env
+        done = mach.book_receipt(st, env._now, cost)
+        wake._ok = True
+        wake._value = (msg, node, self.incarnation[node_id])
+        heappush(env._queue, (done, NORMAL, next(env._eid), wake))
         return True
 
     def _worker(self, node_id: int, queue: _RecvQueue) -> Generator[Any, Any, None]:
@@ -948,6 +973,7 @@ class SimCluster:
         mach = self.machine
         assert mach is not None
         take = self._take
+        st = mach.nodes[node_id]
         wake = simpy.Event(env)  # reused: booked by ``_take`` once per request
         while True:
             if pending:
@@ -982,7 +1008,7 @@ class SimCluster:
             reply.size = size  # for its receiver's CPU (``_machine_call``)
             now = env._now
             # the reply's CPU, booked now: the reply leaves when it is done
-            sent = mach.run(node_id, now, mach.message_us(size))
+            sent = mach.book(st, now, mach.message_us(size))
             delay = sent - now + self._transmit(node_id, msg.src, size)
             if msg.trace is not None:
                 msg.trace.record(node_id, msg.src, "reply", size, msg.req.probe)
@@ -999,13 +1025,13 @@ class _Reply(simpy.Event):
     (``SimCluster._received``, ``_rearm``)."""
 
     size: int = -1
-    caller: int = -1  # the node that called (on a machine)
+    caller: Any = None  # the state (``fedsim.machine.ProcState``) of the node that called, on a machine
 
 
 class _Hop(simpy.Event):
     """A client's (or a mount's) message to its agent, or the reply back
     (``SimCluster._hop``), scheduled for its arrival: its receiver ``dst``
-    (None: none) then gets ``us`` of CPU, and with ``calls`` the agent's CPU
+    (a process's state; None: none) then gets ``us`` of CPU, and with ``calls`` the agent's CPU
     for each (``SimCluster._hop_arrived``), and the event fires again when
     that is done (``_rearm``)."""
 
@@ -1015,12 +1041,25 @@ class _Hop(simpy.Event):
     ) -> None:  # fmt: skip
         # what simpy.Event.__init__ sets, then triggered: scheduled by the sender
         self.env = env
-        self.callbacks = self.held = [cluster._hop_arrived] if dst is not None else []
+        self.callbacks = self.held = [cluster._on_hop] if dst is not None else []
         self._ok = True
         self._value = None
         self.dst = dst
         self.us = us
         self.calls = calls
+
+
+class _Done(simpy.Event):
+    """The end of a CPU job on the machine model (``SimCluster.cpu_at``):
+    triggered when it is made and scheduled for ``at``, when the job is done."""
+
+    def __init__(self, env: simpy.Environment, at: float) -> None:
+        # what simpy.Event.__init__ sets, then triggered (what ``succeed`` does, for a later time)
+        self.env = env
+        self.callbacks = []
+        self._ok = True
+        self._value = None
+        heappush(env._queue, (at, NORMAL, next(env._eid), self))
 
 
 def _rearm(ev: simpy.Event, at: float) -> None:

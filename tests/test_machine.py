@@ -250,6 +250,28 @@ def test_fit_contention_recovers_the_share_and_the_cores_worth_the_bench_was_sim
 
 
 # ------------------------------------------------------------------ cold caches
+def test_oversubscription_counted_on_the_booked_processes_is_the_count_over_all_of_them() -> None:
+    """``book`` counts a host's runnable processes on the list of those booked since they were last
+    seen idle, stopping once they outnumber the cores; counting over every process of the host (what
+    it does for a time before the latest) must give the same prices, to the bit."""
+    import random
+
+    p = MachineParams(hosts=1, cores=2, oversub_share=0.3, capacity=1.5)
+    fast, full = Machine(p, 12), Machine(p, 12)
+    full.pruned = float("inf")  # every job before the latest time: the count over all processes
+    for m in (fast, full):
+        m.add_proc("program", 0)
+        m.add_proc("thread", 0, "program")  # a thread: not a process of its own to the count
+    rng = random.Random(7)
+    now = 0.0
+    for _ in range(3000):
+        now += rng.choice((0.0, 0.0, 1.0, 5.0, 40.0))
+        proc = rng.choice([*range(12), "program", "thread"])
+        us = rng.uniform(1.0, 30.0)
+        assert fast.run(proc, now, us) == full.run(proc, now, us)
+    assert fast.busy == full.busy
+
+
 def test_a_wake_after_more_processes_than_cores_pays_a_refill_each_up_to_the_cap() -> None:
     m = Machine(MachineParams(hosts=1, cores=2, cold_us=4.0, cold_cap_us=10.0), n_nodes=6)
     assert m.run(0, 0.0, 10.0) == 10.0  # first job: nobody ran before it
