@@ -483,26 +483,37 @@ def mixed(st: ProcState, label: str, us: float, share: float) -> float:
 
 
 # ---------------------------------------------------------------------------------------------- calibration
-def contention_bench(params: MachineParams, threads: int, calls: int = 300) -> tuple[float, float]:
-    """The contention microbenchmark of ``fednode calibrate``, simulated: ``threads``
-    client threads of one program, thread i's call j a ``stat`` at node (i + j) mod
-    ``threads`` on a file it manages and holds, all on one host.  (CPU per call over
-    all processes, calls per s.)"""
+def _bench_cluster(
+    params: MachineParams, nodes: int, dirs: dict[int, str], machine: Machine | None = None
+) -> tuple[Any, dict[int, list[str]]]:
+    """The federation a simulated microbenchmark of ``fednode calibrate`` runs on: ``nodes`` nodes on
+    ``params``' machine (``machine``: another one, put in place before anything runs), a free network
+    (the calibration's costs are the machine's), and for each node of ``dirs`` its directory made
+    there with 20 files the node manages and holds in it (by name: node -> its files)."""
     from fedsim.network import LogGP
     from fedsim.protocol.config import ProtocolConfig
     from fedsim.protocol.hashing import names_managed_by
     from fedsim.runtime import SimCluster
 
-    n = max(threads, 2)
-    p = replace(params, hosts=1)
-    c = SimCluster(n, network=LogGP(0, 0, 0, 0), protocol=ProtocolConfig(), machine=p)
+    c = SimCluster(nodes, network=LogGP(0, 0, 0, 0), protocol=ProtocolConfig(), machine=params)
+    if machine is not None:
+        c.machine = machine
     c.preload_summaries()
     files = {}
-    for i in range(threads):
-        files[i] = names_managed_by(c.nodes[i].view.hashing, i, f"/c{i}/f", 20)
-        c.env.run(until=c.env.process(c.client_op(0, i, "mkdir", f"/c{i}")))
-        for f in files[i]:
-            c.env.run(until=c.env.process(c.client_op(0, i, "create", f)))
+    for a, d in dirs.items():
+        files[a] = names_managed_by(c.nodes[a].view.hashing, a, f"{d}/f", 20)
+        c.env.run(until=c.env.process(c.client_op(0, a, "mkdir", d)))
+        for f in files[a]:
+            c.env.run(until=c.env.process(c.client_op(0, a, "create", f)))
+    return c, files
+
+
+def contention_bench(params: MachineParams, threads: int, calls: int = 300) -> tuple[float, float]:
+    """The contention microbenchmark of ``fednode calibrate``, simulated: ``threads``
+    client threads of one program, thread i's call j a ``stat`` at node (i + j) mod
+    ``threads`` on a file it manages and holds, all on one host.  (CPU per call over
+    all processes, calls per s.)"""
+    c, files = _bench_cluster(replace(params, hosts=1), max(threads, 2), {i: f"/c{i}" for i in range(threads)})
     assert c.machine is not None
     c.machine.clear_busy()
     t0 = c.env.now
@@ -542,22 +553,10 @@ def chain_bench(params: MachineParams, agents: int, calls: int = 200) -> tuple[f
 
     Priced without refills, a serial chain runs its jobs in the same order whatever they cost, so
     one run gives what any ``cold_us`` and ``cold_cap_us`` add (``fit_cold``)."""
-    from fedsim.network import LogGP
-    from fedsim.protocol.config import ProtocolConfig
-    from fedsim.protocol.hashing import names_managed_by
-    from fedsim.runtime import SimCluster
-
     n = max(agents, 2)
     p = replace(params, hosts=1, cold_us=0.0, cold_cap_us=0.0)
-    c = SimCluster(n, network=LogGP(0, 0, 0, 0), protocol=ProtocolConfig(), machine=p)
-    counting = c.machine = _Refills(p, n)
-    c.preload_summaries()
-    files = {}
-    for a in range(agents):
-        files[a] = names_managed_by(c.nodes[a].view.hashing, a, f"/c{a}/f", 20)
-        c.env.run(until=c.env.process(c.client_op(0, a, "mkdir", f"/c{a}")))
-        for f in files[a]:
-            c.env.run(until=c.env.process(c.client_op(0, a, "create", f)))
+    counting = _Refills(p, n)
+    c, files = _bench_cluster(p, n, {a: f"/c{a}" for a in range(agents)}, counting)
 
     def client(rounds: int):
         for j in range(rounds):
@@ -610,17 +609,8 @@ def fan_in_bench(params: MachineParams, threads: int, calls: int = 200) -> tuple
     one program all calling node 0 (a ``stat`` of a file it manages and holds), all on one host.
     (CPU per call over all processes, calls per s.)  As the agent fills up, its requests find it
     busy and its receipts stop paying for a wake (``wake_us``)."""
-    from fedsim.network import LogGP
-    from fedsim.protocol.config import ProtocolConfig
-    from fedsim.protocol.hashing import names_managed_by
-    from fedsim.runtime import SimCluster
-
-    c = SimCluster(2, network=LogGP(0, 0, 0, 0), protocol=ProtocolConfig(), machine=replace(params, hosts=1))
-    c.preload_summaries()
-    files = names_managed_by(c.nodes[0].view.hashing, 0, "/f/f", 20)
-    c.env.run(until=c.env.process(c.client_op(0, 0, "mkdir", "/f")))
-    for f in files:
-        c.env.run(until=c.env.process(c.client_op(0, 0, "create", f)))
+    c, made = _bench_cluster(replace(params, hosts=1), 2, {0: "/f"})
+    files = made[0]
 
     def client(i: int, rounds: int):
         for j in range(rounds):

@@ -328,6 +328,24 @@ class Calibration:
             cpu = time.thread_time_ns() - t0
         rnd.batches.append(Batch(op, where, len(args), cpu, wall, prof))
 
+    def _lay(self, pinner: Client, maker: Client, node: int, d: str) -> list[str]:
+        """Directory ``d`` and 20 files in it, all managed by ``node`` and pinned to it (``pinner``
+        pins, ``maker`` makes them): the names a microbenchmark's calls at ``node`` touch."""
+        pinner.call("pin", d, node)
+        maker.mkdir(d)
+        files = names_managed_by(self.hashing, node, f"{d}/f", 20)
+        for f in files:
+            pinner.call("pin", f, node)
+            maker.create(f)
+        return files
+
+    @staticmethod
+    def _clear(maker: Client, d: str, files: list[str]) -> None:
+        """Remove what ``_lay`` made."""
+        for f in files:
+            maker.unlink(f)
+        maker.rmdir(d)
+
     def contention(self, calls: int) -> dict[int, dict[str, float]]:
         """k = 1 to 4 client threads of this program at once, thread i's call j a ``stat`` at
         agent (i + j) mod k on a name it manages and holds: the CPU per call over every
@@ -343,15 +361,7 @@ class Calibration:
         # each thread its own connection to each agent (a Client is one connection, one caller at a time)
         conns = [[Client(self.cluster, node=n) for n in members[: max(ks)]] for _ in range(max(ks))]
         try:
-            files = {}
-            for i, n in enumerate(clients):
-                d = f"{self.top}/contention{n}"
-                admin[n].call("pin", d, n)
-                clients[n].mkdir(d)
-                files[i] = names_managed_by(self.hashing, n, f"{d}/f", 20)
-                for f in files[i]:
-                    admin[n].call("pin", f, n)
-                    clients[n].create(f)
+            files = {i: self._lay(admin[n], clients[n], n, f"{self.top}/contention{n}") for i, n in enumerate(clients)}
             out: dict[int, dict[str, float]] = {}
             for k in ks:
                 cpu: dict[int, int] = {}
@@ -368,21 +378,11 @@ class Calibration:
                     cpu[i] = time.thread_time_ns() - t0
 
                 before = {n: a.call("profile", "snapshot")["cpu_ns"] for n, a in admin.items()}
-                threads = [threading.Thread(target=one, args=(i, n)) for i, n in enumerate(nodes)]
-                w0 = time.perf_counter()
-                for t in threads:
-                    t.start()
-                for t in threads:
-                    t.join()
-                wall = time.perf_counter() - w0
+                wall = _threads_wall([threading.Thread(target=one, args=(i, n)) for i, n in enumerate(nodes)])
                 agents = sum(a.call("profile", "snapshot")["cpu_ns"] - before[n] for n, a in admin.items())
-                total = k * calls
-                out[k] = {"cpu_per_call_us": round((agents + sum(cpu.values())) / total / 1000, 3),
-                          "calls_per_s": round(total / wall, 1)}  # fmt: skip
+                out[k] = _per_call(agents, sum(cpu.values()), k * calls, wall)
             for i, n in enumerate(clients):
-                for f in files[i]:
-                    clients[n].unlink(f)
-                clients[n].rmdir(f"{self.top}/contention{n}")
+                self._clear(clients[n], f"{self.top}/contention{n}", files[i])
             return out
         finally:
             for c in [*clients.values(), *admin.values(), *(c for row in conns for c in row)]:
@@ -397,13 +397,8 @@ class Calibration:
         conns = [Client(self.cluster, node=self.R) for _ in range(max(ks))]
         R = self.clients[self.R]
         d = f"{self.top}/fan_in"
-        R.call("pin", d, self.R)
-        R.mkdir(d)
-        files = names_managed_by(self.hashing, self.R, f"{d}/f", 20)
         try:
-            for f in files:
-                R.call("pin", f, self.R)
-                R.create(f)
+            files = self._lay(R, R, self.R, d)
             out: dict[int, dict[str, float]] = {}
             for k in ks:
                 cpu: dict[int, int] = {}
@@ -418,21 +413,10 @@ class Calibration:
                     cpu[i] = time.thread_time_ns() - t0
 
                 before = R.call("profile", "snapshot")["cpu_ns"]
-                threads = [threading.Thread(target=one, args=(i,)) for i in range(k)]
-                w0 = time.perf_counter()
-                for t in threads:
-                    t.start()
-                for t in threads:
-                    t.join()
-                wall = time.perf_counter() - w0
+                wall = _threads_wall([threading.Thread(target=one, args=(i,)) for i in range(k)])
                 agent = R.call("profile", "snapshot")["cpu_ns"] - before
-                total = k * calls
-                out[k] = {"cpu_per_call_us": round((agent + sum(cpu.values())) / total / 1000, 3),
-                          "client_cpu_per_call_us": round(sum(cpu.values()) / total / 1000, 3),
-                          "calls_per_s": round(total / wall, 1)}  # fmt: skip
-            for f in files:
-                R.unlink(f)
-            R.rmdir(d)
+                out[k] = _per_call(agent, sum(cpu.values()), k * calls, wall, client=True)
+            self._clear(R, d, files)
             return out
         finally:
             for c in conns:
@@ -447,15 +431,7 @@ class Calibration:
         members = self.cluster.spec.members
         conns = {n: Client(self.cluster, node=n) for n in members}
         try:
-            files = {}
-            for n, c in conns.items():
-                d = f"{self.top}/chain{n}"
-                c.call("pin", d, n)
-                c.mkdir(d)
-                files[n] = names_managed_by(self.hashing, n, f"{d}/f", 20)
-                for f in files[n]:
-                    c.call("pin", f, n)
-                    c.create(f)
+            files = {n: self._lay(c, c, n, f"{self.top}/chain{n}") for n, c in conns.items()}
             out: dict[int, dict[str, float]] = {}
             for k in range(1, len(members) + 1):
                 nodes = members[:k]
@@ -471,12 +447,9 @@ class Calibration:
                 wall = time.perf_counter() - w0
                 mine = time.thread_time_ns() - t0
                 agents = sum(c.call("profile", "snapshot")["cpu_ns"] - before[n] for n, c in conns.items())
-                out[k] = {"cpu_per_call_us": round((agents + mine) / calls / 1000, 3),
-                          "calls_per_s": round(calls / wall, 1)}  # fmt: skip
+                out[k] = _per_call(agents, mine, calls, wall)
             for n, c in conns.items():
-                for f in files[n]:
-                    c.unlink(f)
-                c.rmdir(f"{self.top}/chain{n}")
+                self._clear(c, f"{self.top}/chain{n}", files[n])
             return out
         finally:
             for c in conns.values():
@@ -534,6 +507,26 @@ class Calibration:
             with contextlib.suppress(OSError):
                 R.rmdir(self.top)
         return fits
+
+
+def _threads_wall(threads: list[threading.Thread]) -> float:
+    """Start ``threads`` together and wait for them all: the wall time they took (s)."""
+    w0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - w0
+
+
+def _per_call(agents_ns: int, client_ns: int, calls: int, wall: float, client: bool = False) -> dict[str, float]:
+    """A microbenchmark's row: CPU per call over every process (the agents' and this program's
+    threads'; with ``client``, this program's apart too) and calls per second."""
+    row = {"cpu_per_call_us": round((agents_ns + client_ns) / calls / 1000, 3)}
+    if client:
+        row["client_cpu_per_call_us"] = round(client_ns / calls / 1000, 3)
+    row["calls_per_s"] = round(calls / wall, 1)
+    return row
 
 
 def _median_runs(runs: list[dict[int, dict[str, float]]]) -> dict[int, dict[str, float]]:
