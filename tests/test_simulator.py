@@ -221,6 +221,22 @@ def _classify(kind: str, existing: bool, value: object, src: str, dst: str) -> s
     return {(False, 5): "post", (False, 9): "pre"}.get(value, "bad")
 
 
+def _assert_renames_linearizable(windows: dict, obs: list) -> None:
+    """Every reader's observation of rename k (``obs``: k, start, end, state) is "pre" before the
+    rename's window (``windows``: k -> start, finish), "post" after it, never "bad", never "pre"
+    after a "post" ended, and some overlap the window (else the check would be vacuous)."""
+    for k, (start, finish) in windows.items():
+        mine = [(t0, t1, state) for j, t0, t1, state in obs if j == k]
+        assert all(state != "bad" for _, _, state in mine), (k, [m for m in mine if m[2] == "bad"][:3])
+        assert all(state == "pre" for _, t1, state in mine if t1 < start), k
+        assert all(state == "post" for t0, _, state in mine if t0 > finish), k
+        first_post_end = min((t1 for _, t1, state in mine if state == "post"), default=float("inf"))
+        assert all(t0 <= first_post_end for t0, _, state in mine if state == "pre"), k
+        during = [state for t0, t1, state in mine if t0 <= finish and t1 >= start]
+        assert during, f"no observation overlapped rename {k}: the test would be vacuous"
+    assert sum(1 for *_, s in obs if s == "post") > 100 and sum(1 for *_, s in obs if s == "pre") > 100
+
+
 @pytest.mark.parametrize(
     ("seed", "evict", "cross"),
     [(s, False, False) for s in range(4)] + [(s, True, False) for s in range(4)]
@@ -333,16 +349,7 @@ def test_concurrent_readers_never_see_both_names_or_neither_during_renames(seed,
             env.process(reader(node))
     env.run()
     assert len(windows) == len(pairs)  # every rename finished (EAGAIN retries included)
-    for k, (start, finish) in windows.items():
-        mine = [(t0, t1, state) for j, t0, t1, state in obs if j == k]
-        assert all(state != "bad" for _, _, state in mine), (k, [m for m in mine if m[2] == "bad"][:3])
-        assert all(state == "pre" for _, t1, state in mine if t1 < start), k
-        assert all(state == "post" for t0, _, state in mine if t0 > finish), k
-        first_post_end = min((t1 for _, t1, state in mine if state == "post"), default=float("inf"))
-        assert all(t0 <= first_post_end for t0, _, state in mine if state == "pre"), k
-        during = [state for t0, t1, state in mine if t0 <= finish and t1 >= start]
-        assert during, f"no observation overlapped rename {k}: the test would be vacuous"
-    assert sum(1 for *_, s in obs if s == "post") > 100 and sum(1 for *_, s in obs if s == "pre") > 100
+    _assert_renames_linearizable(windows, obs)
     files = sorted((p, v) for fs in sim.fs for p, v in fs.tree().items() if p.startswith(("/d/", tdir + "/")))
     assert files == sorted((f"{tdir}/{d}", b"S" * 5) for _, d, _ in pairs)  # each target once, the moved content
     for node in sim.nodes:
@@ -457,15 +464,7 @@ def test_concurrent_readers_never_see_a_directory_under_both_names_or_neither(se
             env.process(reader(node))
     env.run()
     assert len(windows) == len(pairs)
-    for k, (start, finish) in windows.items():
-        mine = [(t0, t1, state) for j, t0, t1, state in obs if j == k]
-        assert all(state != "bad" for _, _, state in mine), (k, [m for m in mine if m[2] == "bad"][:3])
-        assert all(state == "pre" for _, t1, state in mine if t1 < start), k
-        assert all(state == "post" for t0, _, state in mine if t0 > finish), k
-        first_post_end = min((t1 for _, t1, state in mine if state == "post"), default=float("inf"))
-        assert all(t0 <= first_post_end for t0, _, state in mine if state == "pre"), k
-        assert [state for t0, t1, state in mine if t0 <= finish and t1 >= start], k
-    assert sum(1 for *_, s in obs if s == "post") > 100 and sum(1 for *_, s in obs if s == "pre") > 100
+    _assert_renames_linearizable(windows, obs)
     for k, (a, b) in homes.items():  # no file changed node
         assert f"{tdir}/t{k}/a" in sim.fs[a].tree() and f"{tdir}/t{k}/b" in sim.fs[b].tree()
     assert not [p for fs in sim.fs for p in fs.tree() if p.startswith("/d/s")]
