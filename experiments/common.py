@@ -5,8 +5,9 @@ from __future__ import annotations
 import resource
 import time
 from collections import Counter
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -183,18 +184,28 @@ def metrics_between(before: dict[str, Any], after: dict[str, Any], rec: Recorder
     return m
 
 
-def run_workload(cfg: Config, **overrides: Any) -> RunOutcome:
+def run_workload(cfg: Config, through_protocol: bool = False, **overrides: Any) -> RunOutcome:
     """Build the cluster, lay out the SFS97 file set, run warm-up then the
     measured operations; return the measured metrics.  With ``workload.kind:
-    postmark``: the PostMark clients on an empty federation instead."""
+    postmark``: the PostMark clients on an empty federation instead.
+
+    The file set is laid into the nodes' local trees where FedFS's placement
+    puts it (``place``), or, with ``through_protocol``, written through the
+    design's own operations before the clock starts (``lay_through``): a
+    design other than FedFS keeps its files elsewhere (NFS's at its one
+    server, mNFS's namespace at every server), and its own calls put them there."""
     if cfg.workload.kind == "postmark":
         return run_postmark(cfg, **overrides)
     rng = np.random.default_rng(cfg.seed)
     c = build_cluster(cfg, **overrides)
     w = cfg.workload
     fs = make_fileset(w.files, w.dirs, rng)
-    place(c, fs, cfg.protocol.placement, rng)
-    start_federation(cfg, c)
+    if through_protocol:
+        start_federation(cfg, c)
+        c.env.run(until=c.env.process(lay_through(c, fs)))
+    else:
+        place(c, fs, cfg.protocol.placement, rng)
+        start_federation(cfg, c)
     drv = driver(c, fs, cfg, rng)
 
     def phase(n_ops: int) -> None:
@@ -220,6 +231,20 @@ def run_workload(cfg: Config, **overrides: Any) -> RunOutcome:
     out = RunOutcome(metrics_between(before, after, drv.rec, c.env.now - t0), drv.rec, c)
     out.events, out.wall_s, out.peak_rss_mb = events, wall_s, peak_rss_mb()
     return out
+
+
+def lay_through(c: SimCluster, fs: FileSet) -> Generator[Any, Any, None]:
+    """``fs`` made by the federation's own calls, one after the other (a SimPy
+    process body): each directory, then each file created and cut to its size
+    (a sparse file: the local file system's data is not modelled), by a client
+    at node i mod N for the i-th name, as clients spread over the nodes would."""
+    n = len(c.nodes)
+    for i, d in enumerate(fs.dirs):
+        yield from c.client_op(i % n, i % n, "mkdir", d)
+    for i, f in enumerate(fs.files):
+        yield from c.client_op(i % n, i % n, "create", f)
+        if fs.sizes[f]:
+            yield from c.client_op(i % n, i % n, "truncate", f, fs.sizes[f])
 
 
 def start_federation(cfg: Config, c: SimCluster) -> None:
@@ -285,6 +310,32 @@ def run_postmark(cfg: Config, **overrides: Any) -> RunOutcome:
     out = RunOutcome(m, drv.rec, c)
     out.events, out.wall_s, out.peak_rss_mb = events, wall_s, peak_rss_mb()
     return out
+
+
+T = TypeVar("T")
+
+
+def climb(levels: list[int], run: Callable[[int], T], rate: Callable[[T], float], gain: float) -> tuple[T, list[T]]:
+    """Throughput at saturation, the papers' way (Federated DAFS VI: "increasing the number of clients
+    until the server CPUs reached saturation"): ``run`` each load level in turn until ``rate`` grows by
+    less than ``gain`` (relative) over the level before; the best run and every run made."""
+    runs: list[T] = []
+    for k in levels:
+        runs.append(run(k))
+        if len(runs) > 1 and rate(runs[-1]) < (1 + gain) * rate(runs[-2]):
+            break
+    return max(runs, key=rate), runs
+
+
+def saturated(rates: list[float]) -> list[bool]:
+    """Which of a closed loop's rates (by growing client count) are at saturation: every one from the
+    first within 90 % of the best on, the first count excepted.  A rate past the peak that falls below
+    90 % is beyond saturation too, not below it (if the first count is the best, all later ones are)."""
+    if not rates:
+        return []
+    best = max(rates)
+    first = next((i for i, r in enumerate(rates) if i and r >= 0.9 * best), 1)
+    return [i >= first for i in range(len(rates))]
 
 
 def driver(c: SimCluster, fs: FileSet, cfg: Config, rng: np.random.Generator) -> Sfs97:

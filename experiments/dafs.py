@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from experiments.common import run_postmark
+from experiments.common import climb, run_postmark
 from fedsim.config import Config, apply_overrides, validate
 
 
@@ -69,9 +69,4 @@ def saturate(
     """The paper's method: add clients (``per_server`` clients per server, in
     turn) until throughput grows by less than ``gain`` (relative); the best
     run and every run made."""
-    runs: list[PostMarkRun] = []
-    for k in per_server:
-        runs.append(postmark_run(cfg, servers, k * servers, **dotted))
-        if len(runs) > 1 and runs[-1].tps < (1 + gain) * runs[-2].tps:
-            break
-    return max(runs, key=lambda r: r.tps), runs
+    return climb(per_server, lambda k: postmark_run(cfg, servers, k * servers, **dotted), lambda r: r.tps, gain)

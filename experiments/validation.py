@@ -58,7 +58,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from experiments.common import build_cluster, run_postmark, run_workload
+from experiments.common import build_cluster, run_postmark, run_workload, saturated
 from fednode.client import Client
 from fednode.cluster import ProcessCluster, write_local
 from fednode.config import Cluster, load_cluster
@@ -427,17 +427,6 @@ class Outcome:
     #: cores' worth of CPU-bound work the machine ran at once, before and after (``parallel_capacity``)
     capacity: list[float] = field(default_factory=list)
     transport: str = "tcp"  # the agents' (tcp: loopback; verbs: RDMA devices)
-
-
-def saturated(rates: list[float]) -> list[bool]:
-    """Which of a closed loop's rates (by growing client count) are at saturation: every one from the
-    first within 90 % of the best on, the first count excepted.  A rate past the peak that falls below
-    90 % is beyond saturation too, not below it (if the first count is the best, all later ones are)."""
-    if not rates:
-        return []
-    best = max(rates)
-    first = next((i for i, r in enumerate(rates) if i and r >= 0.9 * best), 1)
-    return [i >= first for i in range(len(rates))]
 
 
 def warm_up(cluster: Cluster, rounds: int = 40) -> None:
