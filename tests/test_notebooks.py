@@ -234,6 +234,24 @@ def check_mnfs_table3(d: dict) -> None:
     assert sum(d["same_direction"].values()) == 3
 
 
+def check_designs_scale(d: dict) -> None:
+    assert d["profiles"][:1] == ["via"] and "infiniband" in d["profiles"]
+    for w in d["workloads"]:
+        for p in d["profiles"]:
+            by = d["data"][w][p]
+            assert by["fedfs"]["servers"][0] == 1 and len(by["fedfs"]["servers"]) >= 3
+            for design in ("fedfs", "nfs", "mnfs"):
+                assert not d["errors"][w][p][design], (w, p, design)
+                assert by[design]["messages_per_op"][0] == 0.0  # one server: every call local
+            fedfs, nfs = by["fedfs"]["tps"], by["nfs"]["tps"]
+            # FedFS spreads the files over its servers; NFS's one server serves every call (on the presets: a
+            # calibrated host also runs its server's clients, so one NFS server gains CPU as the clients spread)
+            if p != "calibrated":
+                assert fedfs[-1] / fedfs[0] > 1.5 * nfs[-1] / nfs[0], (w, p)
+            assert fedfs[-1] > fedfs[0], (w, p)
+            assert _increasing(by["mnfs"]["messages_per_op"]), (w, p)  # each request to every server
+
+
 CHECKS: dict[str, tuple[str, Callable[[dict], None]]] = {
     "dafs_table1": ("dafs_table1", check_dafs_table1),
     "dafs_fig6": ("dafs_fig6", check_dafs_fig6),
@@ -250,6 +268,7 @@ CHECKS: dict[str, tuple[str, Callable[[dict], None]]] = {
     "availability": ("availability", check_availability),
     "validation": ("validation", check_validation),
     "designs_postmark": ("designs_postmark", check_designs_postmark),
+    "designs_scale": ("designs_scale", check_designs_scale),
     "dnfsp_fig3": ("dnfsp_fig3", check_dnfsp_fig3),
     "mnfs_table3": ("mnfs_table3", check_mnfs_table3),
 }
