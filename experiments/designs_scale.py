@@ -186,6 +186,10 @@ def run_point(
     marks = saturated([m[metric] for _, m in runs])
     below = [r for r, sat in zip(runs, marks, strict=True) if not sat][-1]
     k, m = best
+    ops = m["ops_done"]
+    # what the design itself counts (``Node.counters()``: dNFSp's searches and token requests, FedFS's
+    # lookups and dirmerges ...), per measured operation at saturation
+    own = {f"{key}_per_op": m[key] / ops for key in sorted(m) if key.startswith("design.") and ops}
     return {
         "tps": m[metric],
         "clients_per_server": k,
@@ -195,6 +199,7 @@ def run_point(
         "messages_total_per_op": m["messages_total"] / m["ops_done"] if m["ops_done"] else float("nan"),
         "errors": sum(mm["errors"] for _, mm in runs),
         "levels": len(runs),
+        **own,
     }, runs
 
 
