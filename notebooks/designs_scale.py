@@ -107,6 +107,15 @@ print(f"figure -> {OUT / 'designs_scale.png'}")
 # falls below the one-server point; SFS97's rises a little on the way (the client side of each
 # call leaves the server's node), then stays flat.
 #
+# The shipped config's run under the VIA preset (`--set 'params.profiles={via: {network:
+# {preset: via_clan}}}'`, about 40 min on a shared two-core machine) gives, from 1 to 64
+# servers, throughput at saturation: SFS97 FedFS 24,691 -> 969,967 ops/s (39x), NFS
+# 26,693 -> 52,263 (2.0x, flat from 8 servers on at about 40-50k), mNFS 23,442 -> 169,878
+# (7.3x, flattening), dNFSp2 26,720 -> 179,842 (with failed operations, below); PostMark FedFS
+# 7,620 -> 102,432 tx/s (13x), NFS 8,208 -> 4,214 (0.51x), NFSp 7,878 -> 2,826 (0.36x), mNFS
+# 6,489 -> 6,203 (flat), dNFSp1 -> 56,222 and dNFSp2 -> 70,811.  Messages per PostMark
+# operation on 64 servers: FedFS 6.0, NFS 5.6, NFSp 9.3, dNFSp2 7.2, dNFSp1 27.8, mNFS 224.5.
+#
 # **NFSp and dNFSp between them.**  NFSp moves the data to I/O daemons, which helps SFS97's
 # reads and writes, but every operation still passes its one meta-server, and PostMark's small
 # files pay the second hop.  dNFSp spreads the meta-servers (the lower half of the nodes):
