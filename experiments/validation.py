@@ -63,7 +63,7 @@ from fednode.client import Client
 from fednode.cluster import ProcessCluster, write_local
 from fednode.config import Cluster, load_cluster
 from fednode.tools.calibrate import parallel_capacity
-from fedsim.calibration import apply_calibration, fitted_contention, foreign
+from fedsim.calibration import apply_calibration, fitted_contention, foreign, microbench_check
 from fedsim.config import SFS97_MIX, Config, validate
 from fedsim.protocol.hashing import names_managed_by
 from fedsim.protocol.policies.homes import Pinned
@@ -414,6 +414,14 @@ class Point:
     predicted: float
     unit: str
     saturated: bool = False
+    #: the measurement's repeats (SFS97's ``sfs_repeat``; ``measured`` is their median), if repeated: how
+    #: far apart the machine itself put them, beside how far the prediction is
+    runs: tuple[float, ...] = ()
+
+    @property
+    def spread(self) -> float | None:
+        """The repeats' range over their lowest (None: measured once)."""
+        return max(self.runs) / min(self.runs) - 1 if len(self.runs) > 1 and min(self.runs) > 0 else None
 
     @property
     def error(self) -> float:
@@ -427,6 +435,8 @@ class Outcome:
     #: cores' worth of CPU-bound work the machine ran at once, before and after (``parallel_capacity``)
     capacity: list[float] = field(default_factory=list)
     transport: str = "tcp"  # the agents' (tcp: loopback; verbs: RDMA devices)
+    #: the profile's microbenchmarks beside the fitted model simulating them (``microbench_check``)
+    bench: list[tuple[str, int, float, float, float, float]] = field(default_factory=list)
 
 
 def saturated(rates: list[float]) -> list[bool]:
@@ -496,6 +506,10 @@ def agents(
 def run_points(cfg: Config, params: Params, say: Callable[[str], None]) -> Outcome:
     out = Outcome(load=[os.getloadavg()[0]], capacity=[parallel_capacity()], transport=params.transport)
     profile = profile_for(params, say)
+    mach = dict((yaml.safe_load(profile.read_text()) or {}).get("machine") or {})
+    for k, v in fitted_contention(profile, mach).items():  # (a profile written here holds them already)
+        mach.setdefault(k, v)
+    out.bench = microbench_check(mach)
     # (the cores' worth is the profile's, fitted to its contention microbenchmark: CPU-bound processes side
     # by side, measured now and after, say how loaded the machine was, not what processes that wake each
     # other get)
@@ -541,7 +555,7 @@ def sfs_points(cfg: Config, params: Params, profile: Path, n: int, base: Path, s
     for k in params.sfs_clients:
         lay = functools.partial(lay_out, files=fs.files, dirs=fs.dirs, sizes=sizes)
         with start(n, base / f"sfs{k}", lay) as (_path, cluster):
-            measured = statistics.median(
+            runs = tuple(
                 sfs_real(cluster, fs.files, k, params.sfs_ops, cfg.seed, params.sfs_warmup, tag=f"r{r}")
                 for r in range(params.sfs_repeat)
             )
@@ -549,9 +563,10 @@ def sfs_points(cfg: Config, params: Params, profile: Path, n: int, base: Path, s
                 "kind": "sfs97", "files": params.sfs_files, "dirs": params.sfs_dirs, "arrivals": "closed",
                 "clients": k, "ops": params.sfs_ops, "warmup_ops": params.sfs_warmup, "io_size": IO,
             })  # fmt: skip
-        rates.append((k, measured, run_workload(scfg).metrics["throughput_ops_s"]))
-    for (k, measured, predicted), sat in zip(rates, saturated([m for _, m, _ in rates]), strict=True):
-        points.append(Point("sfs97", n, f"{k} clients", measured, predicted, "ops/s", saturated=sat))
+        rates.append((k, runs, run_workload(scfg).metrics["throughput_ops_s"]))
+    medians = [statistics.median(runs) for _, runs, _ in rates]
+    for (k, runs, predicted), measured, sat in zip(rates, medians, saturated(medians), strict=True):
+        points.append(Point("sfs97", n, f"{k} clients", measured, predicted, "ops/s", saturated=sat, runs=runs))
 
 
 def postmark_points(cfg: Config, params: Params, profile: Path, n: int, base: Path, start: Any,
@@ -626,20 +641,41 @@ def summarize(points: list[Point]) -> dict[str, float]:
 
 def report(out: Outcome, summary: dict[str, float]) -> str:
     rows = [[p.workload, p.agents, p.point, f"{p.measured:,.1f}", f"{p.predicted:,.1f}", p.unit,
-             f"{100 * p.error:+.1f}%" + (" (sat)" if p.saturated else "")] for p in out.points]  # fmt: skip
+             f"{100 * p.error:+.1f}%" + (" (sat)" if p.saturated else ""),
+             "" if p.spread is None else f"{100 * p.spread:.0f}%"
+             + (" (in)" if min(p.runs) <= p.predicted <= max(p.runs) else "")] for p in out.points]  # fmt: skip
     lines = [
         "Validation: the simulator (calibrated machine model) beside real agents on this machine "
         + ("(TCP loopback)" if out.transport == "tcp" else f"({out.transport})"),
-        table(["workload", "agents", "point", "measured", "predicted", "unit", "error"], rows),
+        table(["workload", "agents", "point", "measured", "predicted", "unit", "error", "spread"], rows),
         "",
         "error = predicted / measured - 1; (sat) marks SFS97 points at saturation (from the first within 90 % of the "
-        "best measured on)",
+        "best measured on); spread: a repeated measurement's range over its lowest (measured is the median), "
+        "(in) where the prediction lies within that range",
     ]
     targets = {"latency_mare": 0.15, "throughput_mare": 0.20}
     for k, v in summary.items():
         bound = targets.get(k, 0.25)
         verdict = "within" if abs(v) <= bound else "MISSED"
         lines.append(f"{k}: {100 * v:+.1f}% ({verdict} the {bound:.0%} target)")
+    repeated = [p for p in out.points if p.spread is not None]
+    if repeated:
+        inside = sum(1 for p in repeated if min(p.runs) <= p.predicted <= max(p.runs))
+        lines.append(
+            f"repeated points: {inside} of {len(repeated)} predicted within the range the machine gave across repeats; "
+            f"median spread {100 * statistics.median(p.spread or 0.0 for p in repeated):.0f}% (noise of that size "
+            "bounds what any model can show)"
+        )
+    if out.bench:
+        lines += [
+            "",
+            "The microbenchmarks the contention models were fitted on (fednode calibrate), measured and "
+            "simulated by the fitted model (fits are relative to one thread's level, weighing every count):",
+        ]
+        rows = [[b, k, f"{mc:,.1f}", f"{pc:,.1f}", f"{100 * (pc / mc - 1):+.1f}%" if mc else "",
+                 f"{mr:,.0f}", f"{pr:,.0f}", f"{100 * (pr / mr - 1):+.1f}%" if mr else ""]
+                for b, k, mc, pc, mr, pr in out.bench]  # fmt: skip
+        lines.append(table(["bench", "count", "CPU/call us", "model", "error", "calls/s", "model", "error"], rows))
     missed = {p.workload for p in out.points if abs(p.error) > (0.15 if p.workload == "latency" else 0.20)}
     for wl in sorted(missed):
         lines.append(f"misses in {wl}: look first at {SUSPECTS.get(wl, 'the machine model')}")

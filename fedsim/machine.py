@@ -545,28 +545,43 @@ class _Refills(Machine):
         return 0.0
 
 
-def chain_bench(params: MachineParams, agents: int, calls: int = 200) -> tuple[float, dict[int, float]]:
-    """The chain microbenchmark of ``fednode calibrate``, simulated without refills: one client
-    thread, call j a ``stat`` at node j mod ``agents`` on a file it manages and holds, all on one
-    host.  (CPU per call over all processes, and per call how many jobs found k processes beyond
-    the cores since their last: ``{k: jobs per call}``, what ``cold_us`` and ``cold_cap_us`` price.)
-
-    Priced without refills, a serial chain runs its jobs in the same order whatever they cost, so
-    one run gives what any ``cold_us`` and ``cold_cap_us`` add (``fit_cold``)."""
+def chain_run(
+    params: MachineParams, agents: int, calls: int = 200, machine: Machine | None = None
+) -> tuple[float, float]:
+    """The chain microbenchmark of ``fednode calibrate``, simulated on ``params``' machine (``machine``:
+    another one, as ``_bench_cluster`` takes it): one client thread, call j a ``stat`` at node j mod
+    ``agents`` on a file it manages and holds, all on one host, after a round of every node so that
+    every process has run.  (CPU per call over all processes, calls per s.)"""
     n = max(agents, 2)
-    p = replace(params, hosts=1, cold_us=0.0, cold_cap_us=0.0)
-    counting = _Refills(p, n)
-    c, files = _bench_cluster(p, n, {a: f"/c{a}" for a in range(agents)}, counting)
+    p = replace(params, hosts=1)
+    c, files = _bench_cluster(p, n, {a: f"/c{a}" for a in range(agents)}, machine)
+    m = c.machine
+    assert m is not None
 
     def client(rounds: int):
         for j in range(rounds):
             yield from c.client_op(0, j % agents, "stat", files[j % agents][j % 20])
 
-    c.env.run(until=c.env.process(client(2 * agents)))  # every process has run: the counts are the steady state's
-    counting.clear_busy()
-    counting.refills.clear()
+    c.env.run(until=c.env.process(client(2 * agents)))  # every process has run: the steady state's turn
+    m.clear_busy()
+    if isinstance(m, _Refills):
+        m.refills.clear()
+    t0 = c.env.now
     c.env.run(until=c.env.process(client(calls)))
-    return sum(counting.busy.values()) / calls, {k: v / calls for k, v in sorted(counting.refills.items())}
+    return sum(m.busy.values()) / calls, calls / (c.env.now - t0) * 1e6
+
+
+def chain_bench(params: MachineParams, agents: int, calls: int = 200) -> tuple[float, dict[int, float]]:
+    """``chain_run`` without refills: (CPU per call over all processes, and per call how many jobs
+    found k processes beyond the cores since their last: ``{k: jobs per call}``, what ``cold_us`` and
+    ``cold_cap_us`` price).
+
+    Priced without refills, a serial chain runs its jobs in the same order whatever they cost, so
+    one run gives what any ``cold_us`` and ``cold_cap_us`` add (``fit_cold``)."""
+    p = replace(params, hosts=1, cold_us=0.0, cold_cap_us=0.0)
+    counting = _Refills(p, max(agents, 2))
+    cpu, _rate = chain_run(p, agents, calls, counting)
+    return cpu, {k: v / calls for k, v in sorted(counting.refills.items())}
 
 
 def fit_cold(params: MachineParams, measured: dict[int, float]) -> tuple[float, float]:

@@ -251,3 +251,39 @@ def test_the_latency_table_over_verbs_in_the_soft_roce_guest(tmp_path):
     outcome = Outcome(points=points)
     misses = [m for m in _misses(outcome) if not m.startswith("throughput")]
     assert not misses, "over verbs, past the regression bounds: " + "; ".join(misses) + "\n" + table
+
+
+def test_the_report_puts_a_repeated_points_spread_beside_its_error():
+    inside = Point("sfs97", 1, "2 clients", 100.0, 105.0, "ops/s", runs=(90.0, 100.0, 110.0))
+    outside = Point("sfs97", 1, "4 clients", 100.0, 150.0, "ops/s", runs=(95.0, 100.0, 104.5))
+    assert inside.spread == pytest.approx(110.0 / 90.0 - 1) and _p("latency", 1, 1.0, 1.0).spread is None
+    text = report(Outcome([inside, outside], load=[0.1, 0.1]), summarize([inside, outside]))
+    assert "22% (in)" in text and "10%" in text and "10% (in)" not in text
+    assert "1 of 2 predicted within the range the machine gave across repeats" in text
+
+
+def test_the_microbenchmark_check_simulates_each_bench_with_the_profiles_fitted_model():
+    from fedsim.calibration import microbench_check
+    from fedsim.machine import MachineParams, chain_run, contention_bench, fan_in_bench
+
+    mach = {"o_us": 6.0, "call_us": 20.0, "dispatch_us": {"*": 20.0}, "api_us": {"*": 8.0},
+            "client_us": {"*": 18.0}, "cores": 2, "cold_us": 9.0, "wake_us": 3.0, "capacity": 1.6}  # fmt: skip
+    p = MachineParams.of(mach)
+
+    def row(cpu_rate: tuple[float, float]) -> dict[str, float]:
+        return {"cpu_per_call_us": cpu_rate[0], "calls_per_s": cpu_rate[1]}
+
+    # "measured" here is what the model itself gives: every row must then agree exactly
+    mach["contention"] = {k: row(contention_bench(p, k)) for k in (1, 3)}
+    mach["fan_in"] = {2: row(fan_in_bench(p, 2))}
+    mach["chain"] = {k: row(chain_run(p, k)) for k in (1, 4)}
+    rows = microbench_check(mach)
+    assert [(b, k) for b, k, *_ in rows] == [("contention", 1), ("contention", 3), ("fan_in", 2), ("chain", 1),
+                                             ("chain", 4)]  # fmt: skip
+    for _b, _k, mc, pc, mr, pr in rows:
+        assert pc == pytest.approx(mc) and pr == pytest.approx(mr)
+    # and the refills are priced: four agents in turn on two cores cost more per call than one
+    chain = {k: pc for b, k, _mc, pc, _mr, _pr in rows if b == "chain"}
+    assert chain[4] > chain[1]
+    text = report(Outcome([_p("latency", 1, 1.0, 1.0)], load=[0.1, 0.1], bench=rows), {})
+    assert "fitted on" in text and "chain" in text
