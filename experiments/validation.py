@@ -62,7 +62,7 @@ from experiments.common import build_cluster, run_postmark, run_workload
 from fednode.client import Client
 from fednode.cluster import ProcessCluster, write_local
 from fednode.config import Cluster, load_cluster
-from fednode.tools.calibrate import parallel_capacity
+from fednode.tools.calibrate import parallel_capacity, placement_mode
 from fedsim.calibration import apply_calibration, fitted_contention, foreign, microbench_check
 from fedsim.config import SFS97_MIX, Config, validate
 from fedsim.protocol.hashing import names_managed_by
@@ -173,6 +173,19 @@ class Sim:
             self.call(node, op, *args)
             out.append(self.c.env.now - t0)
         return out
+
+
+def placement_probe(real: Real, hashing: Any, calls: int = 2000) -> float:
+    """The median wall time (us) of a 0-hop ``stat`` at R (a file R manages and holds), ``calls`` of
+    them: compared with the calibration's pinned placements (one core, two cores), it says which one
+    the scheduler chose for this client and its agent while the cells beside it were measured."""
+    probe = names_managed_by(hashing, 0, "/v/placement", 1)[0]
+    real.pin(0, probe, 0)
+    real.call(0, "create", probe)
+    try:
+        return statistics.median(real.timed(0, "stat", [(probe,)] * calls))
+    finally:
+        real.call(0, "unlink", probe)
 
 
 def cell_latency(world: Real | Sim, cell: Cell, n: int, repeat: int, top: str, hashing: Any) -> float:
@@ -437,6 +450,11 @@ class Outcome:
     transport: str = "tcp"  # the agents' (tcp: loopback; verbs: RDMA devices)
     #: the profile's microbenchmarks beside the fitted model simulating them (``microbench_check``)
     bench: list[tuple[str, int, float, float, float, float]] = field(default_factory=list)
+    #: the calibration's placement microbenchmark (``fednode calibrate``: one client and its agent pinned to
+    #: one core, to two, and free) and, per agent count, a free 0-hop stat's median wall time at R measured
+    #: before the latency cells (``placement_probe``): which placement the machine chose while it was measured
+    placed: dict[str, dict[str, float]] = field(default_factory=dict)
+    placement: dict[int, float] = field(default_factory=dict)
 
 
 def saturated(rates: list[float]) -> list[bool]:
@@ -510,6 +528,7 @@ def run_points(cfg: Config, params: Params, say: Callable[[str], None]) -> Outco
     for k, v in fitted_contention(profile, mach).items():  # (a profile written here holds them already)
         mach.setdefault(k, v)
     out.bench = microbench_check(mach)
+    out.placed = mach.get("placement") or {}
     # (the cores' worth is the profile's, fitted to its contention microbenchmark: CPU-bound processes side
     # by side, measured now and after, say how loaded the machine was, not what processes that wake each
     # other get)
@@ -517,7 +536,7 @@ def run_points(cfg: Config, params: Params, say: Callable[[str], None]) -> Outco
         with tempfile.TemporaryDirectory(prefix="val", dir=params.agent_dir or None) as tmp:
             start = functools.partial(agents, transport=params.transport, devices=tuple(params.devices))
             for workload in params.workloads:
-                POINTS[workload](cfg, params, profile, n, Path(tmp), start, out.points)
+                POINTS[workload](cfg, params, profile, n, Path(tmp), start, out)
                 say(f"{n} agents: {workload} done")
     out.load.append(os.getloadavg()[0])
     out.capacity.append(parallel_capacity())
@@ -525,8 +544,9 @@ def run_points(cfg: Config, params: Params, say: Callable[[str], None]) -> Outco
 
 
 def latency_points(cfg: Config, params: Params, profile: Path, n: int, base: Path, start: Any,
-                   points: list[Point]) -> None:  # fmt: skip
-    """Table 2's cells: each call's median latency at R, measured and predicted."""
+                   out: Outcome) -> None:  # fmt: skip
+    """Table 2's cells: each call's median latency at R, measured and predicted; first, the placement
+    probe (``Outcome.placement``)."""
     with start(n, base / "lat") as (_path, cluster):
         real = Real(cluster)
         try:
@@ -534,19 +554,20 @@ def latency_points(cfg: Config, params: Params, profile: Path, n: int, base: Pat
             hashing = cluster.spec.hashing_fn()
             real.call(0, "mkdir", "/v")
             sim.call(0, "mkdir", "/v")
+            out.placement[n] = placement_probe(real, hashing)
             for cell in LAT_CELLS:
                 needed = {x for x in cell.roles or () if x != "R"}
                 if needed and max("ABC".index(x) + 2 for x in needed) > n:
                     continue  # the cell needs more agents than run
                 measured = cell_latency(real, cell, n, params.latency_repeat, "/v", hashing)
                 predicted = cell_latency(sim, cell, n, params.latency_repeat, "/v", hashing)
-                points.append(Point("latency", n, cell.case, measured, predicted, "us"))
+                out.points.append(Point("latency", n, cell.case, measured, predicted, "us"))
         finally:
             real.close()
 
 
 def sfs_points(cfg: Config, params: Params, profile: Path, n: int, base: Path, start: Any,
-               points: list[Point]) -> None:  # fmt: skip
+               out: Outcome) -> None:  # fmt: skip
     """SFS97 closed loop over a laid-out file set, at each client count."""
     rng = np.random.default_rng(cfg.seed)
     fs = make_fileset(params.sfs_files, params.sfs_dirs, rng)
@@ -566,11 +587,11 @@ def sfs_points(cfg: Config, params: Params, profile: Path, n: int, base: Path, s
         rates.append((k, runs, run_workload(scfg).metrics["throughput_ops_s"]))
     medians = [statistics.median(runs) for _, runs, _ in rates]
     for (k, runs, predicted), measured, sat in zip(rates, medians, saturated(medians), strict=True):
-        points.append(Point("sfs97", n, f"{k} clients", measured, predicted, "ops/s", saturated=sat, runs=runs))
+        out.points.append(Point("sfs97", n, f"{k} clients", measured, predicted, "ops/s", saturated=sat, runs=runs))
 
 
 def postmark_points(cfg: Config, params: Params, profile: Path, n: int, base: Path, start: Any,
-                    points: list[Point]) -> None:  # fmt: skip
+                    out: Outcome) -> None:  # fmt: skip
     """PostMark through the client API, and the binary on FUSE mounts where FUSE works."""
     from experiments.postmark_agents import client_api, mount_missing, mounted
     from fedsim.workloads.postmark import Clients
@@ -583,7 +604,7 @@ def postmark_points(cfg: Config, params: Params, profile: Path, n: int, base: Pa
             "kind": "postmark", "clients": n, "postmark": {**pm.model_dump(), "route": "hash"},
         })  # fmt: skip
     predicted = run_postmark(pcfg).metrics["postmark_tps"]
-    points.append(Point("postmark api", n, "transactions/s", api.tps, predicted, "tx/s"))
+    out.points.append(Point("postmark api", n, "transactions/s", api.tps, predicted, "tx/s"))
     if params.mount and not mount_missing():
         with start(n, base / "pmm") as (path, cluster):
             mnt = mounted(path, clients, base)
@@ -591,7 +612,7 @@ def postmark_points(cfg: Config, params: Params, profile: Path, n: int, base: Pa
                 "kind": "postmark", "clients": n, "postmark": {**pm.model_dump(), "route": "fixed", "mount": True},
             })  # fmt: skip
         predicted = run_postmark(mcfg).metrics["postmark_binary_tps"]
-        points.append(Point("postmark mount", n, "transactions/s", mnt.tps, predicted, "tx/s"))
+        out.points.append(Point("postmark mount", n, "transactions/s", mnt.tps, predicted, "tx/s"))
 
 
 #: the workloads a validation can run, by name (``params.workloads``)
@@ -658,6 +679,17 @@ def report(out: Outcome, summary: dict[str, float]) -> str:
         bound = targets.get(k, 0.25)
         verdict = "within" if abs(v) <= bound else "MISSED"
         lines.append(f"{k}: {100 * v:+.1f}% ({verdict} the {bound:.0%} target)")
+    if out.placed:
+        lines.append("calibration: " + placement_mode(out.placed))
+    walls = {k: v.get("wall_per_call_us", 0.0) for k, v in out.placed.items()}
+    if out.placement and walls.get("same core") and walls.get("two cores"):
+        near = {n: "one core" if abs(w - walls["same core"]) <= abs(w - walls["two cores"]) else "two cores"
+                for n, w in out.placement.items()}  # fmt: skip
+        lines.append(
+            "placement while measuring (a free 0-hop stat's median wall time at R before the latency cells, beside the "
+            f"calibration's pinned {walls['same core']:.1f} us on one core and {walls['two cores']:.1f} on two): "
+            + ", ".join(f"{n} agents {w:.1f} us ({near[n]})" for n, w in out.placement.items())
+        )
     repeated = [p for p in out.points if p.spread is not None]
     if repeated:
         inside = sum(1 for p in repeated if min(p.runs) <= p.predicted <= max(p.runs))

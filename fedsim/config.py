@@ -125,6 +125,8 @@ class MachineConfig(Strict):
     fan_in: dict[int, dict[str, float]] = Field(default_factory=dict)  # the microbenchmark wake_us is fitted to
     contention: dict[int, dict[str, float]] = Field(default_factory=dict)  # the microbenchmark it is fitted to
     chain: dict[int, dict[str, float]] = Field(default_factory=dict)  # the one cold_us, cold_cap_us are fitted to
+    # the client-and-agent placement microbenchmark (one core, two, free): reported, not priced yet
+    placement: dict[str, dict[str, float]] = Field(default_factory=dict)
     fuse: dict[str, Any] = Field(default_factory=dict)  # the mount's costs (``fedsim.workloads.fuse_sim``)
     measured_on: dict[str, Any] = Field(default_factory=dict)  # host, cores, when: for the warning on reuse
 

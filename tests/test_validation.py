@@ -180,6 +180,33 @@ def test_the_calibration_prices_every_request_and_local_operation_a_name_operati
     assert all(v >= 0.0 for v in costs.values())
 
 
+def test_the_calibration_says_where_the_scheduler_placed_a_client_and_its_agent(calibrated_profile):
+    """The placement microbenchmark pins a client and its agent to one core and to two, and leaves
+    them free: the report names the placement the free run was nearer to, with both pinned costs."""
+    import os
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one core: nothing to place")
+    m = yaml.safe_load(calibrated_profile.read_text())["machine"]
+    placed = m["placement"]
+    assert set(placed) == {"free", "same core", "two cores"}
+    assert all(v["cpu_per_call_us"] > 0 and v["wall_per_call_us"] > 0 for v in placed.values())
+    text = (calibrated_profile.parent / "calibration.txt").read_text()
+    assert "placement: one client thread calling its agent" in text
+    assert "the scheduler kept the client and its agent on" in text
+    assert len(os.sched_getaffinity(0)) >= 2  # this process (which calibrated) is not left pinned to one core
+
+
+def test_the_placement_sentence_names_the_nearer_pinning():
+    from fednode.tools.calibrate import placement_mode
+
+    rows = {"same core": {"cpu_per_call_us": 44.0}, "two cores": {"cpu_per_call_us": 80.0}}
+    assert "on one core while" in placement_mode({**rows, "free": {"cpu_per_call_us": 50.0}})
+    assert "on two cores while" in placement_mode({**rows, "free": {"cpu_per_call_us": 75.0}})
+    assert "1.82x apart" in placement_mode({**rows, "free": {"cpu_per_call_us": 75.0}})
+    assert "not measured" in placement_mode(rows)
+
+
 def _config(tmp_path: Path, machine: dict) -> Path:
     (tmp_path / "profile.yaml").write_text(yaml.safe_dump({"network": {"L_us": 2.0, "o_us": 10.0}, "machine": machine}))
     path = tmp_path / "sim.yaml"
@@ -260,6 +287,16 @@ def test_the_report_puts_a_repeated_points_spread_beside_its_error():
     text = report(Outcome([inside, outside], load=[0.1, 0.1]), summarize([inside, outside]))
     assert "22% (in)" in text and "10%" in text and "10% (in)" not in text
     assert "1 of 2 predicted within the range the machine gave across repeats" in text
+
+
+def test_the_report_says_which_placement_the_machine_chose_while_it_was_measured():
+    placed = {"free": {"cpu_per_call_us": 76.0, "wall_per_call_us": 84.0},
+              "same core": {"cpu_per_call_us": 45.0, "wall_per_call_us": 45.0},
+              "two cores": {"cpu_per_call_us": 78.0, "wall_per_call_us": 85.0}}  # fmt: skip
+    out = Outcome([_p("latency", 1, 1.0, 1.0)], load=[0.1, 0.1], placed=placed, placement={1: 47.0, 2: 80.0})
+    text = report(out, summarize(out.points))
+    assert "calibration: the scheduler kept the client and its agent on two cores" in text
+    assert "1 agents 47.0 us (one core), 2 agents 80.0 us (two cores)" in text
 
 
 def test_the_microbenchmark_check_simulates_each_bench_with_the_profiles_fitted_model():
