@@ -59,6 +59,14 @@ from a ``fednode calibrate`` profile) turns the model on:
   ``fit_wake`` fits: about 12 us): SFS97 on one agent saturates at twice its
   one-client rate, which a model pricing every receipt as a wake could not
   reach;
+* **placement**: on a VM a hand-off to a process on another core wakes that core (an
+  interprocessor interrupt and a halted vCPU's exit); whether the scheduler keeps a client
+  and its agent on one core or spreads them is its choice, kept for minutes, and one round
+  trip costs 1.7 times as much spread (``fednode calibrate``'s placement microbenchmark).
+  The costs above are those of the placement the calibration ran in; ``handoff_us`` adds
+  to (or, negative, takes from) every receipt that wakes its process the difference to the
+  placement a prediction is for (``experiments.validation`` probes the placement beside
+  each measurement: one core's wake and two cores' differ by half a round trip's gap);
 * **cold caches**: a process that wakes after other processes of its host
   ran finds its cores' caches filled with theirs; beyond as many of them as
   the host has cores (each could keep a core warm) each costs the job
@@ -146,6 +154,7 @@ class MachineParams:
     cold_us: float = 0.0  # a job's CPU per other process beyond the cores that ran on its host since its last
     cold_cap_us: float = 0.0  # the most that costs a job: its whole working set refilled (0: no bound)
     wake_us: float = 0.0  # of a message's receipt, the CPU a process busy when it arrives does not pay (no wake)
+    handoff_us: float = 0.0  # CPU added to a receipt that wakes its process (negative: less): placement's correction
 
     @classmethod
     def of(cls, section: Mapping[str, Any]) -> MachineParams:
@@ -203,9 +212,9 @@ class Machine:
 
     __slots__ = ("_G", "_L", "_Lc", "_any_api", "_any_client", "_any_dispatch", "_api", "_byte", "_client",
                  "_client_states", "_clients", "_dispatch", "_o", "_oc", "_threads", "_two", "call_us", "cap", "cold",
-                 "cold_cap", "core_free", "depth", "host_active", "host_procs", "host_recent", "host_states",
-                 "mix_agent", "mix_client", "n_nodes", "nodes", "p", "proc_host", "procs", "pruned", "ran", "share",
-                 "wake")  # fmt: skip
+                 "cold_cap", "core_free", "depth", "handoff", "host_active", "host_procs", "host_recent",
+                 "host_states", "mix_agent", "mix_client", "n_nodes", "nodes", "p", "proc_host", "procs", "pruned",
+                 "ran", "share", "wake")  # fmt: skip
 
     def __init__(self, params: MachineParams, n_nodes: int) -> None:
         if params.cores <= 0:
@@ -232,6 +241,7 @@ class Machine:
         self.host_active: dict[int, list[ProcState]] = {}
         self.pruned = 0.0  # the latest time the ``active`` lists were pruned at (``book``)
         self.wake = params.wake_us
+        self.handoff = params.handoff_us
         self.call_us = params.call_us
         self.mix_agent, self.mix_client = params.mix_agent, params.mix_client
         self._o, self._byte = params.o_us, params.byte_us
@@ -429,9 +439,13 @@ class Machine:
         return self.book_receipt(self.state(proc), now, us)
 
     def book_receipt(self, st: ProcState, now: float, us: float) -> float:
-        """``receive`` on a process's state (``book`` for a receipt: the runtime's hot paths)."""
-        if self.wake and st.free > now:
-            us = us - self.wake if us > self.wake else 0.0
+        """``receive`` on a process's state (``book`` for a receipt: the runtime's hot paths).  A
+        receipt that wakes its process costs ``handoff_us`` more (or less: the placement correction)."""
+        if st.free > now:
+            if self.wake:
+                us = us - self.wake if us > self.wake else 0.0
+        elif self.handoff:
+            us = us + self.handoff if us + self.handoff > 0.0 else 0.0
         return self.book(st, now, us)
 
     def cold_cost(self, others: int) -> float:

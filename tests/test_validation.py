@@ -289,14 +289,41 @@ def test_the_report_puts_a_repeated_points_spread_beside_its_error():
     assert "1 of 2 predicted within the range the machine gave across repeats" in text
 
 
-def test_the_report_says_which_placement_the_machine_chose_while_it_was_measured():
-    placed = {"free": {"cpu_per_call_us": 76.0, "wall_per_call_us": 84.0},
-              "same core": {"cpu_per_call_us": 45.0, "wall_per_call_us": 45.0},
-              "two cores": {"cpu_per_call_us": 78.0, "wall_per_call_us": 85.0}}  # fmt: skip
-    out = Outcome([_p("latency", 1, 1.0, 1.0)], load=[0.1, 0.1], placed=placed, placement={1: 47.0, 2: 80.0})
+PLACED = {"free": {"cpu_per_call_us": 76.0, "wall_per_call_us": 84.0},
+          "same core": {"cpu_per_call_us": 45.0, "wall_per_call_us": 45.0},
+          "two cores": {"cpu_per_call_us": 79.0, "wall_per_call_us": 85.0}}  # fmt: skip
+
+
+def test_the_report_says_which_placement_each_point_was_measured_in():
+    out = Outcome([_p("latency", 1, 1.0, 1.0)], load=[0.1, 0.1], placed=PLACED)
+    out.points[0].placed = "one core"
     text = report(out, summarize(out.points))
     assert "calibration: the scheduler kept the client and its agent on two cores" in text
-    assert "1 agents 47.0 us (one core), 2 agents 80.0 us (two cores)" in text
+    assert "one core" in text.splitlines()[3] and "placed" in text.splitlines()[1]
+
+
+def test_a_point_placed_otherwise_than_the_calibration_moves_each_waking_receipt_by_half_the_gap():
+    from experiments.validation import placement_correction
+
+    # calibrated on two cores (free 76 us is nearer 79 than 45): a probe on one core takes (79 - 45) / 2 off
+    assert placement_correction(PLACED, 47.0) == ("one core", pytest.approx(-17.0))
+    assert placement_correction(PLACED, 80.0) == ("two cores", 0.0)
+    on_one = {**PLACED, "free": {"cpu_per_call_us": 46.0, "wall_per_call_us": 46.0}}
+    assert placement_correction(on_one, 80.0) == ("two cores", pytest.approx(17.0))
+    assert placement_correction(on_one, 44.0) == ("one core", 0.0)
+    assert placement_correction({"free": PLACED["free"]}, 47.0) == ("", 0.0)
+
+
+def test_handoff_us_prices_only_receipts_that_wake_their_process():
+    from fedsim.machine import Machine, MachineParams
+
+    m = Machine(MachineParams(cores=2, handoff_us=-5.0, wake_us=2.0), 2)
+    st = m.node(0)
+    assert m.book_receipt(st, 0.0, 8.0) == pytest.approx(3.0)  # woken: 8 - 5
+    assert m.book_receipt(st, 1.0, 8.0) == pytest.approx(9.0)  # busy until 3: 8 - 2, from 3
+    assert m.book_receipt(st, 100.0, 4.0) == pytest.approx(100.0)  # never below nothing
+    plus = Machine(MachineParams(cores=2, handoff_us=5.0), 2)
+    assert plus.book_receipt(plus.node(0), 0.0, 8.0) == pytest.approx(13.0)
 
 
 def test_the_microbenchmark_check_simulates_each_bench_with_the_profiles_fitted_model():
