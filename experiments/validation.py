@@ -488,7 +488,7 @@ class Outcome:
     capacity: list[float] = field(default_factory=list)
     transport: str = "tcp"  # the agents' (tcp: loopback; verbs: RDMA devices)
     #: the profile's microbenchmarks beside the fitted model simulating them (``microbench_check``)
-    bench: list[tuple[str, int, float, float, float, float]] = field(default_factory=list)
+    bench: list[tuple[str, int, float, float, float, float, float, float]] = field(default_factory=list)
     #: the calibration's placement microbenchmark (``fednode calibrate``: one client and its agent pinned to
     #: one core, to two, and free): each point is probed against it (``Point.placed``)
     placed: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -744,9 +744,11 @@ def report(out: Outcome, summary: dict[str, float]) -> str:
             "simulated by the fitted model (fits are relative to one thread's level, weighing every count):",
         ]
         rows = [[b, k, f"{mc:,.1f}", f"{pc:,.1f}", f"{100 * (pc / mc - 1):+.1f}%" if mc else "",
-                 f"{mr:,.0f}", f"{pr:,.0f}", f"{100 * (pr / mr - 1):+.1f}%" if mr else ""]
-                for b, k, mc, pc, mr, pr in out.bench]  # fmt: skip
-        lines.append(table(["bench", "count", "CPU/call us", "model", "error", "calls/s", "model", "error"], rows))
+                 f"{mr:,.0f}", f"{pr:,.0f}", f"{100 * (pr / mr - 1):+.1f}%" if mr else "",
+                 f"{ml:,.1f}" if ml else "", f"{pl:,.1f}" if ml else ""]
+                for b, k, mc, pc, mr, pr, ml, pl in out.bench]  # fmt: skip
+        lines.append(table(["bench", "count", "CPU/call us", "model", "error", "calls/s", "model", "error",
+                            "client us", "model"], rows))  # fmt: skip
     missed = {p.workload for p in out.points if abs(p.error) > (0.15 if p.workload == "latency" else 0.20)}
     for wl in sorted(missed):
         lines.append(f"misses in {wl}: look first at {SUSPECTS.get(wl, 'the machine model')}")

@@ -121,7 +121,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 #: processes of the clients: all in one program (threads), or one program each
 ClientProcs = Literal["shared", "own"]
@@ -497,6 +497,21 @@ def mixed(st: ProcState, label: str, us: float, share: float) -> float:
 
 
 # ---------------------------------------------------------------------------------------------- calibration
+class BenchRun(NamedTuple):
+    """A simulated microbenchmark's measures, as ``fednode calibrate`` records them: CPU per call over
+    every process, calls per second, and of that CPU the client program's (its threads' included)."""
+
+    cpu: float
+    rate: float
+    client: float
+
+
+def _bench_run(machine: Machine, calls: int, span: float) -> BenchRun:
+    busy = machine.busy
+    client = sum(v for k, v in busy.items() if isinstance(k, tuple) and str(k[0]).startswith("client"))
+    return BenchRun(sum(busy.values()) / calls, calls / span * 1e6, client / calls)
+
+
 def _bench_cluster(
     params: MachineParams, nodes: int, dirs: dict[int, str], machine: Machine | None = None
 ) -> tuple[Any, dict[int, list[str]]]:
@@ -522,11 +537,11 @@ def _bench_cluster(
     return c, files
 
 
-def contention_bench(params: MachineParams, threads: int, calls: int = 300) -> tuple[float, float]:
+def contention_bench(params: MachineParams, threads: int, calls: int = 300) -> BenchRun:
     """The contention microbenchmark of ``fednode calibrate``, simulated: ``threads``
     client threads of one program, thread i's call j a ``stat`` at node (i + j) mod
     ``threads`` on a file it manages and holds, all on one host.  (CPU per call over
-    all processes, calls per s.)"""
+    all processes, calls per s, the client program's CPU per call: ``BenchRun``.)"""
     c, files = _bench_cluster(replace(params, hosts=1), max(threads, 2), {i: f"/c{i}" for i in range(threads)})
     assert c.machine is not None
     c.machine.clear_busy()
@@ -541,7 +556,7 @@ def contention_bench(params: MachineParams, threads: int, calls: int = 300) -> t
     c.env.run(until=c.env.all_of(procs))
     span = c.env.now - t0
     total = threads * calls
-    return sum(c.machine.busy.values()) / total, total / span * 1e6
+    return _bench_run(c.machine, total, span)
 
 
 class _Refills(Machine):
@@ -561,11 +576,11 @@ class _Refills(Machine):
 
 def chain_run(
     params: MachineParams, agents: int, calls: int = 200, machine: Machine | None = None
-) -> tuple[float, float]:
+) -> BenchRun:
     """The chain microbenchmark of ``fednode calibrate``, simulated on ``params``' machine (``machine``:
     another one, as ``_bench_cluster`` takes it): one client thread, call j a ``stat`` at node j mod
     ``agents`` on a file it manages and holds, all on one host, after a round of every node so that
-    every process has run.  (CPU per call over all processes, calls per s.)"""
+    every process has run.  (``BenchRun``: CPU per call over all processes, calls per s, the client's part.)"""
     n = max(agents, 2)
     p = replace(params, hosts=1)
     c, files = _bench_cluster(p, n, {a: f"/c{a}" for a in range(agents)}, machine)
@@ -582,7 +597,7 @@ def chain_run(
         m.refills.clear()
     t0 = c.env.now
     c.env.run(until=c.env.process(client(calls)))
-    return sum(m.busy.values()) / calls, calls / (c.env.now - t0) * 1e6
+    return _bench_run(m, calls, c.env.now - t0)
 
 
 def chain_bench(params: MachineParams, agents: int, calls: int = 200) -> tuple[float, dict[int, float]]:
@@ -594,7 +609,7 @@ def chain_bench(params: MachineParams, agents: int, calls: int = 200) -> tuple[f
     one run gives what any ``cold_us`` and ``cold_cap_us`` add (``fit_cold``)."""
     p = replace(params, hosts=1, cold_us=0.0, cold_cap_us=0.0)
     counting = _Refills(p, max(agents, 2))
-    cpu, _rate = chain_run(p, agents, calls, counting)
+    cpu = chain_run(p, agents, calls, counting).cpu
     return cpu, {k: v / calls for k, v in sorted(counting.refills.items())}
 
 
@@ -633,11 +648,11 @@ def fit_cold(params: MachineParams, measured: dict[int, float]) -> tuple[float, 
     return cold, (0.0 if not cap or cap >= cold * most - 1e-6 else round(cap, 2))
 
 
-def fan_in_bench(params: MachineParams, threads: int, calls: int = 200) -> tuple[float, float]:
+def fan_in_bench(params: MachineParams, threads: int, calls: int = 200) -> BenchRun:
     """The fan-in microbenchmark of ``fednode calibrate``, simulated: ``threads`` client threads of
     one program all calling node 0 (a ``stat`` of a file it manages and holds), all on one host.
-    (CPU per call over all processes, calls per s.)  As the agent fills up, its requests find it
-    busy and its receipts stop paying for a wake (``wake_us``)."""
+    (``BenchRun``: CPU per call over all processes, calls per s, the client's part.)  As the agent
+    fills up, its requests find it busy and its receipts stop paying for a wake (``wake_us``)."""
     c, made = _bench_cluster(replace(params, hosts=1), 2, {0: "/f"})
     files = made[0]
 
@@ -651,7 +666,7 @@ def fan_in_bench(params: MachineParams, threads: int, calls: int = 200) -> tuple
     t0 = c.env.now
     c.env.run(until=c.env.all_of([c.env.process(client(i, calls)) for i in range(threads)]))
     total = threads * calls
-    return sum(c.machine.busy.values()) / total, total / (c.env.now - t0) * 1e6
+    return _bench_run(c.machine, total, c.env.now - t0)
 
 
 def fit_wake(params: MachineParams, measured: dict[int, float]) -> float:

@@ -334,8 +334,8 @@ def test_the_microbenchmark_check_simulates_each_bench_with_the_profiles_fitted_
             "client_us": {"*": 18.0}, "cores": 2, "cold_us": 9.0, "wake_us": 3.0, "capacity": 1.6}  # fmt: skip
     p = MachineParams.of(mach)
 
-    def row(cpu_rate: tuple[float, float]) -> dict[str, float]:
-        return {"cpu_per_call_us": cpu_rate[0], "calls_per_s": cpu_rate[1]}
+    def row(run: tuple[float, float, float]) -> dict[str, float]:
+        return {"cpu_per_call_us": run[0], "calls_per_s": run[1], "client_cpu_per_call_us": run[2]}
 
     # "measured" here is what the model itself gives: every row must then agree exactly
     mach["contention"] = {k: row(contention_bench(p, k)) for k in (1, 3)}
@@ -344,10 +344,10 @@ def test_the_microbenchmark_check_simulates_each_bench_with_the_profiles_fitted_
     rows = microbench_check(mach)
     assert [(b, k) for b, k, *_ in rows] == [("contention", 1), ("contention", 3), ("fan_in", 2), ("chain", 1),
                                              ("chain", 4)]  # fmt: skip
-    for _b, _k, mc, pc, mr, pr in rows:
-        assert pc == pytest.approx(mc) and pr == pytest.approx(mr)
+    for _b, _k, mc, pc, mr, pr, ml, pl in rows:
+        assert pc == pytest.approx(mc) and pr == pytest.approx(mr) and pl == pytest.approx(ml) and 0 < pl < pc
     # and the refills are priced: four agents in turn on two cores cost more per call than one
-    chain = {k: pc for b, k, _mc, pc, _mr, _pr in rows if b == "chain"}
+    chain = {k: pc for b, k, _mc, pc, *_ in rows if b == "chain"}
     assert chain[4] > chain[1]
     text = report(Outcome([_p("latency", 1, 1.0, 1.0)], load=[0.1, 0.1], bench=rows), {})
     assert "fitted on" in text and "chain" in text

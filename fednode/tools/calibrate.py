@@ -383,7 +383,7 @@ class Calibration:
                 before = {n: a.call("profile", "snapshot")["cpu_ns"] for n, a in admin.items()}
                 wall = _threads_wall([threading.Thread(target=one, args=(i, n)) for i, n in enumerate(nodes)])
                 agents = sum(a.call("profile", "snapshot")["cpu_ns"] - before[n] for n, a in admin.items())
-                out[k] = _per_call(agents, sum(cpu.values()), k * calls, wall)
+                out[k] = _per_call(agents, sum(cpu.values()), k * calls, wall, client=True)
             for i, n in enumerate(clients):
                 self._clear(clients[n], f"{self.top}/contention{n}", files[i])
             return out
@@ -450,7 +450,7 @@ class Calibration:
                 wall = time.perf_counter() - w0
                 mine = time.thread_time_ns() - t0
                 agents = sum(c.call("profile", "snapshot")["cpu_ns"] - before[n] for n, c in conns.items())
-                out[k] = _per_call(agents, mine, calls, wall)
+                out[k] = _per_call(agents, mine, calls, wall, client=True)
             for n, c in conns.items():
                 self._clear(c, f"{self.top}/chain{n}", files[n])
             return out
@@ -919,17 +919,14 @@ def report(fitted: dict[str, Any], prof: dict[str, Any], spread_target: float) -
     lines.append("\nlocal file system (us per operation, warm, as the agents ran them):")
     lines.append(table(["op", "us"], rows))
     if m.get("contention"):
-        rows = [[k, f"{v['cpu_per_call_us']:.1f}", f"{v['calls_per_s']:,.0f}"] for k, v in m["contention"].items()]
         lines.append("\ncontention: client threads calling agents at once (stat, 0 hop), all processes' CPU per call:")
-        lines.append(table(["threads", "CPU us per call", "calls/s"], rows))
+        lines.append(_bench_table(m["contention"], "threads"))
     if m.get("fan_in"):
-        rows = [[k, f"{v['cpu_per_call_us']:.1f}", f"{v['calls_per_s']:,.0f}"] for k, v in m["fan_in"].items()]
         lines.append("\nfan-in: client threads calling one agent at once (stat, 0 hop), all processes' CPU per call:")
-        lines.append(table(["threads", "CPU us per call", "calls/s"], rows))
+        lines.append(_bench_table(m["fan_in"], "threads"))
     if m.get("chain"):
-        rows = [[k, f"{v['cpu_per_call_us']:.1f}", f"{v['calls_per_s']:,.0f}"] for k, v in m["chain"].items()]
         lines.append("\nchain: one client thread calling agents in turn (stat, 0 hop), all processes' CPU per call:")
-        lines.append(table(["agents", "CPU us per call", "calls/s"], rows))
+        lines.append(_bench_table(m["chain"], "agents"))
     if m.get("placement"):
         rows = [[k, f"{v['cpu_per_call_us']:.1f}", f"{v['wall_per_call_us']:.1f}"] for k, v in m["placement"].items()]
         lines.append("\nplacement: one client thread calling its agent (stat, 0 hop), the two pinned or free:")
@@ -948,6 +945,16 @@ def report(fitted: dict[str, Any], prof: dict[str, Any], spread_target: float) -
            "other work held them; calibrate again when the machine is idle" if crowded else "")
     )
     return "\n".join(lines)
+
+
+def _bench_table(rows: dict[Any, dict[str, float]], count: str) -> str:
+    """A microbenchmark's table: per count, the CPU per call over every process, the client program's
+    part of it (where recorded) and the calls per second."""
+    def client(v: dict[str, float]) -> str:
+        return f"{v['client_cpu_per_call_us']:.1f}" if "client_cpu_per_call_us" in v else ""
+
+    return table([count, "CPU us per call", "client's", "calls/s"],
+                 [[k, f"{v['cpu_per_call_us']:.1f}", client(v), f"{v['calls_per_s']:,.0f}"] for k, v in rows.items()])
 
 
 def placement_mode(placed: dict[str, dict[str, float]]) -> str:
