@@ -392,8 +392,11 @@ def _classify_dir(kind: str, value: object, src: str, dst: str) -> str:
     return ("pre" if kind == "stat_src" else "post") if value == (False, 5) else "bad"
 
 
-@pytest.mark.parametrize(("seed", "cross"), [(s, False) for s in range(3)] + [(s, True) for s in range(3)])
-def test_concurrent_readers_never_see_a_directory_under_both_names_or_neither(seed, cross):
+@pytest.mark.parametrize(
+    ("seed", "cross", "method"),
+    [(s, False, "2pc") for s in range(3)] + [(s, True, m) for s in range(3) for m in ("2pc", "redistribute")],
+)
+def test_concurrent_readers_never_see_a_directory_under_both_names_or_neither(seed, cross, method):
     """Issue 24: directories renamed (within /d, or across to another
     directory whose manager differs) while readers on every node list the
     moved directory under both names, list the parents, and stat a file
@@ -402,13 +405,15 @@ def test_concurrent_readers_never_see_a_directory_under_both_names_or_neither(se
     or neither in one parent's listing (within /d); "pre" if it ended before
     the rename started, "post" if it started after it finished, and none
     "pre" once another saw "post" and finished (linearisable).  No file
-    changes node, and nothing stays frozen."""
+    changes node, and nothing stays frozen.  Under ``rename: redistribute``
+    (``method``) a directory is renamed by 2PC too, its source's table
+    borrowed."""
     import random
 
     rng = random.Random(seed)
     n = 6
     sim = SimCluster(n, network=preset("fedfs_prototype"), placement="round_robin", keep_data=True,
-                     workers=4, protocol=ProtocolConfig(dt_entries=8, vd_entries=64))  # fmt: skip
+                     workers=4, protocol=ProtocolConfig(dt_entries=8, vd_entries=64, rename=method))  # fmt: skip
     tdir = "/d"
     if cross:
         pm_d = sim.nodes[0].manager_of("/d")
@@ -481,6 +486,7 @@ def test_concurrent_readers_never_see_a_directory_under_both_names_or_neither(se
     assert not [p for fs in sim.fs for p in fs.tree() if p.startswith("/d/s")]
     for node in sim.nodes:
         assert not node.dir_freezes and not node.renames and not node.gates
+        assert not node.borrowed and not node.lent
 
 
 def test_cold_lookups_under_load_with_the_parent_manager_reading_do_not_deadlock():

@@ -836,7 +836,8 @@ class Renaming(Delegation):
         flight.home = h_a
         self._vd_update(d2, ("add", flight.new, DTEntry(False, h_a)))
         single = self._single(old, pm1)
-        if single:  # (one manager, both tables: D1 changes at the same instant)
+        if single:  # (one manager, both tables: D1 changes at the same instant; its merges too)
+            self.renames[split(old)[0]].home = h_a
             self._vd_update(split(old)[0], ("del", split(old)[1], h_a))
         done: list[tuple[int, Request]] = [
             (pm1, RenameSourceEnd(old, new, True, h_a)),  # (the node holding D1, whatever the view says now)
@@ -859,6 +860,7 @@ class Renaming(Delegation):
             if dst is not None:
                 self._vd_update(d2, ("add", flight.new, dst))
             if single:
+                self.renames[split(old)[0]].home = None
                 self._vd_update(split(old)[0], ("add", split(old)[1], DTEntry(False, h_a)))
             rest = [u for u in undo if u[0] != h_a or not isinstance(u[1], RenameFinish)]
             del undo[:]  # (``_cross`` has nothing left to roll back)
@@ -1041,7 +1043,7 @@ class Renaming(Delegation):
         # With ``redistribute`` the coordinator manages D1 too (``_single``): one
         # node, both tables, so no doubt: D1 changes at the commit point as D2.
         single = src == self.id and self.config.rename == "redistribute"
-        flight = self.renames[d1] = RenameFlight(name, req.new, doubt=not single, by=src)
+        flight = self.renames[d1] = RenameFlight(name, req.new, doubt=not single, by=src, moved_out=True)
         self.sources_released.pop(d1, None)
         try:
             vd, _ = yield from self.ensure_vd(d1, ask_all=True)
