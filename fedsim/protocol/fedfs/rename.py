@@ -80,9 +80,9 @@ changed hold the change.
 An open file pins its name, as it pins its home: a rename of a file that is
 open anywhere, or onto one, is refused with EBUSY.
 
-A directory is renamed too (``rename: 2pc``; see "Renaming a directory"
-below): its subtree is frozen at every member, then every member renames
-its own part in its local tree.
+A directory is renamed too (``rename: 2pc`` or ``redistribute``; see
+"Renaming a directory" below): its subtree is frozen at every member, then
+every member renames its own part in its local tree.
 
 Across directories (``rename: 2pc``, the default; ``local`` answers EXDEV
 as before), a file (a symlink, a special file: ``links.py``) moves from D1
@@ -174,6 +174,52 @@ telling``: the next rename in it is told EAGAIN), so a late retry never
 opens a newer rename's mark or gate.  Before this, one lost reply (of
 RenamePrepare, say) left the names gated for good: every later operation
 on them was EAGAIN (found by the in-memory dynamics property).
+
+Across directories by dynamic redistribution (``rename: redistribute``,
+Ursa Minor 4.2.2).  PM2 first makes itself the manager of D1 too: it
+borrows D1's *table* from its manager by the hashing (``delegation.py``;
+nothing to borrow if PM2 manages D1 already, nor if it still holds it from
+an earlier rename: a hold hit), and then both directories' VDs are in its
+memory and the rename is a single-manager rename.  The same steps as the
+two-phase commit, but the source's hold is a local call with no doubt, and
+the commit changes both tables at once::
+
+    R   -> PM2   Rename(old, new)                     the client's operation
+    PM2 -> L1    Lend(D1, epoch)                      D1's table to PM2 (L1 redirects its requests here)
+                 (D1, D2 held here in path order; D1's VD merged from every member)
+    PM2 -> M_new RenameCheck(new, H_b or -1)          mark new
+    PM2 -> M_old Forget(old)
+    PM2 -> H_a   RenamePrepare(old, new)              gate old+new; not open?
+    PM2 -> H_b   RenameGate(new)                      (target on another home)
+         --- commit point: PM2's VD of D2 names new -> H_a and its VD of D1 drops old, one step ---
+    PM2 -> H_a   RenameFinish(old, new, True)         local rename across local directories
+    PM2 -> M_new RenameDone(old, new, H_a)            DT new -> H_a
+    PM2 -> H_b   RenameDrop(new, True)                the old target goes; tombstone
+    PM2 -> M_old Forget(old, H_a)                     (old's entry cached between its Forget and the commit)
+    PM2 -> L1    GiveBack(D1, epoch, holders)         at once, or ``redistribute_hold`` s after the last use
+
+Why it is atomic: it is the within-directory argument with one directory
+more.  Every listing of D1 or D2 and every VD lookup of old or new is
+answered by PM2 (the lender redirects them, the borrower answers EAGAIN
+while the table moves, so one node serves each table at any instant), from
+VDs that change together at the commit point; every other lookup ends at a
+home gated from the prepare until its local tree agrees (H_a renames before
+it opens its gates; H_b drops the old target, leaving a tombstone, after
+M_new names H_a).  A merge of D1 after the commit (an evicted VD) drops
+old over the lagging local tree (``RenameFlight.moved_out``), as a merge of
+D2 adds new.  So an observer sees the state before or after the rename,
+never both names nor neither, and an existing target names the old file
+until the commit and the moved one after it (``test_simulator``'s
+linearisability races run for both methods).  Failures and their
+rollbacks are the two-phase commit's (every refusal before the commit
+undoes the holds and leaves no trace); the borrowed table is given back
+whatever the outcome.  A directory is renamed by the two-phase commit over
+every member, below, its source in doubt as there (the table borrowed all
+the same: no redistribute version of it, since a directory's rename must
+freeze every member's part whoever manages the parents).  Limits: those of
+the two-phase commit, and a view change during the rename hands nothing
+off (it voids the delegation; the local trees are the truth, as for a
+coordinator that crashed).
 
 Renaming a directory.  What a directory is in FedFS decides what its
 rename must change.  A directory has no home and no inode of its own: it
@@ -557,9 +603,10 @@ class Renaming(Delegation):
     @api(str, str)
     def rename(self, old: str, new: str) -> Gen:
         """Rename a file, atomically (see the module docstring): within its
-        directory, and with ``rename: 2pc`` (the default) into another one.
+        directory, and with ``rename: 2pc`` (the default) or ``redistribute``
+        into another one.
 
-        A directory too (``rename: 2pc``): EINVAL into its own subtree,
+        A directory too (``2pc``, ``redistribute``): EINVAL into its own subtree,
         ENOTDIR onto a file, ENOTEMPTY onto a non-empty directory, EBUSY if
         a file under it is open; a file onto a directory is EISDIR.  EXDEV
         across directories or for a directory with ``rename: local``;
