@@ -169,7 +169,7 @@ class Delegation(Requester):
                 to = self.hints.peek(path)
             if to is not None:
                 return to
-        return self.view.manager_of(path)
+        return self.view.hashing.manager_of(path)
 
     def moving(self, name: str) -> None:
         b = self.borrowed.get(name)
