@@ -188,7 +188,11 @@ class Delegation(Requester):
         return to
 
     def drop_delegations(self) -> None:
-        """A view change voids every delegation (module docstring)."""
+        """A view change voids every delegation (module docstring).  A
+        borrowed directory's DT entry goes too: directory entries are cached
+        at their manager only (a requester could not notice a stale one)."""
+        for path in self.borrowed:
+            self.dt.pop(path)
         self.lent.clear()
         self.borrowed.clear()
         self.hints = LRU(self.config.dt_entries)
