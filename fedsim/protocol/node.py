@@ -243,11 +243,12 @@ class Node:
     def call_manager(self, name: str, request: Request) -> Gen:
         """Call the manager of ``name`` with a request not routed by a field
         of its own (a rename, at its target directory's manager), following
-        redirects as a routed request does."""
+        redirects as a routed request does; its ``epoch`` field, if any, is
+        this node's view (the receiver checks it: ``check_manager``)."""
         return (yield from self._routed(self.manager_of(name), request, name, oneway=False))
 
     def _routed(self, node: int, request: Any, name: str, oneway: bool) -> Gen:
-        routed = type(request).route is not None
+        routed = type(request).route is not None or hasattr(request, "epoch")  # (a rename: ``call_manager``)
         for attempt in range(REDIRECTS + 1):
             if routed and request.epoch != self.view.epoch:
                 request = replace(request, epoch=self.view.epoch)
@@ -279,7 +280,18 @@ class Node:
         else:
             yield Send(node, request)
 
+    def check_manager(self, src: int, request: Any, name: str) -> Gen:
+        """For a handler whose request names its manager's name in no field
+        of its own (``call_manager``): what ``handle`` checks of a routed
+        request, with an overlay (a redirect, or EAGAIN while the name's
+        management moves)."""
+        if self.overlay and src != self.id:
+            yield from self._check_name(src, request, name)
+
     def _check_route(self, src: int, request: Any, route: str) -> Gen:
+        yield from self._check_name(src, request, getattr(request, route))
+
+    def _check_name(self, src: int, request: Any, name: str) -> Gen:
         """A routed request under another epoch than this node's (or any, with
         a delegation overlay): from a newer view, fetch it first; then
         redirect unless its name is managed here: naming its manager when the
@@ -287,7 +299,6 @@ class Node:
         naming nobody (the sender fetches the view)."""
         if request.epoch > self.view.epoch:
             yield from self.fetch_view(src)
-        name = getattr(request, route)
         if self.overlay:
             self.moving(name)
         m = self.manager_of(name)

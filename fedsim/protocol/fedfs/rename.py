@@ -346,7 +346,6 @@ from fedsim.protocol.messages import (
 from fedsim.protocol.names import ROOT, ancestors, join, normalize, parent, split, under
 from fedsim.protocol.node import Gen, api, handles
 from fedsim.protocol.tables import DIR_ENTRY, DTEntry
-from fedsim.protocol.view import redirect
 
 
 # --- at the directory's manager (PM) ----------------------------------------------------
@@ -359,6 +358,7 @@ class Rename(Request):
     reply: ClassVar[Any] = int
     old: str
     new: str
+    epoch: int = 0  # the sender's view (``Node.call_manager``: checked with ``rename: redistribute``)
 
 
 # --- at the source directory's manager (PM1), across directories ------------------------
@@ -646,8 +646,7 @@ class Renaming(Delegation):
     def on_rename(self, src: int, req: Rename) -> Gen:
         d, old_name = split(req.old)
         new_d, new_name = split(req.new)
-        if self.overlay and self.manager_of(new_d) != self.id:  # (a stale hint: ``delegation.py``)
-            raise redirect(self.id, self.view, new_d, self.manager_of(new_d))
+        yield from self.check_manager(src, req, new_d)  # (a stale hint, another view: ``delegation.py``)
         if new_d != d and self.config.rename != "local" and ROOT not in (req.old, req.new):
             return (yield from self._cross(req.old, req.new))
         if new_d != d or old_name == new_name:  # the requester answers these itself; a peer may not
