@@ -1050,3 +1050,31 @@ def test_found_a_rename_whose_directory_merge_misses_a_holder_does_not_take_the_
         ("partition", 50, True, [[]]),
         ("partition", 16, False, [[("rename", 78, "/a/f2", "f0")], []]),
     ])  # fmt: skip
+
+
+# ------------------------------------------------------------------ found with the rename method drawn (issue 24)
+def test_found_a_directory_renamed_during_a_leave_keeps_the_copy_of_a_promoted_file():
+    """Node 0 leaves; node 1 promotes its copy of /b/f0 and is to copy it
+    whole to its successor, node 2, while /b is renamed to /c: the copy,
+    made under the old name after the rename, dropped node 2's copy instead
+    (on ``2pc`` as well: the replica check failed).  Fixed: a view change's
+    whole copies hold their files against a directory rename until each
+    begins (``Replication._copy_queue``)."""
+    schedule = [("leave", 15, [[("rename", 17, "/b", "/c"), ("rename", 17, "/b", "/c"), ("unlink", 29, "/b/f1"),
+                                ("rename", 29, "/b/f1", "f1"), ("rename", 17, "/b", "/c")]])]  # fmt: skip
+    for rename in ("2pc", "redistribute"):
+        _replay(5, "with_manager", "mod_n", schedule, files=True, rename=rename)
+
+
+def test_found_a_rename_after_a_restart_and_a_join_is_not_redirected_back_and_forth():
+    """``rename: redistribute``: node 3 restarts and a node joins; a rename
+    into /c asked at a node whose view differed was redirected with a hint of
+    its own view, followed back and forth until the client got EREMCHG.
+    Fixed: a rename carries its sender's epoch and its coordinator checks it
+    as a routed request's (``Node.check_manager``): a redirect names a
+    manager only under the same view, else the sender fetches the view."""
+    _replay(4, "with_manager", "mod_n", [
+        ("crash", 3, False, [[("rename", 14, "/b/f1", "f0"), ("create", 74, "/a/f2"), ("mkdir", 6, "/a")]]),
+        ("join", [[("rename", 15, "/a/f1", "/c/f2"), ("rename", 33, "/a/f1", "f2"), ("rename", 7, "/a/f2", "/a/f1"),
+                   ("unlink", 43, "/a/f1"), ("create", 48, "/b/f0"), ("write", 16, "/b/f2", 6, b"\x99\x95\xc6\x02%")]]),
+    ], files=True, rename="redistribute")  # fmt: skip
