@@ -1078,3 +1078,18 @@ def test_found_a_rename_after_a_restart_and_a_join_is_not_redirected_back_and_fo
         ("join", [[("rename", 15, "/a/f1", "/c/f2"), ("rename", 33, "/a/f1", "f2"), ("rename", 7, "/a/f2", "/a/f1"),
                    ("unlink", 43, "/a/f1"), ("create", 48, "/b/f0"), ("write", 16, "/b/f2", 6, b"\x99\x95\xc6\x02%")]]),
     ], files=True, rename="redistribute")  # fmt: skip
+
+
+@pytest.mark.parametrize("k", range(32))
+@pytest.mark.parametrize("cluster", [("with_manager", "mod_n"), ("round_robin", "ring")])
+def test_a_redistributed_rename_that_loses_any_one_of_its_messages_leaves_one_manager_and_no_hold(cluster, k):
+    """``rename: redistribute`` across directories (/b/f0 to /a/f2), message
+    ``k`` of the loss window lost: the Lend or its reply (the table may be
+    lent: given back in the background), the rename's own steps, the
+    GiveBack or its reply (given back again until the lender answers).
+    Once settled, no table is lent or borrowed (``_replay_in_memory`` checks
+    it), no name is held, and the namespace is the reference's."""
+    c = _replay_in_memory(4, *cluster, [("loss", {k}, [[("rename", 91, "/b/f0", "/a/f2")]])], rename="redistribute")
+    for n in c.live:
+        node = c.nodes[n]
+        assert not node.gates and not node.rename_marks and not node.renames, f"node {n}"

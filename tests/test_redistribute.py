@@ -80,24 +80,26 @@ def test_a_held_table_serves_a_burst_of_renames_and_goes_back_after_the_hold():
     _one_manager(c, s, t)
 
 
-def test_the_bound_refuses_one_more_borrowed_table_and_a_hold_hit_needs_no_slot():
-    c, s, t = _cluster(redistribute_limit=1, redistribute_hold=5.0)
-    c.op(0, "mkdir", "/u")
+@pytest.mark.parametrize("limit", [1, 2])
+def test_the_bound_refuses_one_more_borrowed_table_and_a_hold_hit_needs_no_slot(limit):
+    c, s, t = _cluster(redistribute_limit=limit, redistribute_hold=5.0)
     coordinator = c.nodes[0].manager_of(t)
-    other = next(p for i in range(200) if c.nodes[0].view.manager_of(p := f"/u{i}") != coordinator)
-    c.op(0, "mkdir", other)
+    others = [p for i in range(200) if c.nodes[0].view.manager_of(p := f"/u{i}") != coordinator][:limit]
+    for p in others:
+        c.op(0, "mkdir", p)
     node = c.nodes[coordinator]
-    c.run(coordinator, node.borrow(s))
+    for p in [s, *others[:-1]]:
+        c.run(coordinator, node.borrow(p))
     with pytest.raises(BlockingIOError):
-        c.run(coordinator, node.borrow(other))
+        c.run(coordinator, node.borrow(others[-1]))
     c.run(coordinator, node.borrow(s))  # a hold hit
-    assert (node.stats.redistributions, node.stats.hold_hits) == (1, 1)
-    for _ in range(2):
-        c.run(coordinator, node.release(s))
+    assert (node.stats.redistributions, node.stats.hold_hits) == (limit, 1)
+    for p in [s, s, *others[:-1]]:
+        c.run(coordinator, node.release(p))
     c.advance(6.0)
-    assert not node.borrowed
-    c.run(coordinator, node.borrow(other))  # the slot is free again
-    assert list(node.borrowed) == [other]
+    assert not node.borrowed and not any(n.lent for n in c.nodes)
+    c.run(coordinator, node.borrow(others[-1]))  # the slot is free again
+    assert list(node.borrowed) == [others[-1]]
 
 
 def test_a_view_change_voids_every_delegation_and_leaves_one_manager_per_name():
