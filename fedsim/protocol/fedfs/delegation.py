@@ -66,6 +66,13 @@ rename takes its two directories in path order, the borrow of the source at
 the source's place in that order (``Renaming._cross``), so two coordinators
 cannot keep refusing each other either: deadlock-free at every bound, 1
 (the paper's one redistribution at a time, per coordinating node) included.
+The bound is per node, not federation-wide (one token for the whole
+federation would serialise every cross-directory rename through it).
+Known limit: a held table is refused to every other coordinator (its
+lender answers EAGAIN) until its hold ends, and each rename that uses it
+starts the hold again; a hold longer than a requester's back-off (about
+4.6 s, ``requester.BUSY_TRIES``) under a steady stream of renames can fail
+another coordinator's rename with EAGAIN (no recall message yet).
 """
 
 from __future__ import annotations
