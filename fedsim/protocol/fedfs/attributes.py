@@ -125,14 +125,26 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from fedsim.protocol.attrs import ATTR_WIRE, KEEP, STATFS_WIRE, UTIME_NOW, UTIME_OMIT, check_setattr, federated
+from fedsim.protocol.attrs import (
+    ATTR_WIRE,
+    KEEP,
+    STATFS_WIRE,
+    UTIME_NOW,
+    UTIME_OMIT,
+    check_setattr,
+    check_size,
+    federated,
+)
 from fedsim.protocol.effects import NOW, Compute, Local, Multicast
 from fedsim.protocol.fedfs.directory import SUSPECT_S
+from fedsim.protocol.fedfs.home import OrphanAttr, OrphanSync
 from fedsim.protocol.fedfs.rename import Renaming
+from fedsim.protocol.fedfs.requester import ORPHAN_REQUESTS
 from fedsim.protocol.messages import (
     PeerUnavailable,
     ProtocolError,
     Request,
+    Truncate,
     fs_error,
     pack,
     register_request,
@@ -191,6 +203,10 @@ class Fsync(Request):
     reply: ClassVar[Any] = None
     path: str
 
+
+# a descriptor's fstat and fsync of a file unlinked while open (``home.py``)
+ORPHAN_REQUESTS[GetAttr] = lambda n, r: OrphanAttr(n)
+ORPHAN_REQUESTS[Fsync] = lambda n, r: OrphanSync(n)
 
 @register_request
 @dataclass(slots=True, frozen=True)
@@ -487,9 +503,25 @@ class Attributes(Renaming):
     @api(int, fd="uses")
     def fsync(self, fd: int) -> Gen:
         """Flush an open file's data and metadata at its home."""
-        path, home = self._fd(fd)
+        self._fd(fd)
         yield Compute("fedfs_op")
-        yield from self.call(home, Fsync(path))
+        yield from self._at_fd(fd, Fsync)
+
+    @api(int, fd="uses")
+    def fgetattr(self, fd: int) -> Gen:
+        """``fstat``: the attributes of the open file ``fd`` at its home, whatever
+        its name now (one unlinked while open too: its link count is then 0)."""
+        self._fd(fd)
+        yield Compute("fedfs_op")
+        return (yield from self._at_fd(fd, GetAttr))
+
+    @api(int, int, fd="uses")
+    def ftruncate(self, fd: int, size: int) -> Gen:
+        """Cut the open file ``fd`` to ``size`` bytes or extend it with zeros (one unlinked while open too)."""
+        path, _ = self._fd(fd)
+        check_size(path, size)
+        yield Compute("fedfs_op")
+        yield from self._at_fd(fd, lambda p: Truncate(p, size))
 
     # ------------------------------------------------------------------ at a home or holder
     @handles(GetAttr)

@@ -170,7 +170,7 @@ from fedsim.protocol.messages import (
     fs_error,
     register_request,
 )
-from fedsim.protocol.names import REPLICA_ROOT, ROOT, is_replica, join, parent, split, under
+from fedsim.protocol.names import REPLICA_ROOT, ROOT, is_replica, is_reserved, join, parent, split, under
 from fedsim.protocol.node import Gen, handles
 from fedsim.protocol.tables import DTEntry
 from fedsim.protocol.view import GetView, View, check_contacts, check_members
@@ -1321,7 +1321,7 @@ class Replication(Membership):
             except FileNotFoundError:
                 pass
         dirs = yield Local("list_dirs", ROOT)
-        for d in sorted((d for d in dirs if d != ROOT and not is_replica(d)), reverse=True):  # deepest first
+        for d in sorted((d for d in dirs if d != ROOT and not is_reserved(d)), reverse=True):  # deepest first
             if (yield Local("listdir", d)) or (yield from self._listed_dir(view, d)):
                 continue
             yield Local("rmdir", d)
