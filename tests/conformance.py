@@ -1907,3 +1907,26 @@ SCENARIOS.append(
         ],
     )
 )
+SCENARIOS.append(
+    Scenario(
+        # issue 22: a home that crashes while it keeps a file unlinked while open leaves nothing behind
+        # once it is back (no descriptor survives a restart: it empties its orphan space as it starts);
+        # the descriptor's next call is EBADF, its close too, and the trees have no orphan space.
+        "open files unlinked: a crash of their home leaves nothing behind",
+        3,
+        files={1: [("/d/f", b"f on n1"), ("/d/g", b"g on n1")]},
+        protocol={"heartbeat_s": 5.0, "heartbeat_misses": 3},
+        ops=[
+            (2, "open", ("/d/f",)),
+            (0, "unlink", ("/d/f",)),
+            (2, "write", (FD, 0, b"F")),
+            (1, CRASH, ()),
+            (0, DETECT, (1,)),
+            (0, RESTART, (1,)),
+            (2, "read", (FD, 0, 100)),  # EBADF: its home restarted
+            (2, "close", (FD,)),
+            (0, "readdir", ("/d",)),
+            (2, "stat", ("/d/g",)),
+        ],
+    )
+)
