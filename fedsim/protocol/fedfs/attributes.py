@@ -137,7 +137,7 @@ from fedsim.protocol.attrs import (
 )
 from fedsim.protocol.effects import NOW, Compute, Local, Multicast
 from fedsim.protocol.fedfs.directory import SUSPECT_S
-from fedsim.protocol.fedfs.home import OrphanAttr, OrphanSync
+from fedsim.protocol.fedfs.home import OrphanAttr, OrphanSetAttr, OrphanSync
 from fedsim.protocol.fedfs.rename import Renaming
 from fedsim.protocol.fedfs.requester import ORPHAN_REQUESTS
 from fedsim.protocol.messages import (
@@ -207,6 +207,7 @@ class Fsync(Request):
 # a descriptor's fstat and fsync of a file unlinked while open (``home.py``)
 ORPHAN_REQUESTS[GetAttr] = lambda n, r: OrphanAttr(n)
 ORPHAN_REQUESTS[Fsync] = lambda n, r: OrphanSync(n)
+ORPHAN_REQUESTS[SetAttr] = lambda n, r: OrphanSetAttr(n, r.mode, r.uid, r.gid, r.atime_ns, r.mtime_ns)
 
 @register_request
 @dataclass(slots=True, frozen=True)
@@ -514,6 +515,14 @@ class Attributes(Renaming):
         self._fd(fd)
         yield Compute("fedfs_op")
         return (yield from self._at_fd(fd, GetAttr))
+
+    @api(int, int, int, int, int, int, fd="uses")
+    def fsetattr(self, fd: int, mode: int, uid: int, gid: int, atime_ns: int, mtime_ns: int) -> Gen:
+        """fchmod, fchown and futimens of the open file ``fd`` (as ``setattr``), whatever its name now."""
+        path, _ = self._fd(fd)
+        check_setattr(path, mode, uid, gid, atime_ns, mtime_ns)
+        yield Compute("fedfs_op")
+        yield from self._at_fd(fd, lambda p: SetAttr(p, mode, uid, gid, atime_ns, mtime_ns))
 
     @api(int, int, fd="uses")
     def ftruncate(self, fd: int, size: int) -> Gen:

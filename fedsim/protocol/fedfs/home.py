@@ -23,7 +23,7 @@ tells each requester holding it (``Orphaned``, an acknowledged call inside
 the unlink, before the name is released, so no new file of that name can be
 opened meanwhile); the requester's descriptors of it go on by that number
 (``OrphanRead``, ``OrphanWrite``, ``OrphanTruncate``, ``OrphanAttr``,
-``OrphanSync``, ``OrphanClose``), which this home answers only for the
+``OrphanSetAttr``, ``OrphanSync``, ``OrphanClose``), which this home answers only for the
 requesters that hold it.  The last close removes it, so its space is freed
 then, as on a local file system.  No descriptor survives a restart of its
 home or of its requester: the home empties its orphan space when it starts,
@@ -39,7 +39,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from fedsim.protocol.attrs import ATTR_WIRE, KEEP, check_new, check_size, federated, new_args
+from fedsim.protocol.attrs import ATTR_WIRE, KEEP, check_new, check_setattr, check_size, federated, new_args
 from fedsim.protocol.effects import Local
 from fedsim.protocol.fedfs.manager import Manager
 from fedsim.protocol.messages import (
@@ -122,6 +122,20 @@ class OrphanAttr(Request):
 
     reply: ClassVar[Any] = ATTR_WIRE
     orphan: int
+
+
+@register_request
+@dataclass(slots=True, frozen=True)
+class OrphanSetAttr(Request):
+    """fchmod, fchown, futimens of an orphan (as ``SetAttr``)."""
+
+    reply: ClassVar[Any] = None
+    orphan: int
+    mode: int
+    uid: int
+    gid: int
+    atime_ns: int
+    mtime_ns: int
 
 
 @register_request
@@ -399,6 +413,13 @@ class Home(Manager):
         local = yield Local("getattr", where)
         # the orphan space's name is none of the file's: its link count without it
         return federated((*local[:2], max(0, local[2] - 1), *local[3:]), where, self.id)
+
+    @handles(OrphanSetAttr)
+    def on_orphan_setattr(self, src: int, req: OrphanSetAttr) -> Gen:
+        where = self._orphan_of(src, req.orphan).where
+        args = (req.mode, req.uid, req.gid, req.atime_ns, req.mtime_ns)
+        check_setattr(where, *args)  # a peer's request is as untrusted as a client's
+        yield Local("setattr", where, args)
 
     @handles(OrphanSync)
     def on_orphan_sync(self, src: int, req: OrphanSync) -> Gen:
