@@ -1285,15 +1285,15 @@ class Replication(Membership):
         return True
 
     def local_files(self) -> Gen:
-        """Every regular file of this node's namespace tree (not its replica space), sorted."""
+        """Every regular file of this node's namespace tree (not the replica or orphan space), sorted."""
         dirs = yield Local("list_dirs", ROOT)
         out = []
         for d in sorted(dirs):
-            if is_replica(d):
+            if is_reserved(d):
                 continue
             for name, is_dir in (yield Local("listdir", d)):
                 p = join(d, name)
-                if not is_dir and p not in self.incoming and not is_replica(p):
+                if not is_dir and p not in self.incoming and not is_reserved(p):
                     out.append(p)
         return sorted(out)
 
