@@ -1884,26 +1884,28 @@ SCENARIOS.append(
             (2, "read", (FD, 0, 100)),  # the orphan's data, not the new file's
             (2, "ftruncate", (FD, 3)),
             (2, "fsync", (FD,)),  # 10
+            (2, "fsetattr", (FD, 0o600, *_OMIT)),  # fchmod
+            (2, "fgetattr", (FD,)),
             (2, "read", (FD, 0, 100)),
             (2, "close", (FD,)),
-            (2, "read", (FD, 0, 100)),  # EBADF
+            (2, "read", (FD, 0, 100)),  # 15: EBADF
             (1, "stat", ("/d/f",)),
-            (2, "open", ("/d/g",)),  # 15
+            (2, "open", ("/d/g",)),
             (0, "rename", ("/d/h", "/d/g")),
             (2, "read", (FD, 0, 100)),
             (1, "open", ("/d/g",)),
             (1, "read", (FD, 0, 100)),
-            (1, "close", (FD,)),  # 20
+            (1, "close", (FD,)),
             (2, "write", (FD, 0, b"OLD")),
             (2, "close", (FD,)),
             (0, "open", ("/d/k",)),
             (2, "rename", ("/d/j", "/d/k")),
-            (0, "read", (FD, 0, 100)),  # 25
+            (0, "read", (FD, 0, 100)),
             (0, "close", (FD,)),
             (2, "open", ("/d/k",)),
             (2, "read", (FD, 0, 100)),
             (2, "close", (FD,)),
-            (1, "readdir", ("/d",)),  # 30
+            (1, "readdir", ("/d",)),
         ],
     )
 )
