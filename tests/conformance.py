@@ -1932,3 +1932,26 @@ SCENARIOS.append(
         ],
     )
 )
+SCENARIOS.append(
+    Scenario(
+        # issue 22: the requester holding files open crashes: once the heartbeats have evicted it, the
+        # homes drop its pins (a lease the failure detector ends): the file it held after an unlink is
+        # freed (the trees have no orphan space), and the one it held open can be renamed again.
+        "open files unlinked: a crash of the node holding them leaves nothing behind",
+        3,
+        files={1: [("/d/f", b"f on n1"), ("/d/g", b"g on n1")]},
+        protocol={"heartbeat_s": 5.0, "heartbeat_misses": 3},
+        ops=[
+            (2, "open", ("/d/g",)),
+            (2, "open", ("/d/f",)),
+            (0, "unlink", ("/d/f",)),
+            (1, "rename", ("/d/g", "/d/h")),  # EBUSY: open at node 2
+            (2, CRASH, ()),
+            (0, DETECT, (2,)),
+            (1, "rename", ("/d/g", "/d/h")),
+            (0, "readdir", ("/d",)),
+            (0, RESTART, (2,)),
+            (2, "stat", ("/d/h",)),
+        ],
+    )
+)

@@ -373,6 +373,32 @@ class Home(Manager):
         if not orphan.pins:
             yield from self._drop_orphan(n)
 
+    def unpin_gone(self, gone: set[int]) -> Gen:
+        """Requesters that left the view (evicted after a crash, or gone for
+        good): no descriptor of theirs survives, so their pins go, as a lease
+        that the failure detector ends; an orphan only they held is freed
+        (and a file they held open can be renamed again)."""
+        if not self.pins_of.keys() & gone:
+            return
+        for path in list(self.openers):
+            by = self.openers[path]
+            for g in gone & by.keys():
+                k = by.pop(g)
+                if self.opens[path] > k:
+                    self.opens[path] -= k
+                else:
+                    self.opens.pop(path, None)
+            if not by:
+                del self.openers[path]
+        for g in gone:
+            self.pins_of.pop(g, None)
+        for n in list(self.orphans):
+            pins = self.orphans[n].pins
+            for g in gone:
+                pins.pop(g, None)
+            if not pins:
+                yield from self._drop_orphan(n)
+
     def _orphan_of(self, src: int, n: int) -> Orphan:
         """Orphan ``n``, if ``src`` holds it (no peer reaches another's orphans)."""
         o = self.orphans.get(n)
