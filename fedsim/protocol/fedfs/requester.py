@@ -100,7 +100,8 @@ class Requester(Home):
         return (yield from super().start())
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "open_files": len(self.fds)}
+        # (the files unlinked while open that this node keeps as their home: ``home.py``)
+        return {**super().describe(), "open_files": len(self.fds), "orphans": len(self.orphans)}
 
     # ------------------------------------------------------------------ lookup
     def lookup(self, path: str) -> Gen:
