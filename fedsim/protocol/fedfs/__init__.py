@@ -10,7 +10,9 @@ parent directory D:
 * the *parent's manager* PM = manager_of(D), which holds D's virtual
   directory (VD), cached or rebuilt by dirmerge: ``directory.py``, guided by
   the Bloom summaries of ``summaries.py`` (and their periodic refresh);
-* the *home* H, whose local file system holds P: ``home.py``;
+* the *home* H, whose local file system holds P: ``home.py`` (which keeps
+  a file unlinked or renamed over while open as an orphan for the
+  descriptors open on it, at any node, until their last close);
 * rename within a directory, coordinated by the directory's manager with the
   two names' managers and homes, and across directories by two-phase commit
   (``rename: 2pc``), coordinated by the target directory's manager: ``rename.py``;

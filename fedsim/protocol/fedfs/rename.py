@@ -78,7 +78,9 @@ rename is thus acknowledged only once both copies of every file it
 changed hold the change.
 
 An open file pins its name, as it pins its home: a rename of a file that is
-open anywhere, or onto one, is refused with EBUSY.
+open anywhere is refused with EBUSY.  A rename onto an open file replaces it
+as on a local file system: the target's home keeps it as an orphan for the
+descriptors open on it until their last close (``home.py``).
 
 A directory is renamed too (``rename: 2pc`` or ``redistribute``; see
 "Renaming a directory" below): its subtree is frozen at every member, then
@@ -611,7 +613,7 @@ class Renaming(Delegation):
         a file under it is open; a file onto a directory is EISDIR.  EXDEV
         across directories or for a directory with ``rename: local``;
         ENOENT if the target's directory is missing;
-        ENOENT if ``old`` is missing; EBUSY if either file is open; EAGAIN if
+        ENOENT if ``old`` is missing; EBUSY if it is open; EAGAIN if
         a conflicting operation on the names stayed in flight; ``old == new``
         is a no-op if the name exists."""
         old, new = normalize(old), normalize(new)
@@ -1222,12 +1224,14 @@ class Renaming(Delegation):
         self.dt.pop(path)
 
     # ------------------------------------------------------------------ the homes
-    def _gate(self, *paths: str, by: int = -1) -> None:
+    def _gate(self, *paths: str, by: int = -1, target: str | None = None) -> None:
+        """Gate ``paths``; EBUSY if one of them other than ``target`` is open
+        (an open target is replaced all the same: ``_drop_target``)."""
         for p in paths:
             if p in self.gates:
                 raise fs_error(errno.EAGAIN, p, "a rename of this name is in flight; try again")
         for p in paths:
-            if self.opens.get(p):
+            if p != target and self.opens.get(p):
                 raise fs_error(errno.EBUSY, p, "the file is open: an open file pins its name")
         self.gates.update(paths)
         self.rename_gated.update(paths)
@@ -1248,7 +1252,7 @@ class Renaming(Delegation):
 
     @handles(RenamePrepare)
     def on_rename_prepare(self, src: int, req: RenamePrepare) -> Gen:
-        self._gate(req.old, req.new, by=src)
+        self._gate(req.old, req.new, by=src, target=req.new)
         try:
             a = yield Local("getattr", req.old)  # (is_dir, mode, nlink, ...): as cheap as a stat
             if a[0]:
@@ -1278,6 +1282,8 @@ class Renaming(Delegation):
         try:
             if req.commit:
                 d_old, d_new = parent(req.old), parent(req.new)
+                if self.opens.get(req.new) and req.old != req.new:
+                    yield from self.orphan(req.new)  # replaced while open: its descriptors go on (``home.py``)
                 if d_old == d_new:
                     yield Local("rename", req.old, (req.new,))
                 else:
@@ -1307,7 +1313,7 @@ class Renaming(Delegation):
 
     @handles(RenameGate)
     def on_rename_gate(self, src: int, req: RenameGate) -> Gen:
-        self._gate(req.path, by=src)
+        self._gate(req.path, by=src, target=req.path)
         try:
             try:
                 is_dir, _ = yield Local("stat", req.path)
@@ -1330,7 +1336,10 @@ class Renaming(Delegation):
                 if e is not None and e.home == self.id:
                     self.dt.pop(path)
                 try:
-                    yield Local("unlink", path)
+                    if self.opens.get(path):
+                        yield from self.orphan(path)  # replaced while open: its descriptors go on (``home.py``)
+                    else:
+                        yield Local("unlink", path)
                 except OSError:
                     pass  # changed outside the federation meanwhile: nothing of ours left to remove
                 d = split(path)[0]

@@ -170,7 +170,7 @@ from fedsim.protocol.messages import (
     fs_error,
     register_request,
 )
-from fedsim.protocol.names import REPLICA_ROOT, ROOT, is_replica, join, parent, split, under
+from fedsim.protocol.names import REPLICA_ROOT, ROOT, is_replica, is_reserved, join, parent, split, under
 from fedsim.protocol.node import Gen, handles
 from fedsim.protocol.tables import DTEntry
 from fedsim.protocol.view import GetView, View, check_contacts, check_members
@@ -1308,15 +1308,15 @@ class Replication(Membership):
         return True
 
     def local_files(self) -> Gen:
-        """Every regular file of this node's namespace tree (not its replica space), sorted."""
+        """Every regular file of this node's namespace tree (not the replica or orphan space), sorted."""
         dirs = yield Local("list_dirs", ROOT)
         out = []
         for d in sorted(dirs):
-            if is_replica(d):
+            if is_reserved(d):
                 continue
             for name, is_dir in (yield Local("listdir", d)):
                 p = join(d, name)
-                if not is_dir and p not in self.incoming and not is_replica(p):
+                if not is_dir and p not in self.incoming and not is_reserved(p):
                     out.append(p)
         return sorted(out)
 
@@ -1344,7 +1344,7 @@ class Replication(Membership):
             except FileNotFoundError:
                 pass
         dirs = yield Local("list_dirs", ROOT)
-        for d in sorted((d for d in dirs if d != ROOT and not is_replica(d)), reverse=True):  # deepest first
+        for d in sorted((d for d in dirs if d != ROOT and not is_reserved(d)), reverse=True):  # deepest first
             if (yield Local("listdir", d)) or (yield from self._listed_dir(view, d)):
                 continue
             yield Local("rmdir", d)
