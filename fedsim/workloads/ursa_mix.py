@@ -118,7 +118,8 @@ class UrsaMix(Sfs97):
     def next_op(self, client: int) -> str:
         """A burst's next rename (drawn: does it go on?) before the mix's next operation."""
         if client in self.bursting:
-            if self.rng.random() < self.burst:
+            # the burst goes on while the draw says so and its source directory has a file left
+            if self.rng.random() < self.burst and self.by_dir.get(self.bursting[client][0]):
                 return "rename_burst"
             del self.bursting[client]
         return super().next_op(client)
@@ -145,10 +146,7 @@ class UrsaMix(Sfs97):
                 self.bursting[client] = (d1, d2)
         elif op == "rename_burst":
             d1, d2 = self.bursting[client]
-            there = self.by_dir.get(d1)
-            if not there:  # the source is empty: the burst ends
-                del self.bursting[client]
-                return
+            there = self.by_dir[d1]  # not empty: ``next_op`` checked
             old = there[int(self.rng.integers(0, len(there)))]
             self.bursts_followed += 1
             yield from self._rename(client, node, self.index[old], old, d2, trace)
