@@ -22,7 +22,6 @@ from fedsim.workloads.postmark import Clients, PostMarkParams
 from fedsim.workloads.postmark_sim import PostMarkDriver
 from fedsim.workloads.sfs97 import FileSet, Recorder, Sfs97, make_fileset, place
 
-
 #: what builds a workload's driver from the cluster, its file set, the config and the random stream
 MakeDriver = Callable[[SimCluster, FileSet, Config, np.random.Generator], Sfs97]
 

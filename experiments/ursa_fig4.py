@@ -111,13 +111,16 @@ def run(cfg: Config, params: Params) -> StudyResult:
             f"{params.trace.upper()} mix of Table 4, {params.clients_per_server} closed-loop clients a server, "
             f"{cfg.network.preset} network",
             table(
-                ["servers", *(f"ours {m}" for m in params.methods),
-                 *(f"per-server vs {lo} ({m})" for m in params.methods), "paper's"],
+                [
+                    "servers",
+                    *(f"ours {m}" for m in params.methods),
+                    *(f"per-server vs {lo} ({m})" for m in params.methods),
+                    "paper's",
+                ],
                 rows,
-            ),  # fmt: skip
+            ),
             "",
-            "The mix (Table 4's counts): "
-            + ", ".join(f"{op} {100 * k / total:.4f} %" for op, k in counts.items()),
+            "The mix (Table 4's counts): " + ", ".join(f"{op} {100 * k / total:.4f} %" for op, k in counts.items()),
             f"The paper's column: its figure is lost; its text gives {paper_ops:,.0f} operations/s at {paper_n} "
             "servers and calls the curve linear (the other rows are that line, not the paper's measurements).",
             f"Per-server throughput near 1.00 at every size from {lo} on is the paper's linear scaling (one server "

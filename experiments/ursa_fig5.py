@@ -116,7 +116,8 @@ def run(cfg: Config, params: Params) -> StudyResult:
     res = StudyResult()
     lines: list[str] = []
     fracs: dict[tuple[str, int], dict[float, float]] = {}
-    for n, shares in ((params.servers, params.shares_pct), *((s, params.scale_shares_pct) for s in params.scale_servers)):
+    sizes = [(params.servers, params.shares_pct), *((s, params.scale_shares_pct) for s in params.scale_servers)]
+    for n, shares in sizes:
         tput: dict[tuple[str, float], dict[str, float]] = {}
         for label, method, keys in curves(params):
             for x in shares:
@@ -148,9 +149,7 @@ def run(cfg: Config, params: Params) -> StudyResult:
     )
     for (label, n), frac in fracs.items():
         top = max(frac)
-        lines.append(
-            f"- {label}, {n} servers: {verdict(frac)}; at {top:g} % {100 * frac[top]:.0f} % of its maximum"
-        )
+        lines.append(f"- {label}, {n} servers: {verdict(frac)}; at {top:g} % {100 * frac[top]:.0f} % of its maximum")
     lines.append(
         "- The paper's 5/6 bound and its collapse near 0.3 % come from one redistribution at a time during which "
         "the borrowing server answers nothing else; a method without that serialisation has neither, and loses "
@@ -181,9 +180,7 @@ def bursts(cfg: Config, params: Params, res: StudyResult) -> list[str]:
         f"Ursa Minor Fig. 6's bursts: {params.servers} servers, {params.burst_share_pct:g} % cross-directory renames, "
         "a burst's next rename between the same two directories with probability p (EECS 0.7, DEAS 0.93: the "
         "paper's share followed within a second)",
-        table(
-            ["rows", "p", "ops/s", "measured %", "cross rename ms", "redistributions", "hold hits"], rows
-        ),
+        table(["rows", "p", "ops/s", "measured %", "cross rename ms", "redistributions", "hold hits"], rows),
         "(redistributions and hold hits: redistribute's FedStats counters, 0 for a method without them)",
     ]
 

@@ -125,10 +125,15 @@ def run(cfg: Config, params: Params) -> StudyResult:
             f"(round trip {2 * network_of(cfg).one_way(64):.0f} us), durable metadata write "
             f"{costs.get('setattr', float('nan')):.0f} us, cached read {costs.get('stat', float('nan')):.0f} us",
             table(
-                ["operation", *(f"ours {m}" for m in params.methods), *(f"msgs {m}" for m in params.methods),
-                 "paper's (ms)", "our row is"],
+                [
+                    "operation",
+                    *(f"ours {m}" for m in params.methods),
+                    *(f"msgs {m}" for m in params.methods),
+                    "paper's (ms)",
+                    "our row is",
+                ],
                 rows,
-            ),  # fmt: skip
+            ),
             "",
             "What it shows (calibration rows fit the paper by construction; the others are the protocol's):",
             *(
