@@ -78,26 +78,25 @@ class Params(BaseModel):
     dirs_per_server: PositiveInt = 64
 
 
-def curves(params: Params) -> list[tuple[str, str, dict[str, Any]]]:
-    """(label, method, protocol keys) of each curve: one a method, ``redistribute`` one a limit."""
+def _variants(params: Params, key: str, values: list[Any], label: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """(label, method, protocol keys) of each row: one a method, ``redistribute`` one per value of ``key``."""
     out: list[tuple[str, str, dict[str, Any]]] = []
     for m in params.methods:
         if m == REDISTRIBUTE:
-            out += [(f"{m} limit={lim}", m, {"redistribute_limit": lim}) for lim in params.limits]
+            out += [(f"{m} {label.format(v)}", m, {key: v}) for v in values]
         else:
             out.append((m, m, {}))
     return out
+
+
+def curves(params: Params) -> list[tuple[str, str, dict[str, Any]]]:
+    """Fig. 5's curves: one a method, ``redistribute`` one a limit of concurrent redistributions."""
+    return _variants(params, "redistribute_limit", params.limits, "limit={}")
 
 
 def burst_rows(params: Params) -> list[tuple[str, str, dict[str, Any]]]:
-    """(label, method, protocol keys) of each burst row: ``redistribute`` one a hold."""
-    out: list[tuple[str, str, dict[str, Any]]] = []
-    for m in params.methods:
-        if m == REDISTRIBUTE:
-            out += [(f"{m} hold={h:g}s", m, {"redistribute_hold": h}) for h in params.holds_s]
-        else:
-            out.append((m, m, {}))
-    return out
+    """The burst rows: one a method, ``redistribute`` one a hold of the borrowed directory."""
+    return _variants(params, "redistribute_hold", params.holds_s, "hold={:g}s")
 
 
 def verdict(frac: dict[float, float]) -> str:
