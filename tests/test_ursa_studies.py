@@ -119,3 +119,13 @@ def test_the_same_seed_gives_the_same_bytes():
     first = csv(1)
     assert first == csv(1)
     assert first != csv(2)
+
+
+def test_the_papers_analysis_of_fig5_is_its_5_6_bound_then_its_collapse_near_0_3_percent():
+    assert fig5.paper_analysis(0, 6) == 1.0
+    assert fig5.paper_analysis(0.1, 6) == pytest.approx(5 / 6)  # "just under 5/6"
+    assert fig5.paper_analysis(0.3, 6) == pytest.approx(5 / 6)
+    # past 1/316 of the operations, one 7.1 ms rename at a time bounds throughput
+    assert fig5.paper_analysis(0.5, 6) < 0.6 and fig5.paper_analysis(10, 6) < 0.05
+    # and the bound comes sooner with more servers
+    assert fig5.paper_analysis(0.1, 64) < fig5.paper_analysis(0.1, 6)
