@@ -90,11 +90,11 @@ class Params(BaseModel):
     #: ``redistribute_hold`` values (seconds a borrowed directory is kept) for ``redistribute``'s burst rows
     holds_s: list[float] = Field(default_factory=lambda: [0.0, 1.0])
     trace: str = "eecs"
-    clients_per_server: PositiveInt = 16
-    ops_per_server: PositiveInt = 4000
-    warmup_per_server: int = Field(1000, ge=0)
-    files_per_server: PositiveInt = 2000
-    dirs_per_server: PositiveInt = 64
+    clients_per_server: PositiveInt = 32
+    ops_per_server: PositiveInt = 3000
+    warmup_per_server: int = Field(3000, ge=0)
+    files_per_server: PositiveInt = 500
+    dirs_per_server: PositiveInt = 16
 
 
 def _variants(params: Params, key: str, values: list[Any], label: str) -> list[tuple[str, str, dict[str, Any]]]:
