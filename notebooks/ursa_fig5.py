@@ -46,11 +46,11 @@ from fedsim.protocol.config import RENAMES
 CONFIG = ROOT / "configs" / "fedfs" / "ursa_fig5.yaml"
 METHODS = [m for m in RENAMES if m != "local"]
 SMALL = [
-    "params.shares_pct=[0,0.3,2,10]",
+    "params.shares_pct=[0,2,10]",
     "params.scale_servers=[]",
     "params.bursts=[0,0.93]",
     "params.clients_per_server=6",
-    "params.ops_per_server=500",
+    "params.ops_per_server=400",
     "params.warmup_per_server=100",
     "params.files_per_server=200",
     "params.dirs_per_server=8",
