@@ -34,9 +34,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import Field, PositiveInt
 
-from experiments.ursa_fig4 import mix_point
+from experiments.ursa_fig4 import MixParams, mix_point
 from fedsim.config import Config
 from fedsim.results import StudyResult
 from fedsim.schema import table
@@ -75,10 +75,7 @@ def paper_analysis(share_pct: float, servers: int) -> float:
 REDISTRIBUTE = "redistribute"
 
 
-class Params(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    methods: list[str] = Field(default_factory=lambda: ["2pc"])  # ``ProtocolConfig.rename`` of each curve
+class Params(MixParams):
     servers: PositiveInt = 6
     shares_pct: list[float] = Field(default_factory=lambda: [0, 0.05, 0.1, 0.2, 0.3, 0.5, 1, 2, 5, 10])
     scale_servers: list[PositiveInt] = Field(default_factory=lambda: [64])
@@ -89,12 +86,6 @@ class Params(BaseModel):
     burst_share_pct: float = Field(2.0, gt=0, lt=100)
     #: ``redistribute_hold`` values (seconds a borrowed directory is kept) for ``redistribute``'s burst rows
     holds_s: list[float] = Field(default_factory=lambda: [0.0, 1.0])
-    trace: str = "eecs"
-    clients_per_server: PositiveInt = 32
-    ops_per_server: PositiveInt = 3000
-    warmup_per_server: int = Field(3000, ge=0)
-    files_per_server: PositiveInt = 500
-    dirs_per_server: PositiveInt = 16
 
 
 def _variants(params: Params, key: str, values: list[Any], label: str) -> list[tuple[str, str, dict[str, Any]]]:

@@ -149,7 +149,7 @@ class UrsaMix(Sfs97):
             there = self.by_dir[d1]  # not empty: ``next_op`` checked
             old = there[int(self.rng.integers(0, len(there)))]
             self.bursts_followed += 1
-            yield from self._rename(client, node, self.index[old], old, d2, trace)
+            yield from self._rename(client, node, self.index[old], old, d2, trace)  # (every name in by_dir is)
         else:
             yield from super().other_op(op, client, node, trace)
 
@@ -159,8 +159,9 @@ class UrsaMix(Sfs97):
         new = join(d2, f"m{node:04d}_{self.renamed:06d}")
         self.renamed += 1
         yield from self.c.client_op(client, node, "rename", old, new, trace=trace)
-        if self.files[i] == old:
-            self.files[i] = new
+        # ``old`` was ``files[i]`` and nothing else renames or removes it: a second rename of it would
+        # have failed (ENOENT) and changed nothing
+        self.files[i] = new
         self.sizes[new] = self.sizes.pop(old, 0)
         self.index.pop(old, None)
         self.index[new] = i
