@@ -17,12 +17,17 @@ closed loops, recorder and error handling) with the operations Table 4 adds:
 * ``rename_same``: a file renamed within its directory, to a fresh name;
 * ``rename_cross``: a file moved to another directory (drawn uniformly from the
   file set's, as the paper's replay spreads directories at random), fresh name;
-* with ``burst`` = p, a cross-directory rename is followed, by the same client
-  at once (well within the paper's second), by another from the same source
-  directory to the same destination with probability p, and so on: a chain of
-  mean length 1/(1 - p).  The leaders are drawn less often, so that
-  cross-directory renames keep their share of the operations
-  (``leader_share``): bursts change when renames come, not how many.
+* with ``burst`` = p, each cross-directory rename follows the current burst with
+  probability p (a ``rename_burst``: another file from the burst's source
+  directory to its destination) while the burst's last rename started within
+  ``window_us`` (the paper's second); otherwise it is drawn as without bursts and
+  starts the next burst.  So a share p of the cross-directory renames follow
+  another between the same two directories, and the draws of the mix are
+  unchanged: cross-directory renames keep their share exactly, bursts change
+  which directories they touch.  (A first version ran a burst's renames one after
+  the other in one client; in a closed loop those chains of slow renames fell
+  behind the other clients and were cut at the end of a run, and the share
+  measured was half the share asked.)
 
 ``lookup`` and ``create`` are SFS97's (a stat; a new file in a random directory).
 """
@@ -72,57 +77,50 @@ def mix(trace: str = "eecs", cross_pct: float | None = None) -> dict[str, float]
     return out
 
 
-def leader_share(share: float, burst: float) -> float:
-    """The probability of drawing a burst's first cross-directory rename so that, with chains of
-    mean length L = 1/(1 - burst) run without drawing, cross-directory renames are ``share`` of
-    all operations: s = qL / (1 - q + qL), so q = s / (L(1 - s) + s)."""
-    if not 0 <= burst < 1:
-        raise ValueError(f"burst must be in [0, 1), got {burst}")
-    chain = 1.0 / (1.0 - burst)
-    return share / (chain * (1.0 - share) + share)
-
-
 class UrsaMix(Sfs97):
     """The SFS97 driver with Table 4's updates and renames, and bursts of cross-directory renames."""
 
     def __init__(
         self, cluster: SimCluster, fileset: FileSet, *, mix: dict[str, float], rng: np.random.Generator,
-        burst: float = 0.0,
+        burst: float = 0.0, window_us: float = 1e6,
     ) -> None:  # fmt: skip
         unknown = set(mix) - set(OPS)
         if unknown:
             raise ValueError(f"unknown operations {sorted(unknown)} in the mix; allowed: {', '.join(OPS)}")
-        total = sum(mix.values())
-        weights = {op: w / total for op, w in mix.items()}
-        if burst and weights.get("rename_cross", 0.0):
-            share = weights["rename_cross"]
-            lead = leader_share(share, burst)
-            # the leaders' weight, the others' scaled so that they keep their proportions among
-            # the draws and their share of all operations
-            scale = (1.0 - lead) / (1.0 - share)
-            weights = {op: (lead if op == "rename_cross" else w * scale) for op, w in weights.items()}
-        super().__init__(cluster, fileset, mix=weights, rng=rng)
+        if not 0 <= burst <= 1:
+            raise ValueError(f"burst must be in [0, 1], got {burst}")
+        super().__init__(cluster, fileset, mix=mix, rng=rng)
         self.burst = burst
+        self.window_us = window_us
         #: each directory's files that a burst may move (the file set's, then what renames bring in;
-        #: a file created during the run joins only once renamed): bursts need a file of the source
+        #: a file created during the run joins only once renamed): a follower needs a file of the source
         self.by_dir: dict[str, list[str]] = {d: [] for d in fileset.dirs}
         for f in fileset.files:
             self.by_dir[parent(f)].append(f)
         #: where each of those files is in ``self.files`` (which the lookups pick from)
         self.index: dict[str, int] = {f: i for i, f in enumerate(self.files)}
-        #: the (source, destination) of each client's burst in progress
-        self.bursting: dict[int, tuple[str, str]] = {}
+        #: the current burst: (source, destination, start of its last rename)
+        self.current: tuple[str, str, float] | None = None
+        #: the (source, destination) of each client's ``rename_burst`` about to run
+        self.pairs: dict[int, tuple[str, str]] = {}
         self.renamed = 0
-        self.bursts_followed = 0
 
     def next_op(self, client: int) -> str:
-        """A burst's next rename (drawn: does it go on?) before the mix's next operation."""
-        if client in self.bursting:
-            # the burst goes on while the draw says so and its source directory has a file left
-            if self.rng.random() < self.burst and self.by_dir.get(self.bursting[client][0]):
-                return "rename_burst"
-            del self.bursting[client]
-        return super().next_op(client)
+        """The mix's next operation; a cross-directory rename that follows the current burst (drawn
+        w.p. ``burst`` while the burst is within its window and its source has a file left) is
+        ``rename_burst``."""
+        op = super().next_op(client)
+        cur = self.current
+        if (
+            op == "rename_cross"
+            and cur is not None
+            and self.c.env.now - cur[2] <= self.window_us
+            and self.by_dir.get(cur[0])
+            and self.rng.random() < self.burst
+        ):
+            self.pairs[client] = (cur[0], cur[1])
+            return "rename_burst"
+        return op
 
     def other_op(self, op: str, client: int, node: int, trace: OpTrace) -> Generator[Any, Any, None]:
         if op == "update":
@@ -141,14 +139,14 @@ class UrsaMix(Sfs97):
                 d2 = dirs[int(self.rng.integers(0, len(dirs) - 1))] if len(dirs) > 1 else d1
                 if d2 == d1:  # one of the others, uniformly: the last one stands in for the source
                     d2 = dirs[-1]
-            yield from self._rename(client, node, i, old, d2, trace)
             if op == "rename_cross" and self.burst:
-                self.bursting[client] = (d1, d2)
+                self.current = (d1, d2, self.c.env.now)  # the next burst
+            yield from self._rename(client, node, i, old, d2, trace)
         elif op == "rename_burst":
-            d1, d2 = self.bursting[client]
-            there = self.by_dir[d1]  # not empty: ``next_op`` checked
+            d1, d2 = self.pairs.pop(client)
+            there = self.by_dir[d1]  # not empty: ``next_op`` checked (the check and this draw: no wait between)
             old = there[int(self.rng.integers(0, len(there)))]
-            self.bursts_followed += 1
+            self.current = (d1, d2, self.c.env.now)
             yield from self._rename(client, node, self.index[old], old, d2, trace)  # (every name in by_dir is)
         else:
             yield from super().other_op(op, client, node, trace)
