@@ -49,6 +49,7 @@ SMALL = [
     "params.shares_pct=[0,2,10]",
     "params.scale_servers=[]",
     "params.bursts=[0,0.93]",
+    "params.limits=[1,0]",
     "params.clients_per_server=6",
     "params.ops_per_server=400",
     "params.warmup_per_server=100",

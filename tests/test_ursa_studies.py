@@ -74,7 +74,8 @@ def test_ursa_fig4_throughput_grows_with_the_servers_on_the_eecs_mix():
 def test_ursa_fig5_throughput_falls_as_cross_directory_renames_grow_under_2pc_and_bursts_run():
     res, rows = _run(
         fig5, "ursa_fig5",
-        [*TINY, METHODS_SET, "params.shares_pct=[0,2,10]", "params.scale_servers=[]", "params.bursts=[0,0.93]"],
+        [*TINY, METHODS_SET, "params.shares_pct=[0,2,10]", "params.scale_servers=[]", "params.bursts=[0,0.93]",
+         "params.limits=[1,0]"],
     )  # fmt: skip
     t = {x: rows[(f"servers=6 curve=2pc cross_pct={x}", "throughput_ops_s")] for x in (0, 2, 10)}
     assert t[0] > t[2] > t[10], t
@@ -87,9 +88,10 @@ def test_ursa_fig5_throughput_falls_as_cross_directory_renames_grow_under_2pc_an
     # the verdict is printed from the numbers: refutes exactly when under the paper's floor
     frac10 = t[10] / t[0]
     assert ("10 %: " + f"{100 * frac10:.0f} % of max " + ("confirms" if frac10 > 0.5 else "refutes")) in res.report
-    # bursts: the same share of cross-directory renames, most of them following the last one (p = 0.93)
+    # bursts: the same share of cross-directory renames, most following the client's last one (p = 0.93; a
+    # client's first rename of a run, a tiny one here, always starts a burst)
     follow, lead = (rows[("bursts curve=2pc burst=0.93", f"count.{op}")] for op in ("rename_burst", "rename_cross"))
-    assert follow > 2 * lead, (follow, lead)
+    assert follow > 1.5 * lead, (follow, lead)
     assert ("bursts curve=2pc burst=0", "count.rename_burst") not in rows  # no burst, no follower
     for p in (0, 0.93):
         assert 1 < rows[(f"bursts curve=2pc burst={p:g}", "cross_share_pct")] < 3.5  # the 2 % asked

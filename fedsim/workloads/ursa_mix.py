@@ -17,17 +17,21 @@ closed loops, recorder and error handling) with the operations Table 4 adds:
 * ``rename_same``: a file renamed within its directory, to a fresh name;
 * ``rename_cross``: a file moved to another directory (drawn uniformly from the
   file set's, as the paper's replay spreads directories at random), fresh name;
-* with ``burst`` = p, each cross-directory rename follows the current burst with
-  probability p (a ``rename_burst``: another file from the burst's source
-  directory to its destination) while the burst's last rename started within
-  ``window_us`` (the paper's second); otherwise it is drawn as without bursts and
-  starts the next burst.  So a share p of the cross-directory renames follow
-  another between the same two directories, and the draws of the mix are
-  unchanged: cross-directory renames keep their share exactly, bursts change
-  which directories they touch.  (A first version ran a burst's renames one after
-  the other in one client; in a closed loop those chains of slow renames fell
-  behind the other clients and were cut at the end of a run, and the share
-  measured was half the share asked.)
+* with ``burst`` = p, each client's cross-directory rename follows that client's
+  current burst with probability p (a ``rename_burst``: another file from the
+  burst's source directory to its destination) while the burst's last rename
+  started within ``window_us`` (the paper's second); otherwise it is drawn as
+  without bursts and starts the client's next burst.  A burst is one client's
+  (one user's ``mv`` of several files), its renames one after the other, as in
+  the traces.  A share p of the cross-directory renames thus follow another
+  between the same two directories, and the draws of the mix are unchanged:
+  cross-directory renames keep their share exactly, bursts change which
+  directories they touch.  (Two designs that were wrong: a burst's renames run
+  as a chain in one client without drawing, which in a closed loop fell behind
+  the other clients and was cut at the end of a run, so the share measured was
+  half the share asked; and one burst for all clients, which at a few per cent
+  of renames sent many clients' renames into one directory at once, a contention
+  the traces' bursts do not have.)
 
 ``lookup`` and ``create`` are SFS97's (a stat; a new file in a random directory).
 """
@@ -99,18 +103,18 @@ class UrsaMix(Sfs97):
             self.by_dir[parent(f)].append(f)
         #: where each of those files is in ``self.files`` (which the lookups pick from)
         self.index: dict[str, int] = {f: i for i, f in enumerate(self.files)}
-        #: the current burst: (source, destination, start of its last rename)
-        self.current: tuple[str, str, float] | None = None
+        #: each client's current burst: (source, destination, start of its last rename)
+        self.current: dict[int, tuple[str, str, float]] = {}
         #: the (source, destination) of each client's ``rename_burst`` about to run
         self.pairs: dict[int, tuple[str, str]] = {}
         self.renamed = 0
 
     def next_op(self, client: int) -> str:
-        """The mix's next operation; a cross-directory rename that follows the current burst (drawn
-        w.p. ``burst`` while the burst is within its window and its source has a file left) is
-        ``rename_burst``."""
+        """The mix's next operation; a cross-directory rename that follows the client's current burst
+        (drawn w.p. ``burst`` while the burst is within its window and its source has a file left)
+        is ``rename_burst``."""
         op = super().next_op(client)
-        cur = self.current
+        cur = self.current.get(client)
         if (
             op == "rename_cross"
             and cur is not None
@@ -140,13 +144,13 @@ class UrsaMix(Sfs97):
                 if d2 == d1:  # one of the others, uniformly: the last one stands in for the source
                     d2 = dirs[-1]
             if op == "rename_cross" and self.burst:
-                self.current = (d1, d2, self.c.env.now)  # the next burst
+                self.current[client] = (d1, d2, self.c.env.now)  # the client's next burst
             yield from self._rename(client, node, i, old, d2, trace)
         elif op == "rename_burst":
             d1, d2 = self.pairs.pop(client)
             there = self.by_dir[d1]  # not empty: ``next_op`` checked (the check and this draw: no wait between)
             old = there[int(self.rng.integers(0, len(there)))]
-            self.current = (d1, d2, self.c.env.now)
+            self.current[client] = (d1, d2, self.c.env.now)
             yield from self._rename(client, node, self.index[old], old, d2, trace)  # (every name in by_dir is)
         else:
             yield from super().other_op(op, client, node, trace)
