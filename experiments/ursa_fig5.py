@@ -24,7 +24,7 @@ method from the measured ratios at 2 % and 10 %.
 Fig. 6: 70 % (EECS) and 93 % (DEAS) of cross-directory renames are followed
 by another within a second.  ``params.bursts`` runs the mix at
 ``params.burst_share_pct`` with each burst probability (``ursa_mix``: a
-cross-directory rename follows the current burst with probability p, moving
+client's cross-directory rename follows its burst with probability p, moving
 another file between the same two directories; the share of cross-directory
 renames stays the same), for ``redistribute`` once per
 ``params.holds_s`` value of ``redistribute_hold`` (does holding the borrowed
@@ -195,8 +195,8 @@ def bursts(cfg: Config, params: Params, res: StudyResult) -> list[str]:
             )  # fmt: skip
     return [
         f"Ursa Minor Fig. 6's bursts: {params.servers} servers, {params.burst_share_pct:g} % cross-directory renames, "
-        "a cross-directory rename between the same two directories as the burst before it with probability p "
-        "(EECS 0.7, DEAS 0.93: the paper's share followed by another within a second)",
+        "a client's cross-directory rename between the same two directories as its burst's last with probability "
+        "p (EECS 0.7, DEAS 0.93: the paper's share followed by another within a second)",
         table(["rows", "p", "ops/s", "measured %", "cross rename ms", "redistributions", "hold hits"], rows),
         "(redistributions and hold hits: redistribute's FedStats counters, 0 for a method without them)",
     ]
