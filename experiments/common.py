@@ -5,6 +5,7 @@ from __future__ import annotations
 import resource
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,9 @@ from fedsim.storage import EXT2_PAPER, StorageParams
 from fedsim.workloads.postmark import Clients, PostMarkParams
 from fedsim.workloads.postmark_sim import PostMarkDriver
 from fedsim.workloads.sfs97 import FileSet, Recorder, Sfs97, make_fileset, place
+
+#: what builds a workload's driver from the cluster, its file set, the config and the random stream
+MakeDriver = Callable[[SimCluster, FileSet, Config, np.random.Generator], Sfs97]
 
 
 def network_of(cfg: Config) -> LogGP:
@@ -183,10 +187,12 @@ def metrics_between(before: dict[str, Any], after: dict[str, Any], rec: Recorder
     return m
 
 
-def run_workload(cfg: Config, **overrides: Any) -> RunOutcome:
+def run_workload(cfg: Config, make_driver: MakeDriver | None = None, **overrides: Any) -> RunOutcome:
     """Build the cluster, lay out the SFS97 file set, run warm-up then the
     measured operations; return the measured metrics.  With ``workload.kind:
-    postmark``: the PostMark clients on an empty federation instead."""
+    postmark``: the PostMark clients on an empty federation instead.
+    ``make_driver`` drives another operation mix over the same file set, loops
+    and measurement (an ``Sfs97`` subclass: ``fedsim.workloads.ursa_mix``)."""
     if cfg.workload.kind == "postmark":
         return run_postmark(cfg, **overrides)
     rng = np.random.default_rng(cfg.seed)
@@ -195,7 +201,7 @@ def run_workload(cfg: Config, **overrides: Any) -> RunOutcome:
     fs = make_fileset(w.files, w.dirs, rng)
     place(c, fs, cfg.protocol.placement, rng)
     start_federation(cfg, c)
-    drv = driver(c, fs, cfg, rng)
+    drv = (make_driver or driver)(c, fs, cfg, rng)
 
     def phase(n_ops: int) -> None:
         if w.arrivals == "open":
