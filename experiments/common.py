@@ -22,6 +22,9 @@ from fedsim.workloads.postmark import Clients, PostMarkParams
 from fedsim.workloads.postmark_sim import PostMarkDriver
 from fedsim.workloads.sfs97 import FileSet, Recorder, Sfs97, make_fileset, place
 
+#: what builds a workload's driver from the cluster, its file set, the config and the random stream
+MakeDriver = Callable[[SimCluster, FileSet, Config, np.random.Generator], Sfs97]
+
 
 def network_of(cfg: Config) -> LogGP:
     n = cfg.network
@@ -184,10 +187,14 @@ def metrics_between(before: dict[str, Any], after: dict[str, Any], rec: Recorder
     return m
 
 
-def run_workload(cfg: Config, through_protocol: bool = False, **overrides: Any) -> RunOutcome:
+def run_workload(
+    cfg: Config, make_driver: MakeDriver | None = None, through_protocol: bool = False, **overrides: Any
+) -> RunOutcome:
     """Build the cluster, lay out the SFS97 file set, run warm-up then the
     measured operations; return the measured metrics.  With ``workload.kind:
     postmark``: the PostMark clients on an empty federation instead.
+    ``make_driver`` drives another operation mix over the same file set, loops
+    and measurement (an ``Sfs97`` subclass: ``fedsim.workloads.ursa_mix``).
 
     The file set is laid into the nodes' local trees where FedFS's placement
     puts it (``place``), or, with ``through_protocol``, written through the
@@ -206,7 +213,7 @@ def run_workload(cfg: Config, through_protocol: bool = False, **overrides: Any) 
     else:
         place(c, fs, cfg.protocol.placement, rng)
         start_federation(cfg, c)
-    drv = driver(c, fs, cfg, rng)
+    drv = (make_driver or driver)(c, fs, cfg, rng)
 
     def phase(n_ops: int) -> None:
         if w.arrivals == "open":

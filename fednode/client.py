@@ -54,7 +54,8 @@ from fedsim.protocol.messages import PeerUnavailable, ProtocolError, decode_erro
 from fedsim.protocol.names import join, normalize
 
 CHUNK = 1 << 20  # bytes per read/write message: large enough for bandwidth, far below the frame limit
-_FD_OPS = ("read", "write", "close", "fsync")  # calls whose first argument is a descriptor
+#: calls whose first argument is a descriptor
+_FD_OPS = ("read", "write", "close", "fsync", "fgetattr", "fsetattr", "ftruncate")
 _OPENS = ("open", "create_open")  # calls whose value is a descriptor, or begins with one
 _GEN_SHIFT = 48  # a descriptor this client hands out: (connection number << 48) | the agent's number
 
@@ -447,6 +448,25 @@ class Client:
         """Flush an open file's data and metadata to stable storage at its home."""
         self.call("fsync", fd)
 
+    # By descriptor: the open file whatever its name now, one unlinked or renamed over while
+    # open too (at any node: the protocol keeps it for its descriptors until their last close).
+    def fgetattr(self, fd: int) -> Attr:
+        """``fstat``: the open file's attributes (a file unlinked while open has link count 0)."""
+        return Attr(*self.call("fgetattr", fd))
+
+    def fchmod(self, fd: int, mode: int) -> None:
+        self.call("fsetattr", fd, mode, KEEP, KEEP, UTIME_OMIT, UTIME_OMIT)
+
+    def fchown(self, fd: int, uid: int, gid: int) -> None:
+        self.call("fsetattr", fd, KEEP, uid, gid, UTIME_OMIT, UTIME_OMIT)
+
+    def futimens(self, fd: int, atime_ns: int = UTIME_NOW, mtime_ns: int = UTIME_NOW) -> None:
+        self.call("fsetattr", fd, KEEP, KEEP, KEEP, atime_ns, mtime_ns)
+
+    def ftruncate(self, fd: int, size: int) -> None:
+        """Cut the open file to ``size`` bytes or extend it with zeros."""
+        self.call("ftruncate", fd, size)
+
     def exists(self, path: str) -> bool:
         try:
             self.stat(path)
@@ -529,7 +549,9 @@ class Client:
         sees either name, never both nor neither, and an existing target is
         replaced.  Within its directory, and into another one with the
         federation's ``rename: 2pc`` (the default: two-phase commit between
-        both directories' managers; the file's data stays at its home).
+        both directories' managers) or ``redistribute`` (the target
+        directory's manager borrows the source's; the file's data stays at
+        its home either way).
         ``OSError(EXDEV)`` for directories (copy them) and, with ``rename:
         local``, across directories; ``ENOENT`` if ``old`` or ``new``'s
         directory is missing; ``EISDIR`` onto a directory; ``EBUSY`` while

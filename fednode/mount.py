@@ -134,13 +134,17 @@ this mount gives up this mount's descriptors of it first (their buffered
 writes sent), so it is ``EBUSY`` only while another mount holds it open.  A
 file unlinked or renamed over while open at this mount keeps working through
 every descriptor of this mount until its last close, as on a local file
-system: libfuse's hide-on-unlink (``hard_remove`` off) renames it to a
-``.fuse_hidden`` name, which ``rename`` puts in ``HIDDEN_DIR`` at the
-federation's root (left out of the root's listing, so the directory it left
-lists nothing and may be removed); ``fstat`` gives its link count less one,
-and the last ``release`` unlinks it.  Across mounts the names rule: another
-mount's descriptors of a file unlinked here get ``ENOENT``; a mount that
-crashes leaves its hidden files in ``HIDDEN_DIR``.  FUSE's ``release`` reaches
+system, and so it does at every other mount: the protocol's (``fedfs/home.py``:
+the home keeps a file unlinked or renamed over while open as an orphan for
+the descriptors open on it, at any node, until their last close).  libfuse's
+hide-on-unlink (``hard_remove`` off) renames such a file to a ``.fuse_hidden``
+name; ``rename`` unlinks it in the federation instead, with this mount's
+descriptors of it held open (``_hide``), so the directory it left lists
+nothing and may be removed, and the hidden name is served by descriptor
+(``fgetattr``, ``ftruncate``, ``fsetattr``; its link count is the home's,
+less the orphan's own name).  The last ``release`` closes the last descriptor,
+which frees it; a mount that crashes leaves nothing: its agent closes the
+descriptors of a connection it lost.  FUSE's ``release`` reaches
 the file system after ``close(2)`` has returned, so a program that closes a
 file and renames it at once (git's lock files) would race it; the mount
 therefore closes the federation descriptor at ``flush``, which ``close(2)``
@@ -260,7 +264,6 @@ WRITE_BUFFER = fclient.CHUNK
 MAX_EXTENTS = 64
 #: where a mount keeps a file unlinked (or renamed over) while open through it, until its last close:
 #: a directory at the federation's root, left out of the root's listing (``FedOps.rename``)
-HIDDEN_DIR = "/.fednode-unlinked"
 #: libfuse's name for such a file (``hard_remove`` off: it renames the file to ``DIR/.fuse_hidden...``)
 LIBFUSE_HIDDEN = ".fuse_hidden"
 #: files whose last-seen attributes the mount remembers (for ``keep_cache`` at open), oldest forgotten first
@@ -814,9 +817,9 @@ class FedOps(mfusepy.Operations):
         self._pages: dict[str, tuple[int, ...]] = {}  # path -> its attributes when the kernel's pages were (cto)
         self._fuse: ctypes.c_void_p | None = None  # libfuse's ``struct fuse``, for fuse_invalidate_path
         self._linked = _Links(_SEEN_MAX)  # the names of files with several (hard links) the kernel was told of
-        #: libfuse's hidden name of a file unlinked while open here -> where it is in the federation (HIDDEN_DIR)
-        self._hidden: dict[str, str] = {}
-        self._hidden_n = itertools.count(1)
+        #: libfuse's hidden names of files unlinked while open here (orphans: no name in the federation),
+        #: served through their handles' descriptors; each goes with libfuse's unlink of it
+        self._hidden: set[str] = set()
 
         def connect(n: int) -> fclient.Client:
             c = make(n)
@@ -840,8 +843,8 @@ class FedOps(mfusepy.Operations):
         if config is not None:
             FuseConfig.apply(config)
             # libfuse hides a file unlinked or renamed over while open here (a rename to
-            # ``.fuse_hidden...``, which ``rename`` puts in HIDDEN_DIR) and unlinks it at its last release:
-            # its descriptors keep working until then, as on a local file system
+            # ``.fuse_hidden...``, which ``rename`` makes an unlink in the federation with this mount's
+            # descriptors held: ``_hide``) and unlinks that name at its last release
             config.hard_remove = 0
         if conn_info is not None and conn_info.capable & FUSE_CAP_READDIRPLUS:
             # readdirplus for every readdir, not "auto": with auto the kernel asks for it only for a
@@ -855,18 +858,20 @@ class FedOps(mfusepy.Operations):
             self._on_ready()
 
     def destroy(self, path: str) -> None:
-        for where in list(self._hidden.values()):  # files unlinked while open, still open at unmount
-            with contextlib.suppress(OSError), self.entries.client(where) as c:
-                c.unlink(where)
-        self.entries.close()
+        self.entries.close()  # (the agents close the descriptors of files unlinked while open: freed)
 
-    def _real(self, path: str) -> str:
-        """Where the file libfuse names ``path`` is: its place in HIDDEN_DIR if
-        ``path`` is libfuse's name of a file unlinked while open here."""
-        return self._hidden.get(path, path) if self._hidden else path
-
-    def _is_hidden(self, path: str) -> bool:
-        return path.startswith(HIDDEN_DIR + "/")
+    def _orphan(self, path: str | None, fh: int | None = None) -> _Handle | None:
+        """The handle to serve a call on ``path`` through, if ``path`` is libfuse's
+        hidden name of a file unlinked while open here (``fh``'s, or any of its)."""
+        if not self._hidden or path not in self._hidden:
+            return None
+        h = self.handles.get(fh) if fh is not None else None
+        if h is not None and h.path == path and h.fd is not None:
+            return h
+        for h in list(self.handles.values()):
+            if h.path == path and h.fd is not None:
+                return h
+        raise OSError(errno.ENOENT, "unlinked, and no longer open", path)
 
     # ------------------------------------------------------------------ the owners of new names
     def _caller(self) -> tuple[int, int]:
@@ -913,19 +918,21 @@ class FedOps(mfusepy.Operations):
             fresh, h.attr = h.attr, None
             if fresh is not None and time.monotonic() - fresh[1] < _PREFETCH_AGE_S:
                 return self._tell(path, fresh[0])
-            if self._is_hidden(path):  # unlinked while open: fstat counts the names it has left
-                if self._dirty:
-                    self._settle(path)
-                with self.entries.client(path) as c:
-                    a = c.getattr(path)
-                return _stat_dict(a._replace(nlink=max(0, a.nlink - 1)))
-        elif path is not None:
-            path = self._real(path)
+        o = self._orphan(path, fh)
+        if o is not None:  # unlinked while open: fstat by its descriptor
+            if self._dirty:
+                self._settle(o.path)
+            return _stat_dict(o.client.fgetattr(o.fd))
         check_name(path)  # the kernel's lookup of every new name comes here first
         if self._dirty:
             self._settle(path)  # the size and times with this mount's buffered writes in them
-        with self.entries.client(path) as c:
-            a = c.getattr(path)
+        try:
+            with self.entries.client(path) as c:
+                a = c.getattr(path)
+        except FileNotFoundError:
+            if h is None or h.fd is None:
+                raise
+            return _stat_dict(h.client.fgetattr(h.fd))  # fstat of a file unlinked at another mount
         self.entries.learn(path, a)
         self.dirs.saw(path, a)
         return self._tell(path, a)
@@ -957,7 +964,9 @@ class FedOps(mfusepy.Operations):
                     self._invalidate(other)
 
     def chmod(self, path: str, mode: int) -> None:
-        path = self._real(path)
+        o = self._orphan(path)
+        if o is not None:
+            return o.client.fchmod(o.fd, stat.S_IMODE(mode))
         if self._dirty:
             self._settle(path)
         with self.entries.client(path) as c:
@@ -965,7 +974,9 @@ class FedOps(mfusepy.Operations):
         self._changed(path)
 
     def chown(self, path: str, uid: int, gid: int) -> None:
-        path = self._real(path)
+        o = self._orphan(path)
+        if o is not None:
+            return o.client.fchown(o.fd, uid, gid)
         if self._dirty:
             self._settle(path)
         with self.entries.client(path) as c:
@@ -977,7 +988,9 @@ class FedOps(mfusepy.Operations):
             atime, mtime = fclient.UTIME_NOW, fclient.UTIME_NOW
         else:
             atime, mtime = (_utime(t) for t in times)
-        path = self._real(path)
+        o = self._orphan(path)
+        if o is not None:
+            return o.client.futimens(o.fd, atime, mtime)
         if self._dirty:
             self._settle(path)  # else the buffered writes, sent later, would set the mtime again (cp -p)
         with self.entries.client(path) as c:
@@ -1005,24 +1018,20 @@ class FedOps(mfusepy.Operations):
     # without one, and that must not cost a round trip to an agent.  Sizes are mfusepy's: size 0
     # asks for the length, a buffer too small is ERANGE (it compares the value or list we return).
     def getxattr(self, path: str, name: str, position: int = 0) -> bytes:
-        path = self._real(path)
         xattrs.check_name(path, name)
         with self.entries.client(path) as c:
             return c.getxattr(path, name)
 
     def setxattr(self, path: str, name: str, value: bytes, options: int, position: int = 0) -> None:
-        path = self._real(path)
         xattrs.check_set(path, name, value, options)
         with self.entries.client(path) as c:
             c.setxattr(path, name, value, options)
 
     def listxattr(self, path: str) -> list[str]:
-        path = self._real(path)
         with self.entries.client(path) as c:
             return c.listxattr(path)
 
     def removexattr(self, path: str, name: str) -> None:
-        path = self._real(path)
         xattrs.check_name(path, name)
         with self.entries.client(path) as c:
             c.removexattr(path, name)
@@ -1056,8 +1065,6 @@ class FedOps(mfusepy.Operations):
             with self.entries.client(path) as c:
                 entries = c.readdir_attrs(path)
             for name, is_dir, a in entries:
-                if path == "/" and name == HIDDEN_DIR[1:]:
-                    continue  # the files unlinked while open are no name of the federation
                 if a is not None:
                     attrs = self._tell(prefix + name, a)  # (cto) what the kernel now holds of the file
                     self.entries.learn(prefix + name, a)  # a listing names its files' homes too
@@ -1083,7 +1090,9 @@ class FedOps(mfusepy.Operations):
         self.dirs.forget(path)
 
     def unlink(self, path: str) -> None:
-        path = self._hidden.pop(path, path) if self._hidden else path  # libfuse's, at a hidden file's last close
+        if self._hidden and path in self._hidden:
+            self._hidden.discard(path)  # libfuse's, after a hidden file's last close: the orphan is freed
+            return
         with self.entries.client(path) as c:
             c.unlink(path)
         self.entries.forget(path)
@@ -1103,7 +1112,7 @@ class FedOps(mfusepy.Operations):
 
     def rename(self, old: str, new: str, flags: int = 0) -> None:
         """rename(2) of a file, symlink or special file, or of a directory
-        (``rename: 2pc``, the default), within a directory or across
+        (``rename: 2pc``, the default, or ``redistribute``), within a directory or across
         directories: the protocol's atomic rename, so ``mv`` keeps the inode
         numbers and moves no data.  Both names lose their home hints, and for
         a directory every name under them: the moved files' are learnt again
@@ -1111,11 +1120,8 @@ class FedOps(mfusepy.Operations):
         if flags:
             raise OSError(errno.EINVAL, "rename flags (RENAME_NOREPLACE, RENAME_EXCHANGE) are not supported")
         check_name(new)
-        old = self._real(old)
-        # libfuse hides a file unlinked or renamed over while open here by renaming it to
-        # DIR/.fuse_hidden...: it goes to HIDDEN_DIR instead, so DIR lists no such name and may be removed
-        hide = new.rsplit("/", 1)[-1].startswith(LIBFUSE_HIDDEN)
-        where = f"{HIDDEN_DIR}/{self.node}-{os.getpid()}-{next(self._hidden_n)}" if hide else new
+        if new.rsplit("/", 1)[-1].startswith(LIBFUSE_HIDDEN):
+            return self._hide(old, new)
         # the protocol renames no file open anywhere (EBUSY): this mount's descriptors of it are given up
         # first (their writes sent) and reopened by the new name when next used
         moving = sorted((h for h in list(self.handles.values()) if under(h.path, old)), key=id)
@@ -1124,22 +1130,10 @@ class FedOps(mfusepy.Operations):
                 held.enter_context(h.lock)
             for h in moving:
                 self._release_fd_locked(h)
-            if hide:
-                try:
-                    self._rename_hidden(old, where)
-                except OSError as exc:
-                    if exc.errno != errno.EXDEV:
-                        raise
-                    where = new  # no rename across directories here: libfuse's name, in DIR
-                    with self.entries.client(old) as c:
-                        c.rename(old, where)
-                else:
-                    self._hidden[new] = where
-            else:
-                with self.entries.client(old) as c:
-                    c.rename(old, new)
+            with self.entries.client(old) as c:
+                c.rename(old, new)
             for h in moving:
-                h.path = where + h.path[len(old) :]  # (a file under a renamed directory keeps its place in it)
+                h.path = new + h.path[len(old) :]  # (a file under a renamed directory keeps its place in it)
         self.entries.forget(old, below=True)
         self.entries.forget(new, below=True)  # what was replaced there; the moved is learnt at its next getattr
         self.dirs.forget(old, below=True)
@@ -1148,18 +1142,33 @@ class FedOps(mfusepy.Operations):
             self._linked.drop(old)
             self._linked.drop(new)
 
-    def _rename_hidden(self, old: str, where: str) -> None:
-        """``old`` to ``where`` in HIDDEN_DIR (made once, root's, mode 0700: no user of a mount enters it)."""
-        with self.entries.client(old) as c:
-            try:
-                c.rename(old, where)
-                return
-            except FileNotFoundError:
-                pass
-        with self.entries.client(HIDDEN_DIR) as c, contextlib.suppress(FileExistsError):
-            c.mkdir(HIDDEN_DIR, 0o700, 0, 0)
-        with self.entries.client(old) as c:
-            c.rename(old, where)
+    def _hide(self, old: str, hidden: str) -> None:
+        """libfuse hides ``old``, unlinked or renamed over while open here, as
+        ``hidden``: the federation unlinks it with every descriptor of it at
+        this mount open (reopened if ``flush`` gave one up, buffered writes
+        sent), so that its home keeps it for them (an orphan) and the name
+        is free at once; the handles go on by descriptor under ``hidden``."""
+        moving = sorted((h for h in list(self.handles.values()) if h.path == old), key=id)
+        with contextlib.ExitStack() as held:
+            for h in moving:
+                held.enter_context(h.lock)
+            for h in moving:
+                try:
+                    self._send_locked(h)
+                except OSError as exc:
+                    h.error = h.error or exc
+                if h.fd is None:
+                    h.fd = h.client.open(old)
+            with self.entries.client(old) as c:
+                c.unlink(old)
+            for h in moving:
+                h.path = hidden
+            self._hidden.add(hidden)
+        self.entries.forget(old)
+        self.dirs.forget(old, below=True)
+        if self._linked:
+            self._relinked(old)
+            self._linked.drop(old)
 
     def _release_fd_locked(self, h: _Handle) -> None:
         """Send ``h``'s buffered writes (an error kept for its close) and close its federation
@@ -1209,7 +1218,6 @@ class FedOps(mfusepy.Operations):
         too); the kernel then asks the new name's attributes, which teach the
         router that home."""
         check_name(target)
-        source = self._real(source)
         with self.entries.client(source) as c:
             c.link(source, target)
         self._relinked(source)
@@ -1248,7 +1256,6 @@ class FedOps(mfusepy.Operations):
             pool.give(c)
 
     def open(self, path: str, flags: int) -> int:
-        path = self._real(path)
         pool = self.entries.pool(path)
         c = pool.take()
         try:
@@ -1421,12 +1428,19 @@ class FedOps(mfusepy.Operations):
         h = self.handles.get(fh) if fh is not None else None
         if h is not None:
             path = h.path
-        else:
-            path = self._real(path)
+        o = self._orphan(path, fh)
         if self._dirty:
             self._settle(path)  # the writes made before the cut, first
-        with self.entries.client(path) as c:
-            c.truncate(path, length)
+        if o is not None:  # unlinked while open here: by its descriptor
+            o.client.ftruncate(o.fd, length)
+        else:
+            try:
+                with self.entries.client(path) as c:
+                    c.truncate(path, length)
+            except FileNotFoundError:
+                if h is None or h.fd is None:
+                    raise
+                h.client.ftruncate(h.fd, length)  # ftruncate of a file unlinked at another mount
         self._pages.pop(path, None)
         self._changed(path)
 
@@ -1458,7 +1472,9 @@ class FedOps(mfusepy.Operations):
                     self._send_locked(h)
                 except OSError as exc:
                     err = err or exc
-            fd, h.fd = h.fd, None
+            # (a file unlinked while open keeps its descriptor to the last release: it has no name to
+            # reopen it by, and nothing to race a rename of)
+            fd, h.fd = (None, h.fd) if h.path in self._hidden else (h.fd, None)
         self._changed(h.path)  # (cto: the writes just sent)
         if fd is not None:
             try:
@@ -1478,14 +1494,8 @@ class FedOps(mfusepy.Operations):
         if h is not None and h.fd is not None:
             with contextlib.suppress(OSError):  # the connection may be gone: its files closed with it
                 h.client.close(h.fd)
-        if h is not None and self._is_hidden(h.path) and not any(o.path == h.path for o in self.handles.values()):
-            # the last close of a file unlinked while open here: gone now (libfuse's unlink of its hidden
-            # name, which follows, finds nothing: libfuse ignores that)
-            for name, where in list(self._hidden.items()):
-                if where == h.path:
-                    self._hidden.pop(name, None)
-            with contextlib.suppress(OSError), self.entries.client(h.path) as c:
-                c.unlink(h.path)
+        # (the last close of a file unlinked while open here frees it at its home; libfuse's unlink of
+        # its hidden name follows, and ends it here: ``unlink``)
 
 
 def _version(a: Attr) -> tuple[int, ...]:

@@ -63,7 +63,7 @@ from fedsim.protocol.messages import (
     encode_request,
     pack,
 )
-from fedsim.protocol.names import is_replica, normalize
+from fedsim.protocol.names import is_reserved, normalize
 from fedsim.protocol.policies.homes import Pinned
 from fedsim.protocol.view import View
 from fedsim.schema import ConfigError
@@ -829,8 +829,8 @@ class Agent:
         served = self.fs.check_root()  # else the root was deleted or moved away: nothing to count
         if served:
             for d in self.fs.list_dirs("/"):
-                if is_replica(d):
-                    continue  # the copies held for a predecessor (``describe``: replica_files)
+                if is_reserved(d):
+                    continue  # the copies held for a predecessor, the orphans (``describe``: replica_files)
                 dirs += 1
                 files += sum(1 for _, is_dir in self.fs.listdir(d) if not is_dir)
         return {

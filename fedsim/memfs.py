@@ -66,7 +66,7 @@ from fedsim.protocol.attrs import (
 )
 from fedsim.protocol.effects import LOCAL_OPS
 from fedsim.protocol.messages import fs_error
-from fedsim.protocol.names import ROOT, ancestors, is_replica, split, under
+from fedsim.protocol.names import ROOT, ancestors, is_reserved, split, under
 from fedsim.protocol.xattrs import XATTR_CREATE, XATTR_REPLACE, check_list, check_name, check_set
 
 FILE_MODE = _stat.S_IFREG | 0o644
@@ -571,11 +571,11 @@ def _foreign(path: str) -> OSError:
 def union_tree(trees: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """The federated namespace as the members' local trees make it: the union
     of their paths (None for directories, a file's content from the last tree
-    that has it).  The replica space is not part of it."""
+    that has it).  The replica and orphan spaces are not part of it."""
     out: dict[str, Any] = {}
     for tree in trees:
         for p, v in tree.items():
-            if is_replica(p):
+            if is_reserved(p):
                 continue
             if v is None:
                 out.setdefault(p, None)

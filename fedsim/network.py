@@ -39,6 +39,10 @@ PRESETS: dict[str, LogGP] = {
     # The FedFS prototype's messaging (FedFS 4.1): network + queuing about 200 us per
     # request/reply exchange, i.e. ~100 us one way, on the same cLAN hardware.
     "fedfs_prototype": LogGP(L=8.0, o=46.0, g=10.0, G=1 / (105 * _MB) * 1e6, name="fedfs_prototype"),
+    # Ursa Minor's metadata servers (CMU-PDL-06-105, Table 2 and 5.1): Intel e1000 gigabit
+    # Ethernet through one Dell PowerConnect 5224 switch, user-level servers over RPC; the
+    # paper's ping is 230 us a round trip, so 115 us one way, most of it the hosts' stacks (o).
+    "ursa": LogGP(L=25.0, o=45.0, g=10.0, G=1 / (117 * _MB) * 1e6, name="ursa"),
     # A modern InfiniBand HDR link with verbs: ~1.2 us one-way small messages, 25 GB/s.
     "infiniband_hdr": LogGP(L=0.8, o=0.2, g=0.1, G=1 / (25_000 * _MB) * 1e6, name="infiniband_hdr"),
     # TCP over loopback between two Python agents (order of magnitude; `fednode bench`

@@ -22,7 +22,7 @@ import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -539,7 +539,7 @@ def view(op: str, value: Any, owners: bool = False) -> Any:
     explicitly) uid and gid are compared too."""
     if isinstance(value, BaseException):
         return value
-    if op == "getattr":
+    if op in ("getattr", "fgetattr"):
         is_dir, mode, nlink, uid, gid, size, _a, _m, _c, ino = value
         where = ino if is_dir else ("home", (ino >> 48) - 1)
         seen = (is_dir, stat.S_IFMT(mode), stat.S_IMODE(mode), nlink, size, where)
@@ -1448,6 +1448,19 @@ SCENARIOS.append(
 
 
 SCENARIOS.append(
+    replace(
+        SCENARIOS[-1],
+        # issue 24: the same renames by dynamic redistribution (``rename: redistribute``, Ursa
+        # Minor 4.2.2): the target directory's manager borrows the source directory's table
+        # (Lend, GiveBack), renames as its single manager, and gives it back at once; the
+        # directory (op 16) is renamed by 2PC, its source's table borrowed all the same.
+        name="rename across directories, atomic by dynamic redistribution",
+        protocol={"rename": "redistribute"},
+    )
+)
+
+
+SCENARIOS.append(
     Scenario(
         # issue 24: a rename of a directory, by two-phase commit (``rename: 2pc``).  mod_n
         # over 5 nodes: /p and /q are managed by node 4 (the coordinator of moves into /q),
@@ -1855,6 +1868,103 @@ SCENARIOS.append(
             (34, 37, "++"),
             (37, 39, "=="),
             (41, 45, "++"),
+        ],
+    )
+)
+SCENARIOS.append(
+    Scenario(
+        # issue 22, open files unlinked: a file unlinked (or renamed over) while open at another node
+        # stays readable, writable, fstat-able and truncatable through that node's descriptor (by its
+        # orphan number at the home: ``fedfs/home.py``) until its close, which removes it (the trees at
+        # the end have no orphan space); the name is free meanwhile (a new /d/f, /d/g is another file).
+        # /d/g's old file is replaced by a rename from another home (RenameDrop at node 1), /d/k's by
+        # one from its own home (RenameFinish at node 1).
+        "open files unlinked or renamed over stay usable until the last close",
+        3,
+        files={
+            1: [("/d/f", b"old f"), ("/d/g", b"old g"), ("/d/k", b"old k"), ("/d/j", b"new k")],
+            0: [("/d/h", b"new g")],
+        },
+        ops=[
+            (2, "open", ("/d/f",)),
+            (0, "unlink", ("/d/f",)),
+            (2, "read", (FD, 0, 100)),
+            (2, "write", (FD, 5, b" kept")),
+            (2, "fgetattr", (FD,)),
+            (0, "readdir", ("/d",)),  # 5
+            (0, "stat", ("/d/f",)),  # ENOENT
+            (0, "create", ("/d/f",)),
+            (2, "read", (FD, 0, 100)),  # the orphan's data, not the new file's
+            (2, "ftruncate", (FD, 3)),
+            (2, "fsync", (FD,)),  # 10
+            (2, "fsetattr", (FD, 0o600, *_OMIT)),  # fchmod
+            (2, "fgetattr", (FD,)),
+            (2, "read", (FD, 0, 100)),
+            (2, "close", (FD,)),
+            (2, "read", (FD, 0, 100)),  # 15: EBADF
+            (1, "stat", ("/d/f",)),
+            (2, "open", ("/d/g",)),
+            (0, "rename", ("/d/h", "/d/g")),
+            (2, "read", (FD, 0, 100)),
+            (1, "open", ("/d/g",)),
+            (1, "read", (FD, 0, 100)),
+            (1, "close", (FD,)),
+            (2, "write", (FD, 0, b"OLD")),
+            (2, "close", (FD,)),
+            (0, "open", ("/d/k",)),
+            (2, "rename", ("/d/j", "/d/k")),
+            (0, "read", (FD, 0, 100)),
+            (0, "close", (FD,)),
+            (2, "open", ("/d/k",)),
+            (2, "read", (FD, 0, 100)),
+            (2, "close", (FD,)),
+            (1, "readdir", ("/d",)),
+        ],
+    )
+)
+SCENARIOS.append(
+    Scenario(
+        # issue 22: a home that crashes while it keeps a file unlinked while open leaves nothing behind
+        # once it is back (no descriptor survives a restart: it empties its orphan space as it starts);
+        # the descriptor's next call is EBADF, its close too, and the trees have no orphan space.
+        "open files unlinked: a crash of their home leaves nothing behind",
+        3,
+        files={1: [("/d/f", b"f on n1"), ("/d/g", b"g on n1")]},
+        protocol={"heartbeat_s": 5.0, "heartbeat_misses": 3},
+        ops=[
+            (2, "open", ("/d/f",)),
+            (0, "unlink", ("/d/f",)),
+            (2, "write", (FD, 0, b"F")),
+            (1, CRASH, ()),
+            (0, DETECT, (1,)),
+            (0, RESTART, (1,)),
+            (2, "read", (FD, 0, 100)),  # EBADF: its home restarted
+            (2, "close", (FD,)),
+            (0, "readdir", ("/d",)),
+            (2, "stat", ("/d/g",)),
+        ],
+    )
+)
+SCENARIOS.append(
+    Scenario(
+        # issue 22: the requester holding files open crashes: once the heartbeats have evicted it, the
+        # homes drop its pins (a lease the failure detector ends): the file it held after an unlink is
+        # freed (the trees have no orphan space), and the one it held open can be renamed again.
+        "open files unlinked: a crash of the node holding them leaves nothing behind",
+        3,
+        files={1: [("/d/f", b"f on n1"), ("/d/g", b"g on n1")]},
+        protocol={"heartbeat_s": 5.0, "heartbeat_misses": 3},
+        ops=[
+            (2, "open", ("/d/g",)),
+            (2, "open", ("/d/f",)),
+            (0, "unlink", ("/d/f",)),
+            (1, "rename", ("/d/g", "/d/h")),  # EBUSY: open at node 2
+            (2, CRASH, ()),
+            (0, DETECT, (2,)),
+            (1, "rename", ("/d/g", "/d/h")),
+            (0, "readdir", ("/d",)),
+            (0, RESTART, (2,)),
+            (2, "stat", ("/d/h",)),
         ],
     )
 )

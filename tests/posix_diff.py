@@ -362,8 +362,9 @@ class Sides:
     """Where the calls run: fresh directories (one per sequence) of a local directory and of a mount,
     every user may enter both (their owners are the user who runs the calls)."""
 
-    def __init__(self, local_top: Path, mount_top: Path) -> None:
+    def __init__(self, local_top: Path, mount_top: Path, roots: tuple[Path, ...] = ()) -> None:
         self.local_top, self.mount_top = local_top, mount_top
+        self.roots = roots  # the agents' local trees
         self.n = 0
 
     def fresh(self, user: str) -> tuple[Path, Path]:
@@ -465,7 +466,7 @@ def federation(base: Path, nodes: int = 4, consistency: str | None = None) -> It
         mp.wait_ready()
         (mnt / "diff").mkdir()
         (mnt / "diff").chmod(0o755)
-        yield Sides(top / "local", mnt / "diff")
+        yield Sides(top / "local", mnt / "diff", tuple(base / "fed" / f"n{i}" for i in range(nodes)))
     finally:
         try:
             if mp is not None:

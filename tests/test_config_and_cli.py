@@ -71,6 +71,13 @@ SMALL = {
         "params.cache_blocks=[0,64]",
     ],
     "table2": [],
+    "ursa_table3": [],
+    "ursa_fig4": ["params.servers=[1,2]", "params.ops_per_server=200", "params.warmup_per_server=50",
+                  "params.files_per_server=100", "params.dirs_per_server=4", "params.clients_per_server=4"],
+    # (ursa_fig5.yaml and ursa_fig5_large.yaml: the same study)
+    "ursa_fig5": ["params.shares_pct=[0,5]", "params.scale_servers=[]", "params.bursts=[0.7]",
+                  "params.ops_per_server=200", "params.warmup_per_server=50", "params.files_per_server=100",
+                  "params.dirs_per_server=4", "params.clients_per_server=4"],
     "table3": ["workload.files=500", "workload.dirs=20", "workload.ops=300", "workload.warmup_ops=50"],
 }
 

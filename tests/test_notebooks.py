@@ -252,6 +252,25 @@ def check_designs_scale(d: dict) -> None:
             assert _increasing(by["mnfs"]["messages_per_op"]), (w, p)  # each request to every server
 
 
+def check_ursa_table3(d: dict) -> None:
+    for m, ms in d["latency_ms"].items():
+        lat = dict(zip(d["ops"], ms, strict=True))
+        assert lat["ping"] < lat["lookup"] < lat["update"], m  # the paper's order
+        assert lat["rename_cross"] > 2 * lat["rename_same"], m  # a cross-server rename the slowest
+        assert lat["rename_cross"] == max(ms), m
+
+
+def check_ursa_fig4(d: dict) -> None:
+    for m, t in d["tput"].items():
+        assert _increasing(t), m  # more servers, more throughput on the EECS mix
+
+
+def check_ursa_fig5(d: dict) -> None:
+    f = d["fraction_of_max"]["2pc"]
+    assert f[0] == 1.0 and f[-1] < 0.9 and f[-1] < f[-2]  # under 2pc throughput falls as renames grow
+    assert all(v > 0 for v in d["bursts_tput"].values()) and d["bursts_tput"]
+
+
 CHECKS: dict[str, tuple[str, Callable[[dict], None]]] = {
     "dafs_table1": ("dafs_table1", check_dafs_table1),
     "dafs_fig6": ("dafs_fig6", check_dafs_fig6),
@@ -271,6 +290,9 @@ CHECKS: dict[str, tuple[str, Callable[[dict], None]]] = {
     "designs_scale": ("designs_scale", check_designs_scale),
     "dnfsp_fig3": ("dnfsp_fig3", check_dnfsp_fig3),
     "mnfs_table3": ("mnfs_table3", check_mnfs_table3),
+    "ursa_table3": ("ursa_table3", check_ursa_table3),
+    "ursa_fig4": ("ursa_fig4", check_ursa_fig4),
+    "ursa_fig5": ("ursa_fig5", check_ursa_fig5),
 }
 
 

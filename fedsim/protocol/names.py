@@ -24,6 +24,15 @@ MAX_NAME = 255
 REPLICA_NAME = ".fedfs-replicas"
 REPLICA_ROOT = "/" + REPLICA_NAME
 _REPLICA_PREFIX = REPLICA_ROOT + "/"
+#: The orphan space (issue 22): a home keeps a file that was unlinked or
+#: renamed over while open under this reserved top-level directory of its
+#: local tree, named by a number, until its last descriptor closes
+#: (``fedfs/home.py``).  Reserved as the replica space is, and emptied when the
+#: home starts (no descriptor survives a restart).
+ORPHAN_NAME = ".fedfs-orphans"
+ORPHAN_ROOT = "/" + ORPHAN_NAME
+#: the federation's own top-level names in a local tree: never part of the namespace
+RESERVED_NAMES = frozenset({REPLICA_NAME, ORPHAN_NAME})
 
 
 class InvalidPath(OSError):
@@ -39,13 +48,15 @@ class InvalidPath(OSError):
 
 
 class ReservedPath(InvalidPath):
-    """A pathname in the federation's own replica space (EPERM): the
+    """A pathname in the federation's own replica or orphan space (EPERM): the
     namespace does not have it, and no client or peer request may name it."""
 
     def __init__(self, path: object) -> None:
-        OSError.__init__(self, errno.EPERM, f"path {path!r}: {REPLICA_ROOT} is reserved for the federation's replicas")
+        OSError.__init__(
+            self, errno.EPERM, f"path {path!r}: {REPLICA_ROOT} and {ORPHAN_ROOT} are reserved for the federation"
+        )
         self.path = path
-        self.reason = f"{REPLICA_ROOT} is reserved"
+        self.reason = f"{REPLICA_ROOT} and {ORPHAN_ROOT} are reserved"
 
     def __reduce__(self):
         return (ReservedPath, (self.path,))
@@ -56,11 +67,25 @@ def is_replica(path: str) -> bool:
     return path == REPLICA_ROOT or path.startswith(_REPLICA_PREFIX)
 
 
+def is_reserved(path: str) -> bool:
+    """Whether canonical ``path`` is in the federation's own space (replicas,
+    orphans), which no local tree's share of the namespace includes."""
+    if path[:2] != "/.":  # the common case: no reserved name starts otherwise
+        return False
+    return path[1:].split("/", 1)[0] in RESERVED_NAMES
+
+
+def orphan_path(orphan: int) -> str:
+    """Where a home keeps its orphan number ``orphan`` (``fedfs/home.py``)."""
+    return f"{ORPHAN_ROOT}/{orphan}"
+
+
 def hide_replicas(directory: str, entries: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
-    """A local listing of ``directory`` without the replica space (only "/" holds it)."""
+    """A local listing of ``directory`` without the federation's own spaces
+    (replicas, orphans: only "/" holds them)."""
     if directory != ROOT:
         return entries
-    return [e for e in entries if e[0] != REPLICA_NAME]
+    return [e for e in entries if e[0] not in RESERVED_NAMES]
 
 
 def normalize(path: object, local: bool = False) -> str:
@@ -69,8 +94,8 @@ def normalize(path: object, local: bool = False) -> str:
     Accepts "/a/b", "/a/b/" and "/a//b" (all -> "/a/b").  Rejects, with an
     :class:`InvalidPath` naming the problem: non-strings, relative paths,
     NUL bytes, "." and ".." components, over-long names; and a name in the
-    replica space (``ReservedPath``, EPERM) unless ``local`` (a local file
-    system's own check: the protocol keeps its replicas there).  A canonical
+    replica or orphan space (``ReservedPath``, EPERM) unless ``local`` (a local
+    file system's own check: the protocol keeps its replicas and orphans there).  A canonical
     path with no component starting with "." never reaches these checks.
     """
     if (
@@ -100,7 +125,7 @@ def normalize(path: object, local: bool = False) -> str:
             raise InvalidPath(path, f"component {p!r} is not allowed (no relative components)")
         if len(p) > MAX_NAME:
             raise InvalidPath(path, f"component longer than {MAX_NAME} characters")
-    if parts and parts[0] == REPLICA_NAME and not local:
+    if parts and parts[0] in RESERVED_NAMES and not local:
         raise ReservedPath(path)
     return "/" + "/".join(parts)
 

@@ -125,14 +125,26 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from fedsim.protocol.attrs import ATTR_WIRE, KEEP, STATFS_WIRE, UTIME_NOW, UTIME_OMIT, check_setattr, federated
+from fedsim.protocol.attrs import (
+    ATTR_WIRE,
+    KEEP,
+    STATFS_WIRE,
+    UTIME_NOW,
+    UTIME_OMIT,
+    check_setattr,
+    check_size,
+    federated,
+)
 from fedsim.protocol.effects import NOW, Compute, Local, Multicast
 from fedsim.protocol.fedfs.directory import SUSPECT_S
+from fedsim.protocol.fedfs.home import OrphanAttr, OrphanSetAttr, OrphanSync
 from fedsim.protocol.fedfs.rename import Renaming
+from fedsim.protocol.fedfs.requester import ORPHAN_REQUESTS
 from fedsim.protocol.messages import (
     PeerUnavailable,
     ProtocolError,
     Request,
+    Truncate,
     fs_error,
     pack,
     register_request,
@@ -191,6 +203,11 @@ class Fsync(Request):
     reply: ClassVar[Any] = None
     path: str
 
+
+# a descriptor's fstat and fsync of a file unlinked while open (``home.py``)
+ORPHAN_REQUESTS[GetAttr] = lambda n, r: OrphanAttr(n)
+ORPHAN_REQUESTS[Fsync] = lambda n, r: OrphanSync(n)
+ORPHAN_REQUESTS[SetAttr] = lambda n, r: OrphanSetAttr(n, r.mode, r.uid, r.gid, r.atime_ns, r.mtime_ns)
 
 @register_request
 @dataclass(slots=True, frozen=True)
@@ -487,9 +504,33 @@ class Attributes(Renaming):
     @api(int, fd="uses")
     def fsync(self, fd: int) -> Gen:
         """Flush an open file's data and metadata at its home."""
-        path, home = self._fd(fd)
+        self._fd(fd)
         yield Compute("fedfs_op")
-        yield from self.call(home, Fsync(path))
+        yield from self._at_fd(fd, Fsync)
+
+    @api(int, fd="uses")
+    def fgetattr(self, fd: int) -> Gen:
+        """``fstat``: the attributes of the open file ``fd`` at its home, whatever
+        its name now (one unlinked while open too: its link count is then 0)."""
+        self._fd(fd)
+        yield Compute("fedfs_op")
+        return (yield from self._at_fd(fd, GetAttr))
+
+    @api(int, int, int, int, int, int, fd="uses")
+    def fsetattr(self, fd: int, mode: int, uid: int, gid: int, atime_ns: int, mtime_ns: int) -> Gen:
+        """fchmod, fchown and futimens of the open file ``fd`` (as ``setattr``), whatever its name now."""
+        path, _ = self._fd(fd)
+        check_setattr(path, mode, uid, gid, atime_ns, mtime_ns)
+        yield Compute("fedfs_op")
+        yield from self._at_fd(fd, lambda p: SetAttr(p, mode, uid, gid, atime_ns, mtime_ns))
+
+    @api(int, int, fd="uses")
+    def ftruncate(self, fd: int, size: int) -> Gen:
+        """Cut the open file ``fd`` to ``size`` bytes or extend it with zeros (one unlinked while open too)."""
+        path, _ = self._fd(fd)
+        check_size(path, size)
+        yield Compute("fedfs_op")
+        yield from self._at_fd(fd, lambda p: Truncate(p, size))
 
     # ------------------------------------------------------------------ at a home or holder
     @handles(GetAttr)

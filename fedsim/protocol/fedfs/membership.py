@@ -96,7 +96,7 @@ from fedsim.protocol.messages import (
     register_request,
     unpack,
 )
-from fedsim.protocol.names import ROOT, InvalidPath, join, normalize
+from fedsim.protocol.names import ROOT, InvalidPath, is_reserved, join, normalize
 from fedsim.protocol.node import Gen, handles
 from fedsim.protocol.tables import DIR_ENTRY, DTEntry
 from fedsim.protocol.view import GetView, View, check_contacts, check_epoch, check_members, unpack_view
@@ -277,6 +277,7 @@ class Membership(Renaming):
         if view.epoch <= old.epoch:
             return
         self.view = view  # before any yield: a concurrent install sees it
+        self.drop_delegations()  # (every name's manager is the hashing's again: ``delegation.py``)
         if self._prev_view is None:
             self._prev_view = old
         # (else an older unsettled view stays: it names managers that may still get updates)
@@ -319,6 +320,7 @@ class Membership(Renaming):
             self.implicit_dirs.clear()
         if gone:
             self.renames_orphaned(gone)  # holds of renames the leavers coordinated (``rename.py``)
+            yield from self.unpin_gone(gone - {me})  # the leavers' descriptors (``home.py``)
         for g in gone:
             self.summaries.pop(g, None)
             self._shared.discard(g)
@@ -495,6 +497,8 @@ class Membership(Renaming):
         except BaseException:
             self._leaving = not self.member  # (refused: still a member)
             raise
+        if self.orphans:  # files unlinked while open here: no descriptor of them outlives the leave
+            yield from self._clear_orphans()
         return self.epoch
 
     def _migrate_away(self, rest: tuple[int, ...]) -> Gen:
@@ -536,7 +540,9 @@ class Membership(Renaming):
 
         made: set[str] = set()
         for attempt in range(LEAVE_PASSES + 1):
-            dirs = yield Local("list_dirs", ROOT)  # sorted: a directory before what it holds
+            # sorted: a directory before what it holds (the federation's own spaces are no part of the
+            # namespace: the files unlinked while open end with the leave, as with a restart)
+            dirs = [d for d in (yield Local("list_dirs", ROOT)) if not is_reserved(d)]
             for d in [d for d in dirs if d != ROOT and d not in made]:
                 to = target(d, True)
                 try:

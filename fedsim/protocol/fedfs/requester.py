@@ -29,7 +29,7 @@ from typing import Any
 
 from fedsim.protocol.attrs import KEEP, check_new, check_size
 from fedsim.protocol.effects import NOW, Compute, Sleep
-from fedsim.protocol.fedfs.home import Home
+from fedsim.protocol.fedfs.home import Home, OrphanClose, Orphaned, OrphanRead, OrphanTruncate, OrphanWrite
 from fedsim.protocol.messages import (
     Close,
     Create,
@@ -50,7 +50,7 @@ from fedsim.protocol.messages import (
     fs_error,
 )
 from fedsim.protocol.names import ROOT, normalize
-from fedsim.protocol.node import Gen, api
+from fedsim.protocol.node import Gen, api, handles
 from fedsim.protocol.tables import DIR_ENTRY, DTEntry
 
 # Back-off for EAGAIN (a name held by a rename in flight, a directory being
@@ -65,12 +65,29 @@ BUSY_TRIES = 100
 # A descriptor follows its file through this many moves within one request
 # (each a migration that completed while the request travelled).
 FD_MOVES = 4
+#: descriptors one requester holds open at once (EMFILE past it): a bound on
+#: its table and on the pins it asks homes to keep
+MAX_FDS = 1 << 16
+
+#: A descriptor's request for its file, as its request for the file once it
+#: was unlinked while open (``home.py``): by the orphan's number, not a name.
+#: A role whose descriptor requests are its own adds theirs (``attributes``).
+ORPHAN_REQUESTS: dict[type[Request], Callable[[int, Any], Request]] = {
+    Read: lambda n, r: OrphanRead(n, r.offset, r.size),
+    Write: lambda n, r: OrphanWrite(n, r.offset, r.data),
+    Truncate: lambda n, r: OrphanTruncate(n, r.size),
+    Close: lambda n, r: OrphanClose(n),
+}
 
 
 class Requester(Home):
     def __init__(self, node_id: int, spec: Any, **kw: Any) -> None:
         super().__init__(node_id, spec, **kw)
         self.fds: dict[int, tuple[str, int]] = {}
+        # descriptors whose file was unlinked while open -> its orphan number
+        # at the home (``Orphaned``); descriptors being closed (not followed)
+        self.orphan_fds: dict[int, int] = {}
+        self._closing: set[int] = set()
         self._next_fd = 3
         self._next_token = 0  # names each create/mkdir attempt at its manager (``Settle``)
 
@@ -83,7 +100,8 @@ class Requester(Home):
         return (yield from super().start())
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "open_files": len(self.fds)}
+        # (the files unlinked while open that this node keeps as their home: ``home.py``)
+        return {**super().describe(), "open_files": len(self.fds), "orphans": len(self.orphans)}
 
     # ------------------------------------------------------------------ lookup
     def lookup(self, path: str) -> Gen:
@@ -291,6 +309,8 @@ class Requester(Home):
         """Open a regular file; returns a descriptor for read/write/close."""
         path = normalize(path)
         yield Compute("fedfs_op")
+        if len(self.fds) >= MAX_FDS:
+            raise fs_error(errno.EMFILE, path, f"{MAX_FDS} files open at this node already")
         _, home = yield from self._at_home(path, Open, errno.EISDIR)
         fd = self._next_fd
         self._next_fd += 1
@@ -308,12 +328,18 @@ class Requester(Home):
         moves an open file's pins with it and leaves the old home answering
         ESTALE: the descriptor then follows the file to its new home (resolved
         again at the manager, no new Open: the pin is already there) and the
-        request is sent again.  EAGAIN (the switch itself) is waited out."""
+        request is sent again.  EAGAIN (the switch itself) is waited out.
+        A descriptor of a file unlinked while open goes by its orphan number
+        (``Orphaned``), also when the unlink overtook this very request."""
         path, home = self._fd(fd)
+        if self.orphan_fds and fd in self.orphan_fds:
+            return (yield from self._at_orphan(fd, home, make(path)))
         for _ in range(FD_MOVES):
             try:
                 return (yield from self._busy(lambda home=home: self.call(home, make(path))))
             except OSError as exc:
+                if fd in self.orphan_fds:  # unlinked meanwhile (ENOENT, ESTALE): the orphan has it
+                    return (yield from self._at_orphan(fd, home, make(path)))
                 if exc.errno != errno.ESTALE:
                     raise
             self.stats.stale_retries += 1
@@ -326,13 +352,34 @@ class Requester(Home):
                 self.fds[fd] = (path, home)
         raise fs_error(errno.ESTALE, path, "the open file moved again and again; try again")
 
+    def _at_orphan(self, fd: int, home: int, req: Request) -> Gen:
+        to_orphan = ORPHAN_REQUESTS.get(type(req))
+        if to_orphan is None:  # (a block cache's read: its blocks are named by path)
+            raise fs_error(errno.EBADF, self.fds[fd][0], "unlinked while open: not through the block cache")
+        return (yield from self.call(home, to_orphan(self.orphan_fds[fd], req)))
+
+    @handles(Orphaned)
+    def on_orphaned(self, src: int, req: Orphaned) -> int:
+        """The home ``src`` made the file our descriptors of ``req.path`` name
+        an orphan: they follow it (not those being closed: their close, sent
+        by name, is the home's already, or will find nothing there)."""
+        n = 0
+        for fd, (path, home) in self.fds.items():
+            if path == req.path and home == src and fd not in self._closing and fd not in self.orphan_fds:
+                self.orphan_fds[fd] = req.orphan
+                n += 1
+        return n
+
     @api(int, fd="closes")
     def close(self, fd: int) -> Gen:
         self._fd(fd)
+        self._closing.add(fd)
         try:
             yield from self._at_fd(fd, Close)
         finally:
+            self._closing.discard(fd)
             self.fds.pop(fd, None)
+            self.orphan_fds.pop(fd, None)
 
     @api(int, int, int, fd="uses", size_arg=2)
     def read(self, fd: int, offset: int, size: int) -> Gen:

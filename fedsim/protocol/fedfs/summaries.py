@@ -18,7 +18,7 @@ from typing import Any
 from fedsim.protocol.effects import NOW, Compute, Local, Multicast, Sleep, Spawn
 from fedsim.protocol.fedfs.stats import FedStats
 from fedsim.protocol.messages import PeerUnavailable, SummaryAdd, SummaryPush
-from fedsim.protocol.names import ROOT, is_replica
+from fedsim.protocol.names import ROOT, is_reserved
 from fedsim.protocol.node import Gen, Node, handles
 from fedsim.protocol.summary import BloomSummary
 from fedsim.protocol.tables import LRU, VirtualDirectory
@@ -89,7 +89,7 @@ class Summaries(Node):
         send it to every member that has not acknowledged this version.
         ``to(local directories)``: the members that need a changed summary
         (default: every member)."""
-        dirs = [d for d in (yield Local("list_dirs", ROOT)) if not is_replica(d)]  # (not the namespace's)
+        dirs = [d for d in (yield Local("list_dirs", ROOT)) if not is_reserved(d)]  # (not the namespace's)
         summary = self.new_summary()
         summary.add_many(dirs)
         yield Compute("bloom_insert", len(dirs))
