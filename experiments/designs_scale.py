@@ -1,6 +1,6 @@
 """Every design on one workload, side by side, as the cluster grows (issue 25's
 last study): each design's throughput at saturation, its latency below
-saturation and its messages per operation, on 1 to 64 servers (FedFS and
+saturation and its messages per operation, on 1 to 64 servers (FedFS, Ursa Minor and
 dNFSp2 on to 1,024 in ``configs/fedfs/designs_scale_large.yaml``), under each
 network/CPU profile: the VIA preset, the InfiniBand preset and this machine's
 calibrated profile.
@@ -15,7 +15,9 @@ config entry, not code:
   name unless given), its PostMark clients' route (FedFS's apply the
   federation's hash, the others enter at a fixed node each, as in
   ``designs_postmark``) and the largest cluster it is run on;
-* ``workloads``: name -> the ``workload:`` keys that make it, over the config's;
+* ``workloads``: name -> the ``workload:`` keys that make it, over the config's,
+  and ``trace``: a Table 4 mix of Ursa Minor's paper (``eecs``: the Harvard EECS
+  mix, ``fedsim.workloads.ursa_mix``) driven over SFS97's file set;
 * ``profiles``: name -> config sections (``network``, ``machine``, ...) over
   the config's; ``calibration: auto`` takes the profile ``fednode calibrate``
   left where ``experiments.validation`` keeps it (none: the column is skipped
@@ -51,6 +53,7 @@ from fedsim.config import Config, apply_overrides, validate
 from fedsim.results import StudyResult
 from fedsim.schema import table
 from fedsim.studies import register_study
+from fedsim.workloads.ursa_mix import UrsaMix, mix
 
 #: what each workload's throughput is counted in (the run's metric, the unit); others: operations/s
 RATE: dict[str, tuple[str, str]] = {"postmark": ("postmark_tps", "tx/s")}
@@ -139,12 +142,13 @@ def point_config(
     """The config of one run: ``cfg`` with the design's, the workload's and the profile's keys, on
     ``servers`` servers with ``per_server`` clients each."""
     d = params.designs[design]
+    spec = {k: v for k, v in params.workloads[workload].items() if k != "trace"}
     raw = cfg.model_dump(exclude_none=True)
     profile = dict(profile)
     ref = profile.pop("calibration", None)
     overrides = [
         *_dotted(["protocol"], {"architecture": design, **d.protocol}),
-        *_dotted(["workload"], params.workloads[workload]),
+        *_dotted(["workload"], spec),
         *_dotted([], profile),
     ]
     apply_overrides(raw, overrides)
@@ -176,10 +180,16 @@ def run_point(
     (throughput at saturation, latency below it, messages per operation) and each level's run."""
     metric, _ = rate_of(cfg, params, workload)
 
+    trace = params.workloads[workload].get("trace")
+    weights = mix(str(trace)) if trace is not None else None
+
+    def make(c: Any, fs: Any, _cfg: Config, rng: Any) -> UrsaMix:
+        assert weights is not None
+        return UrsaMix(c, fs, mix=weights, rng=rng)
+
     def one(k: int) -> tuple[int, dict[str, float]]:
-        out: RunOutcome = run_workload(
-            point_config(cfg, params, design, workload, profile, servers, k), through_protocol=True
-        )
+        v = point_config(cfg, params, design, workload, profile, servers, k)
+        out: RunOutcome = run_workload(v, make_driver=make if weights else None, through_protocol=True)
         return k, out.metrics
 
     best, runs = climb(params.clients_per_server, one, lambda r: r[1][metric], params.saturation_gain)

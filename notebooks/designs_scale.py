@@ -14,8 +14,9 @@
 # # Every design side by side, 1 to 64 servers (and to 1,024)
 #
 # Issue 25's last study, the figure a researcher would put in a related-work section: FedFS,
-# NFS, NFSp, dNFSp1, dNFSp2 and mNFS, each its protocol package under the same network, CPU and
-# disk models, on the SPEC SFS97 mix and on PostMark, as the cluster grows; throughput at
+# Ursa Minor (FedFS with `rename: redistribute`), NFS, NFSp, dNFSp1, dNFSp2 and mNFS, each its
+# protocol package under the same network, CPU and disk models, on the SPEC SFS97 mix, on
+# PostMark and on the Harvard EECS mix (Ursa Minor's Table 4), as the cluster grows; throughput at
 # saturation (clients per server added until it grows by less than 5 %, the papers' method),
 # latency below saturation, messages between nodes per operation; under the VIA preset, the
 # InfiniBand preset and this machine's calibrated profile (`fednode calibrate`'s, where
@@ -23,7 +24,7 @@
 #
 # Small by default (1, 2 and 4 servers, 1, 2 and 4 clients per server, small workloads:
 # seconds); `FULL = True` or `FEDFS_FULL=1` runs the shipped config (1 to 64 servers);
-# `configs/fedfs/designs_scale_large.yaml` takes FedFS and dNFSp2 to 1,024 (not run here).
+# `configs/fedfs/designs_scale_large.yaml` takes FedFS, Ursa Minor and dNFSp2 to 1,024 (not run here).
 #
 # **No paper measured these designs on one workload**: every curve is simulated, measured by
 # this study.  The papers' own numbers (Federated DAFS Fig. 6's FedFS speedups, mNFS Table 3

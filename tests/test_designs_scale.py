@@ -18,7 +18,7 @@ CONFIG = Path(__file__).resolve().parents[1] / "configs" / "fedfs" / "designs_sc
 TINY = ["workload.files=150", "workload.dirs=8", "params.ops_per_client=20", "workload.postmark.number=15",
         "workload.postmark.transactions=30", "params.servers=[1,2,4]", "params.clients_per_server=[1,2,4]",
         "params.profiles={via: {network: {preset: via_clan}}}"]  # fmt: skip
-DESIGNS = ("fedfs", "nfs", "nfsp", "dnfsp1", "dnfsp2", "mnfs")
+DESIGNS = ("fedfs", "ursa_minor", "nfs", "nfsp", "dnfsp1", "dnfsp2", "mnfs")
 
 
 def _run(extra: list[str]) -> tuple[study.Params, dict[tuple[str, str], float], str, str]:
@@ -34,13 +34,13 @@ def test_every_design_side_by_side_shows_what_its_architecture_gives_it():
     def at(w: str, d: str, n: int, metric: str) -> float:
         return rows[(f"workload={w} profile=via design={d} servers={n}", metric)]
 
-    for w in ("sfs97", "postmark"):
+    for w in ("sfs97", "postmark", "eecs"):  # the EECS mix: Ursa Minor's Table 4, by config
         for d in DESIGNS:
             for n in (1, 2, 4):
                 assert at(w, d, n, "tps") > 0 and at(w, d, n, "latency_us") > 0
                 assert at(w, d, n, "levels") >= 2  # driven until the throughput stopped growing
             assert at(w, d, 1, "messages_per_op") == 0  # one server: every call local
-        for d in ("fedfs", "nfs", "nfsp", "mnfs"):
+        for d in ("fedfs", "ursa_minor", "nfs", "nfsp", "mnfs"):
             assert all(at(w, d, n, "errors") == 0 for n in (1, 2, 4)), d
         growth = {d: at(w, d, 4, "tps") / at(w, d, 1, "tps") for d in DESIGNS}
         assert growth["fedfs"] > 1.8, growth  # the names and files spread over the servers
