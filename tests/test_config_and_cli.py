@@ -71,6 +71,11 @@ SMALL = {
         "params.cache_blocks=[0,64]",
     ],
     "table2": [],
+    # (designs_scale.yaml and designs_scale_large.yaml: the same study)
+    "designs_scale": ["workload.files=150", "workload.dirs=8", "params.ops_per_client=20",
+                      "workload.postmark.number=15", "workload.postmark.transactions=30", "params.servers=[1,2]",
+                      "params.clients_per_server=[1,2]", "params.profiles={via: {network: {preset: via_clan}}}",
+                      "params.designs={fedfs: {route: hash}, nfs: {}}"],
     "ursa_table3": [],
     "ursa_fig4": ["params.servers=[1,2]", "params.ops_per_server=200", "params.warmup_per_server=50",
                   "params.files_per_server=100", "params.dirs_per_server=4", "params.clients_per_server=4"],
