@@ -80,6 +80,43 @@ def test_a_held_table_serves_a_burst_of_renames_and_goes_back_after_the_hold():
     _one_manager(c, s, t)
 
 
+def test_a_held_table_another_coordinator_asks_for_is_recalled_not_waited_out():
+    """A hold amortises a burst at one coordinator; it must not shut the others out until it
+    lapses (each use restarting it): the lender tells the holder (``Recall``) and the retry gets it."""
+    c, s, t1 = _cluster(redistribute_hold=100.0)
+    c1 = c.nodes[0].manager_of(t1)
+    t2 = next(p for i in range(200) if c.nodes[0].manager_of(p := f"/w{i}") not in (c1, c.nodes[0].manager_of(s)))
+    c.op(2, "mkdir", t2)
+    c.op(0, "rename", f"{s}/f0", f"{t1}/g0")
+    assert list(c.nodes[c1].borrowed) == [s]  # held for 100 s
+    start = c.clock
+    c.op(1, "rename", f"{s}/f1", f"{t2}/g1")  # its coordinator's Lend is refused once, the hold recalled
+    assert c.clock - start < 10.0  # a requester's back-off or two, not the hold's 100 s
+    c2 = c.nodes[0].manager_of(t2)
+    assert not c.nodes[c1].borrowed and list(c.nodes[c2].borrowed) == [s]
+    assert c.nodes[c.nodes[0].view.manager_of(s)].lent == {s: c2}
+    assert sorted(n for n, _ in c.op(3, "readdir", s)) == ["f2", "f3"]
+    assert [n for n, _ in c.op(3, "readdir", t2)] == ["g1"]
+    c.advance(101.0)
+    assert not any(node.lent or node.borrowed for node in c.nodes)
+    _one_manager(c, s, t1, t2)
+
+
+def test_at_its_bound_a_coordinator_gives_back_the_tables_it_only_holds():
+    c, s, t = _cluster(redistribute_limit=1, redistribute_hold=100.0)
+    coordinator = c.nodes[0].manager_of(t)
+    u = next(p for i in range(200) if c.nodes[0].view.manager_of(p := f"/u{i}") not in (coordinator,))
+    c.op(0, "mkdir", u)
+    c.op(0, "create", f"{u}/x")
+    c.op(0, "rename", f"{s}/f0", f"{t}/g0")
+    assert list(c.nodes[coordinator].borrowed) == [s]  # held, its one slot taken
+    start = c.clock
+    c.op(1, "rename", f"{u}/x", f"{t}/y")  # refused once at the bound; /s given back meanwhile
+    assert c.clock - start < 10.0
+    assert list(c.nodes[coordinator].borrowed) == [u]
+    assert [n for n, _ in c.op(2, "readdir", t)] == ["g0", "y"]
+
+
 @pytest.mark.parametrize("limit", [1, 2])
 def test_the_bound_refuses_one_more_borrowed_table_and_a_hold_hit_needs_no_slot(limit):
     c, s, t = _cluster(redistribute_limit=limit, redistribute_hold=5.0)
