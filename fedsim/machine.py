@@ -204,10 +204,10 @@ class Machine:
     (``node``, ``state``), which the runtime's hot paths hold."""
 
     __slots__ = ("_G", "_L", "_Lc", "_any_api", "_any_client", "_any_dispatch", "_api", "_byte", "_client",
-                 "_client_states", "_clients", "_dispatch", "_o", "_oc", "_threads", "_two", "call_us", "cap", "cold",
-                 "cold_cap", "core_free", "depth", "host_active", "host_procs", "host_recent", "host_states",
-                 "mix_agent", "mix_client", "n", "n_nodes", "nodes", "p", "proc_host", "procs", "pruned", "ran", "share",
-                 "wake")  # fmt: skip
+                 "_client_states", "_clients", "_dispatch", "_o", "_oc", "_threads", "_two", "call_us", "cap",
+                 "cold", "cold_cap", "core_free", "depth", "host_active", "host_procs", "host_recent", "host_states",
+                 "kernel_share", "mix_agent", "mix_client", "n", "n_nodes", "nodes", "p", "proc_host", "procs",
+                 "pruned", "ran", "share", "wake")  # fmt: skip
 
     def __init__(self, params: MachineParams, n_nodes: int) -> None:
         if params.cores <= 0:
@@ -236,6 +236,9 @@ class Machine:
         self.pruned = 0.0  # the latest time the ``active`` lists were pruned at (``book``)
         self.wake = params.wake_us
         self.call_us = params.call_us
+        #: of a client call's CPU, the share its thread of a shared program spends apart (0: none)
+        shared = params.clients == "shared" and params.client_user_share < 1.0
+        self.kernel_share = 1.0 - params.client_user_share if shared else 0.0
         self.mix_agent, self.mix_client = params.mix_agent, params.mix_client
         self._o, self._byte = params.o_us, params.byte_us
         self._L, self._G = params.L_us, params.G_us_per_byte
