@@ -106,7 +106,11 @@ price in simulator speed (``fedsim.bench``): a SimPy event and its callback
 cost about 0.4 us of the 1.5-2 us the model adds per CPU job; the rest is the
 Python work of each step (booking the job, the message's event, resuming the
 process that waited), which is why the runtime books on a process's state
-(``ProcState``, ``Machine.book``) that it holds, not on its key.
+(``ProcState``, ``Machine.book``) that it holds, not on its key, and why a
+process's place on its host's recency list (``cold_us``) is a flag on it
+(``ProcState.held``): looked for on a list it had left, it cost a job a
+raised and caught ``ValueError`` (its message formats the state), about a
+tenth of a run on the model (``fedsim.bench``).
 """
 
 from __future__ import annotations

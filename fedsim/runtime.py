@@ -23,11 +23,15 @@ the arrival's own callback unless other events are due at the same instant)
 and one for its reply; the CPU and the disk are "busy until" queues, one
 event per job.  On a machine model (``fedsim.machine``) a request costs four
 events (its arrival, the end of its receipt and dispatch CPU, its reply, the
-end of the reply's receipt) and a client's hop two, with one resumption of
-the worker or the caller per step.  The runtime sets the fields of events it
-triggers (``_ok``, ``_value``) and schedules on the environment's queue
-(``_queue``, ``_eid``, ``_now``) directly: private SimPy attributes, which is
-why pyproject.toml pins simpy below its next major version.
+end of the reply's receipt) and a client's hop two (three with a client
+thread's kernel work before its request or after its reply: a step of the
+hop's event, not a resumption of the client), with one resumption of the
+worker or the caller per request or call.  The runtime sets the fields of
+events it triggers (``_ok``, ``_value``) and schedules on the environment's
+queue (``_queue``, ``_eid``, ``_now``) directly, and its environment
+(``Environment``) runs them in a loop of its own: private SimPy attributes and
+``Environment.step``'s body, which is why pyproject.toml pins simpy below its
+next major version.
 """
 
 from __future__ import annotations
