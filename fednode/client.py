@@ -529,7 +529,9 @@ class Client:
         sees either name, never both nor neither, and an existing target is
         replaced.  Within its directory, and into another one with the
         federation's ``rename: 2pc`` (the default: two-phase commit between
-        both directories' managers; the file's data stays at its home).
+        both directories' managers) or ``redistribute`` (the target
+        directory's manager borrows the source's; the file's data stays at
+        its home either way).
         ``OSError(EXDEV)`` for directories (copy them) and, with ``rename:
         local``, across directories; ``ENOENT`` if ``old`` or ``new``'s
         directory is missing; ``EISDIR`` onto a directory; ``EBUSY`` while

@@ -1103,7 +1103,7 @@ class FedOps(mfusepy.Operations):
 
     def rename(self, old: str, new: str, flags: int = 0) -> None:
         """rename(2) of a file, symlink or special file, or of a directory
-        (``rename: 2pc``, the default), within a directory or across
+        (``rename: 2pc``, the default, or ``redistribute``), within a directory or across
         directories: the protocol's atomic rename, so ``mv`` keeps the inode
         numbers and moves no data.  Both names lose their home hints, and for
         a directory every name under them: the moved files' are learnt again

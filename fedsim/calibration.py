@@ -147,3 +147,29 @@ def fitted_contention(path: Path, mach: dict[str, Any]) -> dict[str, float]:
             out["oversub_share"], out["capacity"] = fit_contention(params, measured, rates, fan_rates)
         _FITTED[key] = out
     return _FITTED[key]
+
+
+#: the microbenchmarks a profile's contention models are fitted on: the profile's key, what it varies,
+#: and the simulated bench (``fedsim.machine``; each returns CPU per call over all processes and calls/s)
+MICROBENCHES = (("contention", "threads"), ("fan_in", "threads"), ("chain", "agents"))
+
+
+def microbench_check(mach: dict[str, Any]) -> list[tuple[str, int, float, float, float, float, float, float]]:
+    """Each microbenchmark of a profile's ``machine`` section beside the model the profile gives
+    (its fitted ``cold_us``, ``wake_us``, ``oversub_share`` and ``capacity`` included) simulating
+    it: ``(bench, count, measured CPU per call, model's, measured calls/s, model's, measured client
+    program's CPU per call, model's)`` (the client's 0 where the profile did not record it apart).  Why: the fits
+    are relative to one thread's level and each weighs several counts, so a rule that cannot follow
+    its benchmark (a jump the model does not make, a level it misses) shows here, on the benchmark
+    it was fitted to, before it shows as a validation miss."""
+    from fedsim.machine import MachineParams, chain_run, contention_bench, fan_in_bench
+
+    benches = {"contention": contention_bench, "fan_in": fan_in_bench, "chain": chain_run}
+    params = MachineParams.of(mach)
+    rows = []
+    for key, _count in MICROBENCHES:
+        for k, v in sorted(((int(k), v) for k, v in (mach.get(key) or {}).items())):
+            run = benches[key](params, k)
+            rows.append((key, k, float(v["cpu_per_call_us"]), run.cpu, float(v.get("calls_per_s", 0.0)), run.rate,
+                         float(v.get("client_cpu_per_call_us", 0.0)), run.client))  # fmt: skip
+    return rows

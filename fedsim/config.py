@@ -122,9 +122,12 @@ class MachineConfig(Strict):
     cold_us: NonNegativeFloat = 0.0  # a job's CPU per other process beyond the cores run since its last (caches)
     cold_cap_us: NonNegativeFloat = 0.0  # the most that adds to a job (0: no bound)
     wake_us: NonNegativeFloat = 0.0  # of a receipt's CPU, what a process busy when it arrives does not pay
+    handoff_us: float = 0.0  # added to a receipt that wakes its process: the placement correction (may be negative)
     fan_in: dict[int, dict[str, float]] = Field(default_factory=dict)  # the microbenchmark wake_us is fitted to
     contention: dict[int, dict[str, float]] = Field(default_factory=dict)  # the microbenchmark it is fitted to
     chain: dict[int, dict[str, float]] = Field(default_factory=dict)  # the one cold_us, cold_cap_us are fitted to
+    # the client-and-agent placement microbenchmark (one core, two, free): reported, not priced yet
+    placement: dict[str, dict[str, float]] = Field(default_factory=dict)
     fuse: dict[str, Any] = Field(default_factory=dict)  # the mount's costs (``fedsim.workloads.fuse_sim``)
     measured_on: dict[str, Any] = Field(default_factory=dict)  # host, cores, when: for the warning on reuse
 

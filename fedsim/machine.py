@@ -59,6 +59,14 @@ from a ``fednode calibrate`` profile) turns the model on:
   ``fit_wake`` fits: about 12 us): SFS97 on one agent saturates at twice its
   one-client rate, which a model pricing every receipt as a wake could not
   reach;
+* **placement**: on a VM a hand-off to a process on another core wakes that core (an
+  interprocessor interrupt and a halted vCPU's exit); whether the scheduler keeps a client
+  and its agent on one core or spreads them is its choice, kept for minutes, and one round
+  trip costs 1.7 times as much spread (``fednode calibrate``'s placement microbenchmark).
+  The costs above are those of the placement the calibration ran in; ``handoff_us`` adds
+  to (or, negative, takes from) every receipt that wakes its process the difference to the
+  placement a prediction is for (``experiments.validation`` probes the placement beside
+  each measurement: one core's wake and two cores' differ by half a round trip's gap);
 * **cold caches**: a process that wakes after other processes of its host
   ran finds its cores' caches filled with theirs; beyond as many of them as
   the host has cores (each could keep a core warm) each costs the job
@@ -117,7 +125,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 #: processes of the clients: all in one program (threads), or one program each
 ClientProcs = Literal["shared", "own"]
@@ -150,6 +158,7 @@ class MachineParams:
     cold_us: float = 0.0  # a job's CPU per other process beyond the cores that ran on its host since its last
     cold_cap_us: float = 0.0  # the most that costs a job: its whole working set refilled (0: no bound)
     wake_us: float = 0.0  # of a message's receipt, the CPU a process busy when it arrives does not pay (no wake)
+    handoff_us: float = 0.0  # CPU added to a receipt that wakes its process (negative: less): placement's correction
 
     @classmethod
     def of(cls, section: Mapping[str, Any]) -> MachineParams:
@@ -208,9 +217,9 @@ class Machine:
 
     __slots__ = ("_G", "_L", "_Lc", "_any_api", "_any_client", "_any_dispatch", "_api", "_byte", "_client",
                  "_client_states", "_clients", "_dispatch", "_o", "_oc", "_threads", "_two", "call_us", "cap",
-                 "cold", "cold_cap", "core_free", "depth", "host_active", "host_procs", "host_recent", "host_states",
-                 "kernel_share", "mix_agent", "mix_client", "n", "n_nodes", "nodes", "p", "proc_host", "procs",
-                 "pruned", "ran", "share", "wake")  # fmt: skip
+                 "cold", "cold_cap", "core_free", "depth", "handoff", "host_active", "host_procs", "host_recent",
+                 "host_states", "kernel_share", "mix_agent", "mix_client", "n", "n_nodes", "nodes", "p", "proc_host",
+                 "procs", "pruned", "ran", "share", "wake")  # fmt: skip
 
     def __init__(self, params: MachineParams, n_nodes: int) -> None:
         if params.cores <= 0:
@@ -238,6 +247,7 @@ class Machine:
         self.host_active: dict[int, list[ProcState]] = {}
         self.pruned = 0.0  # the latest time the ``active`` lists were pruned at (``book``)
         self.wake = params.wake_us
+        self.handoff = params.handoff_us
         self.call_us = params.call_us
         #: of a client call's CPU, the share its thread of a shared program spends apart (0: none)
         shared = params.clients == "shared" and params.client_user_share < 1.0
@@ -342,18 +352,25 @@ class Machine:
         """When ``us`` of CPU submitted now by ``proc`` ends."""
         return self.book(self.state(proc), now, us)
 
-    def book(self, st: ProcState, now: float, us: float, unwoken: float = 0.0) -> float:
-        """When ``us`` of CPU submitted now by the process of state ``st`` ends; ``unwoken``: what
-        the job costs less if its process still has work booked (``book_receipt``'s ``wake_us``).
+    def book(self, st: ProcState, now: float, us: float, receipt: bool = False) -> float:
+        """When ``us`` of CPU submitted now by the process of state ``st`` ends; with ``receipt``, a
+        message's receipt (``book_receipt``: ``wake_us`` less if its process still has work booked,
+        else ``handoff_us`` more).
         (Called for every CPU job of a simulation: written for speed, two cores unrolled.)"""
         start = st.free
         if start < now:
             woken = True  # its process was idle: the scheduler wakes it and places it on a core
             start = now
+            if receipt and self.handoff:
+                us = us + self.handoff if us + self.handoff > 0.0 else 0.0
         else:
             woken = False
-            if unwoken and start > now:
-                us = us - unwoken if us > unwoken else 0.0
+            if receipt:
+                if start > now:
+                    if self.wake:
+                        us = us - self.wake if us > self.wake else 0.0
+                elif self.handoff:  # (free just now: it wakes, as ``book_receipt`` counts it)
+                    us = us + self.handoff if us + self.handoff > 0.0 else 0.0
         cores = st.cores
         if self.cold:
             # Cold caches: the other processes of the host that ran since this one's last job filled
@@ -449,8 +466,9 @@ class Machine:
         return self.book_receipt(self.state(proc), now, us)
 
     def book_receipt(self, st: ProcState, now: float, us: float) -> float:
-        """``receive`` on a process's state (``book`` for a receipt: the runtime's hot paths)."""
-        return self.book(st, now, us, self.wake)
+        """``receive`` on a process's state (``book`` for a receipt: the runtime's hot paths).  A
+        receipt that wakes its process costs ``handoff_us`` more (or less: the placement correction)."""
+        return self.book(st, now, us, True)
 
     def cold_cost(self, others: int) -> float:
         """A job's refill of caches that ``others`` processes beyond the host's cores filled since its
@@ -501,6 +519,21 @@ def mixed(st: ProcState, label: str, us: float, share: float) -> float:
 
 
 # ---------------------------------------------------------------------------------------------- calibration
+class BenchRun(NamedTuple):
+    """A simulated microbenchmark's measures, as ``fednode calibrate`` records them: CPU per call over
+    every process, calls per second, and of that CPU the client program's (its threads' included)."""
+
+    cpu: float
+    rate: float
+    client: float
+
+
+def _bench_run(machine: Machine, calls: int, span: float) -> BenchRun:
+    busy = machine.busy
+    client = sum(v for k, v in busy.items() if isinstance(k, tuple) and str(k[0]).startswith("client"))
+    return BenchRun(sum(busy.values()) / calls, calls / span * 1e6, client / calls)
+
+
 def _bench_cluster(
     params: MachineParams, nodes: int, dirs: dict[int, str], machine: Machine | None = None
 ) -> tuple[Any, dict[int, list[str]]]:
@@ -526,11 +559,11 @@ def _bench_cluster(
     return c, files
 
 
-def contention_bench(params: MachineParams, threads: int, calls: int = 300) -> tuple[float, float]:
+def contention_bench(params: MachineParams, threads: int, calls: int = 300) -> BenchRun:
     """The contention microbenchmark of ``fednode calibrate``, simulated: ``threads``
     client threads of one program, thread i's call j a ``stat`` at node (i + j) mod
     ``threads`` on a file it manages and holds, all on one host.  (CPU per call over
-    all processes, calls per s.)"""
+    all processes, calls per s, the client program's CPU per call: ``BenchRun``.)"""
     c, files = _bench_cluster(replace(params, hosts=1), max(threads, 2), {i: f"/c{i}" for i in range(threads)})
     assert c.machine is not None
     c.machine.clear_busy()
@@ -545,7 +578,7 @@ def contention_bench(params: MachineParams, threads: int, calls: int = 300) -> t
     c.env.run(until=c.env.all_of(procs))
     span = c.env.now - t0
     total = threads * calls
-    return sum(c.machine.busy.values()) / total, total / span * 1e6
+    return _bench_run(c.machine, total, span)
 
 
 class _Refills(Machine):
@@ -563,28 +596,43 @@ class _Refills(Machine):
         return 0.0
 
 
-def chain_bench(params: MachineParams, agents: int, calls: int = 200) -> tuple[float, dict[int, float]]:
-    """The chain microbenchmark of ``fednode calibrate``, simulated without refills: one client
-    thread, call j a ``stat`` at node j mod ``agents`` on a file it manages and holds, all on one
-    host.  (CPU per call over all processes, and per call how many jobs found k processes beyond
-    the cores since their last: ``{k: jobs per call}``, what ``cold_us`` and ``cold_cap_us`` price.)
-
-    Priced without refills, a serial chain runs its jobs in the same order whatever they cost, so
-    one run gives what any ``cold_us`` and ``cold_cap_us`` add (``fit_cold``)."""
+def chain_run(
+    params: MachineParams, agents: int, calls: int = 200, machine: Machine | None = None
+) -> BenchRun:
+    """The chain microbenchmark of ``fednode calibrate``, simulated on ``params``' machine (``machine``:
+    another one, as ``_bench_cluster`` takes it): one client thread, call j a ``stat`` at node j mod
+    ``agents`` on a file it manages and holds, all on one host, after a round of every node so that
+    every process has run.  (``BenchRun``: CPU per call over all processes, calls per s, the client's part.)"""
     n = max(agents, 2)
-    p = replace(params, hosts=1, cold_us=0.0, cold_cap_us=0.0)
-    counting = _Refills(p, n)
-    c, files = _bench_cluster(p, n, {a: f"/c{a}" for a in range(agents)}, counting)
+    p = replace(params, hosts=1)
+    c, files = _bench_cluster(p, n, {a: f"/c{a}" for a in range(agents)}, machine)
+    m = c.machine
+    assert m is not None
 
     def client(rounds: int):
         for j in range(rounds):
             yield from c.client_op(0, j % agents, "stat", files[j % agents][j % 20])
 
-    c.env.run(until=c.env.process(client(2 * agents)))  # every process has run: the counts are the steady state's
-    counting.clear_busy()
-    counting.refills.clear()
+    c.env.run(until=c.env.process(client(2 * agents)))  # every process has run: the steady state's turn
+    m.clear_busy()
+    if isinstance(m, _Refills):
+        m.refills.clear()
+    t0 = c.env.now
     c.env.run(until=c.env.process(client(calls)))
-    return sum(counting.busy.values()) / calls, {k: v / calls for k, v in sorted(counting.refills.items())}
+    return _bench_run(m, calls, c.env.now - t0)
+
+
+def chain_bench(params: MachineParams, agents: int, calls: int = 200) -> tuple[float, dict[int, float]]:
+    """``chain_run`` without refills: (CPU per call over all processes, and per call how many jobs
+    found k processes beyond the cores since their last: ``{k: jobs per call}``, what ``cold_us`` and
+    ``cold_cap_us`` price).
+
+    Priced without refills, a serial chain runs its jobs in the same order whatever they cost, so
+    one run gives what any ``cold_us`` and ``cold_cap_us`` add (``fit_cold``)."""
+    p = replace(params, hosts=1, cold_us=0.0, cold_cap_us=0.0)
+    counting = _Refills(p, max(agents, 2))
+    cpu = chain_run(p, agents, calls, counting).cpu
+    return cpu, {k: v / calls for k, v in sorted(counting.refills.items())}
 
 
 def fit_cold(params: MachineParams, measured: dict[int, float]) -> tuple[float, float]:
@@ -622,11 +670,11 @@ def fit_cold(params: MachineParams, measured: dict[int, float]) -> tuple[float, 
     return cold, (0.0 if not cap or cap >= cold * most - 1e-6 else round(cap, 2))
 
 
-def fan_in_bench(params: MachineParams, threads: int, calls: int = 200) -> tuple[float, float]:
+def fan_in_bench(params: MachineParams, threads: int, calls: int = 200) -> BenchRun:
     """The fan-in microbenchmark of ``fednode calibrate``, simulated: ``threads`` client threads of
     one program all calling node 0 (a ``stat`` of a file it manages and holds), all on one host.
-    (CPU per call over all processes, calls per s.)  As the agent fills up, its requests find it
-    busy and its receipts stop paying for a wake (``wake_us``)."""
+    (``BenchRun``: CPU per call over all processes, calls per s, the client's part.)  As the agent
+    fills up, its requests find it busy and its receipts stop paying for a wake (``wake_us``)."""
     c, made = _bench_cluster(replace(params, hosts=1), 2, {0: "/f"})
     files = made[0]
 
@@ -640,7 +688,7 @@ def fan_in_bench(params: MachineParams, threads: int, calls: int = 200) -> tuple
     t0 = c.env.now
     c.env.run(until=c.env.all_of([c.env.process(client(i, calls)) for i in range(threads)]))
     total = threads * calls
-    return sum(c.machine.busy.values()) / total, total / (c.env.now - t0) * 1e6
+    return _bench_run(c.machine, total, c.env.now - t0)
 
 
 def fit_wake(params: MachineParams, measured: dict[int, float]) -> float:

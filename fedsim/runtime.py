@@ -486,7 +486,7 @@ class SimCluster:
                 us += mixed(st, calls[0][0], api(calls[0][0]), mix)  # (the sum below, to the bit)
             else:
                 us += sum(mixed(st, name, api(name), mix) for name, _ in calls)
-        _rearm(hop, mach.book(st, hop.env._now, us, mach.wake), None if hop.then is None else self._on_then)
+        _rearm(hop, mach.book(st, hop.env._now, us, True), None if hop.then is None else self._on_then)
 
     def _hop_then(self, hop: _Hop) -> None:
         """A ``_Hop``'s receipt is done: ``then``'s work (a client thread's kernel work after a reply)
@@ -524,7 +524,7 @@ class SimCluster:
         size = reply.size
         if size < 0:  # not a handler's reply (a timeout's, a late one under faults)
             size = wire_size(reply._value[1])
-        _rearm(reply, mach.book(reply.caller, reply.env._now, mach.message_us(size), mach.wake))  # type: ignore[arg-type]
+        _rearm(reply, mach.book(reply.caller, reply.env._now, mach.message_us(size), True))  # type: ignore[arg-type]
 
     def client_op(
         self, client: int, node_id: int, name: str, *args: Any, trace: OpTrace | None = None
@@ -974,7 +974,7 @@ class SimCluster:
         st = mach.nodes[node_id]
         cost = mach.message_us(msg.size) + mixed(st, kind, mach.dispatch(kind), mach.mix_agent)
         env = self.env
-        done = mach.book(st, env._now, cost, mach.wake)  # (``book_receipt``)
+        done = mach.book(st, env._now, cost, True)  # (``book_receipt``)
         wake._ok = True
         wake._value = (msg, node, self.incarnation[node_id])
         heappush(env._queue, (done, NORMAL, next(env._eid), wake))

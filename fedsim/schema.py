@@ -117,7 +117,9 @@ class ProtocolSpec(Strict):
     migration_chunk: PositiveInt = _P.migration_chunk
     leave_files: Literal["unavailable", "migrate"] = _P.leave_files  # config.LEAVE_FILES
     replicas: Literal[1, 2] = _P.replicas
-    rename: Literal["local", "2pc"] = _P.rename  # config.RENAMES
+    rename: Literal["local", "2pc", "redistribute"] = _P.rename  # config.RENAMES
+    redistribute_limit: NonNegativeInt = _P.redistribute_limit
+    redistribute_hold: NonNegativeFloat = _P.redistribute_hold
     heartbeat_s: NonNegativeFloat = _P.heartbeat_s
     heartbeat_misses: PositiveInt = _P.heartbeat_misses
 

@@ -22,7 +22,7 @@ import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -1443,6 +1443,19 @@ SCENARIOS.append(
             (0, "getattr", ("/u",)),  # 30: mode 0o700
         ],
         same_ino=[(0, 27)],
+    )
+)
+
+
+SCENARIOS.append(
+    replace(
+        SCENARIOS[-1],
+        # issue 24: the same renames by dynamic redistribution (``rename: redistribute``, Ursa
+        # Minor 4.2.2): the target directory's manager borrows the source directory's table
+        # (Lend, GiveBack), renames as its single manager, and gives it back at once; the
+        # directory (op 16) is renamed by 2PC, its source's table borrowed all the same.
+        name="rename across directories, atomic by dynamic redistribution",
+        protocol={"rename": "redistribute"},
     )
 )
 

@@ -6,7 +6,7 @@ this explores new ones and prints each failure's schedule, to replay with
     python -m tests.dynamics_random sim 300             # the simulator variant
     python -m tests.dynamics_random mem 300             # the in-memory variant
     python -m tests.dynamics_random sim 300 --shrink    # and shrink each failure
-    python -m tests.dynamics_random shrink sim "(6, 'round_robin', 'mod_n', [...])"
+    python -m tests.dynamics_random shrink sim "(6, 'round_robin', 'mod_n', [...], 'redistribute')"
 
 The shrinker is greedy: it drops a step, a batch of a step or an operation of
 a batch, keeps the smaller schedule if it still fails the same way (the same
@@ -27,14 +27,18 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 import tests.test_dynamics_properties as T
 
-Case = tuple[int, str, str, list[tuple[Any, ...]]]
+Case = tuple[int, str, str, list[tuple[Any, ...]], str]  # (n, placement, hashing, schedule, rename method)
 
 
 def replayer(which: str) -> Callable[..., Any]:
     """What plays a schedule, outside hypothesis (the properties' bodies call ``event``)."""
     if which == "sim":
-        return lambda n, placement, hashing, schedule: T._replay(n, placement, hashing, schedule, files=True)
-    return T._replay_in_memory
+        return lambda n, placement, hashing, schedule, rename: T._replay(
+            n, placement, hashing, schedule, files=True, rename=rename
+        )
+    return lambda n, placement, hashing, schedule, rename: T._replay_in_memory(
+        n, placement, hashing, schedule, rename=rename
+    )
 
 
 def signature(exc: BaseException) -> str:
@@ -58,9 +62,9 @@ def failure(which: str, case: Case) -> str | None:
 def smaller(case: Case) -> Iterator[Case]:
     """``case`` less one step, one batch of a step or one operation of a batch,
     the biggest cuts first."""
-    n, placement, hashing, schedule = case
+    n, placement, hashing, schedule, rename = case
     for i in range(len(schedule)):
-        yield n, placement, hashing, schedule[:i] + schedule[i + 1 :]
+        yield n, placement, hashing, schedule[:i] + schedule[i + 1 :], rename
     for i, step in enumerate(schedule):
         if step[0] == "ops":
             batches, rebuild = [step[1]], (lambda b: ("ops", b[0]))
@@ -69,13 +73,13 @@ def smaller(case: Case) -> Iterator[Case]:
         for j, batch in enumerate(batches):
             if step[0] != "ops":
                 fewer = batches[:j] + batches[j + 1 :]
-                yield n, placement, hashing, [*schedule[:i], rebuild(fewer), *schedule[i + 1 :]]
+                yield n, placement, hashing, [*schedule[:i], rebuild(fewer), *schedule[i + 1 :]], rename
             for k in range(len(batch)):
                 if step[0] == "ops" and len(batch) == 1:
                     continue  # (an ops step has one batch, of at least one operation)
                 cut = list(batches)
                 cut[j] = batch[:k] + batch[k + 1 :]
-                yield n, placement, hashing, [*schedule[:i], rebuild(cut), *schedule[i + 1 :]]
+                yield n, placement, hashing, [*schedule[:i], rebuild(cut), *schedule[i + 1 :]], rename
 
 
 def shrink(which: str, case: Case, target: str | None = None, out: Any = sys.stdout) -> Case:
@@ -94,9 +98,9 @@ def shrink(which: str, case: Case, target: str | None = None, out: Any = sys.std
             if failure(which, candidate) == target:
                 case, progress = candidate, True
                 break
-    n, placement, hashing, schedule = case
+    n, placement, hashing, schedule, rename = case
     call = "_replay" if which == "sim" else "_replay_in_memory"
-    extra = ", files=True" if which == "sim" else ""
+    extra = (", files=True" if which == "sim" else "") + f", rename={rename!r}"
     print(f"  shrunk ({tried} replays):", repr(case), file=out)
     print(f"  replay (python): import tests.test_dynamics_properties as T; "
           f"T.{call}({n}, {placement!r}, {hashing!r}, {schedule!r}{extra})", flush=True, file=out)  # fmt: skip
@@ -116,15 +120,17 @@ def main(which: str, n: int, shrinking: bool = False) -> int:
     @settings(max_examples=n, deadline=None, derandomize=False, phases=[Phase.generate], database=None,
               suppress_health_check=list(HealthCheck))  # fmt: skip
     @given(*T.CLUSTER, T.schedule_st)
-    def run(nn: int, placement: str, hashing: str, schedule: list) -> None:
+    def run(nn: int, placement: str, hashing: str, rename: str, schedule: list) -> None:
         stats["runs"] += 1
+        stats[rename] += 1
         try:
-            inner(nn, placement, hashing, schedule)
+            inner(nn, placement, hashing, rename, schedule)
         except Exception as exc:  # counted and printed: the point is to see them all
             stats["fail"] += 1
+            stats[f"fail {rename}"] += 1
             kinds[str(exc).split(";")[0][:90]] += 1
-            failed.append(((nn, placement, hashing, schedule), signature(exc)))
-            print("FAIL", nn, placement, hashing, repr(schedule), "\n   ", str(exc)[:300], flush=True)
+            failed.append(((nn, placement, hashing, schedule, rename), signature(exc)))
+            print("FAIL", nn, placement, hashing, repr(schedule), rename, "\n   ", str(exc)[:300], flush=True)
 
     run()
     print(which, dict(stats), flush=True)

@@ -62,7 +62,7 @@ def test_every_request_type_round_trips_through_bytes():
         ["GetEntry", "/a", "../b", 0, 0],
         ["GetEntry", "/a", "b/c", 0, 0],
         ["AddEntry", "/a", "..", False, 0, 0],
-        ["Rename", "/a/b", "/a/../etc/passwd"],
+        ["Rename", "/a/b", "/a/../etc/passwd", 0],
         ["RenameFinish", "../x", "/a/y", True],
         ["MigrateIn", "/a/../../x", 1, 0.5],
         ["MigrateSwitch", "/a", "../b", 1, 2, 3],

@@ -253,6 +253,32 @@ def test_mv_across_directories_is_a_rename(mnt: Path) -> None:
     assert (mnt / "d1" / "t").read_bytes() == b"F" * 70000  # a failed rename leaves no trace
 
 
+def test_mv_across_directories_under_redistribute_is_a_rename(tmp_path: Path) -> None:
+    """``rename: redistribute`` (Ursa Minor's dynamic redistribution, ``fedfs/delegation.py``):
+    ``mv`` of a file and of a tree across directories is one rename(2), no copy: the inode
+    numbers stay, each directory lists the names once, and no table stays borrowed."""
+    fed = Federation(tmp_path, protocol={"rename": "redistribute"})
+    try:
+        mnt = fed.mount(0, "mnt")
+        for d in ("d1", "d2", "d1/tree", "d1/tree/sub"):
+            (mnt / d).mkdir()
+        (mnt / "d1" / "f").write_bytes(b"F" * 70000)
+        (mnt / "d1" / "tree" / "sub" / "a").write_bytes(b"a")
+        ino, tino = os.stat(mnt / "d1" / "f").st_ino, os.stat(mnt / "d1" / "tree" / "sub" / "a").st_ino
+        sh(["mv", str(mnt / "d1" / "f"), str(mnt / "d2" / "g")])
+        sh(["mv", str(mnt / "d1" / "tree"), str(mnt / "d2" / "tree")])
+        assert os.stat(mnt / "d2" / "g").st_ino == ino and (mnt / "d2" / "g").read_bytes() == b"F" * 70000
+        assert os.stat(mnt / "d2" / "tree" / "sub" / "a").st_ino == tino
+        assert os.listdir(mnt / "d1") == [] and sorted(os.listdir(mnt / "d2")) == ["g", "tree"]
+        from fednode.client import Client
+
+        for node in range(4):
+            status = Client(fed.path, node=node).status()
+            assert not status["borrowed"] and not status["lent"], status
+    finally:
+        fed.close()
+
+
 def test_mv_of_a_directory_tree_is_a_rename(mnt: Path) -> None:
     """``mv src/tree dst/`` is one rename(2) of the directory (two-phase commit over
     every member, ``fedfs/rename.py``), not mv's copy: every file below keeps its

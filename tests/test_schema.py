@@ -34,7 +34,8 @@ FULL = {
     "migration_decay": 0.25, "migration_fanout": 3, "migration_threshold": 0.5, "migration_hysteresis": 2,
     "migration_share": 0.75, "migration_min_hits": 2.0, "migration_batch": 2, "migration_chunk": 4096,
     "block_cache_blocks": 128, "block_size": 8192, "leave_files": "migrate",
-    "replicas": 2, "heartbeat_s": 0.5, "heartbeat_misses": 4, "rename": "local",
+    "replicas": 2, "heartbeat_s": 0.5, "heartbeat_misses": 4, "rename": "redistribute", "redistribute_limit": 2,
+    "redistribute_hold": 0.5,
 }  # fmt: skip
 
 

@@ -239,8 +239,10 @@ def _assert_renames_linearizable(windows: dict, obs: list) -> None:
 
 @pytest.mark.parametrize(
     ("seed", "evict", "cross"),
-    [(s, False, False) for s in range(4)] + [(s, True, False) for s in range(4)]
-    + [(s, False, True) for s in range(4)] + [(s, True, True) for s in range(2)],
+    [(s, False, None) for s in range(4)] + [(s, True, None) for s in range(4)]
+    + [(s, False, m) for s in range(4) for m in ("2pc", "redistribute")]
+    + [(s, True, m) for s in range(2) for m in ("2pc", "redistribute")]
+    + [(s, False, "hold") for s in range(2)],
 )  # fmt: skip
 def test_concurrent_readers_never_see_both_names_or_neither_during_renames(seed, evict, cross):
     """Readers on every node stat both names, read the target and list the
@@ -254,10 +256,12 @@ def test_concurrent_readers_never_see_both_names_or_neither_during_renames(seed,
     order: the rename is linearisable).  With ``evict``, a one-entry VD cache
     and readers listing another directory of /d's manager: /d's VD is merged again and again, also
     while a rename is past its commit point and the local trees lag.  With
-    ``cross``, each rename moves /d/sK to /e/tK, across directories whose
-    managers differ (``rename: 2pc``), and the readers list both directories
-    (each listing checked on its own: /d must drop the source only once /e
-    may show it, and /e show it only once /d may drop it)."""
+    ``cross`` (the rename method), each rename moves /d/sK to /e/tK, across
+    directories whose managers differ (``rename: 2pc`` or ``redistribute``;
+    "hold": redistribute, a borrowed /d kept 2 ms after each rename), and
+    the readers list both directories (each listing checked on its own: /d
+    must drop the source only once /e may show it, and /e show it only once
+    /d may drop it)."""
     import random
 
     rng = random.Random(seed)
@@ -266,7 +270,9 @@ def test_concurrent_readers_never_see_both_names_or_neither_during_renames(seed,
     # xfail below, not a rename bug): then more workers than readers.
     sim = SimCluster(n, network=preset("fedfs_prototype"), placement="round_robin", keep_data=True,
                      workers=32 if evict else 4,
-                     protocol=ProtocolConfig(dt_entries=8, vd_entries=1 if evict else 64))  # fmt: skip
+                     protocol=ProtocolConfig(dt_entries=8, vd_entries=1 if evict else 64,
+                                             rename="redistribute" if cross in ("redistribute", "hold") else "2pc",
+                                             redistribute_hold=2e-3 if cross == "hold" else 0.0))  # fmt: skip
     tdir = "/d"
     if cross:  # the target's directory, managed by another node than /d's
         pm_d = sim.nodes[0].manager_of("/d")
@@ -354,6 +360,11 @@ def test_concurrent_readers_never_see_both_names_or_neither_during_renames(seed,
     assert files == sorted((f"{tdir}/{d}", b"S" * 5) for _, d, _ in pairs)  # each target once, the moved content
     for node in sim.nodes:
         assert not node.rename_marks and not node.gates and not node.renames
+        assert not node.borrowed and not node.lent  # every borrowed table given back
+    if cross in ("redistribute", "hold"):
+        assert sum(node.stats.redistributions for node in sim.nodes) > 0
+    if cross == "hold":
+        assert sum(node.stats.hold_hits for node in sim.nodes) > 0
     retries = sum(node.stats.stale_retries for node in sim.nodes)
     assert retries > 0  # readers did hold stale entries (ENOENT or ESTALE re-resolved)
 
@@ -381,8 +392,11 @@ def _classify_dir(kind: str, value: object, src: str, dst: str) -> str:
     return ("pre" if kind == "stat_src" else "post") if value == (False, 5) else "bad"
 
 
-@pytest.mark.parametrize(("seed", "cross"), [(s, False) for s in range(3)] + [(s, True) for s in range(3)])
-def test_concurrent_readers_never_see_a_directory_under_both_names_or_neither(seed, cross):
+@pytest.mark.parametrize(
+    ("seed", "cross", "method"),
+    [(s, False, "2pc") for s in range(3)] + [(s, True, m) for s in range(3) for m in ("2pc", "redistribute")],
+)
+def test_concurrent_readers_never_see_a_directory_under_both_names_or_neither(seed, cross, method):
     """Issue 24: directories renamed (within /d, or across to another
     directory whose manager differs) while readers on every node list the
     moved directory under both names, list the parents, and stat a file
@@ -391,13 +405,15 @@ def test_concurrent_readers_never_see_a_directory_under_both_names_or_neither(se
     or neither in one parent's listing (within /d); "pre" if it ended before
     the rename started, "post" if it started after it finished, and none
     "pre" once another saw "post" and finished (linearisable).  No file
-    changes node, and nothing stays frozen."""
+    changes node, and nothing stays frozen.  Under ``rename: redistribute``
+    (``method``) a directory is renamed by 2PC too, its source's table
+    borrowed."""
     import random
 
     rng = random.Random(seed)
     n = 6
     sim = SimCluster(n, network=preset("fedfs_prototype"), placement="round_robin", keep_data=True,
-                     workers=4, protocol=ProtocolConfig(dt_entries=8, vd_entries=64))  # fmt: skip
+                     workers=4, protocol=ProtocolConfig(dt_entries=8, vd_entries=64, rename=method))  # fmt: skip
     tdir = "/d"
     if cross:
         pm_d = sim.nodes[0].manager_of("/d")
@@ -470,6 +486,7 @@ def test_concurrent_readers_never_see_a_directory_under_both_names_or_neither(se
     assert not [p for fs in sim.fs for p in fs.tree() if p.startswith("/d/s")]
     for node in sim.nodes:
         assert not node.dir_freezes and not node.renames and not node.gates
+        assert not node.borrowed and not node.lent
 
 
 def test_cold_lookups_under_load_with_the_parent_manager_reading_do_not_deadlock():

@@ -180,6 +180,33 @@ def test_the_calibration_prices_every_request_and_local_operation_a_name_operati
     assert all(v >= 0.0 for v in costs.values())
 
 
+def test_the_calibration_says_where_the_scheduler_placed_a_client_and_its_agent(calibrated_profile):
+    """The placement microbenchmark pins a client and its agent to one core and to two, and leaves
+    them free: the report names the placement the free run was nearer to, with both pinned costs."""
+    import os
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one core: nothing to place")
+    m = yaml.safe_load(calibrated_profile.read_text())["machine"]
+    placed = m["placement"]
+    assert set(placed) == {"free", "same core", "two cores"}
+    assert all(v["cpu_per_call_us"] > 0 and v["wall_per_call_us"] > 0 for v in placed.values())
+    text = (calibrated_profile.parent / "calibration.txt").read_text()
+    assert "placement: one client thread calling its agent" in text
+    assert "the scheduler kept the client and its agent on" in text
+    assert len(os.sched_getaffinity(0)) >= 2  # this process (which calibrated) is not left pinned to one core
+
+
+def test_the_placement_sentence_names_the_nearer_pinning():
+    from fednode.tools.calibrate import placement_mode
+
+    rows = {"same core": {"cpu_per_call_us": 44.0}, "two cores": {"cpu_per_call_us": 80.0}}
+    assert "on one core while" in placement_mode({**rows, "free": {"cpu_per_call_us": 50.0}})
+    assert "on two cores while" in placement_mode({**rows, "free": {"cpu_per_call_us": 75.0}})
+    assert "1.82x apart" in placement_mode({**rows, "free": {"cpu_per_call_us": 75.0}})
+    assert "not measured" in placement_mode(rows)
+
+
 def _config(tmp_path: Path, machine: dict) -> Path:
     (tmp_path / "profile.yaml").write_text(yaml.safe_dump({"network": {"L_us": 2.0, "o_us": 10.0}, "machine": machine}))
     path = tmp_path / "sim.yaml"
@@ -251,3 +278,76 @@ def test_the_latency_table_over_verbs_in_the_soft_roce_guest(tmp_path):
     outcome = Outcome(points=points)
     misses = [m for m in _misses(outcome) if not m.startswith("throughput")]
     assert not misses, "over verbs, past the regression bounds: " + "; ".join(misses) + "\n" + table
+
+
+def test_the_report_puts_a_repeated_points_spread_beside_its_error():
+    inside = Point("sfs97", 1, "2 clients", 100.0, 105.0, "ops/s", runs=(90.0, 100.0, 110.0))
+    outside = Point("sfs97", 1, "4 clients", 100.0, 150.0, "ops/s", runs=(95.0, 100.0, 104.5))
+    assert inside.spread == pytest.approx(110.0 / 90.0 - 1) and _p("latency", 1, 1.0, 1.0).spread is None
+    text = report(Outcome([inside, outside], load=[0.1, 0.1]), summarize([inside, outside]))
+    assert "22% (in)" in text and "10%" in text and "10% (in)" not in text
+    assert "1 of 2 predicted within the range the machine gave across repeats" in text
+
+
+PLACED = {"free": {"cpu_per_call_us": 76.0, "wall_per_call_us": 84.0},
+          "same core": {"cpu_per_call_us": 45.0, "wall_per_call_us": 45.0},
+          "two cores": {"cpu_per_call_us": 79.0, "wall_per_call_us": 85.0}}  # fmt: skip
+
+
+def test_the_report_says_which_placement_each_point_was_measured_in():
+    out = Outcome([_p("latency", 1, 1.0, 1.0)], load=[0.1, 0.1], placed=PLACED)
+    out.points[0].placed = "one core"
+    text = report(out, summarize(out.points))
+    assert "calibration: the scheduler kept the client and its agent on two cores" in text
+    assert "one core" in text.splitlines()[3] and "placed" in text.splitlines()[1]
+
+
+def test_a_point_placed_otherwise_than_the_calibration_moves_each_waking_receipt_by_half_the_gap():
+    from experiments.validation import placement_correction
+
+    # calibrated on two cores (free 76 us is nearer 79 than 45): a probe on one core takes (79 - 45) / 2 off
+    assert placement_correction(PLACED, 47.0) == ("one core", pytest.approx(-17.0))
+    assert placement_correction(PLACED, 80.0) == ("two cores", 0.0)
+    on_one = {**PLACED, "free": {"cpu_per_call_us": 46.0, "wall_per_call_us": 46.0}}
+    assert placement_correction(on_one, 80.0) == ("two cores", pytest.approx(17.0))
+    assert placement_correction(on_one, 44.0) == ("one core", 0.0)
+    assert placement_correction({"free": PLACED["free"]}, 47.0) == ("", 0.0)
+
+
+def test_handoff_us_prices_only_receipts_that_wake_their_process():
+    from fedsim.machine import Machine, MachineParams
+
+    m = Machine(MachineParams(cores=2, handoff_us=-5.0, wake_us=2.0), 2)
+    st = m.node(0)
+    assert m.book_receipt(st, 0.0, 8.0) == pytest.approx(3.0)  # woken: 8 - 5
+    assert m.book_receipt(st, 1.0, 8.0) == pytest.approx(9.0)  # busy until 3: 8 - 2, from 3
+    assert m.book_receipt(st, 100.0, 4.0) == pytest.approx(100.0)  # never below nothing
+    plus = Machine(MachineParams(cores=2, handoff_us=5.0), 2)
+    assert plus.book_receipt(plus.node(0), 0.0, 8.0) == pytest.approx(13.0)
+
+
+def test_the_microbenchmark_check_simulates_each_bench_with_the_profiles_fitted_model():
+    from fedsim.calibration import microbench_check
+    from fedsim.machine import MachineParams, chain_run, contention_bench, fan_in_bench
+
+    mach = {"o_us": 6.0, "call_us": 20.0, "dispatch_us": {"*": 20.0}, "api_us": {"*": 8.0},
+            "client_us": {"*": 18.0}, "cores": 2, "cold_us": 9.0, "wake_us": 3.0, "capacity": 1.6}  # fmt: skip
+    p = MachineParams.of(mach)
+
+    def row(run: tuple[float, float, float]) -> dict[str, float]:
+        return {"cpu_per_call_us": run[0], "calls_per_s": run[1], "client_cpu_per_call_us": run[2]}
+
+    # "measured" here is what the model itself gives: every row must then agree exactly
+    mach["contention"] = {k: row(contention_bench(p, k)) for k in (1, 3)}
+    mach["fan_in"] = {2: row(fan_in_bench(p, 2))}
+    mach["chain"] = {k: row(chain_run(p, k)) for k in (1, 4)}
+    rows = microbench_check(mach)
+    assert [(b, k) for b, k, *_ in rows] == [("contention", 1), ("contention", 3), ("fan_in", 2), ("chain", 1),
+                                             ("chain", 4)]  # fmt: skip
+    for _b, _k, mc, pc, mr, pr, ml, pl in rows:
+        assert pc == pytest.approx(mc) and pr == pytest.approx(mr) and pl == pytest.approx(ml) and 0 < pl < pc
+    # and the refills are priced: four agents in turn on two cores cost more per call than one
+    chain = {k: pc for b, k, _mc, pc, *_ in rows if b == "chain"}
+    assert chain[4] > chain[1]
+    text = report(Outcome([_p("latency", 1, 1.0, 1.0)], load=[0.1, 0.1], bench=rows), {})
+    assert "fitted on" in text and "chain" in text

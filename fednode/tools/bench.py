@@ -67,11 +67,14 @@ def federation(
     devices: Sequence[str] = (),
     loop: str | None = None,
     base: str | Path | None = None,
+    pids: dict[int, int] | None = None,
 ) -> Iterator[Cluster]:
     """The cluster file's running federation, or ``nodes`` local agents
     started for the run on ``transport`` (with ``devices``: node i's RDMA
     device is ``devices[i % len(devices)]``) and event ``loop``, their
-    directories under ``base`` (default: the system's temporary directory)."""
+    directories under ``base`` (default: the system's temporary directory).
+    ``pids`` gets each local agent's process id (node -> pid; none for a
+    cluster file's agents, which may run anywhere)."""
     if cluster_file is not None:
         yield load_cluster(cluster_file)
         return
@@ -79,6 +82,8 @@ def federation(
         path = write_local(tmp, nodes, transport=transport, devices=devices)
         with ProcessCluster(path, log_dir=Path(tmp) / "logs", loop=loop) as pc:
             pc.wait_ready()
+            if pids is not None:
+                pids.update({n: p.pid for n, p in pc.procs.items()})
             yield pc.cluster
 
 

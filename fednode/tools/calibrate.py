@@ -157,6 +157,9 @@ class Calibration:
         self.contended: dict[int, dict[str, float]] = {}
         self.chained: dict[int, dict[str, float]] = {}
         self.fanned: dict[int, dict[str, float]] = {}
+        #: the local agents' process ids (``placement`` pins R's; none for a cluster file's)
+        self.pids: dict[int, int] = {}
+        self.placed: dict[str, dict[str, float]] = {}
         self.user = 1.0
 
     def close(self) -> None:
@@ -380,7 +383,7 @@ class Calibration:
                 before = {n: a.call("profile", "snapshot")["cpu_ns"] for n, a in admin.items()}
                 wall = _threads_wall([threading.Thread(target=one, args=(i, n)) for i, n in enumerate(nodes)])
                 agents = sum(a.call("profile", "snapshot")["cpu_ns"] - before[n] for n, a in admin.items())
-                out[k] = _per_call(agents, sum(cpu.values()), k * calls, wall)
+                out[k] = _per_call(agents, sum(cpu.values()), k * calls, wall, client=True)
             for i, n in enumerate(clients):
                 self._clear(clients[n], f"{self.top}/contention{n}", files[i])
             return out
@@ -447,13 +450,60 @@ class Calibration:
                 wall = time.perf_counter() - w0
                 mine = time.thread_time_ns() - t0
                 agents = sum(c.call("profile", "snapshot")["cpu_ns"] - before[n] for n, c in conns.items())
-                out[k] = _per_call(agents, mine, calls, wall)
+                out[k] = _per_call(agents, mine, calls, wall, client=True)
             for n, c in conns.items():
                 self._clear(c, f"{self.top}/chain{n}", files[n])
             return out
         finally:
             for c in conns.values():
                 c.disconnect()
+
+    def placement(self, calls: int, pid: int) -> dict[str, dict[str, float]]:
+        """One client thread calling R (a ``stat`` of a name it manages and holds, R's process
+        ``pid``, local) with the two pinned to one core, to two cores, and left to the
+        scheduler: the CPU per call over both and the wall time per call.  Why: on a VM a hand-off
+        to a process on another core wakes that core (an interprocessor interrupt, a halted vCPU),
+        and the scheduler either keeps a client and its agent on one core or spreads them, a
+        choice that sticks for minutes; the free row says which the machine made while the other
+        microbenchmarks ran, and the pinned rows how much that choice is worth."""
+        cores = sorted(os.sched_getaffinity(0))
+        R = self.clients[self.R]
+        d = f"{self.top}/placement"
+        files = self._lay(R, R, self.R, d)
+        try:
+            tasks = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+        except OSError:
+            tasks = []
+        out: dict[str, dict[str, float]] = {}
+        try:
+            # free first: the placement the scheduler had chosen, before a pinning moves either
+            for label, mine, theirs in (("free", cores, cores), ("same core", cores[:1], cores[:1]),
+                                        ("two cores", cores[:1], cores[1:2])):  # fmt: skip
+                if not theirs or not tasks:
+                    continue
+                os.sched_setaffinity(0, mine)
+                for t in tasks:
+                    with contextlib.suppress(OSError):  # a thread that ended
+                        os.sched_setaffinity(t, theirs)
+                for j in range(min(200, calls)):  # settled on the cores
+                    R.stat(files[j % 20])
+                before = R.call("profile", "snapshot")["cpu_ns"]
+                t0 = time.thread_time_ns()
+                w0 = time.perf_counter()
+                for j in range(calls):
+                    R.stat(files[j % 20])
+                wall = time.perf_counter() - w0
+                mine_ns = time.thread_time_ns() - t0
+                agent = R.call("profile", "snapshot")["cpu_ns"] - before
+                row = _per_call(agent, mine_ns, calls, wall)
+                out[label] = {**row, "wall_per_call_us": round(wall / calls * 1e6, 3)}
+        finally:
+            os.sched_setaffinity(0, cores)
+            for t in tasks:
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(t, cores)
+            self._clear(R, d, files)
+        return out
 
     def round(self) -> Round:
         rnd = Round()
@@ -500,6 +550,9 @@ class Calibration:
             self.contended = _median_runs(runs)
             self.chained = _median_runs([self.chain(self.repeat * 8) for _ in range(3)])
             self.fanned = _median_runs([self.fan_in(self.repeat * 4) for _ in range(3)])
+            pid = self.pids.get(self.R)
+            if pid is not None and len(os.sched_getaffinity(0)) >= 2:
+                self.placed = _median_runs([self.placement(self.repeat * 10, pid) for _ in range(3)])
         finally:
             for n in self.cluster.spec.members:
                 with Client(self.cluster, node=n) as c:
@@ -866,17 +919,19 @@ def report(fitted: dict[str, Any], prof: dict[str, Any], spread_target: float) -
     lines.append("\nlocal file system (us per operation, warm, as the agents ran them):")
     lines.append(table(["op", "us"], rows))
     if m.get("contention"):
-        rows = [[k, f"{v['cpu_per_call_us']:.1f}", f"{v['calls_per_s']:,.0f}"] for k, v in m["contention"].items()]
         lines.append("\ncontention: client threads calling agents at once (stat, 0 hop), all processes' CPU per call:")
-        lines.append(table(["threads", "CPU us per call", "calls/s"], rows))
+        lines.append(_bench_table(m["contention"], "threads"))
     if m.get("fan_in"):
-        rows = [[k, f"{v['cpu_per_call_us']:.1f}", f"{v['calls_per_s']:,.0f}"] for k, v in m["fan_in"].items()]
         lines.append("\nfan-in: client threads calling one agent at once (stat, 0 hop), all processes' CPU per call:")
-        lines.append(table(["threads", "CPU us per call", "calls/s"], rows))
+        lines.append(_bench_table(m["fan_in"], "threads"))
     if m.get("chain"):
-        rows = [[k, f"{v['cpu_per_call_us']:.1f}", f"{v['calls_per_s']:,.0f}"] for k, v in m["chain"].items()]
         lines.append("\nchain: one client thread calling agents in turn (stat, 0 hop), all processes' CPU per call:")
-        lines.append(table(["agents", "CPU us per call", "calls/s"], rows))
+        lines.append(_bench_table(m["chain"], "agents"))
+    if m.get("placement"):
+        rows = [[k, f"{v['cpu_per_call_us']:.1f}", f"{v['wall_per_call_us']:.1f}"] for k, v in m["placement"].items()]
+        lines.append("\nplacement: one client thread calling its agent (stat, 0 hop), the two pinned or free:")
+        lines.append(table(["cores", "CPU us per call", "wall us per call"], rows))
+        lines.append(placement_mode(m["placement"]))
     on = m["measured_on"]
     noisy = on["worst_spread"] is None or on["worst_spread"] > spread_target
     crowded = on.get("parallel_capacity", on["cores"]) < 0.75 * on["cores"]
@@ -890,6 +945,31 @@ def report(fitted: dict[str, Any], prof: dict[str, Any], spread_target: float) -
            "other work held them; calibrate again when the machine is idle" if crowded else "")
     )
     return "\n".join(lines)
+
+
+def _bench_table(rows: dict[Any, dict[str, float]], count: str) -> str:
+    """A microbenchmark's table: per count, the CPU per call over every process, the client program's
+    part of it (where recorded) and the calls per second."""
+    def client(v: dict[str, float]) -> str:
+        return f"{v['client_cpu_per_call_us']:.1f}" if "client_cpu_per_call_us" in v else ""
+
+    return table([count, "CPU us per call", "client's", "calls/s"],
+                 [[k, f"{v['cpu_per_call_us']:.1f}", client(v), f"{v['calls_per_s']:,.0f}"] for k, v in rows.items()])
+
+
+def placement_mode(placed: dict[str, dict[str, float]]) -> str:
+    """Which placement the scheduler chose while the microbenchmarks ran: the free row's CPU per call
+    beside the pinned rows' (the nearer one), in a sentence for the report."""
+    try:
+        free, same, two = (placed[k]["cpu_per_call_us"] for k in ("free", "same core", "two cores"))
+    except KeyError:
+        return "placement: not measured in both pinnings"
+    mode = "one core" if abs(free - same) <= abs(free - two) else "two cores"
+    return (
+        f"the scheduler kept the client and its agent on {mode} while this ran ({free:.1f} us per call free, "
+        f"{same:.1f} on one core, {two:.1f} on two): the per-call costs above are that placement's; a machine "
+        f"that changes its choice later runs {two / same:.2f}x apart between the two"
+    )
 
 
 def busy(load: float, cores: int) -> str:
@@ -923,8 +1003,11 @@ def calibrate(
     warn = busy(load0, cores)
     if warn and not quiet:
         print(f"warning: {warn}", flush=True)
-    with federation(cluster_file, nodes=CHAIN_AGENTS, transport=transport, devices=devices, base=base) as cluster:
+    pids: dict[int, int] = {}
+    with federation(cluster_file, nodes=CHAIN_AGENTS, transport=transport, devices=devices, base=base,
+                    pids=pids) as cluster:  # fmt: skip
         cal = Calibration(cluster, repeat)
+        cal.pids = pids
         try:
             label = cal.clients[cal.R].status()["transport"]
             fits = cal.run(max_rounds, spread)
@@ -945,6 +1028,8 @@ def calibrate(
     prof["machine"]["contention"] = cal.contended
     prof["machine"]["chain"] = cal.chained
     prof["machine"]["fan_in"] = cal.fanned
+    if cal.placed:
+        prof["machine"]["placement"] = cal.placed
     prof["machine"]["client_user_share"] = round(cal.user, 3)
     if fuse is not None:
         prof["machine"]["fuse"] = fuse

@@ -17,7 +17,7 @@ MAX_BLOCK_FETCH = 1 << 20
 #: What a leaving node may do with its own files (``ProtocolConfig.leave_files``).
 LEAVE_FILES = ("unavailable", "migrate")
 #: How a rename across directories or of a directory is done (``ProtocolConfig.rename``).
-RENAMES = ("local", "2pc")
+RENAMES = ("local", "2pc", "redistribute")
 
 
 @dataclass(slots=True)
@@ -81,8 +81,21 @@ class ProtocolConfig:
     # another atomically, by two-phase commit between the two directories'
     # managers and the homes, and renames a directory by two-phase commit
     # over every member (each renames its own part in place); "local"
-    # answers EXDEV for both, as before (``mv`` then copies by itself).
+    # answers EXDEV for both, as before (``mv`` then copies by itself);
+    # "redistribute" moves a file by dynamic redistribution (below).
     rename: str = "2pc"
+    # ``rename: redistribute`` (Ursa Minor 4.2.2; ``fedfs/delegation.py``):
+    # a file moves across directories by borrowing the management of the
+    # source directory (its VD, the paper's "table") to the target
+    # directory's manager, which then renames as within one directory; a
+    # directory is renamed as with "2pc".  At most ``redistribute_limit``
+    # borrowed tables per coordinating node at a time (1: the paper's one
+    # redistribution at a time; 0: no bound), each given back as soon as its
+    # rename ends, or ``redistribute_hold`` seconds after the last rename
+    # that used it (a burst of renames between the same directories then
+    # pays for one move).
+    redistribute_limit: int = 1
+    redistribute_hold: float = 0.0
     # Crash detection (FedFS 3.3; ``fedfs/failure.py``): every
     # ``heartbeat_s`` a member sends a heartbeat to its successor in the
     # view; one that hears nothing from its predecessor for
@@ -122,6 +135,10 @@ class ProtocolConfig:
             raise ValueError(f"heartbeat_s must not be negative (0 = no heartbeats), got {self.heartbeat_s}")
         if self.heartbeat_misses < 1:
             raise ValueError(f"heartbeat_misses must be at least 1, got {self.heartbeat_misses}")
+        if self.redistribute_limit < 0:
+            raise ValueError(f"redistribute_limit must not be negative (0 = no bound), got {self.redistribute_limit}")
+        if self.redistribute_hold < 0:
+            raise ValueError(f"redistribute_hold must not be negative, got {self.redistribute_hold}")
         if self.rename not in RENAMES:
             raise ValueError(f"rename must be one of {', '.join(RENAMES)}, got {self.rename!r}")
         if self.leave_files not in LEAVE_FILES:

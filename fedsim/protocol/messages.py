@@ -37,6 +37,20 @@ class PeerUnavailable(ConnectionError):
         return (PeerUnavailable, (self.node, self.reason))
 
 
+class Redirected(OSError):
+    """A redirect that names the node managing ``filename`` (``node``): the
+    name's management was delegated to it, or given back from it
+    (``fedfs/delegation.py``).  EREMCHG, as a view change's redirect, which
+    names nobody (the requester fetches the view instead)."""
+
+    def __init__(self, node: int, filename: str, message: str = "") -> None:
+        super().__init__(_errno.EREMCHG, message or f"managed by node {node}", filename)
+        self.node = node
+
+    def __reduce__(self):
+        return (Redirected, (self.node, self.filename, self.strerror))
+
+
 class ProtocolError(ValueError):
     """A message that cannot be decoded: garbled, truncated, unknown type."""
 
@@ -551,9 +565,13 @@ def _check_name(kind: str, field: str, value: str) -> None:
 
 
 def encode_error(exc: BaseException) -> list[Any]:
-    """An exception as [errno, message, filename, node]; non-OS errors become EIO."""
+    """An exception as [errno, message, filename, node]; non-OS errors become EIO.
+    ``node`` names the peer that did not answer (EHOSTDOWN, ``PeerUnavailable``)
+    or the name's manager a redirect points at (EREMCHG, ``Redirected``)."""
     if isinstance(exc, PeerUnavailable):
         return [exc.errno, exc.reason, None, exc.node]
+    if isinstance(exc, Redirected):
+        return [exc.errno, exc.strerror, exc.filename, exc.node]
     if isinstance(exc, OSError) and exc.errno:
         return [exc.errno, exc.strerror or strerror(exc.errno), exc.filename, None]
     return [_errno.EIO, f"{type(exc).__name__}: {exc}", None, None]
@@ -565,6 +583,8 @@ def decode_error(obj: Any) -> OSError:
     if not isinstance(obj, (list, tuple)) or len(obj) != 4 or not isinstance(obj[0], int):
         raise ProtocolError("an error must be [errno, message, filename, node]")
     code, msg, filename, node = obj
+    if node is not None and code == _errno.EREMCHG and isinstance(filename, str):
+        return Redirected(int(node), filename, str(msg))
     if node is not None:
         return PeerUnavailable(int(node), str(msg))
     if filename is None:

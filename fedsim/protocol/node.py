@@ -177,6 +177,26 @@ class Node:
     def manager_of(self, path: str) -> int:
         return self.view.hashing.manager_of(path)
 
+    # ------------------------------------------------------------------ a delegation overlay
+    #: Whether management of a name may be delegated away from the node the
+    #: hashing picks (FedFS's ``rename: redistribute``, ``fedfs/delegation.py``):
+    #: then every routed request is checked where it arrives, not only one
+    #: from another view, and a redirect names the name's manager.
+    overlay: bool = False
+
+    def redirected(self, name: str, to: int) -> int:
+        """A redirect named ``to`` the manager of ``name``: where to ask now
+        (a design with an overlay caches it).  ``to`` itself, by default."""
+        return to
+
+    def moving(self, name: str) -> None:
+        """With an overlay, called for every routed request from a peer: a
+        design whose management of ``name`` is moving to or from this node
+        raises EAGAIN (the requester backs off and asks again), so that a
+        request is neither served by two nodes nor redirected back and forth
+        while the move is in flight.  Nothing by default."""
+        return None
+
     def install_view(self, view: View) -> Gen:
         """Adopt ``view`` if it is newer than this node's.  The base class only
         switches; a design with state derived from the view (FedFS: its
@@ -215,14 +235,22 @@ class Node:
         every routed request's stale-view retry is written."""
         route = type(request).route
         if route is not None:
-            return (yield from self._routed(node, request, route, oneway=False))
+            return (yield from self._routed(node, request, getattr(request, route), oneway=False))
         if node == self.id:
             return (yield from self.handle(self.id, request))
         return (yield Call(node, request))
 
-    def _routed(self, node: int, request: Any, route: str, oneway: bool) -> Gen:
+    def call_manager(self, name: str, request: Request) -> Gen:
+        """Call the manager of ``name`` with a request not routed by a field
+        of its own (a rename, at its target directory's manager), following
+        redirects as a routed request does; its ``epoch`` field, if any, is
+        this node's view (the receiver checks it: ``check_manager``)."""
+        return (yield from self._routed(self.manager_of(name), request, name, oneway=False))
+
+    def _routed(self, node: int, request: Any, name: str, oneway: bool) -> Gen:
+        routed = type(request).route is not None or hasattr(request, "epoch")  # (a rename: ``call_manager``)
         for attempt in range(REDIRECTS + 1):
-            if request.epoch != self.view.epoch:
+            if routed and request.epoch != self.view.epoch:
                 request = replace(request, epoch=self.view.epoch)
             if node == self.id:
                 return (yield from self.handle(self.id, request))
@@ -233,9 +261,13 @@ class Node:
             except OSError as exc:
                 if exc.errno != REDIRECT or attempt == REDIRECTS:
                     raise
+                to = getattr(exc, "node", None)  # (a ``Redirected``: the name's management was delegated)
             self.stats.redirects += 1
-            yield from self.fetch_view(node)
-            node = self.manager_of(getattr(request, route))
+            if to is None:
+                yield from self.fetch_view(node)
+                node = self.manager_of(name)
+            else:
+                node = self.redirected(name, to)
         raise AssertionError("unreachable")
 
     def notify(self, node: int, request: Request) -> Gen:
@@ -244,18 +276,34 @@ class Node:
         if node == self.id or not self.config.async_dir_updates:
             yield from self.call(node, request)
         elif type(request).route is not None:
-            yield from self._routed(node, request, type(request).route, oneway=True)
+            yield from self._routed(node, request, getattr(request, type(request).route), oneway=True)
         else:
             yield Send(node, request)
 
+    def check_manager(self, src: int, request: Any, name: str) -> Gen:
+        """For a handler whose request names its manager's name in no field
+        of its own (``call_manager``): what ``handle`` checks of a routed
+        request, with an overlay (a redirect, or EAGAIN while the name's
+        management moves)."""
+        if self.overlay and src != self.id:
+            yield from self._check_name(src, request, name)
+
     def _check_route(self, src: int, request: Any, route: str) -> Gen:
-        """A routed request under another epoch than this node's: from a newer
-        view, fetch it first; then redirect unless its name is managed here."""
+        yield from self._check_name(src, request, getattr(request, route))
+
+    def _check_name(self, src: int, request: Any, name: str) -> Gen:
+        """A routed request under another epoch than this node's (or any, with
+        a delegation overlay): from a newer view, fetch it first; then
+        redirect unless its name is managed here: naming its manager when the
+        sender's view is this one and the overlay moved the name, else
+        naming nobody (the sender fetches the view)."""
         if request.epoch > self.view.epoch:
             yield from self.fetch_view(src)
-        name = getattr(request, route)
-        if self.manager_of(name) != self.id:
-            raise redirect(self.id, self.view, name)
+        if self.overlay:
+            self.moving(name)
+        m = self.manager_of(name)
+        if m != self.id:
+            raise redirect(self.id, self.view, name, m if self.overlay and request.epoch == self.view.epoch else None)
 
     def handle(self, src: int, request: Request) -> Gen:
         """Serve one request from ``src``: the entry point runtimes call."""
@@ -265,7 +313,7 @@ class Node:
         if handler is None:
             raise ProtocolError(f"no handler for request type {type(request).__name__}")
         route = type(request).route
-        if route is not None and request.epoch != self.view.epoch and src != self.id:  # type: ignore[attr-defined]
+        if route is not None and (self.overlay or request.epoch != self.view.epoch) and src != self.id:  # type: ignore[attr-defined]
             yield from self._check_route(src, request, route)
         result = handler(src, request)
         if type(result) is GeneratorType:  # handlers that need no effects return plainly

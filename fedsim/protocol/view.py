@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from fedsim.protocol.hashing import ModN, Ring, make_hashing
-from fedsim.protocol.messages import ProtocolError, Request, fs_error, pack, register_request, unpack
+from fedsim.protocol.messages import ProtocolError, Redirected, Request, fs_error, pack, register_request, unpack
 
 #: The most members a view may name (a view travels in one message).
 MAX_MEMBERS = 1 << 16
@@ -144,8 +144,12 @@ def check_contacts(obj: Any, members: tuple[int, ...]) -> tuple[tuple[int, str],
     return tuple(out)
 
 
-def redirect(node: int, view: View, name: str) -> OSError:
-    """The redirect a node answers for a name it does not manage under ``view``."""
+def redirect(node: int, view: View, name: str, to: int | None = None) -> OSError:
+    """The redirect a node answers for a name it does not manage under ``view``:
+    naming ``to``, its manager, when the sender's view is this one (the name
+    was delegated: ``Redirected``), else naming nobody (fetch the view)."""
+    if to is not None:
+        return Redirected(to, name, f"node {node} does not manage this name; node {to} does")
     return fs_error(
         REDIRECT, name, f"node {node} does not manage this name in view {view.epoch}; fetch the view and ask again"
     )

@@ -14,6 +14,9 @@ parent directory D:
 * rename within a directory, coordinated by the directory's manager with the
   two names' managers and homes, and across directories by two-phase commit
   (``rename: 2pc``), coordinated by the target directory's manager: ``rename.py``;
+  or by dynamic redistribution (``rename: redistribute``), that manager borrowing
+  the source directory's table through a delegation overlay on the manager map:
+  ``delegation.py``;
 * attributes (getattr, chmod/chown/utimens), statfs and fsync, at a file's
   home or a directory's holders through its manager: ``attributes.py``;
 * symbolic links and special files (symlink, readlink, mknod), names with a
@@ -53,7 +56,7 @@ from fedsim.protocol.fedfs.replication import Replication
 class FedNode(Replication, FailureDetection, Membership, Migration, Links, ExtendedAttributes):
     """One member of a FedFS federation: every role, one object.  The roles
     are a chain of classes (summaries <- directory <- manager <- home <-
-    requester <- renaming), each adding its own state in ``__init__`` and its
+    requester <- delegation <- renaming), each adding its own state in ``__init__`` and its
     handlers; attributes (then block caching and extended attributes, over
     attributes), migration and
     membership all extend renaming and are joined here (membership first, as
@@ -66,8 +69,8 @@ class FedNode(Replication, FailureDetection, Membership, Migration, Links, Exten
     operations and handlers of their own.
     Each calls ``super()``, so the order of the chain is Python's method
     resolution order: replication, failure detection, membership, migration,
-    links, block caching, extended attributes, attributes, renaming, requester,
-    home, manager, directory, summaries."""
+    links, block caching, extended attributes, attributes, renaming, delegation,
+    requester, home, manager, directory, summaries."""
 
     CLIENT_ROUTE = "home"  # every member serves every name: a call goes straight to the file's home
 

@@ -82,6 +82,9 @@ class RenameFlight:
     by: int = -1
     #: the moved name is a directory (``rename.py``): the commit names it one
     is_dir: bool = False
+    #: the source directory's flight of a rename across directories: ``new``
+    #: is in another directory, so the commit only drops ``old`` here
+    moved_out: bool = False
 
 
 class Directory(Summaries):
@@ -300,8 +303,9 @@ class Directory(Summaries):
         flight = self.renames.get(directory)
         if flight is not None and flight.home is not None:  # committed; the local trees may lag
             vd.entries.pop(flight.old, None)
-            vd.entries[flight.new] = DIR_ENTRY if flight.is_dir else DTEntry(False, flight.home)
-            vd.collisions.pop(flight.new, None)
+            if not flight.moved_out:
+                vd.entries[flight.new] = DIR_ENTRY if flight.is_dir else DTEntry(False, flight.home)
+                vd.collisions.pop(flight.new, None)
         if vd.collisions or self.collisions:
             self._note_collisions(directory, vd)
         st = self.stats

@@ -277,6 +277,7 @@ class Membership(Renaming):
         if view.epoch <= old.epoch:
             return
         self.view = view  # before any yield: a concurrent install sees it
+        self.drop_delegations()  # (every name's manager is the hashing's again: ``delegation.py``)
         if self._prev_view is None:
             self._prev_view = old
         # (else an older unsettled view stays: it names managers that may still get updates)

@@ -80,9 +80,9 @@ changed hold the change.
 An open file pins its name, as it pins its home: a rename of a file that is
 open anywhere, or onto one, is refused with EBUSY.
 
-A directory is renamed too (``rename: 2pc``; see "Renaming a directory"
-below): its subtree is frozen at every member, then every member renames
-its own part in its local tree.
+A directory is renamed too (``rename: 2pc`` or ``redistribute``; see
+"Renaming a directory" below): its subtree is frozen at every member, then
+every member renames its own part in its local tree.
 
 Across directories (``rename: 2pc``, the default; ``local`` answers EXDEV
 as before), a file (a symlink, a special file: ``links.py``) moves from D1
@@ -174,6 +174,52 @@ telling``: the next rename in it is told EAGAIN), so a late retry never
 opens a newer rename's mark or gate.  Before this, one lost reply (of
 RenamePrepare, say) left the names gated for good: every later operation
 on them was EAGAIN (found by the in-memory dynamics property).
+
+Across directories by dynamic redistribution (``rename: redistribute``,
+Ursa Minor 4.2.2).  PM2 first makes itself the manager of D1 too: it
+borrows D1's *table* from its manager by the hashing (``delegation.py``;
+nothing to borrow if PM2 manages D1 already, nor if it still holds it from
+an earlier rename: a hold hit), and then both directories' VDs are in its
+memory and the rename is a single-manager rename.  The same steps as the
+two-phase commit, but the source's hold is a local call with no doubt, and
+the commit changes both tables at once::
+
+    R   -> PM2   Rename(old, new)                     the client's operation
+    PM2 -> L1    Lend(D1, epoch)                      D1's table to PM2 (L1 redirects its requests here)
+                 (D1, D2 held here in path order; D1's VD merged from every member)
+    PM2 -> M_new RenameCheck(new, H_b or -1)          mark new
+    PM2 -> M_old Forget(old)
+    PM2 -> H_a   RenamePrepare(old, new)              gate old+new; not open?
+    PM2 -> H_b   RenameGate(new)                      (target on another home)
+         --- commit point: PM2's VD of D2 names new -> H_a and its VD of D1 drops old, one step ---
+    PM2 -> H_a   RenameFinish(old, new, True)         local rename across local directories
+    PM2 -> M_new RenameDone(old, new, H_a)            DT new -> H_a
+    PM2 -> H_b   RenameDrop(new, True)                the old target goes; tombstone
+    PM2 -> M_old Forget(old, H_a)                     (old's entry cached between its Forget and the commit)
+    PM2 -> L1    GiveBack(D1, epoch, holders)         at once, or ``redistribute_hold`` s after the last use
+
+Why it is atomic: it is the within-directory argument with one directory
+more.  Every listing of D1 or D2 and every VD lookup of old or new is
+answered by PM2 (the lender redirects them, the borrower answers EAGAIN
+while the table moves, so one node serves each table at any instant), from
+VDs that change together at the commit point; every other lookup ends at a
+home gated from the prepare until its local tree agrees (H_a renames before
+it opens its gates; H_b drops the old target, leaving a tombstone, after
+M_new names H_a).  A merge of D1 after the commit (an evicted VD) drops
+old over the lagging local tree (``RenameFlight.moved_out``), as a merge of
+D2 adds new.  So an observer sees the state before or after the rename,
+never both names nor neither, and an existing target names the old file
+until the commit and the moved one after it (``test_simulator``'s
+linearisability races run for both methods).  Failures and their
+rollbacks are the two-phase commit's (every refusal before the commit
+undoes the holds and leaves no trace); the borrowed table is given back
+whatever the outcome.  A directory is renamed by the two-phase commit over
+every member, below, its source in doubt as there (the table borrowed all
+the same: no redistribute version of it, since a directory's rename must
+freeze every member's part whoever manages the parents).  Limits: those of
+the two-phase commit, and a view change during the rename hands nothing
+off (it voids the delegation; the local trees are the truth, as for a
+coordinator that crashed).
 
 Renaming a directory.  What a directory is in FedFS decides what its
 rename must change.  A directory has no home and no inode of its own: it
@@ -283,8 +329,8 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from fedsim.protocol.effects import Compute, Local, Sleep, Spawn
+from fedsim.protocol.fedfs.delegation import Delegation
 from fedsim.protocol.fedfs.directory import REPAIR_FIRST_S, REPAIR_MAX_S, RenameFlight
-from fedsim.protocol.fedfs.requester import Requester
 from fedsim.protocol.messages import (
     AddEntry,
     DelEntry,
@@ -312,6 +358,7 @@ class Rename(Request):
     reply: ClassVar[Any] = int
     old: str
     new: str
+    epoch: int = 0  # the sender's view (``Node.call_manager``: checked with ``rename: redistribute``)
 
 
 # --- at the source directory's manager (PM1), across directories ------------------------
@@ -504,7 +551,7 @@ def _lagging(gen: Gen, node: int) -> Gen:
     return None
 
 
-class Renaming(Requester):
+class Renaming(Delegation):
     def __init__(self, node_id: int, spec: Any, **kw: Any) -> None:
         super().__init__(node_id, spec, **kw)
         # The names of ``gates`` a rename's prepare or target gate set here
@@ -556,9 +603,10 @@ class Renaming(Requester):
     @api(str, str)
     def rename(self, old: str, new: str) -> Gen:
         """Rename a file, atomically (see the module docstring): within its
-        directory, and with ``rename: 2pc`` (the default) into another one.
+        directory, and with ``rename: 2pc`` (the default) or ``redistribute``
+        into another one.
 
-        A directory too (``rename: 2pc``): EINVAL into its own subtree,
+        A directory too (``2pc``, ``redistribute``): EINVAL into its own subtree,
         ENOTDIR onto a file, ENOTEMPTY onto a non-empty directory, EBUSY if
         a file under it is open; a file onto a directory is EISDIR.  EXDEV
         across directories or for a directory with ``rename: local``;
@@ -571,15 +619,15 @@ class Renaming(Requester):
         if ROOT in (old, new):
             raise fs_error(errno.EBUSY, ROOT, "cannot rename the root of the federation")
         d = split(new)[0]
-        if split(old)[0] != d and self.config.rename != "2pc":
+        if split(old)[0] != d and self.config.rename == "local":
             raise fs_error(
                 errno.EXDEV, new, "rename moves a file within its directory only; copy and unlink to move it elsewhere"
             )
         if old == new:
             yield from self._at_home(old, Stat, None)
             return None
-        pm = self.manager_of(d)  # the target directory's manager coordinates (across directories too)
-        home = yield from self._busy(lambda: self.call(pm, Rename(old, new)))
+        # the target directory's manager coordinates (across directories too)
+        home = yield from self._busy(lambda: self.call_manager(d, Rename(old, new)))
         self.dt.pop(old)
         if home < 0:  # a directory: every member forgot the names under both already (``DirRenameFinish``)
             self.dt.pop(new)
@@ -598,7 +646,8 @@ class Renaming(Requester):
     def on_rename(self, src: int, req: Rename) -> Gen:
         d, old_name = split(req.old)
         new_d, new_name = split(req.new)
-        if new_d != d and self.config.rename == "2pc" and ROOT not in (req.old, req.new):
+        yield from self.check_manager(src, req, new_d)  # (a stale hint, another view: ``delegation.py``)
+        if new_d != d and self.config.rename != "local" and ROOT not in (req.old, req.new):
             return (yield from self._cross(req.old, req.new))
         if new_d != d or old_name == new_name:  # the requester answers these itself; a peer may not
             raise fs_error(errno.EXDEV if new_d != d else errno.EINVAL, req.new, "not a rename within a directory")
@@ -758,6 +807,8 @@ class Renaming(Requester):
         """Take directory ``d`` for a rename coordinated here (EAGAIN if one is in flight in it)."""
         if d in self.renames or d in self.removing:
             raise fs_error(errno.EAGAIN, d, "another rename in this directory (or its rmdir) is in flight; try again")
+        if self.overlay and self.manager_of(d) != self.id:  # (lent away while this rename borrowed: ``delegation``)
+            raise fs_error(errno.EAGAIN, d, "this directory's management moved; try again")
         self.renames[d] = flight
 
     def _prepared(self, undo: list[tuple[int, Request]], node: int, request: Request, rollback: Request | None) -> Gen:
@@ -780,20 +831,29 @@ class Renaming(Requester):
         (d1, _), (d2, new_name) = split(old), split(new)
         flight = RenameFlight(new_name, new_name)
         undo: list[tuple[int, Request]] = []
+        borrowed = False
         try:
             if d2 < d1:
                 self._hold(d2, flight)
+            if self.config.rename == "redistribute" and (self.manager_of(d1) != self.id or d1 in self.borrowed):
+                yield from self.borrow(d1)  # (``delegation.py``: D1's table is managed here till ``release``)
+                borrowed = True
             pm1 = self.manager_of(d1)
             h_a = yield from self._prepared(undo, pm1, RenameSource(old, new), RenameSourceEnd(old, new, False))
             if d2 > d1:
                 self._hold(d2, flight)
-            return (yield from self._cross_held(d2, old, new, pm1, h_a, flight, undo))
+            home = yield from self._cross_held(d2, old, new, pm1, h_a, flight, undo)
         except Exception:  # not GeneratorExit: an abandoned generator must not yield its rollback
             yield from self._tell(d2, flight, undo[::-1])
+            if borrowed:
+                yield from self.release(d1)
             raise
         finally:
             if self.renames.get(d2) is flight and not flight.telling:  # (else ``_tell_later`` ends the flight)
                 del self.renames[d2]
+        if borrowed:
+            yield from self.release(d1)
+        return home
 
     def _cross_held(
         self, d2: str, old: str, new: str, pm1: int, h_a: int, flight: RenameFlight, undo: list[tuple[int, Request]]
@@ -821,22 +881,33 @@ class Renaming(Requester):
         # (``flight.home``): D2's VD names the file from here on.
         flight.home = h_a
         self._vd_update(d2, ("add", flight.new, DTEntry(False, h_a)))
+        single = self._single(old, pm1)
+        if single:  # (one manager, both tables: D1 changes at the same instant; its merges too)
+            self.renames[split(old)[0]].home = h_a
+            self._vd_update(split(old)[0], ("del", split(old)[1], h_a))
         done: list[tuple[int, Request]] = [
             (pm1, RenameSourceEnd(old, new, True, h_a)),  # (the node holding D1, whatever the view says now)
             (m_new, RenameDone(old, new, h_a, self.epoch)),
         ]
         if h_b is not None:
             done.append((h_b, RenameDrop(new, True)))
+        if single and self.manager_of(old) != m_new:
+            # old's manager may have cached old -> H_a between its Forget and the commit
+            # (D1 is not in doubt here): forget it again, as within a directory
+            done.append((self.manager_of(old), Forget(old, home=h_a)))
         try:
             lag = yield from _lagging(self.call(h_a, RenameFinish(old, new, True)), h_a)
         except PeerUnavailable:
             lag = None  # (as within a directory: renamed or not, the finish is retried first)
             done.insert(0, (h_a, RenameFinish(old, new, True)))
         except Exception:
-            flight.home = None  # the local rename failed: restore D2's VD and undo the rest
+            flight.home = None  # the local rename failed: restore the VDs and undo the rest
             self._vd_update(d2, ("del", flight.new))
             if dst is not None:
                 self._vd_update(d2, ("add", flight.new, dst))
+            if single:
+                self.renames[split(old)[0]].home = None
+                self._vd_update(split(old)[0], ("add", split(old)[1], DTEntry(False, h_a)))
             rest = [u for u in undo if u[0] != h_a or not isinstance(u[1], RenameFinish)]
             del undo[:]  # (``_cross`` has nothing left to roll back)
             yield from self._tell(d2, flight, rest[::-1])
@@ -848,6 +919,13 @@ class Renaming(Requester):
         if lag or lag_done:
             raise lag or lag_done
         return h_a
+
+    def _single(self, old: str, pm1: int) -> bool:
+        """Whether this coordinator manages ``old``'s directory too, its hold
+        taken without doubt (``rename: redistribute``): then the commit point
+        changes both tables at once."""
+        f = self.renames.get(split(old)[0])
+        return pm1 == self.id and f is not None and not f.doubt and f.by == self.id
 
     # ------------------------------------------------------------------ the coordinator: a directory
     def _dir_moved(
@@ -861,7 +939,7 @@ class Renaming(Requester):
         commit point is ``d2``'s VD naming ``new`` a directory; phase 2 has
         every member rename its own part in its local tree.  Returns -1
         (no home: a directory)."""
-        if self.config.rename != "2pc":
+        if self.config.rename == "local":
             raise fs_error(errno.EXDEV, old, "rename: local renames no directory; copy it instead")
         if under(new, old):
             raise fs_error(errno.EINVAL, new, "a directory cannot move into its own subtree")
@@ -889,7 +967,7 @@ class Renaming(Requester):
     @handles(DirRenamePrepare)
     def on_dir_rename_prepare(self, src: int, req: DirRenamePrepare) -> Gen:
         old, new = req.old, req.new
-        if self.config.rename != "2pc" or ROOT in (old, new) or under(new, old):  # (a peer is as untrusted)
+        if self.config.rename == "local" or ROOT in (old, new) or under(new, old):  # (a peer is as untrusted)
             raise fs_error(errno.EINVAL, new, "not a rename of a directory")
         for o, n in self.dir_freezes:
             if any(under(a, b) or under(b, a) for a in (o, n) for b in (old, new)):
@@ -1004,11 +1082,14 @@ class Renaming(Requester):
     @handles(RenameSource)
     def on_rename_source(self, src: int, req: RenameSource) -> Gen:
         (d1, name), d2 = split(req.old), split(req.new)[0]
-        if d1 == d2 or self.config.rename != "2pc":  # (a peer's request is as untrusted as a client's)
+        if d1 == d2 or self.config.rename == "local":  # (a peer's request is as untrusted as a client's)
             raise fs_error(errno.EXDEV, req.new, "not a rename across directories")
         if d1 in self.renames or d1 in self.removing:
             raise fs_error(errno.EAGAIN, d1, "another rename in this directory (or its rmdir) is in flight; try again")
-        flight = self.renames[d1] = RenameFlight(name, req.new, doubt=True, by=src)
+        # With ``redistribute`` the coordinator manages D1 too (``_single``): one
+        # node, both tables, so no doubt: D1 changes at the commit point as D2.
+        single = src == self.id and self.config.rename == "redistribute"
+        flight = self.renames[d1] = RenameFlight(name, req.new, doubt=not single, by=src, moved_out=True)
         self.sources_released.pop(d1, None)
         try:
             vd, _ = yield from self.ensure_vd(d1, ask_all=True)
@@ -1018,6 +1099,7 @@ class Renaming(Requester):
             if src_entry is None:
                 raise fs_error(errno.ENOENT, req.old)
             if src_entry.is_dir:
+                flight.doubt = True  # (a directory is renamed by 2PC over every member, its source in doubt)
                 return -1  # a directory: the coordinator freezes its subtree (``_dir_moved``)
             assert src_entry.home is not None
             return src_entry.home
@@ -1040,9 +1122,9 @@ class Renaming(Requester):
             if req.commit:
                 self._vd_update(d1, ("del", name, req.home))
             return
-        if f is None or not f.doubt or (f.old, f.new) != (name, req.new):
+        if f is None or f.by != src or (f.old, f.new) != (name, req.new):
             return  # ended already (a retry after a lost reply), or never held here
-        if req.commit:
+        if req.commit and f.doubt:  # (else D1 changed at the commit point already: ``_single``)
             self._vd_update(d1, ("del", name, req.home))
         del self.renames[d1]
 

@@ -326,6 +326,10 @@ class Replication(Membership):
         self.held: dict[str, int] = {}  # at a secondary: path of a copy -> its primary
         self.unsynced: set[str] = set()  # at a primary: files whose secondary may lag
         self.copying: dict[str, bool] = {}  # whole copies in flight: path -> a change overtook it
+        # files a view change's install will copy whole to the successor, not begun yet: a
+        # directory rename's prepare refuses meanwhile (``dir_busy``), else the copy, made
+        # under the old name after the rename, dropped the file's copy (``_copy_queue``)
+        self.to_copy: set[str] = set()
         self._repairing = False
         self.promoting: set[str] = set()  # copies whose promotion (their primary left) is in flight here
         self.renaming_in: set[str] = set()  # new names of the replica renames in flight here
@@ -887,7 +891,9 @@ class Replication(Membership):
     def dir_busy(self, near: Callable[[str], bool]) -> list[str]:
         """A whole copy, a promotion or a copy's rename in flight under a
         directory rename's paths: the prepare refuses (EAGAIN)."""
-        return super().dir_busy(near) + [p for p in (*self.copying, *self.promoting, *self.renaming_in) if near(p)]
+        return super().dir_busy(near) + [
+            p for p in (*self.copying, *self.promoting, *self.renaming_in, *self.to_copy) if near(p)
+        ]
 
     def _dir_move_here(self, old: str, new: str) -> Gen:
         """This node's part of a committed directory rename, and of the copies
@@ -1173,34 +1179,51 @@ class Replication(Membership):
         promoted = []
         self.adopted = {}  # (late changes from the primaries of an older view are over)
         orphans = sorted(p for p, primary in self.held.items() if primary not in view.members)
-        for path in orphans:
-            try:
-                if (yield from self._promote(path)):
-                    promoted.append(path)
-            except OSError:
-                self.promote_failures += 1  # the copy stays, promoted at the next view change
-            finally:
-                self.promoting.discard(path)
-        self.promoting.clear()  # (copies dropped meanwhile: nothing left to promote)
-        for path in sorted(
-            p for p, primary in self.held.items() if primary not in view.members and (p in promoted or p not in orphans)
-        ):
-            yield from self._promote_late(path)  # sent whole by a departed primary while the promotions ran
-        was = self.successor(self.id, old) if self.id in old.members else None
-        now = self.successor(self.id, view)
-        if now is not None and now != was:
-            files = yield from self.local_files()
-            for path in files:
-                yield from self.replicate(path)
-            yield from self._mark_synced(files)
-            if was is not None and was in view.members:
+        try:
+            for path in orphans:
                 try:
-                    yield Call(was, ReplicaRelease())
+                    if (yield from self._promote(path)):
+                        promoted.append(path)
+                        self.to_copy.add(path)  # (held against a directory rename until copied: ``_copy_queue``)
                 except OSError:
-                    pass  # down: a restarted node drops its replica space anyway (``reconcile``)
-        else:
-            for path in promoted + sorted(self.unsynced):
+                    self.promote_failures += 1  # the copy stays, promoted at the next view change
+                finally:
+                    self.promoting.discard(path)
+            self.promoting.clear()  # (copies dropped meanwhile: nothing left to promote)
+            for path in sorted(
+                p for p, primary in self.held.items()
+                if primary not in view.members and (p in promoted or p not in orphans)
+            ):  # fmt: skip
+                yield from self._promote_late(path)  # sent whole by a departed primary while the promotions ran
+            was = self.successor(self.id, old) if self.id in old.members else None
+            now = self.successor(self.id, view)
+            if now is not None and now != was:
+                files = yield from self.local_files()
+                yield from self._copy_queue(files)
+                yield from self._mark_synced(files)
+                if was is not None and was in view.members:
+                    try:
+                        yield Call(was, ReplicaRelease())
+                    except OSError:
+                        pass  # down: a restarted node drops its replica space anyway (``reconcile``)
+            else:
+                yield from self._copy_queue(promoted + sorted(self.unsynced))
+        finally:
+            self.to_copy.difference_update(promoted)
+
+    def _copy_queue(self, paths: list[str]) -> Gen:
+        """Copy ``paths`` whole to the successor, one after another, each
+        held against a directory rename until its copy begins (``to_copy``;
+        found by the dynamics property: a directory renamed during a leave
+        moved a file its successor had just promoted, and the copy, made
+        under the old name, dropped the successor's copy instead)."""
+        self.to_copy.update(paths)
+        try:
+            for path in paths:
+                self.to_copy.discard(path)
                 yield from self.replicate(path)
+        finally:
+            self.to_copy.difference_update(paths)
 
     def _repoint(self, old: View, view: View) -> None:
         """Before the view change drops them (no yield: atomic with it), DT

@@ -39,6 +39,11 @@ class FedStats(NodeStats):
     handed_off: int = 0  # managed DT entries handed to their new manager at view changes
     vds_dropped: int = 0  # cached VDs dropped at view changes because their manager changed
     vds_invalidated: int = 0  # cached VDs dropped at view changes because a holder of the directory left
+    # ``rename: redistribute`` (``delegation.py``): tables (directories' management) this node
+    # borrowed for a rename it coordinated, and renames that found the table still held from an
+    # earlier one (``redistribute_hold``: no move needed)
+    redistributions: int = 0
+    hold_hits: int = 0
 
     def counters(self) -> dict[str, float]:
         """The scalar counts, by name (``lookup_path_1`` .. ``_4`` for the paths; the per-merge
@@ -52,4 +57,5 @@ class FedStats(NodeStats):
 #: FedStats' scalar counters (what ``counters`` reports besides the lookup paths)
 SCALARS = ("stale_retries", "dirmerges", "merge_waits", "incomplete_merges", "block_cache_hits",
            "block_cache_misses", "client_file_requests", "remote_file_requests", "file_requests",
-           "incremental_merges", "view_retries", "handed_off", "vds_dropped", "vds_invalidated")  # fmt: skip
+           "incremental_merges", "view_retries", "handed_off", "vds_dropped", "vds_invalidated", "redistributions",
+           "hold_hits")  # fmt: skip
