@@ -41,12 +41,11 @@ from collections import deque
 from collections.abc import Callable, Generator, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from heapq import heappop, heappush
+from heapq import heappush
 from typing import Any
 
 import simpy
-from simpy.core import StopSimulation
-from simpy.events import NORMAL, PENDING, EventPriority
+from simpy.events import NORMAL, PENDING
 
 from fedsim.faults import FaultInjector, FaultPlan
 from fedsim.machine import Machine, MachineParams, ProcState, mixed
@@ -138,44 +137,6 @@ class CpuCosts:
         return table
 
 
-class Environment(simpy.Environment):
-    """A ``simpy.Environment`` whose ``run`` (to an event or to the end) steps through the events
-    in a loop of its own, ``Environment.step``'s body inlined: the same events in the same order,
-    with the same failures, one Python call fewer per event (a simulation's events are mostly a
-    few microseconds of Python each, and the call was about a tenth of what the loop adds)."""
-
-    def run(self, until: simpy.Event | float | None = None) -> Any:
-        if until is not None and not isinstance(until, simpy.Event):
-            return super().run(until)  # (until a time: SimPy's own loop)
-        if until is not None:
-            if until.callbacks is None:
-                return until.value  # processed already
-            until.callbacks.append(StopSimulation.callback)
-        queue = self._queue
-        try:
-            while queue:
-                self._now, _, _, event = heappop(queue)
-                callbacks, event.callbacks = event.callbacks, None
-                try:
-                    for callback in callbacks:
-                        callback(event)
-                except StopSimulation:
-                    # (what ``step`` does: the callbacks after the stop's run when the simulation resumes)
-                    event.callbacks = callbacks[callbacks.index(callback) + 1 :]
-                    self.schedule(event, EventPriority(-1))
-                    raise
-                if not event._ok and not hasattr(event, "_defused"):
-                    # a failed event nobody handled: it crashes the run, with a copy of its exception
-                    exc = type(event._value)(*event._value.args)
-                    exc.__cause__ = event._value
-                    raise exc
-        except StopSimulation as stop:
-            return stop.args[0]  # the value of ``until``
-        if until is not None:
-            raise RuntimeError(f'No scheduled events left but "until" event was not triggered: {until}')
-        return None
-
-
 @contextmanager
 def long_run_gc(young: int = 100_000) -> Iterator[None]:
     """Garbage-collector settings for a long simulation, restored afterwards.
@@ -227,7 +188,7 @@ class SimCluster:
             raise ValueError(f"n_nodes must be positive, got {n_nodes}")
         if workers <= 0:
             raise ValueError(f"workers must be positive, got {workers}")
-        self.env = env or Environment()
+        self.env = env or simpy.Environment()
         self.net = network
         self.protocol = protocol or ProtocolConfig()
         cpu = cpu or CpuCosts()
