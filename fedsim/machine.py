@@ -175,8 +175,7 @@ class ProcState:
     the processes it books on (``Machine.node``, ``Machine.state``) and books
     on them directly (``Machine.book``): one look-up per process, not one per job."""
 
-    __slots__ = ("active", "busy", "cores", "free", "held", "key", "last", "listed", "peers", "ran", "recent",
-                 "space")
+    __slots__ = ("active", "busy", "cores", "free", "held", "key", "last", "listed", "peers", "ran", "recent", "space")
 
     def __init__(
         self,

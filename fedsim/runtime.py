@@ -28,10 +28,8 @@ thread's kernel work before its request or after its reply: a step of the
 hop's event, not a resumption of the client), with one resumption of the
 worker or the caller per request or call.  The runtime sets the fields of
 events it triggers (``_ok``, ``_value``) and schedules on the environment's
-queue (``_queue``, ``_eid``, ``_now``) directly, and its environment
-(``Environment``) runs them in a loop of its own: private SimPy attributes and
-``Environment.step``'s body, which is why pyproject.toml pins simpy below its
-next major version.
+queue (``_queue``, ``_eid``, ``_now``) directly: private SimPy attributes,
+which is why pyproject.toml pins simpy below its next major version.
 """
 
 from __future__ import annotations
