@@ -45,7 +45,7 @@ with every model a profile turns on (``MACHINE``) it measures 0.51-0.55 at
 64 nodes and 0.56-0.57 at 1024 on a 2-core VM shared with other work
 (``--quick --repeat 3 --clock cpu``, load average 1.7-2.6, two runs each
 interleaved with the code before: 0.46-0.47 and 0.49 there, its models'
-msgs/s 13 and 22 % below today's; 0.43-0.54 in six runs at load 2-4.7), when
+msgs/s 10-14 and 16-22 % below today's; 0.43-0.54 in six runs at load 2-4.7), when
 a job of a process off its host's recency list raised and caught a
 ``ValueError`` and a client thread's kernel work resumed the client twice per
 call (a run loop of the runtime's own, ``Environment.step`` inlined, measured
