@@ -41,11 +41,18 @@ simulated times differ, so the two runs compare by federation messages per
 wall-clock second, as the framework/bare ratio does.  The target for the
 models' price is a ratio on/off of at least 0.9 (the machine model costs the
 simulator at most 10 % of its speed); reported, not asserted, and not met:
-with every model a profile turns on (``MACHINE``) it measures 0.46-0.52 on a
-2-core VM shared with other work (``--quick --repeat 3 --clock cpu``, load
-average 1.5-4), where it measured 0.26 and 0.12 (64 and 1024 nodes) before
-a host counted its runnable processes on those booked instead of all of them
-(``oversub_share``: a scan of every node per job).  With the per-message,
+with every model a profile turns on (``MACHINE``) it measures 0.51-0.55 at
+64 nodes and 0.56-0.57 at 1024 on a 2-core VM shared with other work
+(``--quick --repeat 3 --clock cpu``, load average 1.7-2.6, two runs each
+interleaved with the code before: 0.46-0.47 and 0.49 there, its models'
+msgs/s 10-14 and 16-22 % below today's; 0.43-0.54 in six runs at load 2-4.7), when
+a job of a process off its host's recency list raised and caught a
+``ValueError`` and a client thread's kernel work resumed the client twice per
+call (a run loop of the runtime's own, ``Environment.step`` inlined, measured
+no faster than SimPy's and was left out); it measured 0.26 and 0.12 (64 and
+1024 nodes) before a host counted its runnable processes on those booked
+instead of all of them (``oversub_share``: a scan of every node per
+job).  With the per-message,
 per-request and per-call costs alone (no wakes, cold caches, shared cores or
 client threads) it measured 0.63-0.74 (``--repeat 5``, load average 2-3;
 0.57-0.68 before the runtime booked on process states).  Each CPU job the

@@ -114,7 +114,11 @@ price in simulator speed (``fedsim.bench``): a SimPy event and its callback
 cost about 0.4 us of the 1.5-2 us the model adds per CPU job; the rest is the
 Python work of each step (booking the job, the message's event, resuming the
 process that waited), which is why the runtime books on a process's state
-(``ProcState``, ``Machine.book``) that it holds, not on its key.
+(``ProcState``, ``Machine.book``) that it holds, not on its key, and why a
+process's place on its host's recency list (``cold_us``) is a flag on it
+(``ProcState.held``): looked for on a list it had left, it cost a job a
+raised and caught ``ValueError`` (its message formats the state), about a
+tenth of a run on the model (``fedsim.bench``).
 """
 
 from __future__ import annotations
@@ -171,7 +175,7 @@ class ProcState:
     the processes it books on (``Machine.node``, ``Machine.state``) and books
     on them directly (``Machine.book``): one look-up per process, not one per job."""
 
-    __slots__ = ("active", "busy", "cores", "free", "key", "last", "listed", "peers", "ran", "recent", "space")
+    __slots__ = ("active", "busy", "cores", "free", "held", "key", "last", "listed", "peers", "ran", "recent", "space")
 
     def __init__(
         self,
@@ -194,6 +198,7 @@ class ProcState:
         #: the host's processes (spaces) by their last job's start, latest first (the host's list,
         #: shared; ``cold_us``): those before this one's ran since it last did
         self.recent = recent
+        self.held = False  # in ``recent`` (a space's)
         #: the host's processes (spaces) booked since a job last found them idle (the host's list,
         #: shared; ``oversub_share``): the runnable ones are among them
         self.active = active
@@ -211,10 +216,10 @@ class Machine:
     (``node``, ``state``), which the runtime's hot paths hold."""
 
     __slots__ = ("_G", "_L", "_Lc", "_any_api", "_any_client", "_any_dispatch", "_api", "_byte", "_client",
-                 "_client_states", "_clients", "_dispatch", "_o", "_oc", "_threads", "_two", "call_us", "cap", "cold",
-                 "cold_cap", "core_free", "depth", "handoff", "host_active", "host_procs", "host_recent",
-                 "host_states", "mix_agent", "mix_client", "n_nodes", "nodes", "p", "proc_host", "procs", "pruned",
-                 "ran", "share", "wake")  # fmt: skip
+                 "_client_states", "_clients", "_dispatch", "_o", "_oc", "_threads", "_two", "call_us", "cap",
+                 "cold", "cold_cap", "core_free", "depth", "handoff", "host_active", "host_procs", "host_recent",
+                 "host_states", "kernel_share", "mix_agent", "mix_client", "n", "n_nodes", "nodes", "p", "proc_host",
+                 "procs", "pruned", "ran", "share", "wake")  # fmt: skip
 
     def __init__(self, params: MachineParams, n_nodes: int) -> None:
         if params.cores <= 0:
@@ -236,13 +241,17 @@ class Machine:
         self.cold, self.cold_cap = params.cold_us, params.cold_cap_us
         # how many processes the recency lists keep: those a refill counts, up to its cap (0: all of them)
         cap_n = -(-params.cold_cap_us // params.cold_us) if params.cold_us and params.cold_cap_us else 0
-        self.depth = int(params.cores + cap_n + 1) if cap_n else 0
+        self.depth = int(params.cores + cap_n + 1) if cap_n else -1  # (-1: all of them)
+        self.n = params.cores
         self.host_recent: dict[int, list[ProcState]] = {}
         self.host_active: dict[int, list[ProcState]] = {}
         self.pruned = 0.0  # the latest time the ``active`` lists were pruned at (``book``)
         self.wake = params.wake_us
         self.handoff = params.handoff_us
         self.call_us = params.call_us
+        #: of a client call's CPU, the share its thread of a shared program spends apart (0: none)
+        shared = params.clients == "shared" and params.client_user_share < 1.0
+        self.kernel_share = 1.0 - params.client_user_share if shared else 0.0
         self.mix_agent, self.mix_client = params.mix_agent, params.mix_client
         self._o, self._byte = params.o_us, params.byte_us
         self._L, self._G = params.L_us, params.G_us_per_byte
@@ -343,34 +352,49 @@ class Machine:
         """When ``us`` of CPU submitted now by ``proc`` ends."""
         return self.book(self.state(proc), now, us)
 
-    def book(self, st: ProcState, now: float, us: float) -> float:
-        """When ``us`` of CPU submitted now by the process of state ``st`` ends.
+    def book(self, st: ProcState, now: float, us: float, receipt: bool = False) -> float:
+        """When ``us`` of CPU submitted now by the process of state ``st`` ends; with ``receipt``, a
+        message's receipt (``book_receipt``: ``wake_us`` less if its process still has work booked,
+        else ``handoff_us`` more).
         (Called for every CPU job of a simulation: written for speed, two cores unrolled.)"""
         start = st.free
-        woken = start < now  # its process was idle: the scheduler wakes it and places it on a core
-        if woken:
+        if start < now:
+            woken = True  # its process was idle: the scheduler wakes it and places it on a core
             start = now
+            if receipt and self.handoff:
+                us = us + self.handoff if us + self.handoff > 0.0 else 0.0
+        else:
+            woken = False
+            if receipt:
+                if start > now:
+                    if self.wake:
+                        us = us - self.wake if us > self.wake else 0.0
+                elif self.handoff:  # (free just now: it wakes, as ``book_receipt`` counts it)
+                    us = us + self.handoff if us + self.handoff > 0.0 else 0.0
         cores = st.cores
         if self.cold:
             # Cold caches: the other processes of the host that ran since this one's last job filled
             # its cores' caches; beyond as many as there are cores, each costs a woken job a refill,
             # up to all of it.  A job of a process that never slept runs on the core it kept, warm.
+            # (Whether a space is on its host's list is its flag, ``held``: one not on it is not
+            # looked for, which was most of a job's price on a host of many processes.)
             space = st.space
             recent = st.recent
-            try:
-                since = recent.index(space)  # the processes that ran since its last job
-            except ValueError:
-                since = len(recent)  # never ran (or more ran since than a refill counts)
-            if woken and since > len(cores):
-                us += self.cold_cost(since - len(cores))
-            if since < len(recent):
-                if since:  # to the front
-                    del recent[since]
+            if space.held:
+                if recent[0] is not space:  # (first: none ran since, the job of a process that kept working)
+                    since = recent.index(space)  # the processes that ran since its last job
+                    del recent[since]  # to the front
                     recent.insert(0, space)
+                    if woken and since > self.n:
+                        us += self.cold_cost(since - self.n)
             else:
+                since = len(recent)  # never ran (or more ran since than a refill counts)
                 recent.insert(0, space)
-                if self.depth and len(recent) > self.depth:
-                    del recent[self.depth :]
+                space.held = True
+                if since == self.depth:  # more than a refill counts: the last leaves the list
+                    recent.pop().held = False
+                if woken and since > self.n:
+                    us += self.cold_cost(since - self.n)
         if self.share:
             # Oversubscribed cores: the other processes of the host with work booked beyond now are
             # runnable; more of them than cores make this job dearer (a switch, cold caches).
@@ -382,7 +406,7 @@ class Machine:
             if now >= self.pruned:
                 self.pruned = now
                 active = st.active
-                n = len(cores)
+                n = self.n
                 runnable = 1
                 kept = i = 0
                 for q in active:
@@ -400,7 +424,7 @@ class Machine:
                     del active[kept:i]  # those seen idle (and the places of those moved up)
             else:
                 runnable = 1 + sum(1 for q in st.peers if q is not st and q.space is q and q.free > now)
-            if runnable > len(cores):
+            if runnable > self.n:
                 us *= 1.0 + self.share
         # the core that frees first (the lowest on a tie)
         if self._two:
@@ -418,7 +442,10 @@ class Machine:
             # Cores that are not whole: with k of them busy at once the host does cap's worth of
             # work, not k; a job that wakes its process beside busy cores runs that much slower
             # (one of a process that never slept keeps its core: a saturated agent).
-            in_use = 1 + sum(1 for c in cores if c > start)
+            if self._two:
+                in_use = 1 + (cores[0] > start) + (cores[1] > start)
+            else:
+                in_use = 1 + sum(1 for c in cores if c > start)
             if in_use > self.cap:
                 us *= in_use / self.cap
         cores[i] = done = start + us
@@ -441,12 +468,7 @@ class Machine:
     def book_receipt(self, st: ProcState, now: float, us: float) -> float:
         """``receive`` on a process's state (``book`` for a receipt: the runtime's hot paths).  A
         receipt that wakes its process costs ``handoff_us`` more (or less: the placement correction)."""
-        if st.free > now:
-            if self.wake:
-                us = us - self.wake if us > self.wake else 0.0
-        elif self.handoff:
-            us = us + self.handoff if us + self.handoff > 0.0 else 0.0
-        return self.book(st, now, us)
+        return self.book(st, now, us, True)
 
     def cold_cost(self, others: int) -> float:
         """A job's refill of caches that ``others`` processes beyond the host's cores filled since its

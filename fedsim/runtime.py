@@ -23,11 +23,13 @@ the arrival's own callback unless other events are due at the same instant)
 and one for its reply; the CPU and the disk are "busy until" queues, one
 event per job.  On a machine model (``fedsim.machine``) a request costs four
 events (its arrival, the end of its receipt and dispatch CPU, its reply, the
-end of the reply's receipt) and a client's hop two, with one resumption of
-the worker or the caller per step.  The runtime sets the fields of events it
-triggers (``_ok``, ``_value``) and schedules on the environment's queue
-(``_queue``, ``_eid``, ``_now``) directly: private SimPy attributes, which is
-why pyproject.toml pins simpy below its next major version.
+end of the reply's receipt) and a client's hop two (three with a client
+thread's kernel work before its request or after its reply: a step of the
+hop's event, not a resumption of the client), with one resumption of the
+worker or the caller per request or call.  The runtime sets the fields of
+events it triggers (``_ok``, ``_value``) and schedules on the environment's
+queue (``_queue``, ``_eid``, ``_now``) directly: private SimPy attributes,
+which is why pyproject.toml pins simpy below its next major version.
 """
 
 from __future__ import annotations
@@ -235,6 +237,8 @@ class SimCluster:
         # the callbacks a machine's messages run on arrival, bound once (not once per message)
         self._on_reply: Callable[[_Reply], None] = self._received
         self._on_hop: Callable[[_Hop], None] = self._hop_arrived
+        self._on_sent: Callable[[_Hop], None] = self._hop_sent
+        self._on_then: Callable[[_Hop], None] = self._hop_then
 
     def _clock_ns(self) -> int:
         return round(self.env.now * 1000)
@@ -395,24 +399,41 @@ class SimCluster:
     # again for when that is done, with the caller's resumption held back
     # until then (``_rearm``), so a message is one event object, not two.
     def _hop(self, src: ProcState | None, src_us: float, size: int, dst: ProcState | None, dst_us: float,
-             calls: list[tuple[str, tuple[Any, ...]]] | None = None) -> simpy.Event:  # fmt: skip
+             calls: list[tuple[str, tuple[Any, ...]]] | None = None, before: ProcState | None = None,
+             before_us: float = 0.0) -> _Hop:  # fmt: skip
         """A message of ``size`` bytes between a client program (or a mount)
         and its agent, no federation message (not counted): ``src_us`` of CPU
         at the process of state ``src`` now (``src`` None: none), the flight, then
         ``dst_us`` at ``dst``'s (None: none), and with ``calls`` the agent's CPU
         for each (priced on arrival: ``mixed`` follows the agent's last work).
-        The event fires when ``dst`` has received it."""
+        With ``before``, ``before_us`` of that process's CPU first (a client
+        thread's kernel work), and ``src``'s when it is done (``_hop_sent``).
+        The event fires when ``dst`` has received it (and ``then``'s work after it is done)."""
         env = self.env
         mach = self.machine
         assert mach is not None
+        hop = _Hop(env, self, dst, dst_us, calls)
+        if before is not None:
+            hop.src = src
+            hop.src_us = src_us
+            hop.flight = mach.client_flight_us(size)
+            hop.callbacks = hop.held = [self._on_sent]
+            heappush(env._queue, (mach.book(before, env._now, before_us), NORMAL, next(env._eid), hop))
+            return hop
         # the source's CPU is booked now and the message flies when it is done: one event, its arrival
         leaves = env._now if src is None else mach.book(src, env._now, src_us)
-        hop = _Hop(env, self, dst, dst_us, calls)
         heappush(env._queue, (leaves + mach.client_flight_us(size), NORMAL, next(env._eid), hop))
         return hop
 
+    def _hop_sent(self, hop: _Hop) -> None:
+        """A ``_Hop``'s ``before`` work is done: its source's CPU is booked now, and it flies when that is done."""
+        mach = self.machine
+        assert mach is not None
+        _rearm(hop, mach.book(hop.src, hop.env._now, hop.src_us) + hop.flight, self._on_hop)
+
     def _hop_arrived(self, hop: _Hop) -> None:
-        """A ``_Hop`` reached its receiver: its CPU is booked now and the event fires again when it is done."""
+        """A ``_Hop`` reached its receiver: its CPU is booked now and the event fires again when it is
+        done (or, with ``then``, ``then``'s work is booked then: ``_hop_then``)."""
         mach = self.machine
         assert mach is not None
         us = hop.us
@@ -424,7 +445,14 @@ class SimCluster:
                 us += mixed(st, calls[0][0], api(calls[0][0]), mix)  # (the sum below, to the bit)
             else:
                 us += sum(mixed(st, name, api(name), mix) for name, _ in calls)
-        _rearm(hop, mach.book_receipt(st, hop.env._now, us))
+        _rearm(hop, mach.book(st, hop.env._now, us, True), None if hop.then is None else self._on_then)
+
+    def _hop_then(self, hop: _Hop) -> None:
+        """A ``_Hop``'s receipt is done: ``then``'s work (a client thread's kernel work after a reply)
+        is booked now, and the event fires when it is done."""
+        mach = self.machine
+        assert mach is not None
+        _rearm(hop, mach.book(hop.then, hop.env._now, hop.then_us))
 
     def _machine_call(
         self, node_id: int, dst: int, req: Request, trace: OpTrace | None, depth: int, extra: float
@@ -455,7 +483,7 @@ class SimCluster:
         size = reply.size
         if size < 0:  # not a handler's reply (a timeout's, a late one under faults)
             size = wire_size(reply._value[1])
-        _rearm(reply, mach.book_receipt(reply.caller, reply.env._now, mach.message_us(size)))  # type: ignore[arg-type]
+        _rearm(reply, mach.book(reply.caller, reply.env._now, mach.message_us(size), True))  # type: ignore[arg-type]
 
     def client_op(
         self, client: int, node_id: int, name: str, *args: Any, trace: OpTrace | None = None
@@ -472,27 +500,14 @@ class SimCluster:
             return self.call_op(node_id, name, *args, trace=trace)
         proc = mach.client_state(client, node_id)
         half = mixed(proc, name, mach.client(name), mach.mix_client) / 2  # its request, then its reply
-        if mach.p.client_user_share >= 1.0 or mach.p.clients != "shared":
-            # the client's CPU is all the program's: the round trip is the call (no generator of its own)
-            return self._agent_call(node_id, [(name, args)], trace, proc, half)
-        return self._client_threads_call(client, node_id, name, args, trace, proc, half)
-
-    def _client_threads_call(
-        self, client: int, node_id: int, name: str, args: tuple[Any, ...], trace: OpTrace | None, proc: ProcState,
-        half: float,
-    ) -> Generator[Any, Any, Any]:  # fmt: skip
-        """``client_op`` by a thread of a client program that several share (``clients: shared``)."""
-        mach = self.machine
-        assert mach is not None
-        user = mach.p.client_user_share
-        # Threads of one program: the interpreter's part of a call holds the GIL (the program's one
-        # process); the kernel's part (its socket calls) runs on the calling thread alone, in parallel.
-        thread = mach.thread_state(client, node_id)
-        env = self.env
-        yield _Done(env, mach.book(thread, env._now, half * (1.0 - user)))
-        value = yield from self._agent_call(node_id, [(name, args)], trace, proc, half * user)
-        yield _Done(env, mach.book(thread, env._now, half * (1.0 - user)))
-        return value
+        if mach.kernel_share:
+            # Threads of one program (``clients: shared``): the interpreter's part of a call holds the
+            # GIL (the program's one process); the kernel's part (its socket calls) runs on the calling
+            # thread alone, in parallel, before the request and after the reply.
+            return self._agent_call(node_id, [(name, args)], trace, proc, half * mach.p.client_user_share, client,
+                                    half * mach.kernel_share)  # fmt: skip
+        # the client's CPU is all the program's: the round trip is the call (no generator of its own)
+        return self._agent_call(node_id, [(name, args)], trace, proc, half)
 
     def agent_call(
         self,
@@ -522,8 +537,12 @@ class SimCluster:
         trace: OpTrace | None,
         client: ProcState | None,
         client_us: float,
+        thread_of: int | None = None,
+        kernel_us: float = 0.0,
     ) -> Generator[Any, Any, Any]:
-        """``agent_call`` with the client's process's state."""
+        """``agent_call`` with the client's process's state; with ``thread_of``, by that client's thread
+        of the program (``client_op``), whose own process spends ``kernel_us`` before the request (the
+        request leaves when it is done) and as much after the reply (the call returns when it is done)."""
         mach = self.machine
         assert mach is not None
         agent = mach.nodes[node_id]
@@ -532,7 +551,12 @@ class SimCluster:
             for a in args:
                 if isinstance(a, (bytes, str)):
                     size += len(a)
-        yield self._hop(client, client_us, size, agent, mach.client_message_us(size), calls)
+        if thread_of is None:
+            yield self._hop(client, client_us, size, agent, mach.client_message_us(size), calls)
+            thread = None
+        else:
+            thread = mach.thread_state(thread_of, node_id)
+            yield self._hop(client, client_us, size, agent, mach.client_message_us(size), calls, thread, kernel_us)
         err: BaseException | None = None
         value: Any = None
         try:
@@ -553,6 +577,9 @@ class SimCluster:
             raise
         back = CLIENT_HEADER + (len(value) if isinstance(value, bytes) else 0)
         reply = self._hop(agent, mach.client_message_us(back), back, client, client_us)
+        if thread is not None and err is None:  # (a call that fails raises when its reply is received)
+            reply.then = thread
+            reply.then_us = kernel_us
         tail = mach.p.api_tail_us
         if tail:  # the agent's CPU after the reply has left, which nobody waits for (its process does)
             mach.book(agent, self.env._now, tail * len(calls))
@@ -906,7 +933,7 @@ class SimCluster:
         st = mach.nodes[node_id]
         cost = mach.message_us(msg.size) + mixed(st, kind, mach.dispatch(kind), mach.mix_agent)
         env = self.env
-        done = mach.book_receipt(st, env._now, cost)
+        done = mach.book(st, env._now, cost, True)  # (``book_receipt``)
         wake._ok = True
         wake._value = (msg, node, self.incarnation[node_id])
         heappush(env._queue, (done, NORMAL, next(env._eid), wake))
@@ -1048,6 +1075,13 @@ class _Hop(simpy.Event):
         self.us = us
         self.calls = calls
 
+    # set by the sender when it has work before (``SimCluster._hop_sent``) or after (``_hop_then``)
+    src: Any = None
+    src_us: float = 0.0
+    flight: float = 0.0
+    then: Any = None
+    then_us: float = 0.0
+
 
 class _Done(simpy.Event):
     """The end of a CPU job on the machine model (``SimCluster.cpu_at``):
@@ -1062,13 +1096,17 @@ class _Done(simpy.Event):
         heappush(env._queue, (at, NORMAL, next(env._eid), self))
 
 
-def _rearm(ev: simpy.Event, at: float) -> None:
+def _rearm(ev: simpy.Event, at: float, then: Callable[[Any], None] | None = None) -> None:
     """Schedule ``ev``, being processed now and this its first callback, again
     for ``at``: its other callbacks (the waiting process's resumption) are
-    held back until then.  (``Environment.step`` calls the callbacks of the
-    list it took from the event: emptied past this one, it calls no more.)"""
+    held back until then, after ``then`` (a next step, which rearms it again).
+    (``Environment.step`` calls the callbacks of the list it took from the
+    event: emptied past this one, it calls no more.)"""
     held = ev.held  # type: ignore[attr-defined]
-    ev.callbacks = held[1:]
+    if then is None:
+        ev.callbacks = held[1:]
+    else:
+        ev.callbacks = ev.held = [then, *held[1:]]  # type: ignore[attr-defined]
     del held[1:]
     env = ev.env
     heappush(env._queue, (at, NORMAL, next(env._eid), ev))
