@@ -62,7 +62,7 @@ from experiments.common import build_cluster, run_postmark, run_workload, satura
 from fednode.client import Client
 from fednode.cluster import ProcessCluster, write_local
 from fednode.config import Cluster, load_cluster
-from fednode.tools.calibrate import parallel_capacity, placement_mode
+from fednode.tools.calibrate import nearer_placement, parallel_capacity, placement_mode
 from fedsim.calibration import apply_calibration, fitted_contention, foreign, microbench_check
 from fedsim.config import SFS97_MIX, Config, validate
 from fedsim.protocol.hashing import names_managed_by
@@ -195,14 +195,12 @@ def placement_correction(placed: dict[str, dict[str, float]], wall: float) -> tu
     measured on two cores predicts one core's machine with half of that less per waking receipt, and
     the other way round.  ('', 0) without the pinned rows."""
     try:
-        same, two, free = (placed[k] for k in ("same core", "two cores", "free"))
+        same, two, free = (placed[k]["cpu_per_call_us"] for k in ("same core", "two cores", "free"))
+        now = nearer_placement(placed, wall, "wall_per_call_us")
     except KeyError:
         return "", 0.0
-    def nearer(v: float, key: str) -> str:
-        return "one core" if abs(v - same[key]) <= abs(v - two[key]) else "two cores"
-
-    now, then = nearer(wall, "wall_per_call_us"), nearer(free["cpu_per_call_us"], "cpu_per_call_us")
-    half = (two["cpu_per_call_us"] - same["cpu_per_call_us"]) / 2
+    then = nearer_placement(placed, free)
+    half = (two - same) / 2
     return now, (0.0 if now == then else (half if now == "two cores" else -half))
 
 

@@ -957,6 +957,13 @@ def _bench_table(rows: dict[Any, dict[str, float]], count: str) -> str:
                  [[k, f"{v['cpu_per_call_us']:.1f}", client(v), f"{v['calls_per_s']:,.0f}"] for k, v in rows.items()])
 
 
+def nearer_placement(placed: dict[str, dict[str, float]], value: float, key: str = "cpu_per_call_us") -> str:
+    """"one core" or "two cores": the pinned row of the placement microbenchmark whose ``key`` is
+    nearer ``value`` (the free row's, or a probe's)."""
+    same, two = placed["same core"][key], placed["two cores"][key]
+    return "one core" if abs(value - same) <= abs(value - two) else "two cores"
+
+
 def placement_mode(placed: dict[str, dict[str, float]]) -> str:
     """Which placement the scheduler chose while the microbenchmarks ran: the free row's CPU per call
     beside the pinned rows' (the nearer one), in a sentence for the report."""
@@ -964,7 +971,7 @@ def placement_mode(placed: dict[str, dict[str, float]]) -> str:
         free, same, two = (placed[k]["cpu_per_call_us"] for k in ("free", "same core", "two cores"))
     except KeyError:
         return "placement: not measured in both pinnings"
-    mode = "one core" if abs(free - same) <= abs(free - two) else "two cores"
+    mode = nearer_placement(placed, free)
     return (
         f"the scheduler kept the client and its agent on {mode} while this ran ({free:.1f} us per call free, "
         f"{same:.1f} on one core, {two:.1f} on two): the per-call costs above are that placement's; a machine "
