@@ -358,19 +358,15 @@ class Machine:
         else ``handoff_us`` more).
         (Called for every CPU job of a simulation: written for speed, two cores unrolled.)"""
         start = st.free
-        if start < now:
-            woken = True  # its process was idle: the scheduler wakes it and places it on a core
-            start = now
-            if receipt and self.handoff:
+        if receipt:
+            if start > now:  # still busy: its event loop reads the message without a wake
+                if self.wake:
+                    us = us - self.wake if us > self.wake else 0.0
+            elif self.handoff:  # it wakes (free just now too): the placement's correction
                 us = us + self.handoff if us + self.handoff > 0.0 else 0.0
-        else:
-            woken = False
-            if receipt:
-                if start > now:
-                    if self.wake:
-                        us = us - self.wake if us > self.wake else 0.0
-                elif self.handoff:  # (free just now: it wakes, as ``book_receipt`` counts it)
-                    us = us + self.handoff if us + self.handoff > 0.0 else 0.0
+        woken = start < now  # its process was idle: the scheduler wakes it and places it on a core
+        if woken:
+            start = now
         cores = st.cores
         if self.cold:
             # Cold caches: the other processes of the host that ran since this one's last job filled
