@@ -143,6 +143,10 @@ class Sfs97:
         #: each client program's open descriptors (a descriptor belongs to the client that opened it,
         #: as an agent's belong to their connection); client i defaults to node i
         self.fds: defaultdict[int, dict[str, int]] = defaultdict(dict)
+        #: the files an operation in flight uses (a pick counts until its operation ends): a remove
+        #: passes them by, so that the benchmark never races itself (a write through a descriptor whose
+        #: file another client just removed is the workload's doing, not the design's error)
+        self.busy: defaultdict[str, int] = defaultdict(int)
         self.created = 0
         self.rec = Recorder()
         self.measuring = True
@@ -155,6 +159,23 @@ class Sfs97:
         if self._zipf_files:
             return self._zipf_files[min(bisect_right(self._zipf_cdf, self.rng.random()), len(self._zipf_files) - 1)]
         return self.files[int(self.rng.integers(0, len(self.files)))]
+
+    def _use(self, node: int) -> str:
+        """A file for an operation that reads or writes it (``_pick``), busy until the operation ends."""
+        path = self._pick(node)
+        self.busy[path] += 1
+        return path
+
+    def _removable(self, i: int) -> int | None:
+        """``files[i]``, or the next file after it that no operation in flight uses (None: all are
+        used): no random draw beyond the one that chose ``i``, so a run without such a clash draws what
+        it always drew."""
+        n = len(self.files)
+        for k in range(n):
+            j = (i + k) % n
+            if self.files[j] not in self.busy:
+                return j
+        return None
 
     def _fd(self, client: int, node: int, path: str, trace: OpTrace) -> Generator[Any, Any, int]:
         fd = self.fds[client].get(path)
@@ -178,9 +199,10 @@ class Sfs97:
             yield c.cpu_work(node, self.frontend_us)
         try:
             if op == "lookup":
-                yield from c.client_op(client, node, "stat", self._pick(node), trace=trace)
+                path = self._use(node)
+                yield from c.client_op(client, node, "stat", path, trace=trace)
             elif op in ("read", "write"):
-                path = self._pick(node)
+                path = self._use(node)
                 fd = yield from self._fd(client, node, path, trace)
                 size = self.sizes.get(path, 0)
                 blocks = max(1, -(-size // self.io_size))
@@ -200,7 +222,9 @@ class Sfs97:
             elif op == "remove":
                 if len(self.files) <= 1:
                     return
-                i = int(self.rng.integers(0, len(self.files)))
+                i = self._removable(int(self.rng.integers(0, len(self.files))))
+                if i is None:
+                    return
                 path = self.files[i]
                 self.files[i] = self.files[-1]
                 self.files.pop()
@@ -214,6 +238,11 @@ class Sfs97:
             if self.measuring:
                 self.rec.errors[op] += 1
             return
+        finally:
+            if op in ("lookup", "read", "write") and path:
+                self.busy[path] -= 1
+                if not self.busy[path]:
+                    del self.busy[path]
         if self.measuring:
             r = self.rec
             r.latency[op].append(env.now - t0)
