@@ -539,19 +539,36 @@ class _Links:
         self._size = size
         self._ino: collections.OrderedDict[str, int] = collections.OrderedDict()  # path -> ino
         self._names: dict[int, set[str]] = {}
+        #: a link's new name -> the name it links (``made``), until the new name's inode is seen
+        self._made: collections.OrderedDict[str, str] = collections.OrderedDict()
         self._lock = threading.Lock()
 
     def __bool__(self) -> bool:
         return bool(self._ino)
 
+    def made(self, old: str, new: str) -> None:
+        """``new`` was just linked to ``old``: when the kernel learns ``new``'s inode (libfuse asks
+        its attributes right after the link), ``old`` is a name of that file too, though the kernel
+        may never ask ``old``'s again (nothing does where it checks no modes, ``kernel_checks``)."""
+        with self._lock:
+            self._made[new] = old
+            if len(self._made) > self._size:
+                self._made.popitem(last=False)
+
     def saw(self, path: str, ino: int) -> None:
         with self._lock:
-            if self._ino.get(path) != ino:
-                self._drop(path)
-                self._ino[path] = ino
-                self._names.setdefault(ino, set()).add(path)
-                if len(self._ino) > self._size:
-                    self._drop(next(iter(self._ino)))
+            self._saw(path, ino)
+            old = self._made.pop(path, None)
+            if old is not None:
+                self._saw(old, ino)
+
+    def _saw(self, path: str, ino: int) -> None:
+        if self._ino.get(path) != ino:
+            self._drop(path)
+            self._ino[path] = ino
+            self._names.setdefault(ino, set()).add(path)
+            if len(self._ino) > self._size:
+                self._drop(next(iter(self._ino)))
 
     def names(self, paths: tuple[str, ...]) -> list[str]:
         """``paths`` and every other name known of their files."""
@@ -997,6 +1014,16 @@ class FedOps(mfusepy.Operations):
             c.utimens(path, atime, mtime)
         self._changed(path)
 
+    def access(self, path: str, amode: int) -> int:
+        """``access(2)`` (and ``chdir``) where the kernel does not check modes itself: a mount only
+        root may enter (``kernel_checks``).  Root may read, write and search anything; it may
+        execute a file only if one of its execute bits is set, as on a local file system."""
+        if amode & os.X_OK:
+            st = self.getattr(path)
+            if stat.S_ISREG(st["st_mode"]) and not st["st_mode"] & 0o111:
+                raise OSError(errno.EACCES, "no execute bit", path)
+        return 0
+
     def statfs(self, path: str) -> dict[str, int]:
         with self.entries.client() as c:
             s = c.statfs()
@@ -1220,6 +1247,7 @@ class FedOps(mfusepy.Operations):
         check_name(target)
         with self.entries.client(source) as c:
             c.link(source, target)
+        self._linked.made(source, target)
         self._relinked(source)
 
     def mknod(self, path: str, mode: int, dev: int) -> None:
@@ -1555,6 +1583,19 @@ def _utime(ns: int) -> int:
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+def kernel_checks(allow_other: bool) -> bool:
+    """Whether the kernel checks each call against the modes, owners and groups the federation
+    stores (libfuse's ``default_permissions``).  Needed wherever a caller may be refused: a mount
+    other users may enter (``allow_other``), or one mounted by an ordinary user, who is refused
+    what its own modes refuse.  A mount only root may enter needs none: root passes every such
+    check on a local file system (CAP_DAC_OVERRIDE, CAP_FOWNER), and the kernel still refuses to
+    execute a file with no execute bit and asks ``access`` for ``access(2)`` and ``chdir``.
+    Why it matters: with the checks on, every create, unlink, mkdir and rmdir makes the kernel
+    drop its parent's attributes, and the next call in that directory fetches them again, one
+    round trip more per change (``fednode.tools.calibrate_fuse`` records which way it measured)."""
+    return allow_other or os.geteuid() != 0
+
+
 def serve_fuse(
     make_ops: Callable[[Callable[[], None]], mfusepy.Operations],
     mountpoint: str | Path,
@@ -1602,7 +1643,8 @@ def serve_fuse(
     def run() -> None:
         try:
             options = {"allow_other": True} if allow_other else {}  # (mfusepy would pass a False one on)
-            _FUSE(make_ops(ready), mp, foreground=True, fsname=fsname, subtype="fedfs", default_permissions=True,
+            _FUSE(make_ops(ready), mp, foreground=True, fsname=fsname, subtype="fedfs",
+                  default_permissions=kernel_checks(allow_other),
                   **options)  # fmt: skip
             outcome.append(None)
         except BaseException as exc:  # reported by the main thread

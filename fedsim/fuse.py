@@ -35,12 +35,16 @@ an append of 4 KiB is two round trips).  A directory's attributes,
 which the kernel checks (``default_permissions``) before it looks a name up
 in it, are dropped by every change in it (a create, unlink, mkdir, rmdir) and
 fetched again by the next call there: one ``getattr`` of the directory more.
+Only where the kernel checks modes (``default_permissions`` in the profile:
+the calibration's mount did; a mount only root may enter does not,
+``fednode.mount.kernel_checks``).
 An unlink or rmdir was measured on a name the kernel had looked up: one
 of a name it has not (within ``entry_timeout_s``) pays that lookup.
 The phases that change a directory were measured back to back in one
-directory, so they include that getattr; an open was measured in a directory
-nobody changed, so it does not.  An open in a changed directory pays it, and a
-change in a directory whose attributes the kernel holds is spared it.
+directory, so with the checks they include that getattr; an open was measured
+in a directory nobody changed, so it does not.  An open in a changed directory
+pays it, and a change in a directory whose attributes the kernel holds is
+spared it.
 
 The mount's consistency mode (``consistency`` in the profile: the mode the
 calibration's mount ran in, ``fednode mount --consistency``) decides where a
@@ -105,6 +109,7 @@ class FuseParams:
     getattr_us: float = 0.0  # the mount's CPU for one getattr callback (a directory's, fetched again)
     consistency: str = "sync"  # the mode the mount was measured in: "sync" or "cto"
     write_buffer: int = 1 << 20  # cto: bytes a descriptor's held writes may reach before they are sent
+    dir_checks: bool = True  # the kernel checks modes (default_permissions): a change costs the next call a getattr
 
     @property
     def cto(self) -> bool:
@@ -147,7 +152,8 @@ class FuseParams:
         return cls(phases, entry_timeout_s=float(cache.get("entry_timeout_s", 1.0)),
                    attr_timeout_s=float(cache.get("attr_timeout_s", 1.0)), read_app_us=read_app,
                    getattr_us=getattr_us, consistency=consistency,
-                   write_buffer=int(fuse.get("write_buffer_bytes", 1 << 20)))  # fmt: skip
+                   write_buffer=int(fuse.get("write_buffer_bytes", 1 << 20)),
+                   dir_checks=bool(fuse.get("default_permissions", True)))  # fmt: skip
 
 
 @dataclass
@@ -321,10 +327,11 @@ class Mount:
         if path and phase in REMOVALS and not self._fresh(path):
             names.insert(0, path)  # measured on names the kernel had: this one it looks up first
             mount_us += self.params.getattr_us
-        if path and phase in CHANGES and extra and self._dir_fresh(parent):
+        checks = self.params.dir_checks  # (without: no directory's attributes fetched again, measured or here)
+        if checks and path and phase in CHANGES and extra and self._dir_fresh(parent):
             names.pop()  # measured in a changed directory: here the kernel holds its attributes
             mount_us -= self.params.getattr_us
-        elif path and phase in OPENS and not self._dir_fresh(parent):
+        elif checks and path and phase in OPENS and not self._dir_fresh(parent):
             names.append(parent)  # measured in an unchanged directory: this one changed, or its time ran out
             mount_us += self.params.getattr_us
         share = max(mount_us, 0.0) / (len(names) + 2)

@@ -24,6 +24,7 @@ found so far as explicit tests.  For a longer exploration::
 
     python -m tests.posix_diff 500            # 500 random examples as root and as fedfs-alice
     python -m tests.posix_diff 200 --user root --seed 7
+    python -m tests.posix_diff 200 --root-only  # root on a mount only root enters (no kernel mode checks)
 
 prints each shrunk counterexample (the calls, and where the results or trees
 differ) and exits 1 if there was one.
@@ -162,6 +163,8 @@ def run(op, args):
         return [stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode), st.st_nlink, st.st_size]
     if op == "readlink":
         return os.readlink(args[0])
+    if op == "access":
+        return os.access(args[0], args[1])
     raise ValueError(op)
 PATH_OPS = ("open", "truncate", "chmod", "chown", "utime", "setxattr", "removexattr", "unlink", "mkdir", "rmdir",
             "mkfifo")
@@ -434,6 +437,8 @@ def calls_strategy(user: str = "root") -> Any:
         st.tuples(st.just("listdir"), st.sampled_from((".", "d", "e"))),
         st.tuples(st.just("lstat"), path),
         st.tuples(st.just("readlink"), path),
+        # (os.F_OK, R_OK, W_OK, X_OK, R_OK|X_OK: a mount only root enters answers access itself)
+        st.tuples(st.just("access"), path, st.sampled_from((0, 4, 2, 1, 5))),
     )
     # a few directories and files first, so that most calls find something
     start = st.lists(st.one_of(st.tuples(st.just("mkdir"), st.sampled_from(("d", "e")), st.just(0o755)),
@@ -444,9 +449,13 @@ def calls_strategy(user: str = "root") -> Any:
 
 # ---------------------------------------------------------------------------- a federation to run on
 @contextmanager
-def federation(base: Path, nodes: int = 4, consistency: str | None = None) -> Iterator[Sides]:
+def federation(
+    base: Path, nodes: int = 4, consistency: str | None = None, allow_other: bool = True
+) -> Iterator[Sides]:
     """``nodes`` local agents and a mount at node 0 with ``--allow-other``, and a local directory
-    on a file system with user xattrs (``tests.conformance.trees_dir``); everything stopped after."""
+    on a file system with user xattrs (``tests.conformance.trees_dir``); everything stopped after.
+    ``allow_other`` False: a mount only its mounter enters, where root's checks no modes in the
+    kernel (``fednode.mount.kernel_checks``): root's calls only."""
     from fednode import mount
     from fednode.cluster import ProcessCluster, write_local
     from tests.conformance import trees_dir
@@ -462,7 +471,8 @@ def federation(base: Path, nodes: int = 4, consistency: str | None = None) -> It
         mnt = top / "m"
         mnt.mkdir()
         with open(base / "mount.log", "ab") as log:
-            mp = mount.MountProcess.federation(path, 0, mnt, stderr=log, allow_other=True, consistency=consistency)
+            mp = mount.MountProcess.federation(path, 0, mnt, stderr=log, allow_other=allow_other,
+                                                   consistency=consistency)
         mp.wait_ready()
         (mnt / "diff").mkdir()
         (mnt / "diff").chmod(0o755)
@@ -499,8 +509,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--user", action="append", help="root, fedfs-alice (default: both)")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--consistency", choices=("cto", "sync"), default=None)
+    ap.add_argument("--root-only", action="store_true",
+                    help="a mount without --allow-other (as root: no mode checks in the kernel); root's calls only")
     args = ap.parse_args(argv)
-    users = args.user or ["root", ALICE]
+    users = ["root"] if args.root_only else args.user or ["root", ALICE]
     why = users_missing()
     if why and users != ["root"]:
         print(f"as root only: {why}", file=sys.stderr)
@@ -508,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
     found = 0
     with (
         tempfile.TemporaryDirectory(prefix="posixdiff-") as base,
-        federation(Path(base), consistency=args.consistency) as sides,
+        federation(Path(base), consistency=args.consistency, allow_other=not args.root_only) as sides,
     ):
         for user in users:
             prop = _property(sides, user, args.examples)

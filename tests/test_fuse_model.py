@@ -38,12 +38,25 @@ FUSE: dict[str, Any] = {
 }
 
 
-def mounted() -> tuple[SimCluster, Mount]:
+#: the same mount measured as root on a mount only root enters: no mode checks in the kernel, so no
+#: change cost a directory's getattr (``fednode.mount.kernel_checks``)
+ROOTS: dict[str, Any] = {
+    **FUSE,
+    "default_permissions": False,
+    "syscalls": {
+        **FUSE["syscalls"],
+        "creat": {"callbacks": {"create": 1.0, "getattr": 1.0}, "round_trips": 2.0, "app_cpu_us": 10.0},
+        "unlink": {"callbacks": {"unlink": 1.0}, "round_trips": 1.0, "app_cpu_us": 10.0},
+    },
+}
+
+
+def mounted(fuse: dict[str, Any] = FUSE) -> tuple[SimCluster, Mount]:
     mp = MachineParams(hosts=1, cores=2, o_us=10.0, L_us=2.0, api_us={"*": 10.0}, client_us={"*": 20.0})
     c = SimCluster(1, network=preset("fedfs_prototype"), machine=mp)
     c.populate(0, [("/d/a", 100), ("/d/b", 100), ("/d/c", 100)], ["/d"])
     c.preload_summaries()
-    return c, Mount(c, FuseParams.from_profile(FUSE), 0, 0)
+    return c, Mount(c, FuseParams.from_profile(fuse), 0, 0)
 
 
 def round_trips(c: SimCluster, m: Mount, phase: str, calls: list[tuple[str, tuple[Any, ...]]], path: str) -> int:
@@ -71,6 +84,18 @@ def test_a_change_in_a_directory_the_kernel_holds_is_spared_the_getattr_its_phas
     assert round_trips(c, m, "creat", [("create_open", ("/d/n",))], "/d/n") == 1 + 1
     # right after a change: both getattrs, as measured
     assert round_trips(c, m, "creat", [("create_open", ("/d/o",))], "/d/o") == 2 + 1
+
+
+def test_without_the_kernels_mode_checks_no_change_costs_a_directorys_getattr() -> None:
+    c, m = mounted(ROOTS)
+    assert not m.params.dir_checks
+    assert round_trips(c, m, "open_cold", [("open", ("/d/a",))], "/d/a") == 2  # /d never fetched: no matter
+    m.seen["/d/c"] = c.env.now
+    assert round_trips(c, m, "unlink", [("unlink", ("/d/c",))], "/d/c") == 1  # as measured
+    assert round_trips(c, m, "open_cold", [("open", ("/d/b",))], "/d/b") == 2  # the change dropped nothing needed
+    # the new name's lookup, then create_open, after a change as before one
+    assert round_trips(c, m, "creat", [("create_open", ("/d/n",))], "/d/n") == 1 + 1
+    assert round_trips(c, m, "creat", [("create_open", ("/d/o",))], "/d/o") == 1 + 1
 
 
 def test_a_removal_of_a_name_the_kernel_has_not_looked_up_pays_its_lookup() -> None:

@@ -51,10 +51,7 @@ def _user(user: str) -> str:
 USERS = ("root", ALICE)
 
 
-@pytest.mark.parametrize("user", USERS)
-def test_random_calls_agree_with_a_local_file_system(sides: posix_diff.Sides, user: str) -> None:
-    _user(user)
-
+def _agree(sides: posix_diff.Sides, user: str) -> None:
     @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
               suppress_health_check=list(HealthCheck))  # fmt: skip
     @given(posix_diff.calls_strategy(user))
@@ -63,6 +60,21 @@ def test_random_calls_agree_with_a_local_file_system(sides: posix_diff.Sides, us
         assert diff is None, diff
 
     prop()
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_random_calls_agree_with_a_local_file_system(sides: posix_diff.Sides, user: str) -> None:
+    _user(user)
+    _agree(sides, user)
+
+
+def test_root_agrees_on_a_mount_only_root_enters(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Root's own mount (no ``--allow-other``) leaves the kernel's mode checks off (``kernel_checks``:
+    root passes them all on a local file system, and each would cost a directory's getattr per change):
+    root's calls must still agree, ``access(2)`` and exec bits included."""
+    _user("root")
+    with posix_diff.federation(tmp_path_factory.mktemp("posixdiff-root"), allow_other=False) as s:
+        _agree(s, "root")
 
 
 # ---------------------------------------------------------------------------- shrunk counterexamples

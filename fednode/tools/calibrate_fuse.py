@@ -40,11 +40,14 @@ component is looked up; the kernel keeps a looked-up name and its attributes
 * ``unlink``, ``rmdir``: of a cached name; ``mkdir``: of a new name.
 
 The phases run back to back in one directory, as a program's calls would:
-each change of a directory (create, unlink, mkdir, rmdir) makes the kernel
-drop the directory's attributes, which it needs again (``default_permissions``)
-for the next call in it, so consecutive changes pay a getattr of the
-directory each; and a directory's attributes, like a file's, are looked up
-again once they are ``ATTR_TIMEOUT`` old.
+where the kernel checks modes (``default_permissions``: a mount an ordinary
+user made, or one with ``allow_other``; ``fednode.mount.kernel_checks``,
+recorded as ``default_permissions``), each change of a directory (create,
+unlink, mkdir, rmdir) makes the kernel drop the directory's attributes, which
+it needs again for the next call in it, so consecutive changes pay a getattr
+of the directory each (a mount only root may enter has no such checks); and
+a directory's attributes, like a file's, are looked up again once they are
+``ATTR_TIMEOUT`` old.
 The mount's CPU is its process CPU clock (``time.process_time_ns`` in the
 snapshot: every thread, nanoseconds) less what the snapshots themselves cost;
 ``mount_cpu_total_ms`` sets it beside utime+stime from ``/proc/PID/stat``
@@ -89,6 +92,7 @@ from fednode.mount import (
     WRITE_BUFFER,
     MountProcess,
     default_consistency,
+    kernel_checks,
 )
 
 BLOCK = 4096
@@ -367,6 +371,9 @@ def _summary(
         "measured_by": "fednode.tools.calibrate_fuse",
         "repeat": repeat,
         "consistency": consistency,
+        # whether the kernel checked modes (its mount is this user's, no allow_other): with the checks,
+        # every change of a directory costs the next call there a getattr of it (fedsim.fuse)
+        "default_permissions": kernel_checks(False),
         "write_buffer_bytes": WRITE_BUFFER,
         "cache": {
             "entry_timeout_s": ENTRY_TIMEOUT,
