@@ -6,7 +6,8 @@ One ``Agent`` is one federation member.  It runs on an asyncio event loop:
 * a request is served by a protocol worker: requests are grouped by nesting
   depth and each depth has ``workers`` slots, so a handler waiting on a
   deeper request can never starve that request of a worker (the simulator's
-  per-stage pools, Federated DAFS V's worker threads);
+  per-stage pools, Federated DAFS V's worker threads); a ``Request.callback``
+  has a stage of its own (``stage_of``), as in the simulator;
 * replies wake the waiting caller directly, matched by request id;
 * ``Local`` effects run on ``fednode.localfs.LocalFS`` in the loop's thread
   (local operations take microseconds; a thread hand-off would cost more);
@@ -62,6 +63,7 @@ from fedsim.protocol.messages import (
     encode_error,
     encode_request,
     pack,
+    stage_of,
 )
 from fedsim.protocol.names import is_reserved, normalize
 from fedsim.protocol.policies.homes import Pinned
@@ -599,7 +601,7 @@ class Agent:
         log: Log = [] if trace else None
         if self.prof is not None:
             self.prof.served[req.kind] = self.prof.served.get(req.kind, 0) + 1
-        if self._sem(depth).locked():  # every worker of this stage busy: queue for one
+        if self._sem(stage_of(req, depth)).locked():  # every worker of this stage busy: queue for one
             self._spawn(self._serve(conn, rid, depth, log, req, oneway, None, None))
             return
         self.node.stats.requests_served += 1
@@ -627,7 +629,7 @@ class Agent:
     ) -> None:
         """Serve a request on one of its stage's workers (``gen``: a handler
         already started by the fast path, ``pending`` the effect it waits on)."""
-        async with self._sem(depth):
+        async with self._sem(stage_of(req, depth)):
             if gen is None:
                 self.node.stats.requests_served += 1
                 gen = self.node.handle(conn.peer, req)

@@ -9,14 +9,23 @@ never runs two generators of a node at once (the in-memory runtime, whose
 holder before it, which passes the lock on directly: the order is the order of
 asking, whatever order the runtime resumes woken generators in, so a
 simulation stays a function of its seed.
+
+Who may wait: a client's procedure (which is waited for only by its client).
+A handler of a peer's request must not wait on a lock: the simulator serves
+each nesting depth with a bounded pool of workers, sound because a worker only
+ever waits on deeper stages; handlers blocked on procedures that wait on those
+same handlers elsewhere would exhaust a pool and deadlock.  Such a handler
+leaves its work with ``after`` instead (run, spawned, when its turn comes) and
+answers at once.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Hashable
+from typing import Any
 
-from fedsim.protocol.effects import Await, Wake
+from fedsim.protocol.effects import Await, Spawn, Wake
 from fedsim.protocol.node import Gen
 
 
@@ -26,7 +35,8 @@ class Locks:
     def __init__(self, tag: str) -> None:
         #: tells this table's wake-up keys from any other's on the node (``Await`` keys are per node)
         self.tag = tag
-        self.held: dict[Hashable, deque[tuple[str, int]]] = {}
+        #: each held key's queue: ("wake", a waiter's wake-up key) or ("spawn", work left with ``after``)
+        self.held: dict[Hashable, deque[tuple[str, Any]]] = {}
         self._waiter = 0  # the last waiter's number
 
     def acquire(self, key: Hashable) -> Gen:
@@ -37,22 +47,39 @@ class Locks:
             return
         self._waiter += 1
         wake = (self.tag, self._waiter)
-        queue.append(wake)
+        queue.append(("wake", wake))
         yield Await(wake)
 
     def release(self, key: Hashable) -> Gen:
         """``key`` passed to its next waiter, or free."""
         queue = self.held[key]
-        if queue:
-            yield Wake(queue.popleft())
-        else:
+        if not queue:
             del self.held[key]
+            return
+        kind, nxt = queue.popleft()
+        if kind == "wake":
+            yield Wake(nxt)
+        else:
+            yield Spawn(self._owned(key, nxt))
+
+    def busy(self, key: Hashable) -> bool:
+        """Whether a generator holds ``key`` (or it is passed on to one)."""
+        return key in self.held
+
+    def after(self, key: Hashable, body: Gen) -> None:
+        """``body`` run holding ``key`` once those that asked before have released it, spawned
+        (so nobody waits for it); ``key`` is held now (``busy``)."""
+        self.held[key].append(("spawn", body))
 
     def holding(self, key: Hashable, body: Gen) -> Gen:
         """``body``'s result, run holding ``key``, which is released however ``body`` ends.
         (A caller that needs several nests them, taken in one global order, so two never
         wait on each other.)"""
         yield from self.acquire(key)
+        return (yield from self._owned(key, body))
+
+    def _owned(self, key: Hashable, body: Gen) -> Gen:
+        """``body``'s result, holding ``key`` (taken, or passed on to it); then released, however it ends."""
         try:
             result = yield from body
         except GeneratorExit:
