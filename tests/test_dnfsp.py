@@ -12,7 +12,8 @@ import pytest
 from fedsim.direct import DirectCluster
 from fedsim.protocol.designs import design_class
 from fedsim.protocol.dnfsp import Dnfsp1Node, Dnfsp2Node
-from fedsim.protocol.dnfsp.messages import DnfspHandOver, DnfspToken
+from fedsim.protocol.dnfsp.messages import DnfspGive, DnfspHandOver, DnfspToken
+from fedsim.protocol.messages import ProtocolError
 from tests.conformance import FD, SCENARIOS, Scenario, run_sim
 
 META = ("DnfspFetch", "DnfspToken", "DnfspHandOver")
@@ -71,3 +72,37 @@ def test_token_requests_from_a_non_meta_server_or_to_the_wrong_hash_server_are_r
 def test_the_conformance_scenarios_exist():
     assert {sc.name.split(":")[0] for sc in SCENARIOS} >= {"dnfsp1", "dnfsp2"}
     assert FD is not None
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_dnfsp2_many_clients_on_one_directory_end_with_every_file_and_no_deadlock(workers):
+    """Two clients at each member create files in one directory at once, in the simulator with
+    ``workers`` workers per stage: procedures at every meta-server wait on the directory's lock
+    in every worker while its token moves; the transfers (``Request.callback``) still get through,
+    so every client ends (the simulation would run out of events first) and every file is there."""
+    from fedsim.network import preset
+    from fedsim.runtime import SimCluster
+
+    n = 6
+    c = SimCluster(n, network=preset("tcp_loopback"), keep_data=True, design="dnfsp2", workers=workers)
+    c.preload_summaries()
+    c.env.run(until=c.env.process(c.call_op(0, "mkdir", "/d")))
+
+    def client(node: int, k: int):
+        for i in range(4):
+            yield from c.call_op(node, "create", f"/d/f{node}-{k}-{i}")
+
+    c.env.run(until=c.env.all_of([c.env.process(client(node, k)) for node in range(n) for k in range(2)]))
+    names = {f"/d/f{node}-{k}-{i}" for node in range(n) for k in range(2) for i in range(4)}
+    for viewer in range(n):
+        for name in names:
+            assert tuple(c.env.run(until=c.env.process(c.call_op(viewer, "stat", name)))) == (False, 0)
+    assert not any(nd.given or nd.awaiting or nd.locks.held for nd in c.nodes)  # every "later" had its DnfspGive
+    assert sum(nd.token_requests for nd in c.nodes) > n  # the directory's token did move between meta-servers
+
+
+def test_dnfsp2_a_give_nobody_waits_for_is_refused():
+    c = DirectCluster(4, design="dnfsp2")
+    with pytest.raises(ProtocolError):
+        c.run(0, c.nodes[0].handle(1, DnfspGive("/x", True, 0o100644, 0, "")))
+    assert c.nodes[0].given == {}
