@@ -106,3 +106,41 @@ def test_dnfsp2_a_give_nobody_waits_for_is_refused():
     with pytest.raises(ProtocolError):
         c.run(0, c.nodes[0].handle(1, DnfspGive("/x", True, 0o100644, 0, "")))
     assert c.nodes[0].given == {}
+
+
+@pytest.mark.parametrize("design", ["dnfsp2", "mnfs"])
+def test_concurrent_creates_on_in_process_agents_one_wins_and_all_agree(design, tmp_path):
+    """The same races on real agents (one event loop, in-process transport, one worker per stage):
+    a client at each member creates the same names and its own names in one directory at once.
+    Each shared name is created exactly once, every create of its own name succeeds, and every
+    member then sees every name (the agent's Await/Wake and its stage for ``Request.callback``
+    requests; the simulator's are ``test_designs_properties``')."""
+    import asyncio
+
+    from fednode.cluster import AgentGroup, local_spec
+    from fednode.config import Cluster
+
+    n = 6
+    spec = local_spec(tmp_path, n, protocol={"architecture": design, "summary_refresh_s": 0.0}, workers=1)
+    with AgentGroup(Cluster(spec), transport="inproc") as g:
+        g.op(0, "mkdir", "/d")
+
+        async def client(node: int) -> list:
+            out = []
+            for name in ("/d/x", "/d/y", f"/d/own{node}", "/d/z"):
+                try:
+                    await g.agents[node].api("create", (name,))
+                    out.append(name)
+                except FileExistsError:
+                    pass
+            return out
+
+        async def everyone() -> list:
+            return await asyncio.gather(*(client(node) for node in range(n)))
+
+        won = g.lt.run(everyone())
+        created = [name for out in won for name in out]
+        assert sorted(created) == sorted(["/d/x", "/d/y", "/d/z", *(f"/d/own{k}" for k in range(n))]), won
+        for viewer in range(n):
+            for name in created:
+                assert tuple(g.op(viewer, "stat", name)) == (False, 0), (viewer, name)
