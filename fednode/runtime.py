@@ -6,7 +6,8 @@ One ``Agent`` is one federation member.  It runs on an asyncio event loop:
 * a request is served by a protocol worker: requests are grouped by nesting
   depth and each depth has ``workers`` slots, so a handler waiting on a
   deeper request can never starve that request of a worker (the simulator's
-  per-stage pools, Federated DAFS V's worker threads);
+  per-stage pools, Federated DAFS V's worker threads); a ``Request.callback``
+  has a stage of its own (``stage_of``), as in the simulator;
 * replies wake the waiting caller directly, matched by request id;
 * ``Local`` effects run on ``fednode.localfs.LocalFS`` in the loop's thread
   (local operations take microseconds; a thread hand-off would cost more);
@@ -62,6 +63,7 @@ from fedsim.protocol.messages import (
     encode_error,
     encode_request,
     pack,
+    stage_of,
 )
 from fedsim.protocol.names import is_reserved, normalize
 from fedsim.protocol.policies.homes import Pinned
@@ -318,7 +320,8 @@ class Agent:
         """Advance ``gen``, performing the effects that need no waiting (Local,
         Compute, Now, Wake, Spawn) in place.  Returns (True, its return value)
         when it finishes, or (False, effect) at the first effect that must wait
-        for the network (Call, Multicast, Send, Await).  The generator's own
+        for the network (Call, Multicast, Send, Sleep) or another generator
+        (Await: its future, registered at once).  The generator's own
         exception propagates.
 
         A handler whose effects are all local (Stat, Read, Write, ReadDir, a
@@ -351,14 +354,28 @@ class Agent:
                     fut.set_result(eff.value)
             elif t is Spawn:
                 self._spawn(self.drive(eff.gen, depth, trace))
-            elif t is Call or t is Multicast or t is Send or t is Await or t is Sleep:
+            elif t is Await:
+                # its future registered now, and handed on instead of the effect: ``drive`` may
+                # get to it a task later (the fast path), and a Wake in between must find it
+                fut = self._waits.get(eff.key)
+                if fut is None:
+                    fut = self._waits[eff.key] = self.loop.create_future()
+                return False, fut
+            elif t is Call or t is Multicast or t is Send or t is Sleep:
                 return False, eff
             else:
                 exc = TypeError(f"not an effect: {eff!r}")
 
-    async def drive(self, gen: Generator[Any, Any, Any], depth: int, trace: Log, pending: Any = None) -> Any:
+    async def drive(
+        self, gen: Generator[Any, Any, Any], depth: int, trace: Log, pending: Any = None,
+        slot: asyncio.Semaphore | None = None,
+    ) -> Any:  # fmt: skip
         """Run one protocol generator to completion, performing its effects
-        (``pending``: an effect it already yielded, to perform first)."""
+        (``pending``: an effect it already yielded, to perform first).  ``slot``:
+        the stage's worker slot it holds, given back while it waits on ``Await``
+        (for another generator of this node, such as a lock's holder, which may
+        itself be waiting for a slot of the stage: a slot bounds work, not
+        waiting) and taken again before it goes on."""
         value: Any = None
         exc: BaseException | None = None
         while True:
@@ -383,11 +400,15 @@ class Agent:
                     end = self.clock() + eff.seconds
                     while (left := end - self.clock()) > 0:
                         await asyncio.sleep(left)
-                else:  # Await
-                    fut = self._waits.get(eff.key)
-                    if fut is None:
-                        fut = self._waits[eff.key] = self.loop.create_future()
-                    value = await asyncio.shield(fut)
+                else:  # Await: the future ``_run_sync`` registered for it
+                    if slot is None:
+                        value = await asyncio.shield(eff)
+                    else:
+                        slot.release()
+                        try:
+                            value = await asyncio.shield(eff)
+                        finally:
+                            await slot.acquire()
                     if isinstance(value, BaseException):
                         raise value
             except Exception as e:  # delivered into the protocol generator
@@ -599,7 +620,7 @@ class Agent:
         log: Log = [] if trace else None
         if self.prof is not None:
             self.prof.served[req.kind] = self.prof.served.get(req.kind, 0) + 1
-        if self._sem(depth).locked():  # every worker of this stage busy: queue for one
+        if self._sem(stage_of(req, depth)).locked():  # every worker of this stage busy: queue for one
             self._spawn(self._serve(conn, rid, depth, log, req, oneway, None, None))
             return
         self.node.stats.requests_served += 1
@@ -627,12 +648,13 @@ class Agent:
     ) -> None:
         """Serve a request on one of its stage's workers (``gen``: a handler
         already started by the fast path, ``pending`` the effect it waits on)."""
-        async with self._sem(depth):
+        slot = self._sem(stage_of(req, depth))
+        async with slot:
             if gen is None:
                 self.node.stats.requests_served += 1
                 gen = self.node.handle(conn.peer, req)
             try:
-                value = await self.drive(gen, depth, trace, pending)
+                value = await self.drive(gen, depth, trace, pending, slot)
                 out: tuple[Any, ...] = (wire.REPLY, rid, value, trace)
             except Exception as exc:
                 out = (wire.ERROR, rid, encode_error(exc), trace)
@@ -756,8 +778,9 @@ class Agent:
                 value = await self.api(op, args, trace, conn)
             else:
                 args, gen, pending, trace = started
-                async with self._sem(0):
-                    value = self._api_done(op, args, conn, await self.drive(gen, 0, trace, pending))
+                slot = self._sem(0)
+                async with slot:
+                    value = self._api_done(op, args, conn, await self.drive(gen, 0, trace, pending, slot))
             out: tuple[Any, ...] = (wire.REPLY, rid, value, trace)
         except Exception as exc:
             out = (wire.ERROR, rid, encode_error(exc), trace)
@@ -783,8 +806,9 @@ class Agent:
             check_args(op, types, args, optional)
             return await handler(self, conn, *args)
         args = self._api_args(op, args, conn)
-        async with self._sem(0):
-            value = await self.drive(getattr(self.node, op)(*args), 0, trace)
+        slot = self._sem(0)
+        async with slot:
+            value = await self.drive(getattr(self.node, op)(*args), 0, trace, slot=slot)
         return self._api_done(op, args, conn, value)
 
     def _api_args(self, op: str, args: tuple[Any, ...], conn: Conn | None) -> tuple[Any, ...]:

@@ -10,7 +10,11 @@ Time is in microseconds.  Each node has:
   nesting depth (a client's request is depth 1, a request a handler sends is
   one deeper): each depth has its own pool, as each stage of a SEDA-style server
   has its own thread pool.  A worker only ever waits on deeper stages, so
-  bounded pools cannot deadlock, and queuing delay under load emerges;
+  bounded pools cannot deadlock, and queuing delay under load emerges.  The
+  one exception, a client's procedure that waits on a lock its node's other
+  procedures hold (dNFSp2's tokens): the lock protocol's own requests
+  (``Request.callback``, handlers that never wait) have a stage of their
+  own (``messages.stage_of``), so the lock's holder gets them through;
 * a local file system (``fedsim.memfs``) whose operations are served one at a
   time for the times of ``fedsim.storage`` (the disk is a FIFO queue);
 * a CPU (``cores`` servers) for the federal layer's ``Compute`` effects.
@@ -67,7 +71,7 @@ from fedsim.protocol.effects import (
     nested_timeout,
     run_sync,
 )
-from fedsim.protocol.messages import PeerUnavailable, Request, wire_size
+from fedsim.protocol.messages import PeerUnavailable, Request, stage_of, wire_size
 from fedsim.protocol.policies.homes import PlacementPolicy
 from fedsim.protocol.view import View
 from fedsim.storage import StorageModel, StorageParams
@@ -847,7 +851,8 @@ class SimCluster:
                 )
             return reply
         msg = _Msg(src, req, reply, trace, depth + 1, size)
-        queue = self._queues[dst].get(depth + 1) or self._queue(dst, depth + 1)
+        stage = stage_of(req, depth + 1)
+        queue = self._queues[dst].get(stage) or self._queue(dst, stage)
         self.env.schedule(_Arrival(self.env, queue, msg), delay=delay)
         return reply
 
@@ -878,7 +883,7 @@ class SimCluster:
             inner = env.event()
             inner.callbacks.append(lambda ev: self._reply_under_faults(ev, reply, dst, src))
         msg = _Msg(src, req, inner, trace, depth + 1, size)
-        env.schedule(_Arrival(env, self._queue(dst, depth + 1), msg), delay=delay + fate * 1e6)
+        env.schedule(_Arrival(env, self._queue(dst, stage_of(req, depth + 1)), msg), delay=delay + fate * 1e6)
         return reply
 
     def _reply_under_faults(self, inner: simpy.Event, reply: simpy.Event, src: int, dst: int) -> None:

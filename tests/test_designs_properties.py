@@ -10,12 +10,13 @@ promises, and what is checked:
 * **NFS, NFSp, mNFS, dNFSp2**: one namespace, sequentially consistent: every
   operation, whichever member's client issues it, has the reference's result
   or errno, and at the end every member's clients see the reference tree.
-  (NFS and NFSp: one server; mNFS: every server applies every metadata write;
-  dNFSp2: the token holder of a name has its latest metadata, and every
-  meta-server takes the token before serving the name.)  dNFSp2's one
-  exception: a directory's listing is the meta-server's own view (neither of
-  dNFSp's schemes covers listings), so with several meta-servers its
-  ``readdir`` and walk are not compared; every name's ``stat`` is, at every client.
+  (NFS and NFSp: one server; mNFS: every server applies every metadata write,
+  in its sequencer's one order; dNFSp2: the token holder of a name has its
+  latest metadata, and every meta-server holds the tokens of a procedure's
+  names across the procedure.)  dNFSp2's one exception: a directory's listing
+  is the meta-server's own view (neither of dNFSp's schemes covers listings),
+  so with several meta-servers its ``readdir`` and walk are not compared;
+  every name's ``stat`` is, at every client.
 * **dNFSp1** (lazy: a meta-server copies a name from the others on its first
   miss and never synchronises it again) is checked in two parts:
   - the clients of one meta-server see exactly the reference (a meta-server's
@@ -29,17 +30,34 @@ promises, and what is checked:
     reference's, and is exact at the meta-server whose client wrote last.
 
 Concurrent clients, in the simulator (whose clients' calls interleave at every
-message): clients at different members, each in its own directory, run at once
-and each sees the reference, dNFSp1's included; and a client at each member
-creating one name at once: exactly one succeeds, except dNFSp1 (one per
-meta-server: its weaker promise), and two gaps this found, kept as strict
-xfails with their causes (``KNOWN_GAPS``: dNFSp2's token is not held across
-the procedure; mNFS's servers apply concurrent multicasts in different orders).
+message):
+
+* clients at different members, each in its own directory, run at once and
+  each sees the reference, dNFSp1's included;
+* a client at each member creating one name at once: exactly one succeeds,
+  except dNFSp1 (one per meta-server: its weaker promise);
+* clients at different members making, removing, writing and renaming the same
+  names at once end in one tree that every member's clients see alike (no
+  deadlock on the way), except: dNFSp1 (not checked: a name removed at one
+  meta-server stays at the others that copied it, its stated promise), and
+  mNFS's file sizes when a client's write races another's removal or rename of
+  its file: file data is not ordered (the paper's "NFS does not consider an
+  order of I/O requests"), so a write may grow the file at the servers it
+  reached before the removal and not at the others (``fedsim.protocol.mnfs.node``);
+  its names and kinds are still one tree.
+
+The concurrent tests found two gaps, since fixed: dNFSp2's token was taken
+before a procedure but not held across it (two meta-servers both created one
+name; a named holder still waiting for the token handed over nothing), and
+mNFS's servers applied concurrent multicast metadata writes in different
+orders (every concurrent create failed though the name existed; a mkdir inside
+a directory made at once existed at some servers only).
 """
 
 from __future__ import annotations
 
 import errno
+import itertools
 from typing import Any
 
 import pytest
@@ -167,7 +185,9 @@ def _client(c: Any, node: int, top: str, ops: list[tuple], out: list) -> Any:
 
     for name, path, *rest in ops:
         path = top + path
-        if name in ("write", "read"):
+        if name == "rename":
+            got = yield from attempt(run(name, path, top + rest[0]))
+        elif name in ("write", "read"):
             got = yield from attempt(rw(name, path, *rest))
         else:
             got = yield from attempt(run(name, path))
@@ -221,27 +241,16 @@ RACY_CREATE = {
     "dnfsp1": "dNFSp1's promise is weaker: each meta-server misses, asks the others at once, finds the name "
     "nowhere yet and creates it: every meta-server's first client succeeds (the paper: no further synchronisation)",
 }
-#: gaps found here, not yet fixed (strict xfail: the day they are fixed, the test says so)
-KNOWN_GAPS = {
-    "dnfsp2": "the token is taken before the procedure but not held across it: a second meta-server takes it "
-    "(hand-over of metadata without the name) while the first creates, so both create; the paper's holder has "
-    "'the most recent version'",
-    "mnfs": "the servers apply two entries' multicast creates in different orders, so each entry meets EEXIST at "
-    "some server and every create fails though the name exists (mNFS's unordered multicast; the paper's "
-    "out-of-order delivery)",
-}
 
 
 @pytest.mark.parametrize("design", [*STRONG, "dnfsp1"])
-def test_concurrent_creates_of_one_name_one_succeeds(design: str, request: pytest.FixtureRequest) -> None:
+def test_concurrent_creates_of_one_name_one_succeeds(design: str) -> None:
     """A client at each of 6 members creates ``/x`` and makes ``/d`` at once, in the simulator:
     exactly one create and one mkdir succeed, the others are EEXIST, and the name is there after.
     dNFSp1 states its weaker promise instead: at most one success per meta-server."""
     from fedsim.network import preset
     from fedsim.runtime import SimCluster
 
-    if design in KNOWN_GAPS:
-        request.applymarker(pytest.mark.xfail(reason=KNOWN_GAPS[design], strict=True))
     n = 6
     c = SimCluster(n, network=preset("tcp_loopback"), keep_data=True, design=design)
     c.preload_summaries()
@@ -258,3 +267,77 @@ def test_concurrent_creates_of_one_name_one_succeeds(design: str, request: pytes
         else:
             assert len(wins) == 1, results
     assert tuple(c.env.run(until=c.env.process(c.call_op(0, "stat", "/x")))) == (False, 0)
+
+
+#: operations of clients sharing names: each name made and removed, written and renamed by any of them
+SHARED = ["mkdir", "mkdir", "create", "create", "unlink", "rmdir", "stat"]
+#: every name the shared programs can reach
+ALL_PATHS = ["/" + "/".join(p) for k in (1, 2) for p in itertools.product(NAMES, repeat=k)]
+
+
+def shared_ops() -> st.SearchStrategy:
+    short = st.lists(st.sampled_from(NAMES), min_size=1, max_size=2).map(lambda p: "/" + "/".join(p))
+    return st.one_of(
+        st.tuples(st.sampled_from(SHARED), short),
+        st.tuples(st.just("write"), short, st.integers(0, 8), st.binary(min_size=1, max_size=8)),
+        st.tuples(st.just("rename"), short, short),
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(STRONG), st.integers(2, 6),
+       st.lists(st.lists(shared_ops(), min_size=1, max_size=12), min_size=2, max_size=4))  # fmt: skip
+def test_concurrent_clients_on_shared_names_end_in_one_tree(design: str, n: int, programs: list) -> None:
+    """Clients at different members make, remove, write and rename the same names at once, in the
+    simulator (a rename takes two names: dNFSp2's two tokens, in one global order).  The outcomes
+    depend on the interleaving, so they are not compared; what a one-namespace design promises is
+    checked: every program ends (no deadlock: the simulation would run out of events first), and
+    afterwards every member's clients see one tree, a tree (each name's parent a directory)."""
+    from fedsim.network import preset
+    from fedsim.runtime import SimCluster
+
+    c = SimCluster(n, network=preset("tcp_loopback"), keep_data=True, design=design)
+    c.preload_summaries()
+    outs: list[list] = [[] for _ in programs]
+    procs = [c.env.process(_client(c, i % n, "", ops, outs[i])) for i, ops in enumerate(programs)]
+    c.env.run(until=c.env.all_of(procs))
+    assert all(len(out) == len(ops) for out, ops in zip(outs, programs, strict=True))
+
+    def stat(node: int, path: str) -> Any:
+        try:
+            return tuple(c.env.run(until=c.env.process(c.call_op(node, "stat", path))))
+        except OSError as e:
+            return e.errno
+
+    views = [{path: stat(node, path) for path in ALL_PATHS} for node in range(n)]
+    writers = {i for i, ops in enumerate(programs) if any(op[0] == "write" for op in ops)}
+    removers = {i for i, ops in enumerate(programs) if any(op[0] in ("unlink", "rename") for op in ops)}
+    if design == "mnfs" and any(w != r for w in writers for r in removers):  # its unordered data: kinds only
+        views = [{p: v[0] if isinstance(v, tuple) else v for p, v in view.items()} for view in views]
+    for node in range(1, n):
+        assert views[node] == views[0], (node, programs, outs)
+    for path, st_ in views[0].items():
+        parent = path.rsplit("/", 1)[0]
+        if isinstance(st_, tuple) and parent:
+            assert views[0][parent] == (True, 0), (path, parent, programs, outs)
+
+
+def test_mnfs_a_write_racing_a_removal_and_re_creation_may_leave_sizes_apart() -> None:
+    """mNFS's stated weaker promise, shown (``fedsim.protocol.mnfs.node``): file data is not ordered
+    with the metadata writes, so a client's write that races another client's unlink and create of
+    its file grows the new file at the servers it reached after the create and not at the others:
+    the namespace is one, the file's size is not.  (If data is ordered one day, this fails: then
+    drop the size exception in ``test_concurrent_clients_on_shared_names_end_in_one_tree``.)"""
+    from fedsim.network import preset
+    from fedsim.runtime import SimCluster
+
+    c = SimCluster(3, network=preset("tcp_loopback"), keep_data=True, design="mnfs")
+    c.preload_summaries()
+    c.env.run(until=c.env.process(c.call_op(0, "create", "/f")))
+    outs: list[list] = [[], []]
+    writer = _client(c, 1, "", [("stat", "/f"), ("write", "/f", 0, b"x")], outs[0])
+    remover = _client(c, 0, "", [("unlink", "/f"), ("create", "/f")], outs[1])
+    c.env.run(until=c.env.all_of([c.env.process(writer), c.env.process(remover)]))
+    assert outs[1] == [("ok", None), ("ok", None)]
+    assert all("f" in dict(c.fs[k].listdir("/")) for k in range(3))  # one namespace
+    assert len({c.fs[k].stat("/f")[1] for k in range(3)}) == 2, outs  # two sizes

@@ -12,7 +12,8 @@ import pytest
 from fedsim.direct import DirectCluster
 from fedsim.protocol.designs import design_class
 from fedsim.protocol.dnfsp import Dnfsp1Node, Dnfsp2Node
-from fedsim.protocol.dnfsp.messages import DnfspHandOver, DnfspToken
+from fedsim.protocol.dnfsp.messages import DnfspGive, DnfspHandOver, DnfspToken
+from fedsim.protocol.messages import ProtocolError
 from tests.conformance import FD, SCENARIOS, Scenario, run_sim
 
 META = ("DnfspFetch", "DnfspToken", "DnfspHandOver")
@@ -71,3 +72,75 @@ def test_token_requests_from_a_non_meta_server_or_to_the_wrong_hash_server_are_r
 def test_the_conformance_scenarios_exist():
     assert {sc.name.split(":")[0] for sc in SCENARIOS} >= {"dnfsp1", "dnfsp2"}
     assert FD is not None
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_dnfsp2_many_clients_on_one_directory_end_with_every_file_and_no_deadlock(workers):
+    """Two clients at each member create files in one directory at once, in the simulator with
+    ``workers`` workers per stage: procedures at every meta-server wait on the directory's lock
+    in every worker while its token moves; the transfers (``Request.callback``) still get through,
+    so every client ends (the simulation would run out of events first) and every file is there."""
+    from fedsim.network import preset
+    from fedsim.runtime import SimCluster
+
+    n = 6
+    c = SimCluster(n, network=preset("tcp_loopback"), keep_data=True, design="dnfsp2", workers=workers)
+    c.preload_summaries()
+    c.env.run(until=c.env.process(c.call_op(0, "mkdir", "/d")))
+
+    def client(node: int, k: int):
+        for i in range(4):
+            yield from c.call_op(node, "create", f"/d/f{node}-{k}-{i}")
+
+    c.env.run(until=c.env.all_of([c.env.process(client(node, k)) for node in range(n) for k in range(2)]))
+    names = {f"/d/f{node}-{k}-{i}" for node in range(n) for k in range(2) for i in range(4)}
+    for viewer in range(n):
+        for name in names:
+            assert tuple(c.env.run(until=c.env.process(c.call_op(viewer, "stat", name)))) == (False, 0)
+    assert not any(nd.given or nd.awaiting or nd.locks.held for nd in c.nodes)  # every "later" had its DnfspGive
+    assert sum(nd.token_requests for nd in c.nodes) > n  # the directory's token did move between meta-servers
+
+
+def test_dnfsp2_a_give_nobody_waits_for_is_refused():
+    c = DirectCluster(4, design="dnfsp2")
+    with pytest.raises(ProtocolError):
+        c.run(0, c.nodes[0].handle(1, DnfspGive("/x", True, 0o100644, 0, "")))
+    assert c.nodes[0].given == {}
+
+
+@pytest.mark.parametrize("design", ["dnfsp2", "mnfs"])
+def test_concurrent_creates_on_in_process_agents_one_wins_and_all_agree(design, tmp_path):
+    """The same races on real agents (one event loop, in-process transport, one worker per stage):
+    a client at each member creates the same names and its own names in one directory at once.
+    Each shared name is created exactly once, every create of its own name succeeds, and every
+    member then sees every name (the agent's Await/Wake and its stage for ``Request.callback``
+    requests; the simulator's are ``test_designs_properties``')."""
+    import asyncio
+
+    from fednode.cluster import AgentGroup, local_spec
+    from fednode.config import Cluster
+
+    n = 6
+    spec = local_spec(tmp_path, n, protocol={"architecture": design, "summary_refresh_s": 0.0}, workers=1)
+    with AgentGroup(Cluster(spec), transport="inproc") as g:
+        g.op(0, "mkdir", "/d")
+
+        async def client(node: int) -> list:
+            out = []
+            for name in ("/d/x", "/d/y", f"/d/own{node}", "/d/z"):
+                try:
+                    await g.agents[node].api("create", (name,))
+                    out.append(name)
+                except FileExistsError:
+                    pass
+            return out
+
+        async def everyone() -> list:
+            return await asyncio.gather(*(client(node) for node in range(n)))
+
+        won = g.lt.run(everyone())
+        created = [name for out in won for name in out]
+        assert sorted(created) == sorted(["/d/x", "/d/y", "/d/z", *(f"/d/own{k}" for k in range(n))]), won
+        for viewer in range(n):
+            for name in created:
+                assert tuple(g.op(viewer, "stat", name)) == (False, 0), (viewer, name)

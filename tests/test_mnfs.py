@@ -14,7 +14,7 @@ from fedsim.protocol.messages import ProtocolError
 from fedsim.protocol.mnfs import STRIPE_UNIT, MnfsNode
 from fedsim.protocol.mnfs.messages import MnfsClear, MnfsWrite
 from fedsim.protocol.mnfs.node import stripe_ino
-from fedsim.protocol.nfs.messages import NfsWrite
+from fedsim.protocol.nfs.messages import NfsMkdir, NfsWrite
 
 SU = STRIPE_UNIT
 
@@ -43,7 +43,9 @@ def test_a_metadata_write_reaches_every_server(op, args):
     c.op(2, "mkdir", "/d/x")
     mark = len(c.trace)
     c.op(1, op, *args)
-    assert sorted(dst for src, dst, _ in sent(c, mark)) == [0, 2, 3] and {s for s, _, _ in sent(c, mark)} == {1}
+    to_sequencer, *fanned = sent(c, mark)
+    assert to_sequencer[:2] == (1, 0)  # the entry sends it to the sequencer, which applies it first
+    assert sorted(dst for _, dst, _ in fanned) == [1, 2, 3] and {s for s, _, _ in fanned} == {0}
     for n in range(4):  # applied by each, the entry (node 1) included
         listing = dict(c.fs[n].listdir("/d"))
         if op == "rmdir":
@@ -61,6 +63,24 @@ def test_an_error_at_the_servers_is_the_operations():
         c.op(1, "create", "/f")
     with pytest.raises(FileNotFoundError):
         c.op(2, "mkdir", "/no/d")
+
+
+def test_a_failed_metadata_write_fails_at_the_sequencer_before_any_other_server_sees_it():
+    c = cluster(4)
+    c.op(2, "create", "/f")
+    mark = len(c.trace)
+    with pytest.raises(FileExistsError):
+        c.op(1, "create", "/f")
+    assert [m[:2] for m in sent(c, mark)] == [(1, 0)]  # to the sequencer only: no server but it applied it
+
+
+def test_a_metadata_write_that_skips_the_sequencer_is_refused():
+    c = cluster(3)
+    with pytest.raises(ProtocolError):  # an entry's own multicast would be out of the sequencer's order
+        c.run(2, c.nodes[2].handle(1, NfsMkdir("/d", -1, -1, -1)))
+    assert all("d" not in dict(c.fs[n].listdir("/")) for n in range(3))
+    c.run(2, c.nodes[2].handle(0, NfsMkdir("/d", -1, -1, -1)))  # from the sequencer: applied
+    assert dict(c.fs[2].listdir("/"))["d"]
 
 
 def test_successive_metadata_reads_go_round_robin():

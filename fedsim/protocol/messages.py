@@ -93,6 +93,18 @@ class Request:
     #: and ``Node.handle`` checks: a request that reaches a node that does
     #: not manage its name is redirected (EREMCHG).
     route: ClassVar[str | None] = None
+    #: the handler never waits for another generator of its node (no ``Await``, no lock): a
+    #: runtime that serves requests with bounded pools of workers (the simulator) serves it in
+    #: a stage of its own, never queued behind workers that wait.  What a lock protocol's own
+    #: messages need (dNFSp2's token transfers, ``fedsim.protocol.locks``): the lock's holder
+    #: must get them through while other procedures wait on the lock in every worker.
+    callback: ClassVar[bool] = False
+
+
+def stage_of(request: Request, depth: int) -> int:
+    """The stage (worker pool) that serves ``request`` arriving at nesting ``depth``, in a runtime
+    with bounded pools: its depth, or -1 (below every depth) for a ``callback`` request."""
+    return -1 if request.callback else depth
 
 
 #: Every request type by its wire name.  Open: a design or policy module

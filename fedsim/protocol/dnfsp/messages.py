@@ -33,9 +33,13 @@ class DnfspFetch(Request):
 class DnfspToken(Request):
     """dNFSp2: at the name's hash server, the token of ``path`` for the sender.
     Reply: (the node to fetch the metadata from, the metadata if that node is
-    the hash server itself, else None); the token is the sender's from now on."""
+    the hash server itself, else None, whether that metadata is in this reply);
+    the token is the sender's from now on.  Not in the reply (the hash server
+    holds the name in a procedure of its own): it follows as a ``DnfspGive``
+    once that procedure has ended."""
 
-    reply: ClassVar[Any] = tuple[int, Meta | None]
+    callback: ClassVar[bool] = True  # never waits: a token's holder gets it through (``meta``)
+    reply: ClassVar[Any] = tuple[int, Meta | None, bool]
     path: str
 
 
@@ -44,7 +48,27 @@ class DnfspToken(Request):
 class DnfspHandOver(Request):
     """dNFSp2: from the hash server's answer, to the meta-server that held the
     token: its metadata of ``path`` (None: it removed the name), and it gives
-    the token up.  Only the hash server's arbitration makes it the sender's."""
+    the token up.  Only the hash server's arbitration makes it the sender's.
+    Reply: (the metadata, whether it is in this reply); not in it (the holder
+    is in a procedure on the name, or still waits for the token itself), it
+    follows as a ``DnfspGive`` once the holder is done with the name."""
 
-    reply: ClassVar[Any] = Meta | None
+    callback: ClassVar[bool] = True  # never waits: a token's holder gets it through (``meta``)
+    reply: ClassVar[Any] = tuple[Meta | None, bool]
     path: str
+
+
+@register_request
+@dataclass(slots=True, frozen=True)
+class DnfspGive(Request):
+    """dNFSp2, one-way: the metadata of ``path`` (``found`` False: no such name)
+    a ``DnfspToken`` or ``DnfspHandOver`` reply said would follow, from the node
+    that gave the token up, to its next holder."""
+
+    callback: ClassVar[bool] = True  # never waits: a token's holder gets it through (``meta``)
+    reply: ClassVar[Any] = None
+    path: str
+    found: bool
+    mode: int
+    size: int
+    target: str

@@ -28,6 +28,25 @@ touches coherent (``_coherent``), by one of the paper's two schemes:
   the node that did; that node then gives up the token and its metadata
   (``DnfspHandOver``).  The metadata a holder serves is the latest.
 
+  The token is held across the whole procedure, not only taken before it:
+  a meta-server locks each name (``fedsim.protocol.locks``: first come first
+  served, per name) before it takes the token and until the procedure has
+  ended, and gives a token up (a hand-over, or the hash server's own token
+  at a ``DnfspToken``) only under the same lock.  A transfer asked of a
+  holder in mid-procedure is therefore served after the procedure, with its
+  outcome; and a holder the hash server has named but whose token is still
+  on its way (the hash server names it at once, the paper's flow) is asked
+  in turn and answers once the token has arrived and its procedure ended:
+  the named holders of a name form a queue in the hash server's order, each
+  waiting on the one before.  A handler must not wait (``locks``: the
+  simulator's bounded worker pools), so a holder that is busy with the name
+  answers "later" and sends the metadata when it is done (``DnfspGive``,
+  one-way, to the procedure that waits for it).  Deadlock-free: a procedure
+  locks its names in one global order (``names_of``: sorted), takes each
+  token before the next lock, and holds them to its end; the one that waits
+  for a name's token waits on procedures that hold it and take only higher
+  names after it.
+
 What neither scheme covers here (the paper does not describe it): a
 directory's listing (readdir, readdir_attrs) and rmdir's emptiness are this
 meta-server's view: the names it has made or fetched.  Hard links are EPERM,
@@ -51,9 +70,10 @@ from fedsim.protocol.attrs import (
     check_target,
     kind,
 )
-from fedsim.protocol.dnfsp.messages import DnfspFetch, DnfspHandOver, DnfspToken, Meta
-from fedsim.protocol.effects import Compute, Local, Multicast
+from fedsim.protocol.dnfsp.messages import DnfspFetch, DnfspGive, DnfspHandOver, DnfspToken, Meta
+from fedsim.protocol.effects import Await, Compute, Local, Multicast, Send, Wake
 from fedsim.protocol.hashing import path_hash
+from fedsim.protocol.locks import Locks
 from fedsim.protocol.messages import ProtocolError, Request, fs_error
 from fedsim.protocol.names import ROOT, ancestors
 from fedsim.protocol.nfs.messages import (
@@ -86,23 +106,19 @@ _NEW_NAME = (NfsCreate, NfsMkdir, NfsSymlink, NfsMknod)
 
 
 def names_of(req: Request) -> tuple[str, ...]:
-    """The names a client's procedure touches, in the order they are made coherent: each
-    name's ancestors first, root first, as an NFS client's walk looks up every component
-    before the name (so a name under a file another meta-server made is ENOTDIR here too,
-    not ENOENT)."""
-    if isinstance(req, _ON_NAME):
+    """The names a client's procedure touches but the root, in the order they are made coherent
+    (and, in dNFSp2, locked): sorted, which puts each name's ancestors (its prefixes) before it,
+    as an NFS client's walk looks up every component before the name (so a name under a file
+    another meta-server made is ENOTDIR here too, not ENOENT), and is one global order for a
+    procedure that needs several tokens (a rename's two names), so two never wait on each other."""
+    if isinstance(req, (*_ON_NAME, *_NEW_NAME)):
         names: tuple[str, ...] = (req.path,)
-    elif isinstance(req, _NEW_NAME):
-        names = (req.path,)
     elif isinstance(req, (NfsRename, NfsLink)):
         names = (req.old, req.new)
     else:
         return ()
-    out: dict[str, None] = {}
-    for name in names:
-        out.update(dict.fromkeys(ancestors(name)[1:]))
-        out[name] = None
-    return tuple(out)
+    out = {a for name in names for a in ancestors(name)[1:]} | set(names)
+    return tuple(sorted(out - {ROOT}))
 
 
 class DnfspMeta(NfspMeta):
@@ -121,6 +137,10 @@ class DnfspMeta(NfspMeta):
         self.server = self.metas[members.index(node_id) % len(self.metas)] if node_id in members else self.metas[0]
         self.tokens: set[str] = set()  # dNFSp2: the names whose token this meta-server holds
         self.owner: dict[str, int] = {}  # dNFSp2, at a hash server: each of its names' holder (absent: itself)
+        #: dNFSp2: the names a generator here holds (a procedure, or a hand-over of the name's token)
+        self.locks = Locks("dnfsp")
+        self.awaiting: dict[str, int] = {}  # dNFSp2: the names a procedure here awaits a DnfspGive of, from whom
+        self.given: dict[tuple[str, int], Meta | None] = {}  # dNFSp2: DnfspGives come before their "later"
         self.fetches = 0  # dNFSp1: misses sent to every other meta-server
         self.token_requests = 0  # dNFSp2: names this meta-server had to ask a hash server for
         self.token_hits = 0  # dNFSp2: names it held the token of (answered without a message)
@@ -152,23 +172,41 @@ class DnfspMeta(NfspMeta):
 
     # ------------------------------------------------------------------ coherence before every procedure
     def handle(self, src: int, request: Request) -> Gen:
-        if self.id in self.metas and len(self.metas) > 1:
-            for path in names_of(request):
-                if path != ROOT:
-                    yield from self._coherent(path)
-        return (yield from super().handle(src, request))
-
-    def _coherent(self, path: str) -> Gen:
+        names = names_of(request) if self.id in self.metas and len(self.metas) > 1 else ()
+        if not names:
+            return (yield from super().handle(src, request))
         if self.scheme == 1:
-            if (yield from self._local_meta(path)) is not None:
-                return
-            self.fetches += 1
-            others = tuple(m for m in self.metas if m != self.id)
-            for reply in (yield Multicast(others, DnfspFetch(path))):
-                if isinstance(reply, tuple):
-                    yield from self._install(path, reply)
-                    return
+            for path in names:
+                yield from self._fetch(path)
+            return (yield from super().handle(src, request))
+        return (yield from self._holding(names, super().handle(src, request)))
+
+    def _holding(self, names: tuple[str, ...], body: Gen) -> Gen:
+        """dNFSp2: ``body`` run holding each of ``names``' lock and token, taken in their order, each
+        token before the next lock (so a hand-over of a token this procedure holds from before is
+        never kept waiting while it waits for a lower name)."""
+        if not names:
+            return (yield from body)
+        return (yield from self.locks.holding(names[0], self._taken(names, body)))
+
+    def _taken(self, names: tuple[str, ...], body: Gen) -> Gen:
+        """dNFSp2: under ``names[0]``'s lock, its token, then the rest of ``_holding``."""
+        yield from self._take(names[0])
+        return (yield from self._holding(names[1:], body))
+
+    def _fetch(self, path: str) -> Gen:
+        """dNFSp1: ``path`` as this meta-server has it, or, on a miss, the first copy another one has."""
+        if (yield from self._local_meta(path)) is not None:
             return
+        self.fetches += 1
+        others = tuple(m for m in self.metas if m != self.id)
+        for reply in (yield Multicast(others, DnfspFetch(path))):
+            if isinstance(reply, tuple):
+                yield from self._install(path, reply)
+                return
+
+    def _take(self, path: str) -> Gen:
+        """dNFSp2: the token of ``path`` here, with its latest metadata (the caller holds ``path``'s lock)."""
         if path in self.tokens:
             self.token_hits += 1
             return
@@ -176,17 +214,47 @@ class DnfspMeta(NfspMeta):
         yield Compute("hash")
         h = self.hash_of(path)
         if h == self.id:
-            holder, meta = self.owner.get(path, self.id), None
+            holder = self.owner.get(path, self.id)
             self.owner[path] = self.id
         else:
-            holder, meta = yield from self.call(h, DnfspToken(path))
-            if holder not in self.metas or (holder != h and meta is not None):
-                raise ProtocolError(f"DnfspToken reply: holder {holder} with {meta!r}")
+            holder, meta, now = yield from self.call(h, DnfspToken(path))
+            if holder not in self.metas or (holder != h and (meta is not None or not now)):
+                raise ProtocolError(f"DnfspToken reply: holder {holder} with {meta!r}, {now}")
             if holder == h:
-                yield from self._install(path, meta)
+                yield from self._install(path, meta if now else (yield from self._given(path, h)))
         if holder not in (h, self.id):
-            yield from self._install(path, (yield from self.call(holder, DnfspHandOver(path))))
+            meta, now = yield from self.call(holder, DnfspHandOver(path))
+            yield from self._install(path, meta if now else (yield from self._given(path, holder)))
         self.tokens.add(path)
+
+    def _given(self, path: str, giver: int) -> Gen:
+        """dNFSp2: the metadata ``giver`` said would follow (``DnfspGive``): arrived already, or awaited."""
+        if (path, giver) in self.given:
+            return self.given.pop((path, giver))
+        self.awaiting[path] = giver
+        return (yield Await(("dnfsp-give", path)))
+
+    def _give_up(self, path: str, to: int) -> Gen:
+        """dNFSp2, for a handler: (this meta-server's metadata of ``path``, True), its token given up;
+        or, if a procedure here holds the name, (None, False): they follow to ``to`` when it is done."""
+        if self.locks.busy(path):
+            self.locks.after(path, self._give_later(path, to))
+            return (None, False)
+        return ((yield from self.locks.holding(path, self._hand_over(path))), True)
+
+    def _give_later(self, path: str, to: int) -> Gen:
+        """dNFSp2, spawned under ``path``'s lock: the hand-over a busy holder promised ``to``."""
+        try:
+            meta = yield from self._hand_over(path)
+        except OSError:
+            meta = None  # the name is unreadable here: as good as none (the next holder's view)
+        mode, size, target = meta if meta is not None else (0, 0, "")
+        yield Send(to, DnfspGive(path, meta is not None, mode, size, target))
+
+    def _hand_over(self, path: str) -> Gen:
+        """dNFSp2, under ``path``'s lock: the token given up, the metadata it vouched for."""
+        self.tokens.discard(path)
+        return (yield from self._local_meta(path))
 
     def _local_meta(self, path: str) -> Gen:
         """This meta-server's metadata of ``path`` (None: it has no such name)."""
@@ -244,14 +312,26 @@ class DnfspMeta(NfspMeta):
         if self.hash_of(req.path) != self.id:
             raise fs_error(errno.EINVAL, req.path, f"node {self.id} is not the hash server of this name")
         holder = self.owner.get(req.path, self.id)
-        self.owner[req.path] = src
+        self.owner[req.path] = src  # named at once: a later request is sent to src, which answers in turn
         if holder != self.id:
-            return (holder, None)
-        self.tokens.discard(req.path)
-        return (self.id, (yield from self._local_meta(req.path)))
+            return (holder, None, True)
+        meta, now = yield from self._give_up(req.path, src)
+        return (self.id, meta, now)
 
     @handles(DnfspHandOver)
     def on_hand_over(self, src: int, req: DnfspHandOver) -> Gen:
         self._peer_meta(src, req.path)
-        self.tokens.discard(req.path)
-        return (yield from self._local_meta(req.path))
+        return (yield from self._give_up(req.path, src))
+
+    @handles(DnfspGive)
+    def on_give(self, src: int, req: DnfspGive) -> Gen:
+        """Only for a name a procedure here holds (so at most one per lock held), from the node it asked."""
+        self._peer_meta(src, req.path)
+        if not self.locks.busy(req.path) or (req.path, src) in self.given:
+            raise ProtocolError(f"DnfspGive of {req.path} from {src}: nothing here waits for it")
+        meta = (req.mode, req.size, req.target) if req.found else None
+        if self.awaiting.get(req.path) == src:
+            del self.awaiting[req.path]
+            yield Wake(("dnfsp-give", req.path), meta)
+        else:  # its reply's "later" is still on the way
+            self.given[(req.path, src)] = meta

@@ -2,8 +2,9 @@
 namespace, and each client request multicast to all of them:
 
 * metadata writes (create, mkdir, unlink, rmdir, rename, setattr, truncate,
-  symlink, mknod) are applied by every server, so every server holds the
-  whole namespace and every file's size;
+  symlink, mknod) are applied by every server, in one order (a sequencer:
+  ``node.py``), so every server holds the whole namespace and every file's
+  size, and meets the same outcome;
 * metadata reads (getattr, stat/lookup, readdir, access at open, readlink)
   are answered by one server, chosen round-robin by the transaction id (a
   counter at the requesting entry);

@@ -3,9 +3,31 @@ client entry that sends each request where mNFS sends it.
 
 Where requests go (``MnfsEntry.rpc`` and the data operations):
 
-* a metadata write goes to every server: the entry applies it itself, then
-  multicasts it to the others (``Multicast``); an error at any server is the
-  operation's (the servers hold the same namespace, so they agree);
+* a metadata write goes to every server, in one order: the entry sends it
+  to the sequencer (``servers[0]``), which applies it first, under its one
+  lock of the order (``fedsim.protocol.locks``), and only if it succeeded
+  there multicasts it to the others (``Multicast``) and waits for them all
+  before the next.  So every server applies the same writes in the same
+  order to the same namespace and meets the same outcome, and a write that
+  fails fails at the sequencer before any other server saw it (no trace).
+  The paper multicasts each request straight from the client and lets the
+  servers apply it in arrival order; two clients' writes of related names
+  (two creates of one name, a mkdir and a mkdir inside it, a remove and a
+  create) then arrive in different orders at different servers, each
+  server has its own outcome, the entry reports the first error, and the
+  servers' namespaces diverge (a name present at some, absent at others:
+  ``tests/test_designs_properties.py``'s concurrent tests found it).  The
+  sequencer is the classic fixed-sequencer total order; it costs one more
+  hop per metadata write from an entry other than the sequencer's and
+  serialises metadata writes, as the paper's "metadata write operations
+  must be performed synchronously by all of the cluster nodes" allows;
+* file data and COMMIT are not ordered (the paper: "NFS does not consider
+  an order of I/O requests"): each write round is multicast straight from
+  the entry.  What that leaves weaker: a write racing a truncate, or a
+  removal and re-creation of its file, by another client may grow the
+  file's size at some servers and not at others (a write grows a file at
+  every server to max(size, end), which commutes with other writes but not
+  with a truncate);
 * a metadata read goes to ``servers[xid % n]``, ``xid`` the entry's
   transaction counter.  The paper multicasts it too and the servers not
   chosen drop it; the effects have no multicast whose other recipients stay
@@ -40,6 +62,7 @@ from typing import Any
 from fedsim.protocol.attrs import KEEP, OFF_MAX, check_new, check_size, file_ino, is_regular
 from fedsim.protocol.effects import Compute, Local, Multicast
 from fedsim.protocol.hashing import path_hash
+from fedsim.protocol.locks import Locks
 from fedsim.protocol.messages import ProtocolError, Request, fs_error
 from fedsim.protocol.mnfs.messages import MnfsClear, MnfsWrite
 from fedsim.protocol.names import join, normalize
@@ -67,9 +90,12 @@ from fedsim.protocol.node import Gen, api, handles
 #: the stripe unit (bytes): chunk c of a file is its bytes [c * STRIPE_UNIT, (c + 1) * STRIPE_UNIT)
 STRIPE_UNIT = 8192
 
-#: procedures every server applies (metadata writes; COMMIT too: every server holds part of the data)
-EVERYWHERE = (NfsCreate, NfsMkdir, NfsRemove, NfsRmdir, NfsRename, NfsSetAttr, NfsTruncate, NfsSymlink, NfsMknod,
-              NfsCommit)  # fmt: skip
+#: the metadata writes: every server applies each, in the sequencer's one order
+ORDERED = (NfsCreate, NfsMkdir, NfsRemove, NfsRmdir, NfsRename, NfsSetAttr, NfsTruncate, NfsSymlink, NfsMknod)
+#: procedures every server applies (the metadata writes; COMMIT too, unordered: every server holds part of the data)
+EVERYWHERE = (*ORDERED, NfsCommit)
+#: the sequencer's lock: held from a metadata write's application there until every server applied it
+ORDER = "order"
 
 
 def stripe_ino(path: str) -> int:
@@ -113,6 +139,9 @@ class MnfsEntry(ClientEntry):
         #: the transaction id of this entry's next metadata read (starts at the node's id, so
         #: the entries do not all ask the same server first)
         self.xid = node_id
+        #: the server that orders the metadata writes: the first member
+        self.sequencer = self.servers[0]
+        self.order = Locks("mnfs")
         self.stripe_writes = 0  # MnfsWrite pieces this node stored as a chunk's owner
 
     def counters(self) -> dict[str, float]:
@@ -167,6 +196,10 @@ class MnfsEntry(ClientEntry):
         return server
 
     def rpc(self, request: Request) -> Gen:
+        if isinstance(request, ORDERED):  # the sequencer applies it everywhere (``handle``)
+            if self.sequencer == self.id:
+                return (yield from self.handle(self.id, request))
+            return (yield from self.call(self.sequencer, request))
         if isinstance(request, EVERYWHERE):
             return (yield from self.everywhere(request))[0]
         return (yield from self.call(self.next_server(), request))
@@ -277,6 +310,28 @@ class MnfsEntry(ClientEntry):
                 yield from self.call(was, MnfsClear(new, o, len(data)))
 
     # ------------------------------------------------------------------ at every server
+    def handle(self, src: int, request: Request) -> Gen:
+        """A metadata write: at the sequencer, applied there and then at every other server, in
+        its one order; at any other server, applied, if the sequencer sent it (an entry's own
+        would be out of that order)."""
+        if not isinstance(request, ORDERED) or len(self.servers) == 1:
+            return (yield from super().handle(src, request))
+        if self.id != self.sequencer:
+            if src != self.sequencer:
+                raise ProtocolError(f"node {src} -> {self.id}: an mNFS metadata write comes from the sequencer")
+            return (yield from super().handle(src, request))
+        return (yield from self.order.holding(ORDER, self._sequenced(src, request)))
+
+    def _sequenced(self, src: int, request: Request) -> Gen:
+        """At the sequencer, holding the order: ``request`` applied here (its outcome is every
+        server's), then at every other server; their first error raised."""
+        reply = yield from super().handle(src, request)
+        others = tuple(s for s in self.servers if s != self.id)
+        for r in (yield from self._fanout(others, (request,) * len(others))):
+            if isinstance(r, BaseException):
+                raise r
+        return reply
+
     def _serving(self, path: str) -> None:
         """EINVAL unless this node is a server (every member is)."""
         if self.id not in self.servers:
