@@ -886,15 +886,15 @@ def test_found_a_rename_onto_a_leavers_file_drops_the_target_its_successor_promo
     _replay(7, "round_robin", "mod_n", [("leave", 79, [[("rename", 27, "/b/f1", "/a/f1")]])], files=True)
 
 
-@pytest.mark.xfail(strict=True, reason="not fixed yet: the root's listing keeps the name a 2pc directory rename "
-                   "during a leave moved away")
 def test_found_a_directory_rename_during_a_leave_leaves_no_stale_name_in_its_parents_listing():
     """Found by ``tests.dynamics_random sim 300`` (1 of 300, shrunk from a 6-step schedule):
     with 2pc, node 2 renames the directory /a to /b/d while node 0 leaves (and /c's files'
     renames fail ENOENT beside it).  The rename answers ok and every local tree has moved it
     (no /a anywhere), but every member's listing of / still names ``a``, whose listing is then
-    ENOENT.  Where the stale name lives (the root's directory table, a virtual directory of a
-    member that took over the leaver's names) is not traced yet; not fixed."""
+    ENOENT.  The leave moved /'s management from node 3, which held / in doubt, to node 5,
+    which merged its VD of / while the local trees still had /a; the rename's end went to
+    node 3 only.  Now it goes to / 's manager in the coordinator's view too, which forgets
+    its VD of / (``Renaming._source_ends``)."""
     _replay(3, "with_manager", "mod_n", [
         ("join", []), ("join", []),
         ("join", [[("rename", 33, "/a/f0", "/b/f2")], [("unlink", 18, "/a/f1"), ("mkdir", 75, "/c")]]),

@@ -793,6 +793,31 @@ class Renaming(Delegation):
             if self.renames.get(d) is flight:
                 del self.renames[d]
 
+    def _source_ends(self, pm1: int, end: RenameSourceEnd) -> list[tuple[int, Request]]:
+        """Where a committed rename's end goes: the node holding D1 (whatever the view says now),
+        and D1's manager in this view where that is another node: a view change while D1 was in
+        doubt moved its management, and the new manager may have merged D1's VD while the old
+        name was still in the local trees (``on_rename_source_end``; found by the dynamics
+        property: /a renamed to /b/d as a leave moved /'s management stayed listed in /, ENOENT
+        for good).  This node being that manager, it forgets its VD of D1 at once."""
+        d1 = split(end.old)[0]
+        m = self.manager_of(d1)
+        if m == pm1:
+            return [(pm1, end)]
+        if m == self.id:
+            self._forget_source(d1, split(end.old)[1], end.home)
+            return [(pm1, end)]
+        return [(pm1, end), (m, end)]
+
+    def _forget_source(self, d1: str, name: str, home: int | None) -> None:
+        """A committed rename's source directory ``d1``, managed here but never held here: its VD
+        is forgotten, to be merged again from the local trees, the truth once every participant
+        finished (a merge in flight drops the old name).  Not while a rename in ``d1`` is in flight
+        here (its commit point is this VD)."""
+        if d1 not in self.renames:
+            self.vds.pop(d1)
+            self._vd_update(d1, ("del", name, home))
+
     def _addressee(self, node: int, request: Request) -> tuple[int, Request]:
         """Where a post-commit step goes now: a ``RenameDone`` for a manager
         that left the view goes to the name's manager in this node's view
@@ -802,6 +827,8 @@ class Renaming(Delegation):
         manager of both names)."""
         if isinstance(request, RenameDone) and node not in self.members:
             return self.manager_of(request.new), replace(request, epoch=self.epoch)
+        if isinstance(request, RenameSourceEnd) and request.commit and node not in self.members:
+            return self.manager_of(split(request.old)[0]), request  # (see ``on_rename_source_end``)
         return node, request
 
     # ------------------------------------------------------------------ PM2: across directories
@@ -888,7 +915,7 @@ class Renaming(Delegation):
             self.renames[split(old)[0]].home = h_a
             self._vd_update(split(old)[0], ("del", split(old)[1], h_a))
         done: list[tuple[int, Request]] = [
-            (pm1, RenameSourceEnd(old, new, True, h_a)),  # (the node holding D1, whatever the view says now)
+            *self._source_ends(pm1, RenameSourceEnd(old, new, True, h_a)),
             (m_new, RenameDone(old, new, h_a, self.epoch)),
         ]
         if h_b is not None:
@@ -960,7 +987,7 @@ class Renaming(Delegation):
         self._vd_update(d2, ("add", flight.new, DIR_ENTRY))
         done: list[tuple[int, Request]] = [(m, DirRenameFinish(old, new, True)) for m in members]
         if pm1 is not None:
-            done.append((pm1, RenameSourceEnd(old, new, True)))  # (last: ``old`` stays in doubt till every part moved)
+            done += self._source_ends(pm1, RenameSourceEnd(old, new, True))  # (last: ``old`` in doubt till all moved)
         del undo[:]  # (committed: nothing left to roll back)
         yield from self._tell(d2, flight, done)
         return -1
@@ -1123,6 +1150,12 @@ class Renaming(Delegation):
             del self.sources_released[d1]
             if req.commit:
                 self._vd_update(d1, ("del", name, req.home))
+            return
+        if f is None and req.commit and self.manager_of(d1) == self.id:
+            # The end of a committed rename whose source directory this node manages but never
+            # held: its management moved in a view change while the rename was in doubt
+            # (``_source_ends``; ``_addressee`` for a holder that left)
+            self._forget_source(d1, name, req.home)
             return
         if f is None or f.by != src or (f.old, f.new) != (name, req.new):
             return  # ended already (a retry after a lost reply), or never held here
