@@ -223,7 +223,8 @@ def check(history: Iterable[Event], world: World, creates_listed_late: bool = Fa
         befores = [o for o in obs if o[3] and not o[4]]  # explained only by the state before: start < T
         afters = [o for o in obs if o[4] and not o[3]]  # only by the state after: end > T
         if w.refused:
-            violations += [f"a failed write left a trace: {o[2]} saw {o[0]} as {o[1]!r} after {w.event}" for o in afters]
+            violations += [f"a failed write left a trace: {o[2]} saw {o[0]} as {o[1]!r} after {w.event}"
+                           for o in afters]  # fmt: skip
             continue
         if not w.event.ok and not afters:
             continue  # it may not have happened, and nothing says it did
@@ -391,7 +392,7 @@ def sim_history(n: int, placement: str, hashing: str, method: str, exists: list[
     lay = layout(c.nodes[0].manager_of, exists, creates)
     c.run_op(0, "mkdir", lay.src)
     c.run_op(n - 1, "mkdir", lay.dst)
-    for i, (path, data) in enumerate(_homes(lay.world)):
+    for path, data in _homes(lay.world):
         at = rng.randrange(n)
         c.run_op(at, "create", path)
         fd = c.run_op(at, "open", path)
@@ -444,7 +445,7 @@ def sim_history(n: int, placement: str, hashing: str, method: str, exists: list[
                 else rng.choice(names)  # fmt: skip
             yield env.process(observe(at, kind, path))
 
-    for k, (old, new) in enumerate(lay.renames):
+    for old, new in lay.renames:
         env.process(write("rename", old, new, rng.uniform(0, 1500)))
     for path in lay.fresh:
         env.process(write("create", path, "", rng.uniform(0, 1500)))
