@@ -13,6 +13,7 @@ import sys
 import time
 
 from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 
 import tests.test_rename_histories as T
 
@@ -24,8 +25,8 @@ def main(n: int) -> int:
 
         @settings(max_examples=n, deadline=None, derandomize=False, phases=[Phase.generate], database=None,
                   suppress_health_check=list(HealthCheck))  # fmt: skip
-        @given(*T.HISTORY[:3], *T.HISTORY[4:])
-        def run(nn, placement, hashing, exists, creates, fault, seed, method=method) -> None:
+        @given(*T.HISTORY[:3], st.just(method), *T.HISTORY[4:])
+        def run(nn, placement, hashing, method, exists, creates, fault, seed) -> None:
             args = (nn, placement, hashing, method, exists, creates, fault, seed)
             stats[f"runs {method}"] += 1
             stats[f"{method} {fault[0]}"] += 1
