@@ -549,6 +549,20 @@ def test_found_a_rename_over_the_file_of_a_crashed_home_does_not_bring_the_old_t
     assert [t["/s/g1"] for t in trees if "/s/g1" in t] == [run.layout.world.contents["x1"]]
 
 
+def test_found_a_borrowed_table_with_a_lapsed_create_hold_is_given_back():
+    """Found by ``tests.rename_histories_random`` (redistribute with a hold:
+    the federation never settled): in a loss window, a create of /d0/c1 lost
+    its AddEntry, and its hold on the name stayed in /d0's table at the
+    borrower.  ``table_busy`` read any hold as busy, expired or not, so the
+    borrower never gave /d0 back, and every other coordinator's rename from
+    /d0 would have been refused for good.  Fixed: a hold lapses after
+    ``HOLD_S`` there too (``Delegation.table_busy`` asks ``_held``)."""
+    run = sim_history(5, "with_manager", "ring", "hold", [True, False, True], 2,
+                      ("loss", frozenset({160, 199, 45, 109, 207, 145})), 367)  # fmt: skip
+    assert_linearizable(run)
+    assert not any(n.borrowed or n.lent for n in run.player.c.nodes)
+
+
 # ---------------------------------------------------------------------------- agent processes
 def agent_history(pc: Any, method: str, exists: list[bool], creates: int, seed: int) -> tuple[History, Layout]:
     """The same history in a running local federation (``pc``): one client
