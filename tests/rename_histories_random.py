@@ -25,7 +25,7 @@ def main(n: int) -> int:
 
         @settings(max_examples=n, deadline=None, derandomize=False, phases=[Phase.generate], database=None,
                   suppress_health_check=list(HealthCheck))  # fmt: skip
-        @given(*T.HISTORY[:3], st.just(method), *T.HISTORY[4:])
+        @given(*T.CLUSTER[:3], st.just(method), *T.HISTORY[4:])
         def run(nn, placement, hashing, method, exists, creates, fault, seed) -> None:
             args = (nn, placement, hashing, method, exists, creates, fault, seed)
             stats[f"runs {method}"] += 1
@@ -35,6 +35,7 @@ def main(n: int) -> int:
                 stats[f"overlapping {method}"] += v.overlapping
             except Exception as exc:  # counted and printed: the point is to see them all
                 stats[f"fail {method}"] += 1
+                stats[f"fail {method} {fault[0]} {fault[1] if fault[0] == 'crash' else ''}".rstrip()] += 1
                 kinds[f"{type(exc).__name__}: {str(exc).split(':')[0][:60]} {str(exc).split('first: [')[-1][:40]}"] += 1
                 print("FAIL", f"T.sim_history{args!r}", "\n   ", str(exc)[:600], flush=True)
 
