@@ -1118,7 +1118,7 @@ class Replication(Membership):
         if e is not None:
             if e.is_dir or e.home != exc.node:
                 raise exc
-            return e.home
+            return (yield from self._still_named(path, exc))
         if path == ROOT:
             raise exc
         if exc.node != self.manager_of(path):  # the home did not answer, and its entry is gone here: ask again
@@ -1157,6 +1157,27 @@ class Replication(Membership):
                 if not isinstance(answer, BaseException) and not answer[0]:
                     return n
         return exc.node
+
+    def _still_named(self, path: str, exc: PeerUnavailable) -> Gen:
+        """The home of ``path`` by its parent's VD, before a read of the silent
+        home's copy: a copy is not gated by a rename, and a rename's commit
+        point is that VD.  Read on a cached entry alone, a lost reply let a
+        reader stat the old name at the secondary after a listing had shown
+        the new one (found by ``tests/test_rename_histories.py``: both names,
+        under a loss window).  A VD without the name (renamed or removed, or
+        merged without the silent node's part) or no answer: ``exc``."""
+        d, name = split(path)
+        pm = self.manager_of(d)
+        if path == ROOT or pm == exc.node:
+            return exc.node  # (the VD is the silent node's: the copy's answer stands, as before)
+        try:
+            entry = yield from self._busy(lambda: self.call(pm, GetEntry(d, name)))
+        except OSError:
+            raise exc from None
+        if entry is None or entry[0]:
+            self.dt.pop(path)
+            raise exc
+        return entry[1]
 
     def _elsewhere(self, exc: PeerUnavailable, home: int, req: Any) -> Gen:
         """``req`` at ``home`` if it is not the silent node, else from the secondary's copy."""
