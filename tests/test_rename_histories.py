@@ -620,6 +620,17 @@ def test_found_a_read_that_fails_over_to_the_copy_asks_the_parents_vd_first(hist
     assert_linearizable(sim_history(*history))
 
 
+def test_found_a_rename_over_a_file_closed_while_it_is_orphaned_does_not_fail():
+    """Found by ``tests.rename_histories_random`` (2pc under a loss window: a
+    KeyError out of the protocol).  /s/g1 is replaced while readers hold it
+    open: its home orphans it and tells each reader (``Orphaned``); one of
+    them closed meanwhile, and its close dropped the orphan, which
+    ``orphan`` then dropped a second time.  Fixed: it drops it only if it is
+    still there (``Home.orphan``)."""
+    assert_linearizable(sim_history(3, "round_robin", "ring", "2pc", [True, True], 1,
+                                    ("loss", frozenset({163, 43, 142, 175, 56, 255})), 0))  # fmt: skip
+
+
 #: Histories ``tests.rename_histories_random`` finds that fail, all with a crash (none without one, none
 #: under message loss alone, after the two fixes above); not fixed yet, each pinned (strict: a fix shows):
 # fmt: off
