@@ -64,11 +64,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import event, given, settings
+from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 
 from fedsim.faults import FaultPlan
 from tests.test_dynamics_properties import AMBIGUOUS, Player, _guarded
+from tests.test_replication import _sim_read
 
 PRESENT = "present"  # a fact: some file, which one unknown (a listing; a size or content no tracked file has)
 INFINITY = float("inf")
@@ -460,7 +461,7 @@ def sim_history(n: int, placement: str, hashing: str, method: str, exists: list[
     def observe(at: int, kind: str, path: str) -> Any:
         start, before = env.now, incomplete()
         if kind == "read":
-            outcome = yield _guarded(c, _read(c, at, path))
+            outcome = yield _guarded(c, _sim_read(c, at, path))
         else:
             outcome = yield _guarded(c, c.call_op(at, kind, path))
         # (a partial VD is never cached: one served to this listing was merged during it, anywhere)
@@ -501,15 +502,6 @@ def sim_history(n: int, placement: str, hashing: str, method: str, exists: list[
     return SimRun(h, lay, player, victim)
 
 
-def _read(c: Any, at: int, path: str) -> Any:
-    """open, read, close: one observation of ``path``'s content."""
-    fd = yield from c.call_op(at, "open", path)
-    try:
-        return (yield from c.call_op(at, "read", fd, 0, 64))
-    finally:
-        yield from c.call_op(at, "close", fd)
-
-
 def assert_linearizable(run: SimRun | tuple[History, Layout], creates_listed_late: bool = True) -> Verdict:
     """``check``'s verdict, asserted clean (creates' listings apart by default: see ``check``)."""
     h, lay = (run.history, run.layout) if isinstance(run, SimRun) else run
@@ -534,6 +526,10 @@ LAYOUT = (st.lists(st.booleans(), min_size=1, max_size=4), st.integers(0, 2))
 HISTORY = (*CLUSTER, *LAYOUT, FAULT, st.integers(0, 2**16))
 
 
+#: a fault-free history that fails (pinned: ``test_found_a_listing_of_a_lent_directory_misses_...``)
+LENT_LISTING = (6, "round_robin", "ring", "redistribute", [True, False, False], 2, ("none",), 696)
+
+
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(*CLUSTER, *LAYOUT, NO_CRASH, st.integers(0, 2**16))
 def test_simulated_readers_never_see_a_renamed_file_under_both_names_or_neither(
@@ -543,7 +539,9 @@ def test_simulated_readers_never_see_a_renamed_file_under_both_names_or_neither(
     loss window); the checker must find it linearizable, the destination
     never absent once it existed.  (``tests.rename_histories_random 1000``:
     none of 1,864 random ones without a crash failed, of 3,000.)"""
-    v = assert_linearizable(sim_history(n, placement, hashing, method, exists, creates, fault, seed))
+    history = (n, placement, hashing, method, exists, creates, fault, seed)
+    assume(history != LENT_LISTING)  # (pinned, not fixed yet)
+    v = assert_linearizable(sim_history(*history))
     event(f"{method}, {fault[0]}")
     event(f"observations overlapping a write: {'0' if not v.overlapping else '1-9' if v.overlapping < 10 else '10+'}")
 
@@ -656,6 +654,21 @@ def test_found_a_rename_over_a_file_closed_while_it_is_orphaned_does_not_fail():
     still there (``Home.orphan``)."""
     assert_linearizable(sim_history(3, "round_robin", "ring", "2pc", [True, True], 1,
                                     ("loss", frozenset({163, 43, 142, 175, 56, 255})), 0))  # fmt: skip
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="not fixed yet: a lent table's listing")
+def test_found_a_listing_of_a_lent_directory_misses_a_rename_into_it_without_any_fault():
+    """Found by the property above (its fixed examples, once its docstring
+    changed them), without any fault: redistribute, 6 nodes; /d0/f1 is
+    renamed into /s (acknowledged at 6.25 ms) while /s is lent for the
+    renames out of it, and a listing of /s at 6.42-6.64 ms lacks g1 (and one
+    of /d0 during the rename lacked f1 before any reader could see g1:
+    neither).  Every listing of /s around it, before and after, has g1: that
+    one was merged (uncached: ``may_cache``, a table lent or borrowed, or
+    just given back) and missed g1's home as a holder of /s, or the rename's
+    overlay.  Not understood yet; the other fault-free histories (1,864
+    random ones of 3,000) pass, and the property skips this one."""
+    assert_linearizable(sim_history(*LENT_LISTING))
 
 
 #: Histories ``tests.rename_histories_random`` finds that fail, all with a crash (none without one, none
