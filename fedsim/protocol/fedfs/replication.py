@@ -1159,13 +1159,16 @@ class Replication(Membership):
         return exc.node
 
     def _still_named(self, path: str, exc: PeerUnavailable) -> Gen:
-        """The home of ``path`` by its parent's VD, before a read of the silent
-        home's copy: a copy is not gated by a rename, and a rename's commit
-        point is that VD.  Read on a cached entry alone, a lost reply let a
-        reader stat the old name at the secondary after a listing had shown
-        the new one (found by ``tests/test_rename_histories.py``: both names,
-        under a loss window).  A VD without the name (renamed or removed, or
-        merged without the silent node's part) or no answer: ``exc``."""
+        """The silent home ``exc.node`` of ``path`` (this node's DT names it),
+        once its parent's VD still lists the name, before a read of its copy:
+        a copy is not gated by a rename, and a rename's commit point is that
+        VD.  Read on the cached entry alone, a lost reply let a reader stat
+        the old name at the secondary after a listing had shown the new one
+        (found by ``tests/test_rename_histories.py``: both names, under a loss
+        window).  A VD without the name (renamed or removed, or merged
+        without the silent node's part) or no answer: ``exc`` (the DT entry
+        stays; dropped, the next lookup at a manager cut off from the silent
+        node said ENOENT: ``test_crash_agents``)."""
         d, name = split(path)
         pm = self.manager_of(d)
         if path == ROOT or pm == exc.node:
@@ -1175,9 +1178,8 @@ class Replication(Membership):
         except OSError:
             raise exc from None
         if entry is None or entry[0]:
-            self.dt.pop(path)
-            raise exc
-        return entry[1]
+            raise exc  # (the entry stays: a VD merged without the silent node's part lacks its names too)
+        return entry[1]  # (another home: a rename onto the name committed; the silent one held the replaced file)
 
     def _elsewhere(self, exc: PeerUnavailable, home: int, req: Any) -> Gen:
         """``req`` at ``home`` if it is not the silent node, else from the secondary's copy."""
