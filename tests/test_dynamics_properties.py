@@ -323,9 +323,12 @@ class Player:
         hashing: str,
         files: bool = True,
         rename: str = "2pc",
+        **protocol: Any,
     ) -> None:
+        """``protocol``: more of ``ProtocolConfig`` over ``CONFIG`` (``redistribute_hold``:
+        ``tests/test_rename_histories.py``)."""
         c = SimCluster(n, network=preset("tcp_loopback"), keep_data=True, placement=placement, hashing=hashing,
-                       protocol=replace(CONFIG, rename=rename))  # fmt: skip
+                       protocol=replace(CONFIG, rename=rename, **protocol))  # fmt: skip
         c.preload_summaries()
         for node in c.nodes:  # what start() runs: heartbeats, the initial sync
             for timer in node.background():

@@ -461,11 +461,18 @@ class RenameGate(Request):
 @register_request
 @dataclass(slots=True, frozen=True)
 class RenameDrop(Request):
-    """Commit (remove the replaced target, leave a tombstone) or abort; the gate opens either way."""
+    """Commit (remove the replaced target, leave a tombstone) or abort; the gate opens either way.
+
+    ``heir_of`` (>= 0, with ``replicas: 2``, commit only): sent to the
+    successor of the target's home ``heir_of``, which did not answer its own
+    drop: drop the copy held for it, or the file promoted from it
+    (``Replication._drop_for_departed``), so that the replaced target does
+    not come back when that home is evicted and its copies promoted."""
 
     reply: ClassVar[Any] = None
     path: str
     commit: bool
+    heir_of: int = -1
 
 
 # --- at every member, for a rename of a directory -----------------------------------------
@@ -765,8 +772,13 @@ class Renaming(Delegation):
                 lag = lag or lagged
             except PeerUnavailable:
                 flight.telling = True
-                yield Spawn(self._tell_later(d, flight, steps[i:]))
-                return steps[i:], lag
+                # A replaced target's home that is not told now may be evicted, its copy promoted: the
+                # copy's holder is told first (``RenameDrop.heir_of``), before that eviction.
+                heirs = [(self._heir(n), replace(r, heir_of=n)) for n, r in steps[i:]
+                         if isinstance(r, RenameDrop) and r.commit]  # fmt: skip
+                later = [*((h, r) for h, r in heirs if h is not None), *steps[i:]]
+                yield Spawn(self._tell_later(d, flight, later))
+                return later, lag
             except OSError:
                 pass  # answered: nothing of ours is held there (a participant that crashed and restarted)
         return [], lag
@@ -778,16 +790,20 @@ class Renaming(Delegation):
         delay = REPAIR_FIRST_S
         try:
             for node, request in steps:
-                node, request = self._addressee(node, request)
-                while node in self.members:  # (one evicted or gone holds nothing any more)
+                while True:
+                    # (addressed again each time: a manager evicted meanwhile hands its RenameDone on)
+                    node, request = self._addressee(node, request)
+                    if node not in self.members:
+                        break  # (one evicted or gone holds nothing any more)
                     yield Sleep(delay)
                     delay = min(2 * delay, REPAIR_MAX_S)
                     try:
                         yield from _lagging(self.call(node, request), node)  # (done: the copy is its repair)
                     except PeerUnavailable:
                         continue
-                    except OSError:
-                        pass
+                    except OSError as exc:
+                        if exc.errno == errno.EAGAIN and isinstance(request, RenameDrop) and request.heir_of >= 0:
+                            continue  # (the heir is promoting the copy: once done, its drop unlinks the file)
                     break
         finally:
             if self.renames.get(d) is flight:
@@ -830,6 +846,11 @@ class Renaming(Delegation):
         if isinstance(request, RenameSourceEnd) and request.commit and node not in self.members:
             return self.manager_of(split(request.old)[0]), request  # (see ``on_rename_source_end``)
         return node, request
+
+    def _heir(self, node: int) -> int | None:
+        """The node that promotes ``node``'s files if it is evicted (with
+        ``replicas: 2``: ``Replication``); None without copies."""
+        return None
 
     # ------------------------------------------------------------------ PM2: across directories
     def _hold(self, d: str, flight: RenameFlight) -> None:
@@ -1362,6 +1383,8 @@ class Renaming(Delegation):
     @handles(RenameDrop)
     def on_rename_drop(self, src: int, req: RenameDrop) -> Gen:
         path = req.path
+        if req.heir_of >= 0:  # (a peer is as untrusted: only ``Replication`` has heirs)
+            raise fs_error(errno.EINVAL, path, "no copies here to drop for another home")
         try:
             if req.commit:
                 self.moved.put(path, True)

@@ -551,11 +551,42 @@ class Replication(Membership):
         copy of the name from a departed primary waiting in the replica space
         (its rename onto this node's file, acknowledged as it left:
         ``_promote_late``) takes the name then."""
+        if req.heir_of >= 0:
+            return (yield from self._drop_for_departed(src, req))
         yield from _run(inner(src, req))
         if req.commit:
             yield from self._gone(req.path)
             if self.member and self.held.get(req.path, self.id) not in self.members:
                 yield from self._promote_late(req.path)
+
+    def _heir(self, node: int) -> int | None:
+        view = self.view if node in self.members else self._prev_view
+        if not self.replicating or view is None or node not in view.members:
+            return None
+        return self.successor(node, view)
+
+    def _drop_for_departed(self, src: int, req: RenameDrop) -> Gen:
+        """A rename committed over ``req.path``, homed at ``req.heir_of``,
+        whose drop that home did not answer (crashed, cut off): this node,
+        its successor, drops the copy it holds for it, or unlinks the file
+        it promoted from it (``_unlink_adopted``).  Without this, the
+        eviction promoted the replaced target: an acknowledged rename's
+        destination named the old file again, beside the moved one (found by
+        ``tests/test_rename_histories.py``: a crash of the target's home).
+        Told at once, not after the eviction, so that the copy is gone
+        before the promotion would make it the file.  The home itself is
+        still told (it may be alive); what it drops then is gone here already."""
+        path, gone = req.path, req.heir_of
+        if not self.replicating or not req.commit or gone == self.id or src not in self.members:
+            raise fs_error(errno.EINVAL, path, "not a drop this node can take for another home")
+        if path in self.promoting:
+            yield from self._promotion_busy(path)
+        if self.held.get(path) == gone:
+            yield from self._drop_copy_of(_rp(path))
+            if self.held.get(path) == gone:
+                del self.held[path]
+        if self.adopted.get(path) == gone and gone not in self.members and self.member:
+            yield from self._unlink_adopted(path)
 
     def _rep_migrate_done(self, inner: Any, src: int, req: MigrateDone) -> Gen:
         yield from _run(inner(src, req))
@@ -1087,7 +1118,7 @@ class Replication(Membership):
         if e is not None:
             if e.is_dir or e.home != exc.node:
                 raise exc
-            return e.home
+            return (yield from self._still_named(path, exc))
         if path == ROOT:
             raise exc
         if exc.node != self.manager_of(path):  # the home did not answer, and its entry is gone here: ask again
@@ -1126,6 +1157,29 @@ class Replication(Membership):
                 if not isinstance(answer, BaseException) and not answer[0]:
                     return n
         return exc.node
+
+    def _still_named(self, path: str, exc: PeerUnavailable) -> Gen:
+        """The silent home ``exc.node`` of ``path`` (this node's DT names it),
+        once its parent's VD still lists the name, before a read of its copy:
+        a copy is not gated by a rename, and a rename's commit point is that
+        VD.  Read on the cached entry alone, a lost reply let a reader stat
+        the old name at the secondary after a listing had shown the new one
+        (found by ``tests/test_rename_histories.py``: both names, under a loss
+        window).  A VD without the name (renamed or removed, or merged
+        without the silent node's part) or no answer: ``exc`` (the DT entry
+        stays; dropped, the next lookup at a manager cut off from the silent
+        node said ENOENT: ``test_crash_agents``)."""
+        d, name = split(path)
+        pm = self.manager_of(d)
+        if path == ROOT or pm == exc.node:
+            return exc.node  # (the VD is the silent node's: the copy's answer stands, as before)
+        try:
+            entry = yield from self._busy(lambda: self.call(pm, GetEntry(d, name)))
+        except OSError:
+            raise exc from None
+        if entry is None or entry[0]:
+            raise exc  # (the entry stays: a VD merged without the silent node's part lacks its names too)
+        return entry[1]  # (another home: a rename onto the name committed; the silent one held the replaced file)
 
     def _elsewhere(self, exc: PeerUnavailable, home: int, req: Any) -> Gen:
         """``req`` at ``home`` if it is not the silent node, else from the secondary's copy."""
