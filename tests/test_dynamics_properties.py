@@ -906,15 +906,15 @@ def test_found_a_directory_rename_during_a_leave_leaves_no_stale_name_in_its_par
     ], files=True, rename="2pc")  # fmt: skip
 
 
-@pytest.mark.xfail(strict=True, reason="not fixed yet: the manager a join took a name from and a leave gave it "
-                   "back to answers the home the name had before both")
 def test_found_a_rename_during_a_join_whose_name_comes_back_to_its_manager_names_its_home():
     """Found by ``tests.dynamics_random sim 300`` (3 of 300, shrunk; there before today's
     changes): node 0 renames /a/f2 to /a/f1 while node 3 joins, node 3 leaves, another joins.
     The file ends at node 1 (its copy at node 2), but node 2, /a/f1's manager again after the
     leave, answers home 0 from its table: every member's listing names f1 and its lookup is
-    ENOENT.  Not traced yet (a RenameDone or hand-off that lands after the view moved the
-    name, or an entry kept across the two view changes)."""
+    ENOENT.  The join made node 2, the rename's coordinator, /a/f1's manager, but it sent the
+    rename's end to node 0, the manager it had looked up before, which did not forward it back
+    to its sender; node 2 kept the entry node 0 handed off (the old target's home).  Now an end
+    that reaches a node that no longer manages the name goes to its manager, sender or not."""
     _replay(3, "round_robin", "mod_n", [("join", [[("rename", 0, "/a/f2", "/a/f1")]]), ("leave", 75, []), ("join", [])],
             files=True, rename="2pc")  # fmt: skip
 

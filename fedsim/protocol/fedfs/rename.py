@@ -1253,12 +1253,18 @@ class Renaming(Delegation):
         if self.manager_of(req.old) == self.id:
             self.dt.pop(req.old)
         m = self.manager_of(req.new)
-        if m != self.id and src != m:
+        if m != self.id:
             # A view change (a join, a leave) moved ``new``'s entry to another
             # manager after the mark: the entry it was handed off names the
             # replaced file's home; the new one goes there too (found by the
             # dynamics property: a rename over a file racing a join left the
-            # name pointing at the old target's home, ENOENT for good).
+            # name pointing at the old target's home, ENOENT for good).  Even
+            # back to its sender: a coordinator that became the manager in the
+            # view change sent it here by the manager it had looked up before
+            # (found by the dynamics property: /a/f1 renamed over during a
+            # join, its new manager the coordinator, kept the old home).  No
+            # ping-pong: the one forwarded carries this node's epoch, and a
+            # node behind it takes that view first (above), so the two agree.
             self.dt.pop(req.new)
             try:
                 yield from self.call(m, replace(req, epoch=self.epoch))
