@@ -117,14 +117,17 @@ class Reference:
         """The federation's rename (``rename: 2pc``): POSIX within one directory
         and across directories, of files and of directories; the source is
         checked first (ENOENT, ENOTDIR), then the target's directory (ENOENT,
-        ENOTDIR), then the target (a file onto a directory EISDIR; a
-        directory into its own subtree EINVAL, onto a file ENOTDIR, onto a
-        non-empty directory ENOTEMPTY)."""
+        ENOTDIR), then the target (onto an ancestor of the source ENOTEMPTY,
+        as Linux's VFS answers before any other check; a file onto a directory
+        EISDIR; a directory into its own subtree EINVAL, onto a file ENOTDIR,
+        onto a non-empty directory ENOTEMPTY)."""
         if "/" in (old, new):
             raise OSError(errno.EBUSY, "/")
         src = self._get(old)
         if old == new:
             return
+        if old.startswith(new + "/"):
+            raise OSError(errno.ENOTEMPTY, new)
         self._parent_ok(new)
         if src is not None:
             if new in self.t and self.t[new] is None:
@@ -555,3 +558,20 @@ def test_a_create_of_the_target_racing_a_rename_is_told_to_try_again():
     assert outcome(c.op, 0, "create", dst) == ("err", errno.EEXIST)
     assert c.namespace()[dst] == b"" and src not in c.namespace()
     assert sum(dst in fs.tree() for fs in fss) == 1
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_a_rename_onto_an_ancestor_of_its_source_is_enotempty(n):
+    """Found by the property above in CI (its random examples): ``rename /a/a /a`` answered
+    EAGAIN, for good: the coordinator held /a, the source's directory, and its own prepare
+    found that hold under the target.  Linux answers ENOTEMPTY (the target holds the source)
+    for a directory and a file alike, once the source is found."""
+    params = {"n": n, "hashing": "mod_n", "placement": "with_manager", "dt": 1, "vd": 1, "bits": 8, "seed": 0}
+    c, ref = build(params, [])
+    for op in [("mkdir", "/a"), ("mkdir", "/a/a"), ("create", "/a/a/f"), ("rename", "/a/a", "/a"),
+               ("rename", "/a/a/f", "/a"), ("rename", "/a/a/f", "/a/a"), ("rename", "/a/zz", "/a")]:  # fmt: skip
+        got, want = outcome(c.op, 0, *op), outcome(getattr(ref, op[0]), *op[1:])
+        assert got[0] == want[0] and (got[0] == "ok" or got[1] == want[1]), (op, got, want)
+    assert [outcome(c.op, 0, "rename", o, "/a")[1] for o in ("/a/a", "/a/a/f")] == [errno.ENOTEMPTY] * 2
+    assert outcome(c.op, 0, "rename", "/a/zz", "/a")[1] == errno.ENOENT
+    assert c.walk(0) == ref.t

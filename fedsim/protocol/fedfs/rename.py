@@ -635,6 +635,12 @@ class Renaming(Delegation):
         if old == new:
             yield from self._at_home(old, Stat, None)
             return None
+        if under(old, new):
+            # ``new`` holds ``old``: not empty, whatever ``old`` is (Linux's check, before any other
+            # but the source's lookup).  Sent on, the coordinator's own hold of old's directory made
+            # the prepare refuse it EAGAIN, for good (found by the property test's random examples).
+            yield from self._at_home(old, Stat, None)
+            raise fs_error(errno.ENOTEMPTY, new, "the target directory holds the source")
         # the target directory's manager coordinates (across directories too)
         home = yield from self._busy(lambda: self.call_manager(d, Rename(old, new)))
         self.dt.pop(old)
