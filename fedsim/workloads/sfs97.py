@@ -194,15 +194,15 @@ class Sfs97:
         trace = OpTrace()
         t0 = env.now
         self.rec.started += 1
-        path = ""
+        path = used = ""  # used: the file ``_use`` marked busy for this operation
         if self.frontend_us:
             yield c.cpu_work(node, self.frontend_us)
         try:
             if op == "lookup":
-                path = self._use(node)
+                path = used = self._use(node)
                 yield from c.client_op(client, node, "stat", path, trace=trace)
             elif op in ("read", "write"):
-                path = self._use(node)
+                path = used = self._use(node)
                 fd = yield from self._fd(client, node, path, trace)
                 size = self.sizes.get(path, 0)
                 blocks = max(1, -(-size // self.io_size))
@@ -239,10 +239,10 @@ class Sfs97:
                 self.rec.errors[op] += 1
             return
         finally:
-            if op in ("lookup", "read", "write") and path:
-                self.busy[path] -= 1
-                if not self.busy[path]:
-                    del self.busy[path]
+            if used:
+                self.busy[used] -= 1
+                if not self.busy[used]:
+                    del self.busy[used]
         if self.measuring:
             r = self.rec
             r.latency[op].append(env.now - t0)

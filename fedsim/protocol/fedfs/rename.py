@@ -817,28 +817,13 @@ class Renaming(Delegation):
 
     def _source_ends(self, pm1: int, end: RenameSourceEnd) -> list[tuple[int, Request]]:
         """Where a committed rename's end goes: the node holding D1 (whatever the view says now),
-        and D1's manager in this view where that is another node: a view change while D1 was in
-        doubt moved its management, and the new manager may have merged D1's VD while the old
-        name was still in the local trees (``on_rename_source_end``; found by the dynamics
-        property: /a renamed to /b/d as a leave moved /'s management stayed listed in /, ENOENT
-        for good).  This node being that manager, it forgets its VD of D1 at once."""
-        d1 = split(end.old)[0]
-        m = self.manager_of(d1)
-        if m == pm1:
-            return [(pm1, end)]
-        if m == self.id:
-            self._forget_source(d1, split(end.old)[1], end.home)
-            return [(pm1, end)]
-        return [(pm1, end), (m, end)]
-
-    def _forget_source(self, d1: str, name: str, home: int | None) -> None:
-        """A committed rename's source directory ``d1``, managed here but never held here: its VD
-        is forgotten, to be merged again from the local trees, the truth once every participant
-        finished (a merge in flight drops the old name).  Not while a rename in ``d1`` is in flight
-        here (its commit point is this VD)."""
-        if d1 not in self.renames:
-            self.vds.pop(d1)
-            self._vd_update(d1, ("del", name, home))
+        and D1's manager in this view where that is another node (this one included): a view
+        change while D1 was in doubt moved its management, and the new manager may have merged
+        D1's VD while the old name was still in the local trees (``on_rename_source_end``; found
+        by the dynamics property: /a renamed to /b/d as a leave moved /'s management stayed
+        listed in /, ENOENT for good).  A step of the rest, so it lands after every finish."""
+        m = self.manager_of(split(end.old)[0])
+        return [(pm1, end)] if m == pm1 else [(pm1, end), (m, end)]
 
     def _addressee(self, node: int, request: Request) -> tuple[int, Request]:
         """Where a post-commit step goes now: a ``RenameDone`` for a manager
@@ -1181,8 +1166,13 @@ class Renaming(Delegation):
         if f is None and req.commit and self.manager_of(d1) == self.id:
             # The end of a committed rename whose source directory this node manages but never
             # held: its management moved in a view change while the rename was in doubt
-            # (``_source_ends``; ``_addressee`` for a holder that left)
-            self._forget_source(d1, name, req.home)
+            # (``_source_ends``; ``_addressee`` for a holder that left).  Every participant finished
+            # before this end was sent: the local trees are the truth, and its VD is forgotten, to be
+            # merged again from them (a merge in flight drops the old name); not while a rename in
+            # d1 is in flight here (its commit point is this VD).
+            if d1 not in self.renames:
+                self.vds.pop(d1)
+                self._vd_update(d1, ("del", name, req.home))
             return
         if f is None or f.by != src or (f.old, f.new) != (name, req.new):
             return  # ended already (a retry after a lost reply), or never held here
