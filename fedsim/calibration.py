@@ -125,9 +125,9 @@ def fitted_contention(path: Path, mach: dict[str, Any]) -> dict[str, float]:
     gets nothing for it (the machine's defaults: none)."""
     key = (str(path.resolve()), path.stat().st_mtime_ns)
     if key not in _FITTED:
-        from fedsim.machine import MachineParams, fit_cold, fit_contention, fit_wake
+        from fedsim.machine import MachineParams, fit_cold, fit_contention, fit_poll
 
-        fitted = ("oversub_share", "capacity", "cold_us", "cold_cap_us", "wake_us")
+        fitted = ("oversub_share", "capacity", "cold_us", "cold_cap_us", "wake_us", "poll_us")
         params = MachineParams.of({k: v for k, v in mach.items() if k not in fitted})
         out: dict[str, float] = {}
         chain = mach.get("chain") or {}
@@ -137,8 +137,12 @@ def fitted_contention(path: Path, mach: dict[str, Any]) -> dict[str, float]:
             params = replace(params, cold_us=cold[0], cold_cap_us=cold[1])
         fan_in = mach.get("fan_in") or {}
         if fan_in:
-            out["wake_us"] = fit_wake(params, {int(k): float(v["cpu_per_call_us"]) for k, v in fan_in.items()})
-            params = replace(params, wake_us=out["wake_us"])
+            out["poll_us"], out["wake_us"] = fit_poll(
+                params,
+                {int(k): float(v["cpu_per_call_us"]) for k, v in fan_in.items()},
+                {int(k): float(v["calls_per_s"]) for k, v in fan_in.items() if "calls_per_s" in v},
+            )
+            params = replace(params, poll_us=out["poll_us"], wake_us=out["wake_us"])
         contention = mach.get("contention") or {}
         if contention:
             measured = {int(k): float(v["cpu_per_call_us"]) for k, v in contention.items()}

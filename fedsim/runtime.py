@@ -440,16 +440,46 @@ class SimCluster:
         done (or, with ``then``, ``then``'s work is booked then: ``_hop_then``)."""
         mach = self.machine
         assert mach is not None
+        st = hop.dst
+        now = hop.env._now
+        if st.free > now or st.waiting:  # its process is busy: read when the work in hand is done (``_wait``)
+            held = hop.held
+            hop.callbacks = held[1:]  # (its waiters, resumed when it has been read: ``_hop_read``)
+            del held[1:]
+            self._wait(st, self._hop_read, hop)
+            return
+        self._hop_book(hop, now, False)
+
+    def _hop_read(self, hop: _Hop) -> None:
+        """A ``_Hop`` that found its receiver busy (``_hop_arrived``), read now: booked, without a wake."""
+        hop.held = [None, *hop.callbacks]  # (as ``_rearm`` finds it: this step first, then the waiters)
+        self._hop_book(hop, hop.env._now, True)
+
+    def _hop_book(self, hop: _Hop, now: float, waited: bool) -> None:
+        """Book a ``_Hop``'s receipt at its receiver now (``waited``: read by a loop that never slept)."""
+        mach = self.machine
+        assert mach is not None
+        st = hop.dst
         us = hop.us
         calls = hop.calls
-        st = hop.dst
         if calls is not None:
             mix, api = mach.mix_agent, mach.api
             if len(calls) == 1:
                 us += mixed(st, calls[0][0], api(calls[0][0]), mix)  # (the sum below, to the bit)
             else:
                 us += sum(mixed(st, name, api(name), mix) for name, _ in calls)
-        _rearm(hop, mach.book(st, hop.env._now, us, True), None if hop.then is None else self._on_then)
+        if waited or (mach.poll and mach.awake(st, now)):  # read by a process that did not sleep: no wake
+            cut = mach.wake
+            if us >= cut:
+                us -= cut
+            else:  # (a client program's part is small: its thread's kernel work after it saves the rest)
+                if hop.then is not None:
+                    hop.then_us = hop.then_us - (cut - us) if hop.then_us > cut - us else 0.0
+                us = 0.0
+            done = mach.book(st, now, us, False, True)
+        else:
+            done = mach.book(st, now, us, True)
+        _rearm(hop, done, None if hop.then is None else self._on_then)
 
     def _hop_then(self, hop: _Hop) -> None:
         """A ``_Hop``'s receipt is done: ``then``'s work (a client thread's kernel work after a reply)
@@ -934,15 +964,67 @@ class SimCluster:
         node.stats.requests_served += 1
         mach = self.machine
         assert mach is not None
-        kind = msg.req.kind
         st = mach.nodes[node_id]
-        cost = mach.message_us(msg.size) + mixed(st, kind, mach.dispatch(kind), mach.mix_agent)
         env = self.env
+        if st.free > env._now or st.waiting:
+            # Its event loop is busy: the request waits in its socket until the work in hand is done.
+            # An agent answers a request that needs no other node in the callback that read it, to
+            # the reply; booked now, this receipt would go between another request's receipt and its
+            # reply, and hold back both (two clients' calls would leave the agent in step, and wait
+            # for each other).  Read when the loop is free, it is read without a wake (``_retake``).
+            self._wait(st, self._take_read, (node_id, msg, wake, self.incarnation[node_id]))
+            return True
+        kind = msg.req.kind
+        cost = mach.message_us(msg.size) + mixed(st, kind, mach.dispatch(kind), mach.mix_agent)
         done = mach.book(st, env._now, cost, True)  # (``book_receipt``)
         wake._ok = True
         wake._value = (msg, node, self.incarnation[node_id])
         heappush(env._queue, (done, NORMAL, next(env._eid), wake))
         return True
+
+    def _wait(self, st: ProcState, read: Callable[[Any], None], item: Any) -> None:
+        """``item`` reached the process of state ``st`` while it was busy: it waits, first come first
+        served, and ``read(item)`` books it once the work in hand is done (one event per wait, at
+        the process's ``free``, checked again there: a request's next step may have been booked)."""
+        waiting = st.waiting
+        if waiting is None:
+            waiting = st.waiting = deque()
+        waiting.append((read, item))
+        if len(waiting) == 1:
+            _Drain(self.env, st.free, self, st)
+
+    def _drain(self, ev: _Drain) -> None:
+        """The process of ``ev.st`` may be free: read what waits for it, while it is (``_wait``)."""
+        st = ev.st
+        env = self.env
+        waiting = st.waiting
+        assert waiting is not None
+        while waiting and st.free <= env._now:
+            read, item = waiting.popleft()
+            read(item)
+        if waiting:
+            _Drain(env, st.free, self, st)
+
+    def _take_read(self, item: tuple[int, _Msg, simpy.Event, int]) -> None:
+        """A request that found its node's event loop busy (``_take``), read now, without a wake (the
+        loop never slept); at a node that crashed meanwhile it is lost, and its worker takes the next."""
+        node_id, msg, wake, inc = item
+        env = self.env
+        if node_id in self.crashed or self.incarnation[node_id] != inc:
+            self._lost(node_id, msg)
+            wake._ok = True
+            wake._value = None  # (the worker takes its next request)
+            heappush(env._queue, (env._now, NORMAL, next(env._eid), wake))
+            return
+        mach = self.machine
+        assert mach is not None
+        st = mach.nodes[node_id]
+        kind = msg.req.kind
+        cost = mach.message_us(msg.size) + mixed(st, kind, mach.dispatch(kind), mach.mix_agent) - mach.wake
+        done = mach.book(st, env._now, cost if cost > 0.0 else 0.0, False, True)
+        wake._ok = True
+        wake._value = (msg, self.nodes[node_id], inc)
+        heappush(env._queue, (done, NORMAL, next(env._eid), wake))
 
     def _worker(self, node_id: int, queue: _RecvQueue) -> Generator[Any, Any, None]:
         # the node object is looked up per message: a restart replaces it
@@ -1013,7 +1095,10 @@ class SimCluster:
                 wake.callbacks = []
                 if not take(node_id, msg, wake):
                     continue
-                msg, node, inc = yield wake
+                got = yield wake
+                if got is None:  # lost at a node that crashed while it waited for the event loop
+                    continue
+                msg, node, inc = got
             else:
                 wake.callbacks = []
                 wake._value = PENDING
@@ -1024,6 +1109,8 @@ class SimCluster:
                     if not take(node_id, got, wake):
                         continue
                     got = yield wake
+                if got is None:  # lost at a node that crashed while it waited for the event loop
+                    continue
                 msg, node, inc = got
             try:
                 value = yield from self._drive(node_id, node.handle(msg.src, msg.req), msg.trace, msg.depth)
@@ -1086,6 +1173,20 @@ class _Hop(simpy.Event):
     flight: float = 0.0
     then: Any = None
     then_us: float = 0.0
+
+
+class _Drain(simpy.Event):
+    """When a busy process may be free to read what waits for it (``SimCluster._wait``)."""
+
+    __slots__ = ("st",)
+
+    def __init__(self, env: simpy.Environment, at: float, cluster: SimCluster, st: ProcState) -> None:
+        self.env = env
+        self.callbacks = [cluster._drain]
+        self._ok = True
+        self._value = None
+        self.st = st
+        heappush(env._queue, (at, NORMAL, next(env._eid), self))
 
 
 class _Done(simpy.Event):

@@ -76,8 +76,12 @@ def test_a_process_runs_one_job_at_a_time_even_with_cores_free() -> None:
     assert m.run(0, 0.0, 5.0) == 15.0  # one thread: after its first job, though a core is idle
     assert m.run(0, 20.0, 1.0) == 21.0  # submitted when free: starts at once
     client = m.client_proc(7, node=0)
-    # another process, booked last: the core that frees first (at 15), not a gap before it ("busy until")
-    assert m.run(client, 0.0, 3.0) == 18.0
+    # 0's jobs all ran on its core (its last, free each time one could start): the other was never booked
+    assert m.run(client, 0.0, 3.0) == 3.0
+    assert m.run(client, 0.0, 3.0) == 6.0  # on its own core again, though 0's frees at 21
+    other = m.client_proc(8, node=0)
+    # a third process, booked last: the core that frees first (at 6), not a gap before it ("busy until")
+    assert m.run(other, 0.0, 2.0) == 8.0
 
 
 def test_shared_clients_are_one_process_own_clients_one_each() -> None:
@@ -387,3 +391,69 @@ def test_fit_wake_recovers_the_discount_the_fan_in_was_simulated_with() -> None:
     assert cpu[8] < cpu[2] < cpu[1]  # the busier the agent, the fewer wakes it pays for
     assert fit_wake(base, cpu) == pytest.approx(5.0, abs=0.1)
     assert fit_wake(base, {k: fan_in_bench(base, k)[0] for k in (1, 2, 4, 8)}) == 0.0
+
+
+# ------------------------------------------------------------------ run to completion, brief idles
+def test_a_request_that_finds_its_agent_busy_waits_for_the_work_in_hand_to_reach_its_reply() -> None:
+    """An agent answers a call at once, in the callback that read it: a second call that arrives
+    meanwhile is read after the first's reply has left, not between its receipt and its reply
+    (which would hold both back and leave two clients' calls in step); read by a loop that never
+    slept, it pays no wake."""
+
+    class Logged(Machine):
+        __slots__ = ("log",)
+
+        def book(self, st: Any, now: float, us: float, receipt: bool = False, awake: bool = False) -> float:
+            start = max(now, st.free)
+            done = super().book(st, now, us, receipt, awake)
+            if st is self.nodes[0] and self.log is not None:
+                self.log.append((start, done))
+            return done
+
+    mp = MachineParams(hosts=1, cores=2, o_us=12.0, L_us=2.0, dispatch_us={"*": 12.0}, api_us={"*": 15.0},
+                       client_us={"*": 30.0}, wake_us=5.0)  # fmt: skip
+    c = SimCluster(2, network=preset("fedfs_prototype"), machine=mp)
+    m = c.machine = Logged(mp, 2)
+    m.log = None
+    c.preload_summaries()
+    c.env.run(until=c.env.process(c.client_op(0, 0, "create", "/f")))
+    m.log = []
+    a = c.env.process(c.client_op(0, 0, "stat", "/f"))
+    b = c.env.process(c.client_op(1, 0, "stat", "/f"))
+    c.env.run(until=c.env.all_of([a, b]))
+    (r1, s1), (l1, e1), (p1, q1), (r2, s2) = m.log[:4]  # receipt, local stat, reply; the second's receipt
+    assert r1 < r2 and s1 <= l1 and e1 <= p1  # the first call's work, in order ...
+    assert r2 == q1  # ... all of it before the second call is read (it arrived at once, during the first)
+    assert s2 - r2 == pytest.approx(s1 - r1 - 5.0)  # read by a loop that never slept: no wake
+
+
+def test_a_receipt_after_a_brief_idle_on_its_own_core_pays_no_wake() -> None:
+    """A process idle for less than ``poll_us``, on a core no other process took meanwhile, is
+    woken on a polling vCPU: its receipt costs ``wake_us`` less, as a busy one's does."""
+    m = Machine(MachineParams(hosts=1, cores=2, wake_us=4.0, poll_us=10.0), n_nodes=3)
+    assert m.receive(0, 0.0, 10.0) == 10.0  # first: it slept
+    assert m.receive(0, 15.0, 10.0) == 21.0  # idle 5 us on its own core: 10 - 4
+    assert m.receive(0, 40.0, 10.0) == 50.0  # idle 19 us: halted, the whole receipt
+    m.run(1, 50.0, 100.0)  # another process takes the other core ...
+    m.run(2, 52.0, 3.0)  # ... and a third, 0's core, until 55
+    assert m.receive(0, 56.0, 10.0) == 66.0  # idle 6 us, but its core ran another process: the whole receipt
+    off = Machine(MachineParams(hosts=1, cores=2, wake_us=4.0), n_nodes=1)
+    off.receive(0, 0.0, 10.0)
+    assert off.receive(0, 15.0, 10.0) == 25.0  # without poll_us every idle pays
+
+
+def test_fit_poll_recovers_the_idle_span_and_discount_the_fan_in_was_simulated_with() -> None:
+    from dataclasses import replace
+
+    from fedsim.machine import fan_in_bench, fit_poll
+
+    base = _contention_params()
+    truth = replace(base, wake_us=5.0, poll_us=20.0)
+    runs = {k: fan_in_bench(truth, k) for k in (1, 2, 4, 8)}
+    poll, wake = fit_poll(base, {k: r.cpu for k, r in runs.items()}, {k: r.rate for k, r in runs.items()})
+    assert wake == pytest.approx(5.0, abs=0.2)
+    fitted = replace(base, wake_us=wake, poll_us=poll)  # (a span the bench cannot tell apart may differ)
+    for k, r in runs.items():
+        assert fan_in_bench(fitted, k).cpu == pytest.approx(r.cpu, rel=0.01)
+    flat = {k: fan_in_bench(base, k) for k in (1, 2, 4, 8)}
+    assert fit_poll(base, {k: r.cpu for k, r in flat.items()}, {k: r.rate for k, r in flat.items()})[1] == 0.0
