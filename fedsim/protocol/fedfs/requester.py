@@ -174,6 +174,8 @@ class Requester(Home):
                 if attempt:  # renamed away twice while we looked: it is gone as far as we know
                     raise fs_error(errno.ENOENT, path) from None
             self.stats.stale_retries += 1
+            if cached:
+                self.dt_coherence.stale_entries += 1  # (what the DT coherence policies differ in)
             self.dt.pop(path)
             entry = yield from self._lookup_at_manager(path)
         raise AssertionError("unreachable")

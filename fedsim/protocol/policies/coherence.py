@@ -116,6 +116,10 @@ class DtCoherence:
 
     def __init__(self, node: Any) -> None:
         self.node = node
+        #: DT entries this node used and found stale (the old home answered ENOENT or ESTALE;
+        #: not an open descriptor following its file).  Under every policy; reported in
+        #: ``counters`` by the others only (lazy's counters stay as they were before policies)
+        self.stale_entries = 0
 
     def trusted(self, path: str) -> bool:
         """Whether the requester may use its DT entry of ``path`` without asking anyone."""
@@ -204,7 +208,7 @@ class Dnfsp1(DtCoherence):
         return None if e is None or e.is_dir else e.home
 
     def counters(self) -> dict[str, float]:
-        return {"dt_fetches": self.fetches, "dt_fetch_hits": self.fetch_hits}
+        return {"dt_fetches": self.fetches, "dt_fetch_hits": self.fetch_hits, "dt_stale_entries": self.stale_entries}
 
 
 @DT_COHERENCES.register("dnfsp2")
@@ -315,4 +319,5 @@ class Dnfsp2(DtCoherence):
         self.pending.clear()
 
     def counters(self) -> dict[str, float]:
-        return {"dt_token_grants": self.grants, "dt_token_transfers": self.transfers, "dt_recalls": self.recalls}
+        return {"dt_token_grants": self.grants, "dt_token_transfers": self.transfers, "dt_recalls": self.recalls,
+                "dt_stale_entries": self.stale_entries}  # fmt: skip
