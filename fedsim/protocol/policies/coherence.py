@@ -50,7 +50,14 @@ managers.  Issue 25 asks for dNFSp's two metadata coherence schemes (the dNFSp p
   does not answer a recall is dropped from the record (with heartbeats on it is then
   evicted; one partitioned but alive may serve its stale entry until it uses it).  With
   ``async_dir_updates`` an unlink's ``Forget`` is one-way, so the recall may follow the
-  unlink's reply.
+  unlink's reply.  With ``rename: redistribute`` a directory's table is lent to another
+  node for a while (``fedfs/delegation.py``); tokens are recorded where ``DtToken`` was
+  served and changes recalled where they are made, so a name changed while its
+  directory is lent may be served stale until it is used (not covered: the paper has no
+  redistribution).
+
+The ``dt_coherence`` study (``experiments/dt_coherence.py``) measures the three side by
+side: messages per operation and stale entries used, without and with migration.
 
 A policy is a class registered in ``DT_COHERENCES``, built once per node with the node
 (``factory(node)``); the FedFS node calls its hooks (``fedsim.protocol.fedfs.coherence``).
