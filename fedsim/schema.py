@@ -37,6 +37,7 @@ from pydantic import (
 from fedsim.protocol.config import MAX_BLOCK_SIZE, FederationSpec, ProtocolConfig
 from fedsim.protocol.designs import design_class
 from fedsim.protocol.hashing import HASHINGS
+from fedsim.protocol.policies.coherence import DT_COHERENCES
 from fedsim.protocol.policies.homes import HOMES
 from fedsim.protocol.policies.migration import MIGRATIONS
 from fedsim.protocol.summary import LAYOUTS, MAX_HASHES
@@ -75,6 +76,7 @@ NAME_CHECKS: dict[str, Callable[[str], object]] = {
     "placement": HOMES.get,
     "summary_layout": _known_layout,
     "migration": MIGRATIONS.get,
+    "dt_coherence": DT_COHERENCES.get,
 }
 
 
@@ -93,6 +95,7 @@ class ProtocolSpec(Strict):
     vnodes: PositiveInt = _F.vnodes
     placement: str = _F.placement
     dt_entries: PositiveInt = _P.dt_entries
+    dt_coherence: str = _P.dt_coherence
     vd_entries: PositiveInt = _P.vd_entries
     summary_bits: PositiveInt = _P.summary_bits
     summary_hashes: int = Field(_P.summary_hashes, ge=1, le=MAX_HASHES)

@@ -1686,6 +1686,42 @@ SCENARIOS.append(
     )
 )
 
+# FedFS's DT coherence policies (issue 25; ``fedsim.protocol.policies.coherence``): the same script under dnfsp1
+# (a DT miss asks every other member first: DtFetch) and dnfsp2 (tokens at the managers: DtToken, DtRecall).
+# /m/f's manager is node 0, /m/g's node 1, /m/h's node 3 (mod_n over 4 nodes).  Entries cached at nodes 1 and 3
+# name node 2; the migration, the rename and the unlink change them: dnfsp1 keeps them until they fail (stale
+# retries), dnfsp2 takes their tokens back first.
+_DTC_OPS = [
+    (1, "stat", ("/m/f",)),
+    (3, "stat", ("/m/f",)),
+    (3, "stat", ("/m/g",)),
+    (2, "migrate", ("/m/f", 3)),
+    (1, "stat", ("/m/f",)),
+    (3, "stat", ("/m/f",)),
+    (1, "open", ("/m/f",)),
+    (1, "read", (FD, 0, 100)),
+    (1, "close", (FD,)),
+    (1, "rename", ("/m/g", "/m/h")),
+    (3, "stat", ("/m/g",)),
+    (0, "stat", ("/m/h",)),
+    (0, "unlink", ("/m/f",)),
+    (1, "stat", ("/m/f",)),
+    (3, "create", ("/m/f",)),
+    (1, "stat", ("/m/f",)),
+    (2, "readdir", ("/m",)),
+]
+for _policy in ("dnfsp1", "dnfsp2"):
+    SCENARIOS.append(
+        Scenario(
+            f"dt_coherence {_policy}: cached entries across a migration, a rename and an unlink",
+            4,
+            files={2: [("/m/f", b"twelve bytes"), ("/m/g", b"g on n2")]},
+            dirs={0: ["/m"], 1: ["/m"], 3: ["/m"]},
+            protocol={"dt_coherence": _policy},
+            ops=list(_DTC_OPS),
+        )
+    )
+
 # dNFSp: nodes 0 and 1 are the meta-servers (node 2's clients at 0, node 3's at 1), nodes 2 and 3 the I/O
 # daemons.  The same script on both schemes: dnfsp1's meta-server 0 keeps /d/f's size of its first fetch
 # (5) after meta-server 1 grew it; dnfsp2's fetches the token and sees 11.

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import experiments.dt_coherence  # noqa: F401  (registers the study where the installed entry points predate it)
 from fedsim.cli import main
 from fedsim.config import load
 from fedsim.schema import ConfigError
@@ -46,6 +47,7 @@ SMALL = {
     "designs_postmark": ["workload.postmark.transactions=40", "workload.postmark.number=20", "params.servers=[1,2]",
                          "params.clients_per_server=1"],
     "dnfsp_fig3": ["params.mb_per_client=0.25", "params.files=[1,8]"],
+    "dt_coherence": ["cluster.nodes=4", "workload.files=200", "workload.dirs=10", "workload.ops=300"],
     "mnfs_table3": ["storage.cache_mb=0.25"],
     "dafs_fig6": [
         "workload.postmark.transactions=60",

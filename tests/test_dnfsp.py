@@ -101,6 +101,43 @@ def test_dnfsp2_many_clients_on_one_directory_end_with_every_file_and_no_deadloc
     assert sum(nd.token_requests for nd in c.nodes) > n  # the directory's token did move between meta-servers
 
 
+def test_dnfsp2_a_holder_that_crashes_after_its_later_does_not_leave_the_waiter_waiting():
+    """Meta-server 1 holds /f's token in a long procedure (a 64 KiB write) when meta-server 0 (the
+    name's hash server) needs it: 1 answers "later" and crashes before its DnfspGive.  The waiting
+    procedure's watchdog (``meta.GIVE_CHECK_S``) finds 1 down and ends the wait with
+    PeerUnavailable, which releases /f's lock at 0; before, the wait (and every later procedure on
+    /f at 0) never ended: the simulation ran out of events first."""
+    from fedsim.network import preset
+    from fedsim.protocol.messages import PeerUnavailable
+    from fedsim.runtime import SimCluster
+
+    c = SimCluster(4, network=preset("tcp_loopback"), keep_data=True, design="dnfsp2", workers=2)
+    c.preload_summaries()
+    env, meta0 = c.env, c.nodes[0]
+    assert meta0.metas == (0, 1) and meta0.hash_of("/f") == 0
+
+    def quiet(gen):
+        try:
+            return (yield from gen)
+        except OSError as exc:
+            return exc
+
+    env.run(until=env.process(c.call_op(3, "create", "/f")))  # node 3's clients at meta-server 1: its token
+    fd = env.run(until=env.process(c.call_op(3, "open", "/f")))
+    env.process(quiet(c.call_op(3, "write", fd, 0, bytes(1 << 16))))
+    while not c.nodes[1].locks.busy("/f"):
+        env.step()
+    stat = env.process(quiet(c.call_op(2, "stat", "/f")))  # node 2's clients at meta-server 0
+    while not meta0.awaiting:  # the "later": 1 is in its write's procedure on /f
+        assert c.nodes[1].locks.busy("/f") and not stat.triggered
+        env.step()
+    c.crash(1)
+    assert isinstance(env.run(until=stat), PeerUnavailable)
+    assert not meta0.awaiting and not meta0.waits and not meta0.locks.busy("/f")
+    again = env.run(until=env.process(quiet(c.call_op(2, "stat", "/f"))))  # ends (1's metadata went with it)
+    assert again == (False, 0) or isinstance(again, OSError)
+
+
 def test_dnfsp2_a_give_nobody_waits_for_is_refused():
     c = DirectCluster(4, design="dnfsp2")
     with pytest.raises(ProtocolError):

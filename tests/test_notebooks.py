@@ -226,6 +226,16 @@ def check_dnfsp_fig3(d: dict) -> None:
     assert msgs["dnfsp1"][-1] - msgs["dnfsp1"][0] > 1.5 * (msgs["dnfsp2"][-1] - msgs["dnfsp2"][0])
 
 
+def check_dt_coherence(d: dict) -> None:
+    msgs, stale, lookup = d["messages_per_op"], d["stale_entries"], d["messages_per_lookup"]
+    assert d["migration"] == ["none", "load_based"] and d["policies"] == ["lazy", "dnfsp1", "dnfsp2"]
+    # dNFSp1 asks every other member on a miss: more messages per lookup than lazy's one manager
+    assert all(a > b for a, b in zip(lookup["dnfsp1"], lookup["lazy"], strict=True))
+    # with migration, lazy and dnfsp1 meet stale entries; dnfsp2's holders never do
+    assert stale["lazy"][1] > 0 and stale["dnfsp1"][1] > 0 and stale["dnfsp2"] == [0, 0]
+    assert msgs["lazy"][0] < msgs["dnfsp2"][0] < msgs["dnfsp1"][0]
+
+
 def check_mnfs_table3(d: dict) -> None:
     r = d["ratio"]
     assert r["sequential read"] > 1.2 and r["random read"] > 1.2 and r["random write"] > 1.0
@@ -290,6 +300,7 @@ CHECKS: dict[str, tuple[str, Callable[[dict], None]]] = {
     "designs_scale": ("designs_scale", check_designs_scale),
     "dnfsp_fig3": ("dnfsp_fig3", check_dnfsp_fig3),
     "mnfs_table3": ("mnfs_table3", check_mnfs_table3),
+    "dt_coherence": ("dt_coherence", check_dt_coherence),
     "ursa_table3": ("ursa_table3", check_ursa_table3),
     "ursa_fig4": ("ursa_fig4", check_ursa_fig4),
     "ursa_fig5": ("ursa_fig5", check_ursa_fig5),

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import experiments.dnfsp_fig3 as fig3
+import experiments.dt_coherence as dtc
 import experiments.mnfs_table3 as table3
 from fedsim.config import load, validate_params
 
@@ -51,3 +52,20 @@ def test_mnfs_table3_each_cell_against_one_nfs_server_with_three_disks():
     # one client writing one record at a time: mNFS's rounds wait on each other and NFS wins every cell
     _, one = _run(table3, "mnfs_table3", ["storage.cache_mb=0.5", "params.outstanding=1"])
     assert all(one[(f"cell={c}", "ratio")] < 1.0 for c in table3.CELLS)
+
+
+def test_dt_coherence_dnfsp1_pays_a_search_per_miss_and_dnfsp2_never_uses_a_stale_entry():
+    """The dNFSp paper's claims, as FedFS DT policies (issue 25): dNFSp1's miss asks every other
+    member (more messages per lookup than lazy's one manager) and keeps stale copies (with
+    migration, stale entries met as under lazy); dNFSp2's holders are never stale, for recalls."""
+    res, rows = _run(dtc, "dt_coherence", ["cluster.nodes=4", "workload.files=600", "workload.dirs=30",
+                                           "workload.ops=1200"])  # fmt: skip
+    v = {(m, p): {k: rows[(f"migration={m} policy={p}", k)] for k in ("messages_per_op.lookup", "stale_entries",
+                                                                     "dt_recalls", "dt_fetches")}
+         for m in ("none", "load_based") for p in ("lazy", "dnfsp1", "dnfsp2")}  # fmt: skip
+    for m in ("none", "load_based"):
+        assert v[(m, "dnfsp1")]["messages_per_op.lookup"] > v[(m, "lazy")]["messages_per_op.lookup"]
+        assert v[(m, "dnfsp1")]["dt_fetches"] > 0 and v[(m, "dnfsp2")]["stale_entries"] == 0
+    assert v[("load_based", "lazy")]["stale_entries"] > 0 and v[("load_based", "dnfsp1")]["stale_entries"] > 0
+    assert v[("load_based", "dnfsp2")]["dt_recalls"] > 0
+    assert "DT coherence policies" in res.report and "dNFSp paper's claim" in res.report

@@ -28,6 +28,7 @@ NODES = "nodes: [{id: 0, root: /x}, {id: 1, root: /y, port: 7401}]\n"
 #: Every key of the section, none at its default in either world.
 FULL = {
     "architecture": "fedfs", "hashing": "ring", "vnodes": 16, "placement": "round_robin", "dt_entries": 64,
+    "dt_coherence": "dnfsp2",
     "vd_entries": 32, "summary_bits": 2048, "summary_hashes": 3, "summary_layout": "per_hash",
     "async_dir_updates": True, "vd_max_age_s": 3.0, "vd_miss_age_s": 0.5, "summary_refresh_s": 2.0,
     "summary_retry_s": 0.1, "summary_retry_max_s": 1.0, "migration": "load_based", "migration_period_s": 2.0,
@@ -76,6 +77,7 @@ def test_the_schema_has_every_protocol_knob_and_the_agent_changes_only_defaults(
         ("architecture", "ursa", "unknown architecture 'ursa'; allowed: "),  # (in the order the designs were imported)
         ("summary_layout", "sharded", "unknown summary layout 'sharded'; allowed: shared, per_hash, partitioned"),
         ("migration", "greedy", "unknown migration policy 'greedy'; allowed: none, load_based, co_locate"),
+        ("dt_coherence", "dnfsp3", "unknown dt coherence policy 'dnfsp3'; allowed: lazy, dnfsp1, dnfsp2"),
     ],
 )
 def test_both_files_reject_an_unknown_name_with_the_registrys_allowed_list(tmp_path, key, value, allowed):

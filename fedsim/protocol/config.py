@@ -25,6 +25,11 @@ class ProtocolConfig:
     """Protocol parameters shared by every node of a federation."""
 
     dt_entries: int = 4096
+    # How requesters' DT entries for names managed elsewhere are kept coherent
+    # (``policies/coherence.py``): "lazy" (FedFS: found stale on use), "dnfsp1"
+    # (a miss asks every other member first), "dnfsp2" (per-name tokens at the
+    # names' managers).
+    dt_coherence: str = "lazy"
     vd_entries: int = 1024
     summary_bits: int = 4096  # the prototype's 4 Kbit summary (FedFS section 4)
     summary_hashes: int = 4

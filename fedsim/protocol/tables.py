@@ -10,6 +10,7 @@ into the local file systems.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -63,6 +64,28 @@ class LRU(Generic[K, V]):
 
     def keys(self) -> list[K]:
         return list(self._d)
+
+
+class WatchedLRU(LRU[K, V]):
+    """An LRU that tells ``watch(key, value)`` of every put and every removal (value None;
+    not of an eviction): how a DT coherence policy learns that a managed entry changed
+    (``fedsim.protocol.policies.coherence``) wherever in the protocol the change is made."""
+
+    __slots__ = ("watch",)
+
+    def __init__(self, capacity: int, watch: Callable[[K, V | None], None]) -> None:
+        super().__init__(capacity)
+        self.watch = watch
+
+    def put(self, key: K, value: V) -> None:
+        super().put(key, value)
+        self.watch(key, value)
+
+    def pop(self, key: K) -> V | None:
+        v = super().pop(key)
+        if v is not None:
+            self.watch(key, None)
+        return v
 
 
 @dataclass(slots=True, frozen=True)

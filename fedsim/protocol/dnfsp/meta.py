@@ -71,10 +71,10 @@ from fedsim.protocol.attrs import (
     kind,
 )
 from fedsim.protocol.dnfsp.messages import DnfspFetch, DnfspGive, DnfspHandOver, DnfspToken, Meta
-from fedsim.protocol.effects import Await, Compute, Local, Multicast, Send, Wake
+from fedsim.protocol.effects import Await, Call, Compute, Local, Multicast, Send, Sleep, Spawn, Wake
 from fedsim.protocol.hashing import path_hash
 from fedsim.protocol.locks import Locks
-from fedsim.protocol.messages import ProtocolError, Request, fs_error
+from fedsim.protocol.messages import PeerUnavailable, ProtocolError, Request, fs_error
 from fedsim.protocol.names import ROOT, ancestors
 from fedsim.protocol.nfs.messages import (
     NfsAccess,
@@ -98,6 +98,14 @@ from fedsim.protocol.nfs.messages import (
 from fedsim.protocol.nfsp.messages import NfspRead
 from fedsim.protocol.nfsp.meta import NfspMeta
 from fedsim.protocol.node import Gen, handles
+from fedsim.protocol.view import GetView
+
+#: dNFSp2: a procedure waiting this long for a ``DnfspGive`` checks that the node that promised it still
+#: answers (a ``GetView``, which every node serves), and again each period: far above any procedure a
+#: holder runs on a name, so a live holder is asked at most now and then; one that crashed after its
+#: "later" fails the check with ``PeerUnavailable``, which ends the waiting procedure (its client is
+#: told the node is down) instead of leaving it waiting for ever.
+GIVE_CHECK_S = 1.0
 
 #: the procedures on one existing name, and those that make a name (each name's ancestors made coherent first)
 _ON_NAME = (NfsLookup, NfsGetAttr, NfsSetAttr, NfsTruncate, NfsAccess, NfsRead, NfspRead, NfsWrite, NfsCommit,
@@ -140,6 +148,8 @@ class DnfspMeta(NfspMeta):
         #: dNFSp2: the names a generator here holds (a procedure, or a hand-over of the name's token)
         self.locks = Locks("dnfsp")
         self.awaiting: dict[str, int] = {}  # dNFSp2: the names a procedure here awaits a DnfspGive of, from whom
+        self.waits: dict[str, int] = {}  # dNFSp2: ... and that wait's number (its watchdog's: ``_watch_give``)
+        self._wait = 0  # the last wait's number
         self.given: dict[tuple[str, int], Meta | None] = {}  # dNFSp2: DnfspGives come before their "later"
         self.fetches = 0  # dNFSp1: misses sent to every other meta-server
         self.token_requests = 0  # dNFSp2: names this meta-server had to ask a hash server for
@@ -231,8 +241,35 @@ class DnfspMeta(NfspMeta):
         """dNFSp2: the metadata ``giver`` said would follow (``DnfspGive``): arrived already, or awaited."""
         if (path, giver) in self.given:
             return self.given.pop((path, giver))
+        self._wait += 1
+        wait = self._wait
+        yield Spawn(self._watch_give(path, giver, wait))  # (it sleeps first: nothing runs before the Await)
+        if (path, giver) in self.given:  # arrived while the watchdog was spawned
+            self._wait_ended(path)
+            return self.given.pop((path, giver))
         self.awaiting[path] = giver
+        self.waits[path] = wait
         return (yield Await(("dnfsp-give", path)))
+
+    def _wait_ended(self, path: str) -> None:
+        self.awaiting.pop(path, None)
+        self.waits.pop(path, None)
+
+    def _watch_give(self, path: str, giver: int, wait: int) -> Gen:
+        """dNFSp2: the watchdog of a wait for ``giver``'s ``DnfspGive`` of ``path``: every
+        ``GIVE_CHECK_S`` while the wait lasts, ask ``giver`` whether it is up; if it does not
+        answer (it crashed after its "later"), end the wait with ``PeerUnavailable``."""
+        while True:
+            yield Sleep(GIVE_CHECK_S)
+            if self.waits.get(path) != wait:
+                return  # given meanwhile
+            try:
+                yield Call(giver, GetView())
+            except PeerUnavailable as exc:
+                if self.waits.get(path) == wait:
+                    self._wait_ended(path)
+                    yield Wake(("dnfsp-give", path), exc)
+                return
 
     def _give_up(self, path: str, to: int) -> Gen:
         """dNFSp2, for a handler: (this meta-server's metadata of ``path``, True), its token given up;
@@ -331,7 +368,7 @@ class DnfspMeta(NfspMeta):
             raise ProtocolError(f"DnfspGive of {req.path} from {src}: nothing here waits for it")
         meta = (req.mode, req.size, req.target) if req.found else None
         if self.awaiting.get(req.path) == src:
-            del self.awaiting[req.path]
+            self._wait_ended(req.path)
             yield Wake(("dnfsp-give", req.path), meta)
         else:  # its reply's "later" is still on the way
             self.given[(req.path, src)] = meta

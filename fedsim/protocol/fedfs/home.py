@@ -41,7 +41,7 @@ from typing import Any, ClassVar
 
 from fedsim.protocol.attrs import ATTR_WIRE, KEEP, check_new, check_setattr, check_size, federated, new_args
 from fedsim.protocol.effects import Local
-from fedsim.protocol.fedfs.manager import Manager
+from fedsim.protocol.fedfs.coherence import Coherence
 from fedsim.protocol.messages import (
     AddEntry,
     Close,
@@ -162,7 +162,7 @@ class Orphan:
     pins: Counter[int] = field(default_factory=Counter)
 
 
-class Home(Manager):
+class Home(Coherence):
     def __init__(self, node_id: int, spec: Any, **kw: Any) -> None:
         super().__init__(node_id, spec, **kw)
         self.opens: Counter[str] = Counter()  # open count per local file (the home's DT note)

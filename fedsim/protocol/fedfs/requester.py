@@ -113,12 +113,20 @@ class Requester(Home):
         if path == ROOT:
             return DIR_ENTRY, False
         e = self.dt.get(path)
-        if e is not None:
+        if e is not None and self.dt_coherence.trusted(path):
             self.stats.lookup_paths[1] += 1
+            return e, True
+        e = yield from self.dt_coherence.miss(path)  # (dnfsp1: every other member's DT first)
+        if e is not None:
             return e, True
         return (yield from self._lookup_at_manager(path)), False
 
     def _lookup_at_manager(self, path: str) -> Gen:
+        """Ask P's manager (paths 2-4), as the DT coherence policy does it
+        (``lazy``: ``home_info``; ``dnfsp2``: taking the name's token)."""
+        return (yield from self.dt_coherence.at_manager(path))
+
+    def home_info(self, path: str) -> Gen:
         """Ask P's manager (paths 2-4).  The manager skips its DT when it is
         this node (the caller just missed there).  Directory entries are cached
         only at their manager: a requester could not notice a stale one."""
@@ -166,6 +174,8 @@ class Requester(Home):
                 if attempt:  # renamed away twice while we looked: it is gone as far as we know
                     raise fs_error(errno.ENOENT, path) from None
             self.stats.stale_retries += 1
+            if cached:
+                self.dt_coherence.stale_entries += 1  # (what the DT coherence policies differ in)
             self.dt.pop(path)
             entry = yield from self._lookup_at_manager(path)
         raise AssertionError("unreachable")
