@@ -44,8 +44,9 @@ the running federation a cluster file names:
   filled: the simulator fits ``cold_us`` and ``cold_cap_us`` to its growth,
   ``fedsim.machine.fit_cold``); and what a busy process saves: 1 to 8 client
   threads calling one agent, the CPU per call over every process (a request
-  that finds the agent busy is read without a wake: ``wake_us``,
-  ``fedsim.machine.fit_wake``);
+  that finds the agent busy is read without a wake, and a process idle only
+  briefly on its own core is woken without a halted vCPU's exit: ``wake_us``
+  and ``poll_us``, ``fedsim.machine.fit_poll``);
 * **the mount** (``--mount``, where FUSE works): the FUSE layer's costs and
   the kernel requests each system call becomes (``fednode.tools.calibrate_fuse``).
 
@@ -395,7 +396,7 @@ class Calibration:
         """k = 1, 2, 4, 8 client threads of this program all calling R (a ``stat`` of a name it
         manages and holds), each on its own connection: as R fills up, a request finds it still
         busy with another and is read without a wake, so the CPU per call over every process
-        falls (``machine.wake_us``, fitted by the simulator, ``fedsim.machine.fit_wake``)."""
+        falls (``machine.wake_us`` and ``poll_us``, fitted by the simulator, ``fedsim.machine.fit_poll``)."""
         ks = (1, 2, 4, 8)
         conns = [Client(self.cluster, node=self.R) for _ in range(max(ks))]
         R = self.clients[self.R]
