@@ -389,6 +389,42 @@ class RenameSourceEnd(Request):
     home: int = -1
 
 
+# --- at the coordinator's heir (with ``replicas: 2``), across directories ----------------
+@register_request
+@dataclass(slots=True, frozen=True)
+class RenameLog(Request):
+    """The coordinator's log of a rename across directories, kept at its
+    heir (its successor, the node that promotes its files): ``commit`` True
+    records the decision just before the commit point (H_a ``home``, the
+    replaced target's home ``target`` or -1, D1's holder ``pm1``, new's
+    manager ``m_new``); False forgets it (rolled back, or every step done).
+    The heir finishes a logged rename if the coordinator leaves the view
+    before forgetting it (``Renaming._terminate``)."""
+
+    reply: ClassVar[Any] = None
+    old: str
+    new: str
+    home: int
+    target: int
+    pm1: int
+    m_new: int
+    commit: bool
+
+
+@register_request
+@dataclass(slots=True, frozen=True)
+class RenameOutcome(Request):
+    """A participant's question to the heir of ``coordinator``, which left
+    the view while a rename of its held ``path`` here: True if the heir
+    logged that rename's commit (it finishes it: keep the hold for its
+    steps), False if not (it never committed: release).  EAGAIN while the
+    heir still counts the coordinator a member."""
+
+    reply: ClassVar[Any] = bool
+    path: str
+    coordinator: int
+
+
 # --- at the target's manager (M_b) --------------------------------------------------------
 @register_request
 @dataclass(slots=True, frozen=True)
@@ -516,11 +552,13 @@ def _refused(exc: OSError) -> Gen:
 # already made, and refused they would leave a gate, a mark or a stale VD behind.
 _THROUGH_FREEZE: frozenset[type] = frozenset({
     DirRenamePrepare, DirRenameFinish, RenameFinish, RenameDrop, RenameUncheck, RenameSourceEnd, RenameDone,
-    AddEntry, DelEntry, Forget, RmLocal, SummaryAdd,
+    AddEntry, DelEntry, Forget, RmLocal, SummaryAdd, RenameLog, RenameOutcome,
 })  # fmt: skip
 # The fields of a request that name a path, per request type (a directory
 # and a name together name one path too: ``GetEntry``, ``AddEntry``).
 _PATH_FIELDS = ("path", "old", "new", "directory")
+#: renames logged at one heir at a time (``RenameLog``: a peer's request fills it)
+RENAME_LOG_MAX = 4096
 
 
 def _paths(request: Request) -> list[str]:
@@ -584,6 +622,10 @@ class Renaming(Delegation):
         # freezes ``renames_orphaned`` released -> the departed coordinator:
         # a leaver runs its rename on, and its commit is still done here
         self.dir_released: dict[tuple[str, str], int] = {}
+        # As a coordinator's heir: (old, new) -> (the coordinator, its log of that
+        # rename's decision), from just before its commit point until every step
+        # is done; finished here if the coordinator leaves the view (``_terminate``)
+        self.rename_log: dict[tuple[str, str], tuple[int, RenameLog]] = {}
 
     def describe(self) -> dict[str, Any]:
         """Status adds what renames hold here: a name that stays held long
@@ -917,9 +959,15 @@ class Renaming(Delegation):
             return h_a
         if h_b is not None:
             yield from self._prepared(undo, h_b, RenameGate(new), RenameDrop(new, False))
+        # The decision, logged at the heir before anyone can see it (``replicas: 2``): if this
+        # node leaves the view before its last step, the heir finishes the rename (``_terminate``).
+        heir = self._heir(self.id)
+        log = RenameLog(old, new, h_a, -1 if h_b is None else h_b, pm1, m_new, True)
+        if heir is not None:
+            yield from self._prepared(undo, heir, log, replace(log, commit=False))
 
-        # The commit point, the coordinator's decision, logged in its memory
-        # (``flight.home``): D2's VD names the file from here on.
+        # The commit point, the coordinator's decision, in its memory (``flight.home``)
+        # and its heir's log: D2's VD names the file from here on.
         flight.home = h_a
         self._vd_update(d2, ("add", flight.new, DTEntry(False, h_a)))
         single = self._single(old, pm1)
@@ -936,6 +984,8 @@ class Renaming(Delegation):
             # old's manager may have cached old -> H_a between its Forget and the commit
             # (D1 is not in doubt here): forget it again, as within a directory
             done.append((self.manager_of(old), Forget(old, home=h_a)))
+        if heir is not None:
+            done.append((heir, replace(log, commit=False)))  # (last: every step before it done)
         try:
             lag = yield from _lagging(self.call(h_a, RenameFinish(old, new, True)), h_a)
         except PeerUnavailable:
@@ -1181,7 +1231,7 @@ class Renaming(Delegation):
         del self.renames[d1]
 
     # ------------------------------------------------------------------ a coordinator that left
-    def renames_orphaned(self, gone: set[int]) -> None:
+    def renames_orphaned(self, gone: set[int]) -> Gen:
         """The view no longer lists ``gone``: what renames they coordinated
         hold here is released (see the module docstring: a coordinator that
         crashed between the phases).  The local trees are the truth then: a
@@ -1190,12 +1240,28 @@ class Renaming(Delegation):
         it runs them still (it is the leaver, installing the view without
         itself; found by the dynamics property: a leaving directory manager
         released the gates of its own rename, and its RenameFinish then
-        found nothing to do: the rename was acknowledged and not done)."""
+        found nothing to do: the rename was acknowledged and not done).
+
+        With ``replicas: 2`` a file rename's holds are not released at once:
+        they pass to the coordinator's heir, which is asked whether it logged
+        the rename's commit (``_ask_outcome``); if it did, it finishes the
+        rename (``_terminate``) and its steps release them, so no observer
+        sees a committed rename undone or half done in between (found by
+        ``tests.rename_histories_random``: a coordinator crashed after H_a
+        renamed and before H_b dropped the replaced target, which then kept
+        the name: the moved file under neither name)."""
+        for (by, log) in list(self.rename_log.values()):
+            if by in gone and by != self.id:
+                yield Spawn(self._terminate(by, log))
+        heirs = {g: h for g in gone if g != self.id and (h := self._heir(g)) is not None and h not in gone}
+        asks: list[tuple[str, str, int]] = []  # (kind, path, the departed coordinator)
         for d, f in list(self.renames.items()):
             if f.doubt and f.by in gone and f.by != self.id:
-                del self.renames[d]
-                self.vds.pop(d)
-                self.sources_released[d] = (f.old, f.new, f.by)
+                if f.by in heirs and not f.is_dir:
+                    asks.append(("source", d, f.by))
+                    f.by = heirs[f.by]
+                else:
+                    self._release_source(d, f.by)
         for key, by in list(self.dir_freezes.items()):
             if by in gone and by != self.id:  # (a directory rename's freeze, as a gate)
                 del self.dir_freezes[key]
@@ -1203,14 +1269,123 @@ class Renaming(Delegation):
         for (kind, p), by in list(self.rename_by.items()):
             if by not in gone or by == self.id:
                 continue
-            if kind == "gate":
-                self._ungate(p)
-                self.rename_released[p] = by
-            elif p in self.rename_marks:
-                self.rename_by.pop((kind, p), None)
-                self.rename_marks.discard(p)
-                self.dt.pop(p)
-                self.dt_epoch += 1
+            if by in heirs:
+                self.rename_by[(kind, p)] = heirs[by]
+                asks.append((kind, p, by))
+            else:
+                self._release_hold(kind, p, by)
+        for kind, p, by in asks:
+            yield Spawn(self._ask_outcome(kind, p, by, heirs[by]))
+
+    def _release_source(self, d: str, by: int) -> None:
+        """End the source directory's hold of a rename whose coordinator ``by`` left (its VD merged again)."""
+        f = self.renames.pop(d)
+        self.vds.pop(d)
+        self.sources_released[d] = (f.old, f.new, by)
+
+    def _release_hold(self, kind: str, p: str, by: int) -> None:
+        """Open a gate, or drop a mark (and its DT entry), of a rename whose coordinator ``by`` left."""
+        if kind == "gate":
+            self._ungate(p)
+            self.rename_released[p] = by
+        elif p in self.rename_marks:
+            self.rename_by.pop((kind, p), None)
+            self.rename_marks.discard(p)
+            self.dt.pop(p)
+            self.dt_epoch += 1
+
+    def _held_for(self, kind: str, p: str, heir: int) -> bool:
+        """Whether the hold ``(kind, p)`` is still the heir's to end (no step of its released it)."""
+        if kind == "source":
+            f = self.renames.get(p)
+            return f is not None and f.doubt and f.by == heir
+        return self.rename_by.get((kind, p)) == heir
+
+    def _ask_outcome(self, kind: str, p: str, by: int, heir: int) -> Gen:
+        """Ask ``heir`` whether the departed coordinator ``by`` committed the
+        rename that holds ``p`` here; released at once if not (it never
+        committed: aborted), kept for the heir's steps if so.  Asked again,
+        with back-off, while the heir has not yet evicted ``by`` (EAGAIN) or
+        does not answer; if the heir leaves the view too, its own leave hands
+        the hold on (``renames_orphaned``)."""
+        delay = REPAIR_FIRST_S
+        while self._held_for(kind, p, heir) and heir in self.members:
+            path = join(p, self.renames[p].old) if kind == "source" else p
+            try:
+                logged = yield from self.call(heir, RenameOutcome(path, by))
+            except (PeerUnavailable, OSError):
+                yield Sleep(delay)
+                delay = min(2 * delay, REPAIR_MAX_S)
+                continue
+            if not logged and self._held_for(kind, p, heir):
+                if kind == "source":
+                    self._release_source(p, by)
+                else:
+                    self._release_hold(kind, p, by)
+            return
+
+    # ------------------------------------------------------------------ the coordinator's heir
+    @handles(RenameLog)
+    def on_rename_log(self, src: int, req: RenameLog) -> None:
+        key = (req.old, req.new)
+        if not req.commit:
+            if self.rename_log.get(key, (-1,))[0] == src:
+                del self.rename_log[key]
+            return
+        # (a coordinator this node has evicted, or that is not its predecessor, is refused: its
+        # rename is aborted; the log is bounded, as every table a peer's request fills)
+        if src == self.id or src not in self.members or self._heir(src) != self.id:
+            raise fs_error(errno.EAGAIN, req.new, "this node is not the coordinator's heir in its view; try again")
+        if key not in self.rename_log and len(self.rename_log) >= RENAME_LOG_MAX:
+            raise fs_error(errno.EAGAIN, req.new, "too many renames logged here; try again")
+        self.rename_log[key] = (src, req)
+
+    @handles(RenameOutcome)
+    def on_rename_outcome(self, src: int, req: RenameOutcome) -> bool:
+        if req.coordinator in self.members:
+            raise fs_error(errno.EAGAIN, req.path, "its coordinator is still a member here; try again")
+        return any(by == req.coordinator and req.path in (log.old, log.new) for by, log in self.rename_log.values())
+
+    def _terminate(self, by: int, log: RenameLog) -> Gen:
+        """Finish the rename ``by`` logged here and left the view before its
+        last step (a cooperative termination): the coordinator's own steps
+        after its commit point, each retried until it gets through or its
+        participant is no member (a step done already is a no-op); the log
+        entry stays until then, so participants asking meanwhile keep their
+        holds for these steps.  A target whose home left is dropped at that
+        home's heir, as by the coordinator (``RenameDrop.heir_of``)."""
+        old, new = log.old, log.new
+        steps: list[tuple[int, Request]] = [
+            (log.home, RenameFinish(old, new, True)),
+            *self._source_ends(log.pm1, RenameSourceEnd(old, new, True, log.home)),
+            (log.m_new, RenameDone(old, new, log.home, self.epoch)),
+        ]
+        if log.target >= 0:
+            heir = self._heir(log.target) if log.target not in self.members else None
+            if heir is not None:
+                steps.append((heir, RenameDrop(new, True, heir_of=log.target)))
+            steps.append((log.target, RenameDrop(new, True)))
+        delay = REPAIR_FIRST_S
+        try:
+            for node, request in steps:
+                while True:
+                    node, request = self._addressee(node, request)
+                    if node not in self.members:
+                        break
+                    try:
+                        yield from _lagging(self.call(node, request), node)
+                    except PeerUnavailable:
+                        pass
+                    except OSError as exc:
+                        if not (exc.errno == errno.EAGAIN and isinstance(request, RenameDrop)):
+                            break
+                    else:
+                        break
+                    yield Sleep(delay)
+                    delay = min(2 * delay, REPAIR_MAX_S)
+        finally:
+            if self.rename_log.get((old, new)) == (by, log):
+                del self.rename_log[(old, new)]
 
     # ------------------------------------------------------------------ M_b: the target's manager
     @handles(RenameCheck)
@@ -1408,6 +1583,6 @@ class Renaming(Delegation):
 
 
 __all__ = [
-    "Rename", "RenameCheck", "RenameDone", "RenameDrop", "RenameFinish", "RenameGate", "RenamePrepare",
-    "RenameSource", "RenameSourceEnd", "RenameUncheck", "Renaming",
+    "Rename", "RenameCheck", "RenameDone", "RenameDrop", "RenameFinish", "RenameGate", "RenameLog", "RenameOutcome",
+    "RenamePrepare", "RenameSource", "RenameSourceEnd", "RenameUncheck", "Renaming",
 ]  # fmt: skip
