@@ -418,11 +418,13 @@ class RenameOutcome(Request):
     the view while a rename of its held ``path`` here: True if the heir
     logged that rename's commit (it finishes it: keep the hold for its
     steps), False if not (it never committed: release).  EAGAIN while the
-    heir still counts the coordinator a member."""
+    heir has not installed ``epoch``, the asker's view without the
+    coordinator (which, restarted, may be a member again by then)."""
 
     reply: ClassVar[Any] = bool
     path: str
     coordinator: int
+    epoch: int
 
 
 # --- at the target's manager (M_b) --------------------------------------------------------
@@ -1224,8 +1226,10 @@ class Renaming(Delegation):
                 self.vds.pop(d1)
                 self._vd_update(d1, ("del", name, req.home))
             return
-        if f is None or f.by != src or (f.old, f.new) != (name, req.new):
-            return  # ended already (a retry after a lost reply), or never held here
+        if f is None or src not in (f.by, self._heir(f.by)) or (f.old, f.new) != (name, req.new):
+            # ended already (a retry after a lost reply), or never held here; the coordinator's
+            # heir ends it too (``_terminate``), even before this node saw the coordinator leave
+            return
         if req.commit and f.doubt:  # (else D1 changed at the commit point already: ``_single``)
             self._vd_update(d1, ("del", name, req.home))
         del self.renames[d1]
@@ -1308,21 +1312,24 @@ class Renaming(Delegation):
         with back-off, while the heir has not yet evicted ``by`` (EAGAIN) or
         does not answer; if the heir leaves the view too, its own leave hands
         the hold on (``renames_orphaned``)."""
-        delay = REPAIR_FIRST_S
+        delay, epoch = REPAIR_FIRST_S, self.epoch
         while self._held_for(kind, p, heir) and heir in self.members:
             path = join(p, self.renames[p].old) if kind == "source" else p
             try:
-                logged = yield from self.call(heir, RenameOutcome(path, by))
+                logged = yield from self.call(heir, RenameOutcome(path, by, epoch))
             except (PeerUnavailable, OSError):
-                yield Sleep(delay)
-                delay = min(2 * delay, REPAIR_MAX_S)
-                continue
+                logged = True  # (asked again)
             if not logged and self._held_for(kind, p, heir):
                 if kind == "source":
                     self._release_source(p, by)
                 else:
                     self._release_hold(kind, p, by)
-            return
+                return
+            # Logged: the heir's steps end the hold; asked again until they did (a step
+            # that came before this node took the hold over ends it then, ``on_rename_source_end``;
+            # once the heir's log is gone, the answer is False and the local trees are the truth).
+            yield Sleep(delay)
+            delay = min(2 * delay, REPAIR_MAX_S)
 
     # ------------------------------------------------------------------ the coordinator's heir
     @handles(RenameLog)
@@ -1342,8 +1349,8 @@ class Renaming(Delegation):
 
     @handles(RenameOutcome)
     def on_rename_outcome(self, src: int, req: RenameOutcome) -> bool:
-        if req.coordinator in self.members:
-            raise fs_error(errno.EAGAIN, req.path, "its coordinator is still a member here; try again")
+        if self.epoch < req.epoch:
+            raise fs_error(errno.EAGAIN, req.path, "the view without its coordinator is not installed here yet")
         return any(by == req.coordinator and req.path in (log.old, log.new) for by, log in self.rename_log.values())
 
     def _terminate(self, by: int, log: RenameLog) -> Gen:
