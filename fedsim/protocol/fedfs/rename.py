@@ -826,6 +826,18 @@ class Renaming(Delegation):
                 # copy's holder is told first (``RenameDrop.heir_of``), before that eviction.
                 heirs = [(self._heir(n), replace(r, heir_of=n)) for n, r in steps[i:]
                          if isinstance(r, RenameDrop) and r.commit]  # fmt: skip
+                # A moved file's home that did not rename may be evicted too, its copy promoted under
+                # the old name: the copy is renamed first, at once (``RenameFinish`` for its heir).
+                copies = [hr for n, r in steps[i:] if isinstance(r, RenameFinish) and r.commit
+                          and (hr := self._finish_for(n, r)) is not None]  # fmt: skip
+                for j, (h, r) in enumerate(copies):
+                    try:
+                        yield from self.call(h, r)
+                    except PeerUnavailable:
+                        heirs[:0] = copies[j:]
+                        break
+                    except OSError:
+                        pass  # (promoting there, or no copy held: the promotion decides)
                 later = [*((h, r) for h, r in heirs if h is not None), *steps[i:]]
                 yield Spawn(self._tell_later(d, flight, later))
                 return later, lag
@@ -885,6 +897,11 @@ class Renaming(Delegation):
     def _heir(self, node: int) -> int | None:
         """The node that promotes ``node``'s files if it is evicted (with
         ``replicas: 2``: ``Replication``); None without copies."""
+        return None
+
+    def _finish_for(self, node: int, finish: RenameFinish) -> tuple[int, Request] | None:
+        """Where a committed ``finish`` that home ``node`` did not answer goes first: with copies, to
+        ``node``'s heir, which renames the copy it holds (``Replication.on_rename_copy``); None without."""
         return None
 
     # ------------------------------------------------------------------ PM2: across directories
