@@ -850,12 +850,19 @@ class Renaming(Delegation):
         flight here until they end, so no newer rename's mark or gate can be
         opened by one of them."""
         delay = REPAIR_FIRST_S
+        # A moved file's home evicted before its finish -> its heir, which renamed the copy it promoted
+        # (``_finish_for``): the ends name the heir, not a node that may be back, empty, by then.
+        heirs: dict[int, int] = {}
         try:
             for node, request in steps:
+                if isinstance(request, (RenameDone, RenameSourceEnd)) and request.home in heirs:
+                    request = replace(request, home=heirs[request.home])
                 while True:
                     # (addressed again each time: a manager evicted meanwhile hands its RenameDone on)
                     node, request = self._addressee(node, request)
                     if node not in self.members:
+                        if isinstance(request, RenameFinish) and (hr := self._finish_for(node, request)):
+                            heirs[node] = hr[0]
                         break  # (one evicted or gone holds nothing any more)
                     yield Sleep(delay)
                     delay = min(2 * delay, REPAIR_MAX_S)
@@ -1378,11 +1385,15 @@ class Renaming(Delegation):
         entry stays until then, so participants asking meanwhile keep their
         holds for these steps.  A target whose home left is dropped at that
         home's heir, as by the coordinator (``RenameDrop.heir_of``)."""
-        old, new = log.old, log.new
+        old, new, home = log.old, log.new, log.home
+        finish: tuple[int, Request] | None = (home, RenameFinish(old, new, True))
+        if home not in self.members:  # (the coordinator itself, often: its heir promoted, or will, its files)
+            finish = self._finish_for(home, RenameFinish(old, new, True))
+            home = -1 if finish is None else finish[0]
         steps: list[tuple[int, Request]] = [
-            (log.home, RenameFinish(old, new, True)),
-            *self._source_ends(log.pm1, RenameSourceEnd(old, new, True, log.home)),
-            (log.m_new, RenameDone(old, new, log.home, self.epoch)),
+            *([] if finish is None else [finish]),
+            *self._source_ends(log.pm1, RenameSourceEnd(old, new, True, home)),
+            (log.m_new, RenameDone(old, new, home, self.epoch)),
         ]
         if log.target >= 0:
             heir = self._heir(log.target) if log.target not in self.members else None

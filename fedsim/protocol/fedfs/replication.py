@@ -999,7 +999,9 @@ class Replication(Membership):
         held here for that home is renamed now, before the home's eviction would promote it under the old
         name (a committed rename undone: found by ``tests.rename_histories_random``, H_a crashed between its
         prepare and its finish).  Nothing to do if the home renamed it already (``ReplicaRename``) or holds
-        no copy here; a copy promoted already stays under its name (a known limit, ``rename.py``)."""
+        no copy here.  A copy promoted here already (the home evicted: from its coordinator's heir,
+        ``Renaming._terminate``) is this node's file: it is renamed as its home would have, its own copy
+        told (``_forward``)."""
         if not self.replicating or req.home == self.id or src not in self.members:
             raise fs_error(errno.EINVAL, req.old, "not a copy this node can rename for another home")
         self._replica_path(req.old), self._replica_path(req.new)  # (checked: a peer's paths)
@@ -1009,6 +1011,15 @@ class Replication(Membership):
             yield from self._copy_renamed(req.home, req.old, req.new)
             if len(self.renamed_ahead) < RENAMED_AHEAD_MAX:
                 self.renamed_ahead[(req.old, req.new)] = req.home
+        elif self.adopted.get(req.old) == req.home and req.home not in self.members and self.member:
+            if parent(req.old) == parent(req.new):
+                yield Local("rename", req.old, (req.new,))
+            else:
+                yield from self._move_here(req.old, req.new)
+            self.adopted[req.new] = self.adopted.pop(req.old)
+            self.dt.pop(req.old)
+            self.dt.put(req.new, DTEntry(False, self.id))
+            yield from self._forward(ReplicaRename(req.old, req.new), req.new, req.old)
 
     def _copy_renamed(self, src: int, old_path: str, new_path: str) -> Gen:
         """Rename the copy of ``old_path`` held for primary ``src`` to ``new_path`` (replacing)."""
