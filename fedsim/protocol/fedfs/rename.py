@@ -624,6 +624,9 @@ class Renaming(Delegation):
         # freezes ``renames_orphaned`` released -> the departed coordinator:
         # a leaver runs its rename on, and its commit is still done here
         self.dir_released: dict[tuple[str, str], int] = {}
+        # member -> the epoch of the last view that dropped it (a step retried for it since then
+        # reaches, at most, a fresh incarnation that holds none of the rename: ``_tell_later``)
+        self.left_at: dict[int, int] = {}
         # As a coordinator's heir: (old, new) -> (the coordinator, its log of that
         # rename's decision), from just before its commit point until every step
         # is done; finished here if the coordinator leaves the view (``_terminate``)
@@ -839,13 +842,13 @@ class Renaming(Delegation):
                     except OSError:
                         pass  # (promoting there, or no copy held: the promotion decides)
                 later = [*((h, r) for h, r in heirs if h is not None), *steps[i:]]
-                yield Spawn(self._tell_later(d, flight, later))
+                yield Spawn(self._tell_later(d, flight, later, self.epoch))
                 return later, lag
             except OSError:
                 pass  # answered: nothing of ours is held there (a participant that crashed and restarted)
         return [], lag
 
-    def _tell_later(self, d: str, flight: RenameFlight, steps: list[tuple[int, Request]]) -> Gen:
+    def _tell_later(self, d: str, flight: RenameFlight, steps: list[tuple[int, Request]], epoch: int) -> Gen:
         """``_tell``'s retries, with back-off; the directory's rename stays in
         flight here until they end, so no newer rename's mark or gate can be
         opened by one of them."""
@@ -860,9 +863,12 @@ class Renaming(Delegation):
                 while True:
                     # (addressed again each time: a manager evicted meanwhile hands its RenameDone on)
                     node, request = self._addressee(node, request)
-                    if node not in self.members:
-                        if isinstance(request, RenameFinish) and (hr := self._finish_for(node, request)):
+                    if isinstance(request, RenameFinish) and self.left_at.get(node, -1) > epoch:
+                        # (evicted since, perhaps back, empty: its heir promoted the file, and renamed it)
+                        if hr := self._finish_for(node, request):
                             heirs[node] = hr[0]
+                        break
+                    if node not in self.members:
                         break  # (one evicted or gone holds nothing any more)
                     yield Sleep(delay)
                     delay = min(2 * delay, REPAIR_MAX_S)
@@ -1278,6 +1284,8 @@ class Renaming(Delegation):
         ``tests.rename_histories_random``: a coordinator crashed after H_a
         renamed and before H_b dropped the replaced target, which then kept
         the name: the moved file under neither name)."""
+        for g in gone:
+            self.left_at[g] = self.epoch
         for (by, log) in list(self.rename_log.values()):
             if by in gone and by != self.id:
                 yield Spawn(self._terminate(by, log))
