@@ -139,21 +139,48 @@ while a rename into it is in flight is EAGAIN (its VD lacks the name until
 the commit).
 
 The coordinator's log is its flight (``renames[D2]``, ``home`` set at the
-decision), in its memory only: it is not replicated with ``replicas: 2``
-(replication copies files, and a rename's steps at the homes reach their
-secondaries as within a directory, ``ReplicaRename`` across directories
-too).  A coordinator that crashes between the phases is evicted by the
-heartbeats (``failure.py``), and every participant releases what that
-rename held at the view change (``renames_orphaned``): gates open, marks go
-with their DT entries, D1's hold ends with its VD dropped.  The outcome is
-then what H_a's local tree says: renamed if its ``RenameFinish`` ran, else
-not; the VDs and DT entries dropped are merged and resolved again from the
-local trees (D2's VD was the coordinator's, and goes to its successor's
-merge).  Known limit: a crash after H_a renamed and before H_b dropped an
-existing target leaves that target as a collision beside the moved file
-(the lowest node id keeps the name, as for any collision).  Without
-heartbeats a crash is never detected, and the holds stay, as within a
-directory.  A view change that moves D1's management during the rename
+decision) and, with ``replicas: 2``, a copy of the decision at its *heir*
+(its successor, the node that promotes its files), written before the
+commit point (``RenameLog``: a refused or unanswered log aborts the
+rename, which leaves no trace) and forgotten as the last post-commit
+step.  A coordinator that crashes between the phases is evicted by the
+heartbeats (``failure.py``).  At that view change every participant hands
+what the rename holds (gates, marks, D1's doubt) to the heir and asks it
+(``RenameOutcome``, once the heir has installed the same view): a heir
+that logged the commit finishes the rename, a cooperative termination
+(``_terminate``: H_a's finish, D1's end, the RenameDone, H_b's drop, each
+retried until its participant answers or leaves), and those steps release
+the holds; one that did not says so, and the participant releases at once
+(the rename never committed).  Readers meanwhile meet the held names as
+during the rename (EAGAIN), so none sees it undone or half done: before
+the log, a crash after H_a renamed and before H_b dropped an existing
+target left that target colliding with the moved file, the lowest node id
+keeping the name (the most frequent failure of
+``tests.rename_histories_random``).  A home that does not answer its
+committed finish (crashed) has its heir rename the copy it holds for it
+at once (``RenameCopy``), before the eviction would promote it under the
+old name; a heir that promoted it already renames the promoted file (so
+does the coordinator's heir when the coordinator was H_a), and the
+rename's ends then name the heir (``_tell_later``, ``left_at``).  Without
+copies the log is in the coordinator's memory only: every participant
+releases what that rename held at the view change (``renames_orphaned``):
+gates open, marks go with their DT entries, D1's hold ends with its VD
+dropped, and the outcome is what H_a's local tree says (renamed if its
+``RenameFinish`` ran, else not), the VDs and DT entries dropped merged
+and resolved again from the local trees; a crash after H_a renamed and
+before H_b dropped an existing target then leaves that target as a
+collision beside the moved file.  Known limits with the log: a heir that
+crashes too (two failures) leaves the participants to ask its own heir,
+which has no log: released, the local trees the truth; the heir is the
+coordinator's successor in the view of the decision, so a view change
+between the decision and the crash may make the participants ask another
+node (which answers "not logged"); only renames of files across
+directories are logged (within a directory and of directories, the
+coordinator's memory only, as without copies); and a home evicted and
+back before a later step names it may still be named by a DT entry that
+a lookup made meanwhile (``CRASHES_NOT_FIXED`` in
+``tests/test_rename_histories.py``).  Without heartbeats a crash is never
+detected, and the holds stay, as within a directory.  A view change that moves D1's management during the rename
 does not hand the doubt off (as marks and holds are not): the end goes to
 the node that took the hold (``pm1``), and the new manager serves D1
 meanwhile (a known window, like the other hand-off limits of
@@ -221,7 +248,10 @@ the same: no redistribute version of it, since a directory's rename must
 freeze every member's part whoever manages the parents).  Limits: those of
 the two-phase commit, and a view change during the rename hands nothing
 off (it voids the delegation; the local trees are the truth, as for a
-coordinator that crashed).
+coordinator that crashed).  A borrower that crashes is no manager after
+the view change that evicts it (every delegation is dropped: its tables
+return to the hashing's managers), and with ``replicas: 2`` its committed
+renames are finished by its heir as for the two-phase commit.
 
 Renaming a directory.  What a directory is in FedFS decides what its
 rename must change.  A directory has no home and no inode of its own: it
