@@ -1316,7 +1316,7 @@ class Renaming(Delegation):
         the name: the moved file under neither name)."""
         for g in gone:
             self.left_at[g] = self.epoch
-        for (by, log) in list(self.rename_log.values()):
+        for by, log in list(self.rename_log.values()):
             if by in gone and by != self.id:
                 yield Spawn(self._terminate(by, log))
         heirs = {g: h for g in gone if g != self.id and (h := self._heir(g)) is not None and h not in gone}
