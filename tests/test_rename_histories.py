@@ -550,8 +550,8 @@ def test_simulated_readers_never_see_a_renamed_file_under_both_names_or_neither(
 
 #: Crashes, each while writes ran (one failed, or outlasted a timeout), for each method and role, in
 #: histories that pass today (picked from random ones): random histories with a crash failed about 1 in 18
-#: (54 of 985 in one run of ``tests.rename_histories_random 1000``), about 1 in 50 since the heir's log (20 of
-#: 1,000 crashes in 3,000 histories), their kinds pinned (``CRASHES_NOT_FIXED``).
+#: (54 of 985 in one run of ``tests.rename_histories_random 1000``), about 1 in 45 since the heir's log (22 of
+#: 1,000 in one run), their kinds pinned (``CRASHES_NOT_FIXED``).
 # fmt: off
 CRASHES = [
     (6, "with_manager", "mod_n", "2pc", [True, False, False], 0, ("crash", "bystander", 951.7, 4), 29586),
