@@ -722,6 +722,37 @@ SCENARIOS.append(
     )
 )
 
+for _method in ("2pc", "redistribute"):
+    SCENARIOS.append(
+        Scenario(
+            # issue 24 with copies (replicas: 2): a rename across directories logs its
+            # decision at the coordinator's heir before its commit point (RenameLog) and
+            # forgets it as its last step; the moved file's copy follows it (ReplicaRename),
+            # the replaced target's copy goes.  The same messages and trees everywhere.
+            f"replication: renames across directories logged at the coordinator's heir ({_method})",
+            4,
+            files={
+                0: [("/s/a", b"a on n0"), ("/d/t", b"target on n0")],
+                1: [("/s/b", b"b on n1")],
+                2: [("/d/u", b"u on n2")],
+            },
+            dirs={3: ["/s", "/d"]},
+            protocol={"replicas": 2, "rename": _method},
+            ops=[
+                (1, "rename", ("/s/a", "/d/a")),
+                (2, "rename", ("/s/b", "/d/t")),  # over a target on another home
+                (3, "rename", ("/d/u", "/s/u")),
+                (0, "readdir", ("/s",)),
+                (1, "readdir", ("/d",)),
+                (2, "open", ("/d/t",)),
+                (2, "read", (FD, 0, 100)),
+                (2, "close", (FD,)),
+                (3, "getattr", ("/d/a",)),
+                (0, "stat", ("/s/a",)),  # ENOENT
+            ],
+        )
+    )
+
 
 SCENARIOS.append(
     Scenario(

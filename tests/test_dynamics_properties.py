@@ -889,6 +889,18 @@ def test_found_a_rename_onto_a_leavers_file_drops_the_target_its_successor_promo
     _replay(7, "round_robin", "mod_n", [("leave", 79, [[("rename", 27, "/b/f1", "/a/f1")]])], files=True)
 
 
+@pytest.mark.xfail(strict=True, reason="not fixed yet: a write during a leave is refused EREMCHG (redistribute)")
+def test_found_a_write_during_a_leave_beside_a_redistributed_rename_is_not_refused_with_a_redirect():
+    """Found by ``tests.dynamics_random sim 150`` (3 of 150, one schedule; shrunk), on main as on
+    issue 24's crash fixes: with ``rename: redistribute`` node 3 writes /c/f1 while node 0 leaves and
+    a rename of /c/f0 into /a (ENOENT) runs beside it; the write fails EREMCHG, "node 0 does not
+    manage this name; node 4 does": a redirect the client sees instead of its requester following it
+    (``Node._routed``), a delegation and a view change crossing.  Not a rename across a crash's doing."""
+    _replay(5, "with_manager", "mod_n", [("leave", 18, [[("rename", 48, "/c/f0", "/a/f0"),
+            ("write", 28, "/c/f1", 2, b"\xff\xfd\xf1Am\xa1\xd8\x1d")]])], files=True,
+            rename="redistribute")  # fmt: skip
+
+
 def test_found_a_directory_rename_during_a_leave_leaves_no_stale_name_in_its_parents_listing():
     """Found by ``tests.dynamics_random sim 300`` (1 of 300, shrunk from a 6-step schedule):
     with 2pc, node 2 renames the directory /a to /b/d while node 0 leaves (and /c's files'

@@ -319,7 +319,7 @@ class Membership(Renaming):
             # directories may stay in this node's local tree.
             self.implicit_dirs.clear()
         if gone:
-            self.renames_orphaned(gone)  # holds of renames the leavers coordinated (``rename.py``)
+            yield from self.renames_orphaned(gone)  # holds of renames the leavers coordinated (``rename.py``)
             yield from self.unpin_gone(gone - {me})  # the leavers' descriptors (``home.py``)
         for g in gone:
             self.summaries.pop(g, None)

@@ -139,21 +139,48 @@ while a rename into it is in flight is EAGAIN (its VD lacks the name until
 the commit).
 
 The coordinator's log is its flight (``renames[D2]``, ``home`` set at the
-decision), in its memory only: it is not replicated with ``replicas: 2``
-(replication copies files, and a rename's steps at the homes reach their
-secondaries as within a directory, ``ReplicaRename`` across directories
-too).  A coordinator that crashes between the phases is evicted by the
-heartbeats (``failure.py``), and every participant releases what that
-rename held at the view change (``renames_orphaned``): gates open, marks go
-with their DT entries, D1's hold ends with its VD dropped.  The outcome is
-then what H_a's local tree says: renamed if its ``RenameFinish`` ran, else
-not; the VDs and DT entries dropped are merged and resolved again from the
-local trees (D2's VD was the coordinator's, and goes to its successor's
-merge).  Known limit: a crash after H_a renamed and before H_b dropped an
-existing target leaves that target as a collision beside the moved file
-(the lowest node id keeps the name, as for any collision).  Without
-heartbeats a crash is never detected, and the holds stay, as within a
-directory.  A view change that moves D1's management during the rename
+decision) and, with ``replicas: 2``, a copy of the decision at its *heir*
+(its successor, the node that promotes its files), written before the
+commit point (``RenameLog``: a refused or unanswered log aborts the
+rename, which leaves no trace) and forgotten as the last post-commit
+step.  A coordinator that crashes between the phases is evicted by the
+heartbeats (``failure.py``).  At that view change every participant hands
+what the rename holds (gates, marks, D1's doubt) to the heir and asks it
+(``RenameOutcome``, once the heir has installed the same view): a heir
+that logged the commit finishes the rename, a cooperative termination
+(``_terminate``: H_a's finish, D1's end, the RenameDone, H_b's drop, each
+retried until its participant answers or leaves), and those steps release
+the holds; one that did not says so, and the participant releases at once
+(the rename never committed).  Readers meanwhile meet the held names as
+during the rename (EAGAIN), so none sees it undone or half done: before
+the log, a crash after H_a renamed and before H_b dropped an existing
+target left that target colliding with the moved file, the lowest node id
+keeping the name (the most frequent failure of
+``tests.rename_histories_random``).  A home that does not answer its
+committed finish (crashed) has its heir rename the copy it holds for it
+at once (``RenameCopy``), before the eviction would promote it under the
+old name; a heir that promoted it already renames the promoted file (so
+does the coordinator's heir when the coordinator was H_a), and the
+rename's ends then name the heir (``_tell_later``, ``left_at``).  Without
+copies the log is in the coordinator's memory only: every participant
+releases what that rename held at the view change (``renames_orphaned``):
+gates open, marks go with their DT entries, D1's hold ends with its VD
+dropped, and the outcome is what H_a's local tree says (renamed if its
+``RenameFinish`` ran, else not), the VDs and DT entries dropped merged
+and resolved again from the local trees; a crash after H_a renamed and
+before H_b dropped an existing target then leaves that target as a
+collision beside the moved file.  Known limits with the log: a heir that
+crashes too (two failures) leaves the participants to ask its own heir,
+which has no log: released, the local trees the truth; the heir is the
+coordinator's successor in the view of the decision, so a view change
+between the decision and the crash may make the participants ask another
+node (which answers "not logged"); only renames of files across
+directories are logged (within a directory and of directories, the
+coordinator's memory only, as without copies); and a home evicted and
+back before a later step names it may still be named by a DT entry that
+a lookup made meanwhile (``CRASHES_NOT_FIXED`` in
+``tests/test_rename_histories.py``).  Without heartbeats a crash is never
+detected, and the holds stay, as within a directory.  A view change that moves D1's management during the rename
 does not hand the doubt off (as marks and holds are not): the end goes to
 the node that took the hold (``pm1``), and the new manager serves D1
 meanwhile (a known window, like the other hand-off limits of
@@ -221,7 +248,10 @@ the same: no redistribute version of it, since a directory's rename must
 freeze every member's part whoever manages the parents).  Limits: those of
 the two-phase commit, and a view change during the rename hands nothing
 off (it voids the delegation; the local trees are the truth, as for a
-coordinator that crashed).
+coordinator that crashed).  A borrower that crashes is no manager after
+the view change that evicts it (every delegation is dropped: its tables
+return to the hashing's managers), and with ``replicas: 2`` its committed
+renames are finished by its heir as for the two-phase commit.
 
 Renaming a directory.  What a directory is in FedFS decides what its
 rename must change.  A directory has no home and no inode of its own: it
@@ -389,6 +419,44 @@ class RenameSourceEnd(Request):
     home: int = -1
 
 
+# --- at the coordinator's heir (with ``replicas: 2``), across directories ----------------
+@register_request
+@dataclass(slots=True, frozen=True)
+class RenameLog(Request):
+    """The coordinator's log of a rename across directories, kept at its
+    heir (its successor, the node that promotes its files): ``commit`` True
+    records the decision just before the commit point (H_a ``home``, the
+    replaced target's home ``target`` or -1, D1's holder ``pm1``, new's
+    manager ``m_new``); False forgets it (rolled back, or every step done).
+    The heir finishes a logged rename if the coordinator leaves the view
+    before forgetting it (``Renaming._terminate``)."""
+
+    reply: ClassVar[Any] = None
+    old: str
+    new: str
+    home: int
+    target: int
+    pm1: int
+    m_new: int
+    commit: bool
+
+
+@register_request
+@dataclass(slots=True, frozen=True)
+class RenameOutcome(Request):
+    """A participant's question to the heir of ``coordinator``, which left
+    the view while a rename of its held ``path`` here: True if the heir
+    logged that rename's commit (it finishes it: keep the hold for its
+    steps), False if not (it never committed: release).  EAGAIN while the
+    heir has not installed ``epoch``, the asker's view without the
+    coordinator (which, restarted, may be a member again by then)."""
+
+    reply: ClassVar[Any] = bool
+    path: str
+    coordinator: int
+    epoch: int
+
+
 # --- at the target's manager (M_b) --------------------------------------------------------
 @register_request
 @dataclass(slots=True, frozen=True)
@@ -516,11 +584,13 @@ def _refused(exc: OSError) -> Gen:
 # already made, and refused they would leave a gate, a mark or a stale VD behind.
 _THROUGH_FREEZE: frozenset[type] = frozenset({
     DirRenamePrepare, DirRenameFinish, RenameFinish, RenameDrop, RenameUncheck, RenameSourceEnd, RenameDone,
-    AddEntry, DelEntry, Forget, RmLocal, SummaryAdd,
+    AddEntry, DelEntry, Forget, RmLocal, SummaryAdd, RenameLog, RenameOutcome,
 })  # fmt: skip
 # The fields of a request that name a path, per request type (a directory
 # and a name together name one path too: ``GetEntry``, ``AddEntry``).
 _PATH_FIELDS = ("path", "old", "new", "directory")
+#: renames logged at one heir at a time (``RenameLog``: a peer's request fills it)
+RENAME_LOG_MAX = 4096
 
 
 def _paths(request: Request) -> list[str]:
@@ -584,6 +654,13 @@ class Renaming(Delegation):
         # freezes ``renames_orphaned`` released -> the departed coordinator:
         # a leaver runs its rename on, and its commit is still done here
         self.dir_released: dict[tuple[str, str], int] = {}
+        # member -> the epoch of the last view that dropped it (a step retried for it since then
+        # reaches, at most, a fresh incarnation that holds none of the rename: ``_tell_later``)
+        self.left_at: dict[int, int] = {}
+        # As a coordinator's heir: (old, new) -> (the coordinator, its log of that
+        # rename's decision), from just before its commit point until every step
+        # is done; finished here if the coordinator leaves the view (``_terminate``)
+        self.rename_log: dict[tuple[str, str], tuple[int, RenameLog]] = {}
 
     def describe(self) -> dict[str, Any]:
         """Status adds what renames hold here: a name that stays held long
@@ -782,23 +859,45 @@ class Renaming(Delegation):
                 # copy's holder is told first (``RenameDrop.heir_of``), before that eviction.
                 heirs = [(self._heir(n), replace(r, heir_of=n)) for n, r in steps[i:]
                          if isinstance(r, RenameDrop) and r.commit]  # fmt: skip
+                # A moved file's home that did not rename may be evicted too, its copy promoted under
+                # the old name: the copy is renamed first, at once (``RenameFinish`` for its heir).
+                copies = [hr for n, r in steps[i:] if isinstance(r, RenameFinish) and r.commit
+                          and (hr := self._finish_for(n, r)) is not None]  # fmt: skip
+                for j, (h, r) in enumerate(copies):
+                    try:
+                        yield from self.call(h, r)
+                    except PeerUnavailable:
+                        heirs[:0] = copies[j:]
+                        break
+                    except OSError:
+                        pass  # (promoting there, or no copy held: the promotion decides)
                 later = [*((h, r) for h, r in heirs if h is not None), *steps[i:]]
-                yield Spawn(self._tell_later(d, flight, later))
+                yield Spawn(self._tell_later(d, flight, later, self.epoch))
                 return later, lag
             except OSError:
                 pass  # answered: nothing of ours is held there (a participant that crashed and restarted)
         return [], lag
 
-    def _tell_later(self, d: str, flight: RenameFlight, steps: list[tuple[int, Request]]) -> Gen:
+    def _tell_later(self, d: str, flight: RenameFlight, steps: list[tuple[int, Request]], epoch: int) -> Gen:
         """``_tell``'s retries, with back-off; the directory's rename stays in
         flight here until they end, so no newer rename's mark or gate can be
         opened by one of them."""
         delay = REPAIR_FIRST_S
+        # A moved file's home evicted before its finish -> its heir, which renamed the copy it promoted
+        # (``_finish_for``): the ends name the heir, not a node that may be back, empty, by then.
+        heirs: dict[int, int] = {}
         try:
             for node, request in steps:
+                if isinstance(request, (RenameDone, RenameSourceEnd)) and request.home in heirs:
+                    request = replace(request, home=heirs[request.home])
                 while True:
                     # (addressed again each time: a manager evicted meanwhile hands its RenameDone on)
                     node, request = self._addressee(node, request)
+                    if isinstance(request, RenameFinish) and self.left_at.get(node, -1) > epoch:
+                        # (evicted since, perhaps back, empty: its heir promoted the file, and renamed it)
+                        if hr := self._finish_for(node, request):
+                            heirs[node] = hr[0]
+                        break
                     if node not in self.members:
                         break  # (one evicted or gone holds nothing any more)
                     yield Sleep(delay)
@@ -841,6 +940,11 @@ class Renaming(Delegation):
     def _heir(self, node: int) -> int | None:
         """The node that promotes ``node``'s files if it is evicted (with
         ``replicas: 2``: ``Replication``); None without copies."""
+        return None
+
+    def _finish_for(self, node: int, finish: RenameFinish) -> tuple[int, Request] | None:
+        """Where a committed ``finish`` that home ``node`` did not answer goes first: with copies, to
+        ``node``'s heir, which renames the copy it holds (``Replication.on_rename_copy``); None without."""
         return None
 
     # ------------------------------------------------------------------ PM2: across directories
@@ -917,9 +1021,15 @@ class Renaming(Delegation):
             return h_a
         if h_b is not None:
             yield from self._prepared(undo, h_b, RenameGate(new), RenameDrop(new, False))
+        # The decision, logged at the heir before anyone can see it (``replicas: 2``): if this
+        # node leaves the view before its last step, the heir finishes the rename (``_terminate``).
+        heir = self._heir(self.id)
+        log = RenameLog(old, new, h_a, -1 if h_b is None else h_b, pm1, m_new, True)
+        if heir is not None:
+            yield from self._prepared(undo, heir, log, replace(log, commit=False))
 
-        # The commit point, the coordinator's decision, logged in its memory
-        # (``flight.home``): D2's VD names the file from here on.
+        # The commit point, the coordinator's decision, in its memory (``flight.home``)
+        # and its heir's log: D2's VD names the file from here on.
         flight.home = h_a
         self._vd_update(d2, ("add", flight.new, DTEntry(False, h_a)))
         single = self._single(old, pm1)
@@ -936,6 +1046,8 @@ class Renaming(Delegation):
             # old's manager may have cached old -> H_a between its Forget and the commit
             # (D1 is not in doubt here): forget it again, as within a directory
             done.append((self.manager_of(old), Forget(old, home=h_a)))
+        if heir is not None:
+            done.append((heir, replace(log, commit=False)))  # (last: every step before it done)
         try:
             lag = yield from _lagging(self.call(h_a, RenameFinish(old, new, True)), h_a)
         except PeerUnavailable:
@@ -1174,14 +1286,16 @@ class Renaming(Delegation):
                 self.vds.pop(d1)
                 self._vd_update(d1, ("del", name, req.home))
             return
-        if f is None or f.by != src or (f.old, f.new) != (name, req.new):
-            return  # ended already (a retry after a lost reply), or never held here
+        if f is None or src not in (f.by, self._heir(f.by)) or (f.old, f.new) != (name, req.new):
+            # ended already (a retry after a lost reply), or never held here; the coordinator's
+            # heir ends it too (``_terminate``), even before this node saw the coordinator leave
+            return
         if req.commit and f.doubt:  # (else D1 changed at the commit point already: ``_single``)
             self._vd_update(d1, ("del", name, req.home))
         del self.renames[d1]
 
     # ------------------------------------------------------------------ a coordinator that left
-    def renames_orphaned(self, gone: set[int]) -> None:
+    def renames_orphaned(self, gone: set[int]) -> Gen:
         """The view no longer lists ``gone``: what renames they coordinated
         hold here is released (see the module docstring: a coordinator that
         crashed between the phases).  The local trees are the truth then: a
@@ -1190,12 +1304,30 @@ class Renaming(Delegation):
         it runs them still (it is the leaver, installing the view without
         itself; found by the dynamics property: a leaving directory manager
         released the gates of its own rename, and its RenameFinish then
-        found nothing to do: the rename was acknowledged and not done)."""
+        found nothing to do: the rename was acknowledged and not done).
+
+        With ``replicas: 2`` a file rename's holds are not released at once:
+        they pass to the coordinator's heir, which is asked whether it logged
+        the rename's commit (``_ask_outcome``); if it did, it finishes the
+        rename (``_terminate``) and its steps release them, so no observer
+        sees a committed rename undone or half done in between (found by
+        ``tests.rename_histories_random``: a coordinator crashed after H_a
+        renamed and before H_b dropped the replaced target, which then kept
+        the name: the moved file under neither name)."""
+        for g in gone:
+            self.left_at[g] = self.epoch
+        for by, log in list(self.rename_log.values()):
+            if by in gone and by != self.id:
+                yield Spawn(self._terminate(by, log))
+        heirs = {g: h for g in gone if g != self.id and (h := self._heir(g)) is not None and h not in gone}
+        asks: list[tuple[str, str, int]] = []  # (kind, path, the departed coordinator)
         for d, f in list(self.renames.items()):
             if f.doubt and f.by in gone and f.by != self.id:
-                del self.renames[d]
-                self.vds.pop(d)
-                self.sources_released[d] = (f.old, f.new, f.by)
+                if f.by in heirs and not f.is_dir:
+                    asks.append(("source", d, f.by))
+                    f.by = heirs[f.by]
+                else:
+                    self._release_source(d, f.by)
         for key, by in list(self.dir_freezes.items()):
             if by in gone and by != self.id:  # (a directory rename's freeze, as a gate)
                 del self.dir_freezes[key]
@@ -1203,14 +1335,130 @@ class Renaming(Delegation):
         for (kind, p), by in list(self.rename_by.items()):
             if by not in gone or by == self.id:
                 continue
-            if kind == "gate":
-                self._ungate(p)
-                self.rename_released[p] = by
-            elif p in self.rename_marks:
-                self.rename_by.pop((kind, p), None)
-                self.rename_marks.discard(p)
-                self.dt.pop(p)
-                self.dt_epoch += 1
+            if by in heirs:
+                self.rename_by[(kind, p)] = heirs[by]
+                asks.append((kind, p, by))
+            else:
+                self._release_hold(kind, p, by)
+        for kind, p, by in asks:
+            yield Spawn(self._ask_outcome(kind, p, by, heirs[by]))
+
+    def _release_source(self, d: str, by: int) -> None:
+        """End the source directory's hold of a rename whose coordinator ``by`` left (its VD merged again)."""
+        f = self.renames.pop(d)
+        self.vds.pop(d)
+        self.sources_released[d] = (f.old, f.new, by)
+
+    def _release_hold(self, kind: str, p: str, by: int) -> None:
+        """Open a gate, or drop a mark (and its DT entry), of a rename whose coordinator ``by`` left."""
+        if kind == "gate":
+            self._ungate(p)
+            self.rename_released[p] = by
+        elif p in self.rename_marks:
+            self.rename_by.pop((kind, p), None)
+            self.rename_marks.discard(p)
+            self.dt.pop(p)
+            self.dt_epoch += 1
+
+    def _held_for(self, kind: str, p: str, heir: int) -> bool:
+        """Whether the hold ``(kind, p)`` is still the heir's to end (no step of its released it)."""
+        if kind == "source":
+            f = self.renames.get(p)
+            return f is not None and f.doubt and f.by == heir
+        return self.rename_by.get((kind, p)) == heir
+
+    def _ask_outcome(self, kind: str, p: str, by: int, heir: int) -> Gen:
+        """Ask ``heir`` whether the departed coordinator ``by`` committed the
+        rename that holds ``p`` here; released at once if not (it never
+        committed: aborted), kept for the heir's steps if so.  Asked again,
+        with back-off, while the heir has not yet evicted ``by`` (EAGAIN) or
+        does not answer; if the heir leaves the view too, its own leave hands
+        the hold on (``renames_orphaned``)."""
+        delay, epoch = REPAIR_FIRST_S, self.epoch
+        while self._held_for(kind, p, heir) and heir in self.members:
+            path = join(p, self.renames[p].old) if kind == "source" else p
+            try:
+                logged = yield from self.call(heir, RenameOutcome(path, by, epoch))
+            except (PeerUnavailable, OSError):
+                logged = True  # (asked again)
+            if not logged and self._held_for(kind, p, heir):
+                if kind == "source":
+                    self._release_source(p, by)
+                else:
+                    self._release_hold(kind, p, by)
+                return
+            # Logged: the heir's steps end the hold; asked again until they did (a step
+            # that came before this node took the hold over ends it then, ``on_rename_source_end``;
+            # once the heir's log is gone, the answer is False and the local trees are the truth).
+            yield Sleep(delay)
+            delay = min(2 * delay, REPAIR_MAX_S)
+
+    # ------------------------------------------------------------------ the coordinator's heir
+    @handles(RenameLog)
+    def on_rename_log(self, src: int, req: RenameLog) -> None:
+        key = (req.old, req.new)
+        if not req.commit:
+            if self.rename_log.get(key, (-1,))[0] == src:
+                del self.rename_log[key]
+            return
+        # (a coordinator this node has evicted, or that is not its predecessor, is refused: its
+        # rename is aborted; the log is bounded, as every table a peer's request fills)
+        if src == self.id or src not in self.members or self._heir(src) != self.id:
+            raise fs_error(errno.EAGAIN, req.new, "this node is not the coordinator's heir in its view; try again")
+        if key not in self.rename_log and len(self.rename_log) >= RENAME_LOG_MAX:
+            raise fs_error(errno.EAGAIN, req.new, "too many renames logged here; try again")
+        self.rename_log[key] = (src, req)
+
+    @handles(RenameOutcome)
+    def on_rename_outcome(self, src: int, req: RenameOutcome) -> bool:
+        if self.epoch < req.epoch:
+            raise fs_error(errno.EAGAIN, req.path, "the view without its coordinator is not installed here yet")
+        return any(by == req.coordinator and req.path in (log.old, log.new) for by, log in self.rename_log.values())
+
+    def _terminate(self, by: int, log: RenameLog) -> Gen:
+        """Finish the rename ``by`` logged here and left the view before its
+        last step (a cooperative termination): the coordinator's own steps
+        after its commit point, each retried until it gets through or its
+        participant is no member (a step done already is a no-op); the log
+        entry stays until then, so participants asking meanwhile keep their
+        holds for these steps.  A target whose home left is dropped at that
+        home's heir, as by the coordinator (``RenameDrop.heir_of``)."""
+        old, new, home = log.old, log.new, log.home
+        finish: tuple[int, Request] | None = (home, RenameFinish(old, new, True))
+        if home not in self.members:  # (the coordinator itself, often: its heir promoted, or will, its files)
+            finish = self._finish_for(home, RenameFinish(old, new, True))
+            home = -1 if finish is None else finish[0]
+        steps: list[tuple[int, Request]] = [
+            *([] if finish is None else [finish]),
+            *self._source_ends(log.pm1, RenameSourceEnd(old, new, True, home)),
+            (log.m_new, RenameDone(old, new, home, self.epoch)),
+        ]
+        if log.target >= 0:
+            heir = self._heir(log.target) if log.target not in self.members else None
+            if heir is not None:
+                steps.append((heir, RenameDrop(new, True, heir_of=log.target)))
+            steps.append((log.target, RenameDrop(new, True)))
+        delay = REPAIR_FIRST_S
+        try:
+            for node, request in steps:
+                while True:
+                    node, request = self._addressee(node, request)
+                    if node not in self.members:
+                        break
+                    try:
+                        yield from _lagging(self.call(node, request), node)
+                    except PeerUnavailable:
+                        pass
+                    except OSError as exc:
+                        if not (exc.errno == errno.EAGAIN and isinstance(request, RenameDrop)):
+                            break
+                    else:
+                        break
+                    yield Sleep(delay)
+                    delay = min(2 * delay, REPAIR_MAX_S)
+        finally:
+            if self.rename_log.get((old, new)) == (by, log):
+                del self.rename_log[(old, new)]
 
     # ------------------------------------------------------------------ M_b: the target's manager
     @handles(RenameCheck)
@@ -1408,6 +1656,6 @@ class Renaming(Delegation):
 
 
 __all__ = [
-    "Rename", "RenameCheck", "RenameDone", "RenameDrop", "RenameFinish", "RenameGate", "RenamePrepare",
-    "RenameSource", "RenameSourceEnd", "RenameUncheck", "Renaming",
+    "Rename", "RenameCheck", "RenameDone", "RenameDrop", "RenameFinish", "RenameGate", "RenameLog", "RenameOutcome",
+    "RenamePrepare", "RenameSource", "RenameSourceEnd", "RenameUncheck", "Renaming",
 ]  # fmt: skip

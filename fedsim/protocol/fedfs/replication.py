@@ -251,6 +251,21 @@ class ReplicaRename(Request):
 
 @register_request
 @dataclass(slots=True, frozen=True)
+class RenameCopy(Request):
+    """A rename committed over ``old`` -> ``new``, homed at ``home``, whose
+    ``RenameFinish`` that home did not answer (crashed, cut off): sent to
+    its successor, which renames the copy it holds for it, so that the
+    promotion after the home's eviction makes the file under the new name,
+    not the old one (``Replication.on_rename_copy``)."""
+
+    reply: ClassVar[Any] = None
+    old: str
+    new: str
+    home: int
+
+
+@register_request
+@dataclass(slots=True, frozen=True)
 class ReplicaDrop(Request):
     """The primary's file is gone: drop the copy (idempotent)."""
 
@@ -307,6 +322,10 @@ _PRIMARY: dict[type[Request], str] = {
 }
 
 
+#: copies renamed ahead of their primary's ``ReplicaRename`` remembered at a time (``RenameCopy``: a peer fills it)
+RENAMED_AHEAD_MAX = 1024
+
+
 def _rp(path: str) -> str:
     """Where the copy of federated ``path`` lives in a secondary's local tree."""
     return REPLICA_ROOT + path
@@ -333,6 +352,9 @@ class Replication(Membership):
         self._repairing = False
         self.promoting: set[str] = set()  # copies whose promotion (their primary left) is in flight here
         self.renaming_in: set[str] = set()  # new names of the replica renames in flight here
+        # (old, new) -> the primary whose copy ``on_rename_copy`` renamed here before that primary's own
+        # ``ReplicaRename`` (which then has nothing left to do)
+        self.renamed_ahead: dict[tuple[str, str], int] = {}
         self.adopted: dict[str, int] = {}  # files promoted here (since the last view change) -> their departed primary
         self.synced = False  # a full copy of this node's files to its successor has run (``initial_sync``)
         self._syncing = False
@@ -564,6 +586,10 @@ class Replication(Membership):
         if not self.replicating or view is None or node not in view.members:
             return None
         return self.successor(node, view)
+
+    def _finish_for(self, node: int, finish: RenameFinish) -> tuple[int, Request] | None:
+        heir = self._heir(node)
+        return None if heir is None else (heir, RenameCopy(finish.old, finish.new, node))
 
     def _drop_for_departed(self, src: int, req: RenameDrop) -> Gen:
         """A rename committed over ``req.path``, homed at ``req.heir_of``,
@@ -962,20 +988,55 @@ class Replication(Membership):
 
     @handles(ReplicaRename)
     def on_replica_rename(self, src: int, req: ReplicaRename) -> Gen:
-        old, new = self._replica_path(req.old), self._replica_path(req.new)
-        self.renaming_in.add(req.new)  # (a put of the new name is refused meanwhile: ``on_replica_put``)
+        self._replica_path(req.old), self._replica_path(req.new)  # (checked: a peer's paths)
+        if self.renamed_ahead.pop((req.old, req.new), None) == src and self.held.get(req.new) == src:
+            return  # renamed here already for this primary, its finish unanswered (``on_rename_copy``)
+        yield from self._copy_renamed(src, req.old, req.new)
+
+    @handles(RenameCopy)
+    def on_rename_copy(self, src: int, req: RenameCopy) -> Gen:
+        """The coordinator of a committed rename whose home ``req.home`` did not answer its finish: the copy
+        held here for that home is renamed now, before the home's eviction would promote it under the old
+        name (a committed rename undone: found by ``tests.rename_histories_random``, H_a crashed between its
+        prepare and its finish).  Nothing to do if the home renamed it already (``ReplicaRename``) or holds
+        no copy here.  A copy promoted here already (the home evicted: from its coordinator's heir,
+        ``Renaming._terminate``) is this node's file: it is renamed as its home would have, its own copy
+        told (``_forward``)."""
+        if not self.replicating or req.home == self.id or src not in self.members:
+            raise fs_error(errno.EINVAL, req.old, "not a copy this node can rename for another home")
+        self._replica_path(req.old), self._replica_path(req.new)  # (checked: a peer's paths)
+        if req.old in self.promoting or req.new in self.promoting:
+            yield from self._promotion_busy(req.old)
+        if self.held.get(req.old) == req.home and req.new not in self.renaming_in:
+            yield from self._copy_renamed(req.home, req.old, req.new)
+            if len(self.renamed_ahead) < RENAMED_AHEAD_MAX:
+                self.renamed_ahead[(req.old, req.new)] = req.home
+        elif self.adopted.get(req.old) == req.home and req.home not in self.members and self.member:
+            if parent(req.old) == parent(req.new):
+                yield Local("rename", req.old, (req.new,))
+            else:
+                yield from self._move_here(req.old, req.new)
+            self.adopted[req.new] = self.adopted.pop(req.old)
+            self.dt.pop(req.old)
+            self.dt.put(req.new, DTEntry(False, self.id))
+            yield from self._forward(ReplicaRename(req.old, req.new), req.new, req.old)
+
+    def _copy_renamed(self, src: int, old_path: str, new_path: str) -> Gen:
+        """Rename the copy of ``old_path`` held for primary ``src`` to ``new_path`` (replacing)."""
+        old, new = _rp(old_path), _rp(new_path)
+        self.renaming_in.add(new_path)  # (a put of the new name is refused meanwhile: ``on_replica_put``)
         try:
             if parent(old) != parent(new):  # across directories (``rename: 2pc``): the copy's new parent is made
                 yield Local("mkdir", parent(new))
             yield Local("rename", old, (new,))
         finally:
-            self.renaming_in.discard(req.new)
+            self.renaming_in.discard(new_path)
         if parent(old) != parent(new):
             yield from self._prune_replicas(parent(old))
-        self.held.pop(req.old, None)
-        self.held[req.new] = src
-        if self.member and src not in self.members and req.new not in self.promoting:
-            yield from self._promote_late(req.new)
+        self.held.pop(old_path, None)
+        self.held[new_path] = src
+        if self.member and src not in self.members and new_path not in self.promoting:
+            yield from self._promote_late(new_path)
 
     @handles(ReplicaDrop)
     def on_replica_drop(self, src: int, req: ReplicaDrop) -> Gen:
