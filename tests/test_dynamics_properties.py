@@ -889,6 +889,21 @@ def test_found_a_rename_onto_a_leavers_file_drops_the_target_its_successor_promo
     _replay(7, "round_robin", "mod_n", [("leave", 79, [[("rename", 27, "/b/f1", "/a/f1")]])], files=True)
 
 
+def test_found_a_leavers_target_promoted_at_the_moved_files_home_is_not_unlinked_under_it():
+    """Found by ``tests.dynamics_random sim 100`` (3 of 100, one schedule) on the heir's log
+    (issue 24): node 2 leaves while /a/f0 is renamed onto its /b/f1 (redistribute).  Node 3 is
+    node 2's heir and the moved file's home: it promotes the target, renames /a/f0 over it, and
+    the target's drop it is then told for node 2 (``Replication._drop_for_departed``) unlinked
+    /b/f1, the moved file: an acknowledged rename's file lost.  The home now forgets a promoted
+    target once a rename replaced it (``_rep_rename_finish``)."""
+    _replay(5, "with_manager", "mod_n", [
+        ("ops", [("unlink", 56, "/a/f1"), ("write", 82, "/c/f2", 5, b"\xea\xaa\xc2\xa3\x80\x95V\xde"),
+                 ("mkdir", 98, "/c"), ("rename", 72, "/b", "/a"), ("rename", 64, "/a/f1", "f2")]),
+        ("leave", 2, [[("rename", 86, "/a/f0", "/b/f1"), ("read", 96, "/a/f1")], [("create", 68, "/a/f2"),
+                                                                                  ("mkdir", 4, "/a")]]),
+    ], files=True, rename="redistribute")  # fmt: skip
+
+
 @pytest.mark.xfail(strict=True, reason="not fixed yet: a write during a leave is refused EREMCHG (redistribute)")
 def test_found_a_write_during_a_leave_beside_a_redistributed_rename_is_not_refused_with_a_redirect():
     """Found by ``tests.dynamics_random sim 150`` (3 of 150, one schedule; shrunk), on main as on

@@ -566,6 +566,11 @@ class Replication(Membership):
         fresh = req.commit and (req.old in self.rename_gated or self.rename_released.get(req.old) == src)
         yield from _run(inner(src, req))
         if fresh:
+            # The moved file replaced whatever held the new name here: a target this node promoted
+            # from a departed home is gone, so the drop its heir is told (``_drop_for_departed``) must
+            # not unlink the name again (found by ``tests.dynamics_random sim``: a leaver's target
+            # promoted here, the moved file's home, then unlinked under the moved file).
+            self.adopted.pop(req.new, None)
             yield from self._forward(ReplicaRename(req.old, req.new), req.new, req.old)
 
     def _rep_rename_drop(self, inner: Any, src: int, req: RenameDrop) -> Gen:
