@@ -382,13 +382,13 @@ class Machine:
 
     def book(self, st: ProcState, now: float, us: float, receipt: bool = False, awake: bool = False) -> float:
         """When ``us`` of CPU submitted now by the process of state ``st`` ends; with ``receipt``, a
-        message's receipt (``book_receipt``: ``wake_us`` less if its process is awake, ``awake``,
-        else ``handoff_us`` more); ``awake``: a job of a process that did not sleep for it (a receipt
-        whose discount the caller took: ``SimCluster._hop_arrived``).
+        message's receipt (``book_receipt``: ``wake_us`` less if its process is awake, else
+        ``handoff_us`` more); ``awake``: its process did not sleep for it (a receipt that waited for
+        the work in hand: ``SimCluster._wait``), whatever ``awake`` would find now.
         (Called for every CPU job of a simulation: written for speed, two cores unrolled.)"""
         start = st.free
         if receipt:
-            if start > now or (self.poll and self.awake(st, now)):  # its event loop reads it without a wake
+            if awake or start > now or (self.poll and self.awake(st, now)):  # read without a wake
                 awake = True
                 if self.wake:
                     us = us - self.wake if us > self.wake else 0.0
@@ -495,22 +495,16 @@ class Machine:
         for a client program, one of its threads), or idle for less than ``poll_us`` on a core that
         ran nothing else since (its vCPU still polls; another process's work would have put it to
         sleep and taken its caches)."""
-        last = st.free
+        core = st.core
+        last = mine = st.free  # its (or its threads') last job's end; ``mine``: the last on its core
         for k in st.kids:
             if k.free > last:
                 last = k.free
-        if last > now:
-            return True
-        if now - last >= self.poll:
-            return False
-        core = st.core
-        if core < 0:
-            return False
-        mine = st.free  # the end of the last job of its own (or its threads') on that core
-        for k in st.kids:
             if k.core == core and k.free > mine:
                 mine = k.free
-        return st.cores[core] <= mine
+        if last > now:
+            return True
+        return now - last < self.poll and core >= 0 and st.cores[core] <= mine
 
     def receive(self, proc: Hashable, now: float, us: float) -> float:
         """``run`` for the receipt of a message (``us``: its CPU, and any work booked with it): a

@@ -468,18 +468,12 @@ class SimCluster:
                 us += mixed(st, calls[0][0], api(calls[0][0]), mix)  # (the sum below, to the bit)
             else:
                 us += sum(mixed(st, name, api(name), mix) for name, _ in calls)
-        if waited or (mach.poll and mach.awake(st, now)):  # read by a process that did not sleep: no wake
-            cut = mach.wake
-            if us >= cut:
-                us -= cut
-            else:  # (a client program's part is small: its thread's kernel work after it saves the rest)
-                if hop.then is not None:
-                    hop.then_us = hop.then_us - (cut - us) if hop.then_us > cut - us else 0.0
-                us = 0.0
-            done = mach.book(st, now, us, False, True)
-        else:
-            done = mach.book(st, now, us, True)
-        _rearm(hop, done, None if hop.then is None else self._on_then)
+        awake = waited or bool(mach.poll and mach.awake(st, now))  # read by a process that did not sleep: no wake
+        if awake and hop.then is not None and us < mach.wake:
+            # (a client program's part is small: its thread's kernel work after it saves the rest)
+            rest = mach.wake - us
+            hop.then_us = hop.then_us - rest if hop.then_us > rest else 0.0
+        _rearm(hop, mach.book(st, now, us, True, awake), None if hop.then is None else self._on_then)
 
     def _hop_then(self, hop: _Hop) -> None:
         """A ``_Hop``'s receipt is done: ``then``'s work (a client thread's kernel work after a reply)
@@ -1020,8 +1014,8 @@ class SimCluster:
         assert mach is not None
         st = mach.nodes[node_id]
         kind = msg.req.kind
-        cost = mach.message_us(msg.size) + mixed(st, kind, mach.dispatch(kind), mach.mix_agent) - mach.wake
-        done = mach.book(st, env._now, cost if cost > 0.0 else 0.0, False, True)
+        cost = mach.message_us(msg.size) + mixed(st, kind, mach.dispatch(kind), mach.mix_agent)
+        done = mach.book(st, env._now, cost, True, True)  # (read by a loop that never slept)
         wake._ok = True
         wake._value = (msg, self.nodes[node_id], inc)
         heappush(env._queue, (done, NORMAL, next(env._eid), wake))

@@ -249,11 +249,14 @@ class Dnfsp2(DtCoherence):
             return (yield from node.home_info(path))
         self.asking[path] = self.asking.get(path, 0) + 1
         try:
-            is_dir, home, how, granted = yield from node._busy(lambda: node.call(m, DtToken(path)))
+            reply = yield from node._busy(lambda: node.call(m, DtToken(path)))
         finally:
             self.asking[path] -= 1
             if not self.asking[path]:
                 del self.asking[path]
+        if not isinstance(reply, (tuple, list)) or len(reply) != 4:  # (a peer's reply is untrusted: checked below too)
+            raise ProtocolError(f"DtToken reply for {path}: {reply!r:.200}")
+        is_dir, home, how, granted = reply
         void = path in self.recalled
         if path not in self.asking:
             self.recalled.discard(path)
