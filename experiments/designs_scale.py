@@ -114,17 +114,23 @@ CALIBRATED_MACHINE = {"model": "calibrated", "hosts": 0, "clients": "own"}
 def calibrated_profile(ref: str) -> Path | None:
     """The profile ``ref`` names (None: there is none).  ``auto``: the one ``fednode calibrate``
     last left where ``experiments.validation`` keeps it (tmpfs agents' first, then the temporary
-    directory's), relative to the working directory as the validation's is."""
+    directory's), relative to the working directory as the validation's is, unless other work
+    crowded the cores while it was taken (``validation.was_crowded``: a validation does not reuse
+    such a profile either; its fits describe the load: found when CI's parallel tests calibrated)."""
     if ref != "auto":
         path = Path(ref)
         return path if path.is_file() else None
+    import yaml
+
     from experiments.validation import Params as Validation
-    from experiments.validation import cache_path
+    from experiments.validation import cache_path, was_crowded
 
     for agent_dir in ("/dev/shm", ""):
         path = cache_path(Validation(agent_dir=agent_dir))
         if path.is_file():
-            return path
+            on = ((yaml.safe_load(path.read_text()) or {}).get("machine") or {}).get("measured_on") or {}
+            if not was_crowded(on):
+                return path
     return None
 
 
@@ -226,7 +232,8 @@ def run(cfg: Config, params: Params) -> StudyResult:
         path = calibrated_profile(str(ref))
         if path is None:
             notes.append(
-                f"profile {name}: no calibration of this machine found ({ref}): column skipped; make one with "
+                f"profile {name}: no calibration of this machine found ({ref}), or only one taken while other work "
+                "crowded its cores: column skipped; make one on an idle machine with "
                 "`fedsim run configs/validation/small.yaml` or `python -m experiments.postmark_agents`"
             )
             res.add(f"profile={name}", "available", 0)

@@ -388,6 +388,14 @@ def _mount_mode() -> str:
 CROWDED = 0.75
 
 
+def was_crowded(measured_on: dict[str, Any]) -> bool:
+    """Whether other work held the cores while a calibration was taken (``measured_on``: its
+    record): two CPU-bound processes side by side got under ``CROWDED`` of the cores.  Its
+    fits then describe that load, not the machine (a contention fit of 1.09 cores' worth of 2)."""
+    spin, cores = measured_on.get("parallel_capacity"), measured_on.get("cores") or 1
+    return spin is not None and spin < CROWDED * cores
+
+
 def profile_for(params: Params, say: Callable[[str], None]) -> Path:
     """The profile to predict with: ``params.profile``, or a cached calibration of
     this machine and code, or a new one (``fednode calibrate``)."""
@@ -406,7 +414,7 @@ def profile_for(params: Params, say: Callable[[str], None]) -> Path:
         wanted = prof.get("code") == digest and prof.get("agent_dir") == params.agent_dir
         fresh = time.time() - float(on.get("at", 0)) < params.max_age_s
         spin, cores = on.get("parallel_capacity"), on.get("cores") or 1
-        crowded = spin is not None and spin < CROWDED * cores
+        crowded = was_crowded(on)
         if wanted and fresh and not foreign(on) and (has_fuse or not params.mount):
             if not crowded:
                 say(f"calibration: reusing {path} (this machine, this code, under {params.max_age_s:.0f} s old)")

@@ -76,3 +76,19 @@ def test_the_study_is_deterministic_and_its_lists_are_parameters(tmp_path):
     # the calibrated machine charges CPU per message and call that the papers' model does not
     lat = {p: rows[(case.format(p, "fedfs", 2), "latency_us")] for p in ("calibrated", "via")}
     assert lat["calibrated"] > lat["via"], lat
+
+
+def test_auto_skips_a_calibration_taken_while_other_work_crowded_the_cores(tmp_path, monkeypatch):
+    """``calibration: auto`` takes the validation's cached profile, but not one whose calibration found
+    the cores crowded (its fits describe that load: CI's parallel tests calibrated at 1.09 of 2)."""
+    import yaml
+
+    from experiments.designs_scale import calibrated_profile
+    from experiments.validation import Params, cache_path
+
+    monkeypatch.chdir(tmp_path)
+    path = cache_path(Params(agent_dir="/dev/shm"))
+    path.parent.mkdir(parents=True)
+    for spin, found in ((1.9, path), (1.09, None)):
+        path.write_text(yaml.safe_dump({"machine": {"measured_on": {"cores": 2, "parallel_capacity": spin}}}))
+        assert calibrated_profile("auto") == found
