@@ -1361,6 +1361,16 @@ class Replication(Membership):
                 s = self.successor(e.home, old)
                 if s is not None and s in view.members:
                     dt.put(p, DTEntry(False, s))
+        # So is a committed rename's decision still in flight here (``RenameFlight.home``): every
+        # merge of its directory names the moved file there until its steps are done.  Left naming
+        # the departed home, a merge after the promotion listed the file but cached its entry as
+        # that home's, and every lookup of it was ENOENT once the home restarted empty
+        # (tests/test_rename_histories.py: the moved file's home crashed after the commit point).
+        for f in self.renames.values():
+            if f.home is not None and f.home in gone:
+                s = self.successor(f.home, old)
+                if s is not None and s in view.members:
+                    f.home = s
 
     def _renamed_home_left(self, path: str, home: int) -> None:
         """As ``_repoint`` does at the install: while the view change that
