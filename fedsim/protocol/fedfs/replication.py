@@ -355,6 +355,8 @@ class Replication(Membership):
         # (old, new) -> the primary whose copy ``on_rename_copy`` renamed here before that primary's own
         # ``ReplicaRename`` (which then has nothing left to do)
         self.renamed_ahead: dict[tuple[str, str], int] = {}
+        #: names whose target a promoted file was renamed over here (``on_rename_copy``) -> its departed home
+        self.replaced_here: dict[str, int] = {}
         self.adopted: dict[str, int] = {}  # files promoted here (since the last view change) -> their departed primary
         self.synced = False  # a full copy of this node's files to its successor has run (``initial_sync``)
         self._syncing = False
@@ -580,6 +582,9 @@ class Replication(Membership):
         ``_promote_late``) takes the name then."""
         if req.heir_of >= 0:
             return (yield from self._drop_for_departed(src, req))
+        if req.commit and self.replaced_here.pop(req.path, None) is not None:
+            self._ungate(req.path)  # (the moved file replaced the target here already: ``on_rename_copy``)
+            return
         yield from _run(inner(src, req))
         if req.commit:
             yield from self._gone(req.path)
@@ -1017,6 +1022,17 @@ class Replication(Membership):
             if len(self.renamed_ahead) < RENAMED_AHEAD_MAX:
                 self.renamed_ahead[(req.old, req.new)] = req.home
         elif self.adopted.get(req.old) == req.home and req.home not in self.members and self.member:
+            try:
+                yield Local("stat", req.new)
+                if len(self.replaced_here) < RENAMED_AHEAD_MAX:
+                    # This node's own file, the rename's target, is replaced now, as the home's local
+                    # rename would have: the drop the target's home is told next must not unlink the
+                    # moved file (found by ``tests.rename_histories_random``: the coordinator, also
+                    # the moved file's home, crashed; its heir, the target's home, renamed the
+                    # promoted file over the target, then dropped it: neither file was left).
+                    self.replaced_here[req.new] = req.home
+            except FileNotFoundError:
+                pass
             if parent(req.old) == parent(req.new):
                 yield Local("rename", req.old, (req.new,))
             else:
