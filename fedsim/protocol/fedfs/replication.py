@@ -1314,6 +1314,7 @@ class Replication(Membership):
         view = self.view
         promoted = []
         self.adopted = {}  # (late changes from the primaries of an older view are over)
+        yield from self._rename_logged_copies(view)
         orphans = sorted(p for p, primary in self.held.items() if primary not in view.members)
         try:
             for path in orphans:
@@ -1360,6 +1361,24 @@ class Replication(Membership):
                 yield from self.replicate(path)
         finally:
             self.to_copy.difference_update(paths)
+
+    def _rename_logged_copies(self, view: View) -> Gen:
+        """A committed rename logged here (this node is its coordinator's heir) whose moved file's
+        home left: the copy held here takes its new name before the promotions, which then make it
+        the file under that name.  Promoted under the old name and renamed after (the heir's
+        ``RenameCopy``, ``Renaming._terminate``), the old name was listed again in between: an
+        observer saw the committed rename undone (found by ``tests.rename_histories_random``: the
+        coordinator, also the moved file's home, crashed after its commit point)."""
+        for _, log in list(self.rename_log.values()):
+            if log.commit and log.home not in view.members and self.held.get(log.old) == log.home \
+                    and log.new not in self.held:  # fmt: skip
+                self.promoting.add(log.new)  # (promoted by the loop that follows, not at once)
+                try:
+                    yield from self._copy_renamed(log.home, log.old, log.new)
+                except OSError:
+                    self.promoting.discard(log.new)
+                    continue
+                self.promoting.discard(log.old)
 
     def _repoint(self, old: View, view: View) -> None:
         """Before the view change drops them (no yield: atomic with it), DT
