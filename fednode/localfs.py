@@ -184,8 +184,21 @@ ROOT_LOST_ERRNO = errno.EIO
 # Operations that change the namespace (or read the whole of it, as a summary refresh does): the root
 # is checked before they run, so none of them acts on a root that was moved away.
 _CHECKED_FIRST = frozenset(
-    {"create", "mkdir", "unlink", "rmdir", "rename", "rename_dir", "setattr", "list_dirs", "symlink", "mknod", "link",
-     "setxattr", "removexattr"}
+    {
+        "create",
+        "mkdir",
+        "unlink",
+        "rmdir",
+        "rename",
+        "rename_dir",
+        "setattr",
+        "list_dirs",
+        "symlink",
+        "mknod",
+        "link",
+        "setxattr",
+        "removexattr",
+    }
 )
 
 
@@ -1110,6 +1123,7 @@ class LocalFS:
         try:
             make(name, dfd)
         except OSError as e:
+            self._unmake_parents(created)
             raise fs_error(e.errno or errno.EIO, path) from None
         finally:
             if dfd != self._root:
@@ -1125,12 +1139,28 @@ class LocalFS:
         check_target(path, target)
         return self._make_entry(path, lambda name, dfd: os.symlink(target, name, dir_fd=dfd))
 
-    def mknod(self, path: str, mode: int) -> list[str]:
-        """A fifo or socket at ``path`` (``mknodat``; never opened by the agent)."""
+    def mknod(self, path: str, mode: int, dev: int = 0, uid: int = KEEP, gid: int = KEEP) -> list[str]:
+        """A fifo, socket or device at ``path`` (``mknodat`` on the confined
+        parent's descriptor; never opened by the agent), owned by ``uid``/``gid``
+        where not KEEP (``fchownat`` without following, on the same descriptor;
+        if that fails the node goes again).  A device gets ``dev``; who may make
+        one is the home's decision (``attrs.check_device``), made before this."""
         _check(path)
-        check_mknod(path, mode)
+        check_mknod(path, mode, dev, uid, gid)
         mode = _stat.S_IFMT(mode) | (_stat.S_IMODE(mode) & ~_UMASK)
-        return self._make_entry(path, lambda name, dfd: os.mknod(name, mode, 0, dir_fd=dfd))
+        rdev = dev if is_device(mode) else 0
+
+        def make(name: str, dfd: int) -> None:
+            os.mknod(name, mode, rdev, dir_fd=dfd)
+            if uid != KEEP or gid != KEEP:
+                try:
+                    os.chown(name, uid, gid, dir_fd=dfd, follow_symlinks=False)
+                except OSError:
+                    with contextlib.suppress(OSError):
+                        os.unlink(name, dir_fd=dfd)
+                    raise
+
+        return self._make_entry(path, make)
 
     def link(self, path: str, old: str) -> list[str]:
         """A hard link ``path`` to the entry ``old`` (``linkat`` between the two

@@ -530,6 +530,42 @@ class _Dirs:
                     del self._seen[p]
 
 
+class _NoCaps:
+    """The files this mount found without ``security.capability`` in the last
+    ``ttl`` seconds, at most ``size`` (the oldest dropped first): the kernel's
+    question before every write answered with no round trip (the extended
+    attributes' comment in ``FedOps``).  A set or remove of an attribute of a
+    file at this mount drops it, and a change of names (unlink, rename, link)
+    drops them all, so that another file taking a path is asked about; a
+    capability set at another mount is seen within ``ttl``, as attributes are.
+    libfuse's threads share it: a lock."""
+
+    def __init__(self, size: int, ttl: float) -> None:
+        self._size, self._ttl = size, ttl
+        self._seen: collections.OrderedDict[str, float] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def has(self, path: str) -> bool:
+        with self._lock:
+            t = self._seen.get(path)
+            return t is not None and time.monotonic() - t < self._ttl
+
+    def add(self, path: str) -> None:
+        with self._lock:
+            self._seen[path] = time.monotonic()
+            self._seen.move_to_end(path)
+            if len(self._seen) > self._size:
+                self._seen.popitem(last=False)
+
+    def drop(self, path: str | None = None) -> None:
+        """Forget ``path`` (None: every file)."""
+        with self._lock:
+            if path is None:
+                self._seen.clear()
+            else:
+                self._seen.pop(path, None)
+
+
 class _Links:
     """The names of files with more than one (hard links) that the mount told
     the kernel of, by the file's inode number, at most ``size`` names, the
@@ -850,6 +886,10 @@ class FedOps(mfusepy.Operations):
         self._on_ready = on_ready
         #: directories' modes and groups as last given to the kernel: a new name's group (``_new_owner``)
         self.dirs = _Dirs(DIR_ATTRS)
+        #: whether the federation serves ``security.`` (the extended attributes' comment), and the
+        #: files seen without ``security.capability`` lately
+        self._security = cluster.spec.federation().protocol.security_xattrs
+        self._nocaps = _NoCaps(_SEEN_MAX, ATTR_TIMEOUT)
         self._served = False  # set by ``init``: callbacks then come from libfuse, with a caller's context
         if stats is not None:
             stats.install(self)
@@ -1040,28 +1080,49 @@ class FedOps(mfusepy.Operations):
         }
 
     # ------------------------------------------------------------------ extended attributes
-    # ``user.`` only (``fedsim.protocol.xattrs``); a name outside it is EOPNOTSUPP here, with no
-    # call: the kernel asks for ``security.capability`` before writes to a file it has not seen
-    # without one, and that must not cost a round trip to an agent.  Sizes are mfusepy's: size 0
-    # asks for the length, a buffer too small is ERANGE (it compares the value or list we return).
+    # ``fedsim.protocol.xattrs``: each call carries the caller's uid (``_caller``), which decides
+    # ``trusted.`` and ``security.`` at the home.  The kernel asks for ``security.capability``
+    # before every write (FUSE clears SB_NOSEC), which must not cost a round trip to an agent:
+    # while the federation serves no ``security.`` (``protocol.security_xattrs``, the default) a
+    # name there is EOPNOTSUPP here with no call, as any name outside the namespaces; with it on,
+    # a file's *absence* of ``security.capability`` is kept for ``ATTR_TIMEOUT`` (``_NoCaps``), as
+    # the kernel keeps its attributes: one round trip per file per second of writes, and a
+    # capability set at another mount is seen within the coherence bound.  Sizes are mfusepy's:
+    # size 0 asks for the length, a buffer too small is ERANGE (it compares what we return).
     def getxattr(self, path: str, name: str, position: int = 0) -> bytes:
         xattrs.check_name(path, name)
-        with self.entries.client(path) as c:
-            return c.getxattr(path, name)
+        xattrs.check_served(path, name, self._security)
+        caps = name == xattrs.CAPABILITY
+        if caps and self._nocaps.has(path):
+            raise OSError(errno.ENODATA, "no file capabilities", path)
+        uid, _ = self._caller()
+        try:
+            with self.entries.client(path) as c:
+                return c.getxattr(path, name, uid=uid)
+        except OSError as exc:
+            if caps and exc.errno == errno.ENODATA:
+                self._nocaps.add(path)
+            raise
 
     def setxattr(self, path: str, name: str, value: bytes, options: int, position: int = 0) -> None:
         xattrs.check_set(path, name, value, options)
+        xattrs.check_served(path, name, self._security)
+        uid, _ = self._caller()
+        self._nocaps.drop(path)
         with self.entries.client(path) as c:
-            c.setxattr(path, name, value, options)
+            c.setxattr(path, name, value, options, uid=uid)
 
     def listxattr(self, path: str) -> list[str]:
+        uid, _ = self._caller()
         with self.entries.client(path) as c:
-            return c.listxattr(path)
+            return c.listxattr(path, uid=uid)
 
     def removexattr(self, path: str, name: str) -> None:
         xattrs.check_name(path, name)
+        xattrs.check_served(path, name, self._security)
+        uid, _ = self._caller()
         with self.entries.client(path) as c:
-            c.removexattr(path, name)
+            c.removexattr(path, name, uid=uid)
 
     # ------------------------------------------------------------------ names
     def opendir(self, path: str) -> int:
@@ -1123,6 +1184,7 @@ class FedOps(mfusepy.Operations):
         with self.entries.client(path) as c:
             c.unlink(path)
         self.entries.forget(path)
+        self._nocaps.drop()
         if self._linked:
             self._relinked(path)
             self._linked.drop(path)
@@ -1163,6 +1225,7 @@ class FedOps(mfusepy.Operations):
                 h.path = new + h.path[len(old) :]  # (a file under a renamed directory keeps its place in it)
         self.entries.forget(old, below=True)
         self.entries.forget(new, below=True)  # what was replaced there; the moved is learnt at its next getattr
+        self._nocaps.drop()
         self.dirs.forget(old, below=True)
         if self._linked:
             self._relinked(old, new)
@@ -1247,18 +1310,21 @@ class FedOps(mfusepy.Operations):
         check_name(target)
         with self.entries.client(source) as c:
             c.link(source, target)
+        self._nocaps.drop()
         self._linked.made(source, target)
         self._relinked(source)
 
     def mknod(self, path: str, mode: int, dev: int) -> None:
-        """``mkfifo``, a socket's ``bind``: the protocol's ``mknod`` (a device is
-        EPERM).  The kernel then does the node's I/O itself: a fifo's or
-        socket's open never reaches this file system."""
+        """``mkfifo``, a socket's ``bind``, ``mknod``: the protocol's ``mknod``,
+        owned by the caller from its first instant (one round trip, as
+        ``create``); a device only for a caller of uid 0 where the federation
+        allows devices (``protocol.devices``), else EPERM.  The kernel then
+        does the node's I/O itself: a fifo's, socket's or device's open never
+        reaches this file system (a device's needs the mount's ``-o dev``)."""
         check_name(path)
         perm, uid, gid = self._new_owner(path, mode, is_dir=False)
         with self.entries.client(path) as c:
-            c.mknod(path, stat.S_IFMT(mode) | perm, dev)
-        self._give(path, uid, gid)
+            c.mknod(path, stat.S_IFMT(mode) | perm, dev, uid, gid)
 
     # ------------------------------------------------------------------ files
     def _handle(self, c: fclient.Client, fd: int, path: str) -> int:
