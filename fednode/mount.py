@@ -1108,9 +1108,11 @@ class FedOps(mfusepy.Operations):
         xattrs.check_set(path, name, value, options)
         xattrs.check_served(path, name, self._security)
         uid, _ = self._caller()
-        self._nocaps.drop(path)
-        with self.entries.client(path) as c:
-            c.setxattr(path, name, value, options, uid=uid)
+        try:
+            with self.entries.client(path) as c:
+                c.setxattr(path, name, value, options, uid=uid)
+        finally:  # (after the call, even a failed one: a question meanwhile may have kept the absence)
+            self._nocaps.drop(path)
 
     def listxattr(self, path: str) -> list[str]:
         uid, _ = self._caller()
@@ -1668,6 +1670,7 @@ def serve_fuse(
     fsname: str,
     snapshot: Callable[[bool], None] | None = None,
     allow_other: bool = False,
+    dev: bool = False,
 ) -> int:
     """Run a FUSE file system from this process until it is unmounted or the
     process gets SIGINT/SIGTERM/SIGHUP; 0 when it ended either way.
@@ -1677,6 +1680,8 @@ def serve_fuse(
     ``allow_other``: every user of the machine may enter the mount, not only
     the mounter (libfuse's ``allow_other``; with ``default_permissions``, on
     always, the kernel checks each caller against the stored modes and owners).
+    ``dev``: the kernel opens device nodes on the mount (libfuse's ``dev``,
+    root's only; a FUSE mount is ``nodev`` otherwise: such an open is EACCES).
 
     Signals.  libfuse's own handlers would end the loop, but make
     ``fuse_main`` report a failure (the loop returns the signal's number), and
@@ -1709,6 +1714,8 @@ def serve_fuse(
     def run() -> None:
         try:
             options = {"allow_other": True} if allow_other else {}  # (mfusepy would pass a False one on)
+            if dev:
+                options["dev"] = True
             _FUSE(make_ops(ready), mp, foreground=True, fsname=fsname, subtype="fedfs",
                   default_permissions=kernel_checks(allow_other),
                   **options)  # fmt: skip
@@ -1812,7 +1819,8 @@ def mount(
     consistency: str | None = None,
 ) -> int:
     """``fednode mount --foreground``: serve until unmounted or signalled; 0 when it ended cleanly.
-    ``consistency``: ``cto`` or ``sync`` (None: ``default_consistency()``)."""
+    ``consistency``: ``cto`` or ``sync`` (None: ``default_consistency()``).  A federation that
+    makes devices (``protocol.devices: true``) is mounted ``dev`` by root (``device_mount``)."""
     cluster = load_cluster(cluster_file)
     cluster.spec.node(node)
     consistency = consistency or default_consistency()
@@ -1820,7 +1828,16 @@ def mount(
     return serve_fuse(lambda ready: FedOps(cluster, node, on_ready=ready, stats=stats, route=route,
                                            consistency=consistency), mountpoint,
                       fsname=f"fedfs:{Path(cluster_file).resolve()}#{node}",
-                      snapshot=None if stats is None else stats.write, allow_other=allow_other)  # fmt: skip
+                      snapshot=None if stats is None else stats.write, allow_other=allow_other,
+                      dev=device_mount(cluster))  # fmt: skip
+
+
+def device_mount(cluster: Cluster) -> bool:
+    """Whether the mount lets the kernel open device nodes (libfuse's ``dev``): where the
+    federation makes them (``protocol.devices: true``, the operator's opt-in to the hazard
+    a device node is to the hosts' users: ``fedsim/protocol/fedfs/links.py``) and the
+    mounter is root (the kernel allows ``dev`` to no one else)."""
+    return cluster.spec.federation().protocol.devices and os.geteuid() == 0
 
 
 def is_mounted(mountpoint: str | Path) -> bool:
