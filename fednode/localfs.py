@@ -39,8 +39,9 @@ Symlinks and special files (fifos, sockets, devices) inside the root
     symlink's size is its target's length, a device's ``getattr`` size its
     ``st_rdev``, see ``attrs.Attr.rdev``); ``readlink`` reads a symlink's
     target with ``readlinkat`` on its parent's descriptor; ``symlink`` and
-    ``mknod`` (fifos and sockets) make them with ``symlinkat``/``mknodat``
-    there; ``unlink`` removes one and ``rename`` moves or replaces one;
+    ``mknod`` (fifos, sockets and devices, with an owner where given:
+    ``fchownat`` without following, the node removed again if that fails)
+    make them with ``symlinkat``/``mknodat`` there; ``unlink`` removes one and ``rename`` moves or replaces one;
     ``setattr`` changes the entry itself through its ``O_PATH|O_NOFOLLOW``
     descriptor (a symlink's owner and times; its mode is EOPNOTSUPP, as on
     Linux).  The target is data: stored and returned verbatim, never
@@ -126,13 +127,15 @@ The root itself
 Extended attributes
     ``getxattr``/``setxattr``/``listxattr``/``removexattr`` act on the entry
     held by an ``O_PATH`` descriptor (``_entry``: the confined walk, O_NOFOLLOW;
-    a symlink or special file has none, by Linux's rule for ``user.``: reading
-    ENODATA, writing EPERM), through its ``/proc/self/fd`` link,
+    a symlink or special file has no ``user.`` ones, by Linux's rule: reading
+    ENODATA, writing EPERM; ``trusted.`` and ``security.`` it may have), through
+    its ``/proc/self/fd`` link,
     as ``setattr`` does: Linux's f*xattr calls refuse an O_PATH descriptor, and
     the link names exactly the inode held, never a path built from a request.
-    Names are checked first (``fedsim.protocol.xattrs``: the ``user.``
-    namespace only, EOPNOTSUPP otherwise), and a listing shows only those
-    namespaces.  A file system without user xattrs answers EOPNOTSUPP; one
+    Names are checked first (``fedsim.protocol.xattrs``: ``user.``,
+    ``trusted.``, ``security.``; EOPNOTSUPP otherwise), and a listing shows only
+    those namespaces (who may see or change which is the home's decision, made
+    before the call: ``xattrs.check_caller``).  A file system without user xattrs answers EOPNOTSUPP; one
     with less room than 64 KiB per file (ext4: about 4 KiB) answers ENOSPC.
 
 Autonomy

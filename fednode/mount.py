@@ -94,8 +94,10 @@ attributes for the cache timeouts above, so ``ls -l``, ``find -ls`` and
 getattr round trip per file in readdir, then a lookup per name).
 
 Extended attributes.  ``getxattr``, ``setxattr`` (XATTR_CREATE, XATTR_REPLACE),
-``listxattr`` and ``removexattr`` of ``user.`` names are the ``Client`` calls of
-the same names (a file's at its home, a directory's at its holders: the
+``listxattr`` and ``removexattr`` (``user.``; ``trusted.`` for root;
+``security.`` where ``protocol.security_xattrs`` serves it) are the ``Client``
+calls of the same names, with the FUSE caller's uid, which the home applies as
+Linux does for an unprivileged caller (a file's at its home, a directory's at its holders: the
 protocol's rules, ``fedsim.protocol.fedfs.extattrs``), with the errnos a local
 file system gives: ENODATA, EEXIST, ERANGE (a name over 255 bytes, or a
 caller's buffer too small: mfusepy compares it with what we return, and a
@@ -153,8 +155,9 @@ waits for, and reopens it by name should the kernel use the handle again (a
 
 Symbolic links and special files (issue 22) are the protocol's
 (``fedsim/protocol/fedfs/links.py``): ``symlink``, ``readlink`` and
-``mknod`` (fifos and sockets; a device is ``EPERM``: the protocol has no
-caller identity) become the client calls of the same names, and getattr
+``mknod`` (fifos and sockets, owned by the caller from their first instant;
+a device for a caller of uid 0 where ``protocol.devices`` allows it, else
+``EPERM``) become the client calls of the same names, and getattr
 gives the entry's own type (``S_IFLNK``, ``S_IFIFO`` ...).  The federation
 never follows a symlink: the kernel does, asking ``readlink`` and looking the
 target's components up as ordinary names.  The I/O of a fifo, socket or
@@ -173,11 +176,11 @@ several names is refused (``EMLINK``) and leaves it in place.  In ``cto``
 mode a write buffered through one name is sent at its close (or fsync), so
 a ``stat`` of another name of the file sees it from then on.
 
-What it does not do (clear errors, not silent surprises): devices (``EPERM``), chmod of a
-symlink (``EOPNOTSUPP``, as on Linux); ``rename`` flags such as
-``RENAME_NOREPLACE`` (``EINVAL``: callers fall back to a plain rename);
-extended attributes outside the ``user.`` namespace (``EOPNOTSUPP``:
-``trusted.``, ``security.``, and ``system.``, POSIX ACLs; see
+What it does not do (clear errors, not silent surprises): devices unless
+``protocol.devices`` (``EPERM``), chmod of a symlink (``EOPNOTSUPP``, as on
+Linux); ``rename`` flags such as ``RENAME_NOREPLACE`` (``EINVAL``: callers
+fall back to a plain rename); extended attributes in ``system.`` (POSIX ACLs)
+and, unless ``protocol.security_xattrs``, in ``security.`` (``EOPNOTSUPP``; see
 ``fedsim.protocol.xattrs`` for why); a file unlinked while open at *another*
 mount is gone for that mount's descriptors (``ENOENT``).  Byte-range locks are the
 kernel's, local to one mount.  Names longer than 255 bytes and paths of 4096 bytes or more are
@@ -1284,9 +1287,9 @@ class FedOps(mfusepy.Operations):
         self._give(target, uid, gid)
 
     def _give(self, path: str, uid: int, gid: int) -> None:
-        """A symlink or special file just made at ``path`` becomes the caller's: the
-        protocol's ``symlink`` and ``mknod`` carry no owner (as ``create`` does), so
-        a chown follows them (a second round trip: until it, the name is the
+        """A symlink just made at ``path`` becomes the caller's: the protocol's
+        ``symlink`` carries no owner (as ``create`` and ``mknod`` do), so a chown
+        follows it (a second round trip: until it, the name is the
         agents' user's); if it fails the name is removed again (no trace)."""
         if (uid, gid) == (os.geteuid(), os.getegid()):  # the agents' user, which made it (they run as we do)
             return

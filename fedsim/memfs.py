@@ -21,8 +21,8 @@ ctime, a change of a directory's entries its mtime and ctime, setattr the
 ctime; a read does not touch atime (as ``noatime``: no real file system's
 relatime heuristic is modelled).
 
-Symlinks and special files (``special``: a symlink's target, or 0 for a fifo
-or socket; their type is their mode's): entries like files, as
+Symlinks and special files (``special``: a symlink's target, 0 for a fifo
+or socket, a device's number for a device; their type is their mode's): entries like files, as
 ``fednode.localfs`` serves them.  Nothing follows or opens one: a path
 through one (as an intermediate "directory") is ELOOP naming it, and so are
 open, read, write, truncate, fsync and listdir of one; stat and getattr
@@ -106,7 +106,7 @@ class MemFS:
         self.capacity_bytes, self.capacity_inodes = capacity_bytes, capacity_inodes
         self.dirs: dict[str, dict[str, bool]] = {ROOT: {}}
         self.files: dict[str, Any] = {}
-        #: symlinks (path -> target) and fifos/sockets (path -> 0): see the module docstring
+        #: symlinks (path -> target), fifos/sockets (path -> 0), devices (path -> rdev): see the module docstring
         self.special: dict[str, Any] = {}
         self._next_ino = 1  # the root gets 2, as on ext4
         self.meta: dict[str, list[int]] = {ROOT: self._new_meta(DIR_MODE)}

@@ -25,10 +25,19 @@ or directory, where ``getattr`` and ``setattr`` find its attributes
 * the root is every member's: read at the lowest member directly, changed
   through its manager at every holder.
 
-Names, limits, flags and errnos are ``fedsim.protocol.xattrs``'s (the
-``user.`` namespace only; EOPNOTSUPP for ``trusted.``, ``security.``,
-``system.``): checked by the requester before any message, again by the
-home or holder (a peer's request is untrusted), and by the local layer.  A
+Names, limits, flags and errnos are ``fedsim.protocol.xattrs``'s: checked
+by the requester before any message, again by the home or holder (a peer's
+request is untrusted), and by the local layer.  Namespaces: ``user.`` for
+everyone; ``trusted.`` for a caller of uid 0; ``security.`` only where
+``protocol.security_xattrs`` serves it (else EOPNOTSUPP at the requester,
+naming the key), set and removed by root; ``system.`` EOPNOTSUPP.  Every
+request carries the caller's ``uid`` (-1: none named, not root; anything
+outside -1..ID_MAX is garbled at decoding), and the home or holder decides
+what the caller may do (``xattrs.check_caller``) once the name resolved: a
+refused caller's missing file is ENOENT, as a local lookup answers first
+(one local getattr, on the refusal only).  A directory's change is refused
+at its manager, before any holder; a listing is filtered at the home or
+holder (``xattrs.visible``: no ``trusted.`` for others).  A
 request from the wire whose name or value no requester sends (NUL, over 255
 bytes, a value over 64 KiB) is garbled: ProtocolError at decoding.
 
@@ -39,7 +48,8 @@ length, ERANGE when too small) is the caller's business: a value is at most
 
 What moves with a file: a rename keeps its attributes (the home renames it
 in its own tree); a migration copies them from the frozen source with the
-data (``migration.py``: ``MigrateXattrs``).  Replication (``replicas: 2``)
+data (``migration.py``: ``MigrateXattrs``; the served namespaces only, so a
+host's own ``security.`` label stays while ``security.`` is off).  Replication (``replicas: 2``)
 does not carry them: a secondary copy has the data, mode and times but no
 extended attributes, so a file promoted after its home left has none
 (tested: tests/test_replication.py).

@@ -8,8 +8,8 @@ is: placement chooses its home, its manager reserves the name first
 (``Requester._make``, with create's failure semantics: an error the home
 answered drops the reservation, ``Forget``; an unknown outcome is settled
 from the local trees, ``Settle``), the home makes it in its local tree
-(``Local("symlink")``, ``Local("mknod")``: a real symlink, fifo or socket,
-made on the confined parent's descriptor), adds it to the parent's virtual
+(``Local("symlink")``, ``Local("mknod")``: a real symlink, fifo, socket or
+device, made on the confined parent's descriptor), adds it to the parent's virtual
 directory as a file (``AddEntry``, is_dir False) and keeps it in its DT.
 Everything that handles names therefore handles them unchanged: listings
 (``readdir`` says is_dir False; ``readdir_attrs`` gives their attributes,
@@ -35,13 +35,26 @@ agent never opens a fifo, socket or device.  On a mount that costs nothing:
 the kernel does the I/O of a fifo, socket or device node itself and never
 sends their open to the file system.
 
-Devices.  The protocol carries no caller identity (a client proves the
-client key, not a user), so the agent, which runs as root, cannot tell a
-root caller from any other: ``mknod`` of a character or block device is
-EPERM for everyone, and only fifos and sockets are made.  A device a local
-user (root) made in a node's tree is served like any entry (listed, its
-attributes with the device number in ``Attr.rdev``, unlinked, renamed),
-never opened.
+Owners and devices.  ``mknod`` carries the new node's owner (``uid``,
+``gid``: the caller's, as ``create`` carries a file's; KEEP, the home's
+default, names no caller), so a fifo or socket is its caller's from its first
+instant.  A character or block device is made only for a caller of uid 0, and
+only where the federation allows devices (``protocol.devices: true``, off by
+default): anything else is EPERM, Linux's errno for a caller without
+CAP_MKNOD, with a message naming the setting or the uid
+(``attrs.check_device``: at the requester before any message, and again at
+the home, whose own config decides, as a peer's request is untrusted).  The
+uid is the client's word: a client key already lets its holder do anything to
+any file (the README's threat model), and a mount passes its kernel-checked
+caller.  Opt-in, because a device node in an agent's local tree is a device
+*of that host*, open to its local users by its mode (a world-writable raw
+disk).  The home makes it with ``mknodat`` on the confined parent's
+descriptor and gives it its owner with ``fchownat`` (no following) on the
+same descriptor, removing it again if that fails; its number travels in
+``Attr.rdev``.  A device made so, or by a local user in a node's tree, is
+served like any entry (listed, renamed, unlinked, hard linked), never opened:
+``open`` is ELOOP at the agent, and on a mount the kernel opens it itself
+(the mount is ``dev`` where devices are allowed: ``fednode.mount.device_mount``).
 
 Not covered (clear errors): migration of a symlink or special file is
 refused (ELOOP at its home: they stay on their home; a directory's
