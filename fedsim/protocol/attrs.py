@@ -252,6 +252,13 @@ def check_device(path: str, mode: int, uid: int, allowed: bool) -> None:
         raise fs_error(errno.EPERM, path, f"only root (uid 0) may make a device file; {who}")
 
 
+def check_no_device(path: str, mode: int, design: str) -> None:
+    """EPERM for a character or block device in a design whose ``mknod`` carries no
+    caller (every design but fedfs's, ``fedfs/links.py``): it cannot tell root."""
+    if kind(mode) in DEVICE_TYPES:
+        raise fs_error(errno.EPERM, path, f"device files are refused by the {design} design (no caller uid)")
+
+
 def check_setattr(path: str, mode: int, uid: int, gid: int, atime_ns: int, mtime_ns: int) -> None:
     """EINVAL unless every value of a ``setattr`` is KEEP/a sentinel or in range.
 
@@ -288,7 +295,7 @@ def new_args(mode: int, uid: int, gid: int) -> tuple[int, ...]:
 
 __all__ = [
     "ATTR_WIRE", "DEVICE_TYPES", "KEEP", "NODE_TYPES", "OFF_MAX", "ROOT_INO", "STATFS_WIRE", "TARGET_MAX",
-    "UTIME_NOW", "UTIME_OMIT", "Attr", "StatFS", "check_device", "check_mknod", "check_new", "check_setattr",
-    "check_size", "check_target", "dir_ino", "federated", "file_ino", "home_of_ino", "is_device", "is_regular",
-    "kind", "new_args", "special_entry", "target_size",
+    "UTIME_NOW", "UTIME_OMIT", "Attr", "StatFS", "check_device", "check_mknod", "check_new", "check_no_device",
+    "check_setattr", "check_size", "check_target", "dir_ino", "federated", "file_ino", "home_of_ino", "is_device",
+    "is_regular", "kind", "new_args", "special_entry", "target_size",
 ]  # fmt: skip
