@@ -581,7 +581,10 @@ def _orphans(fed: Federation, node: int) -> list[str]:
     from fedsim.protocol.names import ORPHAN_NAME
 
     where = fed.base / "fed" / f"n{node}" / ORPHAN_NAME
-    return sorted(os.listdir(where)) if where.exists() else []
+    try:
+        return sorted(os.listdir(where))
+    except FileNotFoundError:  # (none, or the last close removed the space between a check and the listing)
+        return []
 
 
 def _until(what: str, cond: Any) -> None:
