@@ -378,12 +378,16 @@ class Client:
         federation keeps no hard links (``replicas: 2``, the block cache)."""
         return self.call("link", old, new)
 
-    def mknod(self, path: str, mode: int, dev: int = 0) -> int:
-        """Make a fifo or socket (``mode``: ``stat.S_IFIFO`` or ``S_IFSOCK`` and
-        the permission bits); returns its home.  Never opened by an agent
-        (open is ELOOP): a mount's kernel does a fifo's I/O itself.  Devices
-        are EPERM: the protocol cannot tell a root caller from another."""
-        return self.call("mknod", path, mode, dev)
+    def mknod(self, path: str, mode: int, dev: int = 0, uid: int = KEEP, gid: int = KEEP) -> int:
+        """Make a fifo, socket or device (``mode``: ``stat.S_IFIFO``, ``S_IFSOCK``,
+        ``S_IFCHR`` or ``S_IFBLK`` and the permission bits; ``dev`` a device's
+        number, ``os.makedev``) owned by ``uid``/``gid`` (the caller's; KEEP:
+        the agent's user); returns its home.  Never opened by an agent (open
+        is ELOOP): a mount's kernel does a node's I/O itself.  A device is EPERM
+        unless ``uid`` is 0 and the cluster file says ``protocol.devices: true``."""
+        if uid == KEEP and gid == KEEP:
+            return self.call("mknod", path, mode, dev)
+        return self.call("mknod", path, mode, dev, uid, gid)
 
     def listdir(self, path: str) -> list[str]:
         return [name for name, _ in self.readdir(path)]
@@ -411,33 +415,34 @@ class Client:
         ``UTIME_NOW`` is the holding node's clock, ``UTIME_OMIT`` leaves one."""
         self.call("setattr", path, KEEP, KEEP, KEEP, atime_ns, mtime_ns)
 
-    # Extended attributes (``fedsim.protocol.xattrs``: the ``user.`` namespace; EOPNOTSUPP for others).
-    # A file's live at its home, a directory's are read at the holder getattr answers from and
-    # changed at every holder: one call each, whatever the number of nodes involved.
-    def getxattr(self, path: str, name: str, size: int | None = None) -> bytes:
+    # Extended attributes (``fedsim.protocol.xattrs``: ``user.``; ``trusted.`` for a caller ``uid``
+    # 0; ``security.`` where the federation serves it; EOPNOTSUPP for others).  ``uid`` is the
+    # caller's (KEEP names none, and is not root).  A file's live at its home, a directory's are
+    # read at the holder getattr answers from and changed at every holder: one call each.
+    def getxattr(self, path: str, name: str, size: int | None = None, uid: int = KEEP) -> bytes:
         """The value of extended attribute ``name`` (ENODATA if unset).  With
         ``size``, as ``getxattr(2)`` with a buffer of that many bytes: ERANGE
         if the value is longer (size 0 asks only for the length: the value is
         returned whole, len() is the answer).  The protocol always carries the
         whole value (at most 64 KiB: one message), so the buffer is checked here."""
-        value = self.call("getxattr", path, name)
+        value = self.call("getxattr", path, name, *_caller(uid))
         if size and len(value) > size:
             raise OSError(errno.ERANGE, f"value of {len(value)} bytes, buffer of {size}", path)
         return value
 
-    def setxattr(self, path: str, name: str, value: bytes, flags: int = 0) -> None:
+    def setxattr(self, path: str, name: str, value: bytes, flags: int = 0, uid: int = KEEP) -> None:
         """Set ``name`` to ``value`` (at most 64 KiB; E2BIG beyond); ``flags``
         ``os.XATTR_CREATE`` fails with EEXIST if it is set, ``os.XATTR_REPLACE``
         with ENODATA if it is not.  A directory's is set at every node holding it."""
-        self.call("setxattr", path, name, bytes(value), flags)
+        self.call("setxattr", path, name, bytes(value), flags, *_caller(uid))
 
-    def listxattr(self, path: str) -> list[str]:
-        """The names of ``path``'s extended attributes, sorted."""
-        return list(self.call("listxattr", path))
+    def listxattr(self, path: str, uid: int = KEEP) -> list[str]:
+        """The names of ``path``'s extended attributes the caller sees, sorted."""
+        return list(self.call("listxattr", path, *_caller(uid)))
 
-    def removexattr(self, path: str, name: str) -> None:
+    def removexattr(self, path: str, name: str, uid: int = KEEP) -> None:
         """Remove ``name`` (ENODATA if unset); a directory's at every node holding it."""
-        self.call("removexattr", path, name)
+        self.call("removexattr", path, name, *_caller(uid))
 
     def statfs(self) -> StatFS:
         """The federation's size and free space: every member's local file
@@ -477,9 +482,7 @@ class Client:
     def open(self, path: str) -> int:
         return self.call("open", path)
 
-    def create_open(
-        self, path: str, mode: int = KEEP, uid: int = KEEP, gid: int = KEEP
-    ) -> tuple[int, Attr | None]:
+    def create_open(self, path: str, mode: int = KEEP, uid: int = KEEP, gid: int = KEEP) -> tuple[int, Attr | None]:
         """Create a file (exclusive) with ``mode`` and owner ``uid``/``gid`` (as ``create``),
         open it and read its attributes, in one round trip."""
         fd, attr = self.call("create_open", path, *new_args(mode, uid, gid))
@@ -642,3 +645,7 @@ class _Failed(Exception):
         self.error = error
         self.log = log
 
+
+def _caller(uid: int) -> tuple[int, ...]:
+    """The optional caller argument of an xattr call: none for KEEP (the request as before)."""
+    return () if uid == KEEP else (uid,)

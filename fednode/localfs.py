@@ -39,8 +39,9 @@ Symlinks and special files (fifos, sockets, devices) inside the root
     symlink's size is its target's length, a device's ``getattr`` size its
     ``st_rdev``, see ``attrs.Attr.rdev``); ``readlink`` reads a symlink's
     target with ``readlinkat`` on its parent's descriptor; ``symlink`` and
-    ``mknod`` (fifos and sockets) make them with ``symlinkat``/``mknodat``
-    there; ``unlink`` removes one and ``rename`` moves or replaces one;
+    ``mknod`` (fifos, sockets and devices, with an owner where given:
+    ``fchownat`` without following, the node removed again if that fails)
+    make them with ``symlinkat``/``mknodat`` there; ``unlink`` removes one and ``rename`` moves or replaces one;
     ``setattr`` changes the entry itself through its ``O_PATH|O_NOFOLLOW``
     descriptor (a symlink's owner and times; its mode is EOPNOTSUPP, as on
     Linux).  The target is data: stored and returned verbatim, never
@@ -126,13 +127,15 @@ The root itself
 Extended attributes
     ``getxattr``/``setxattr``/``listxattr``/``removexattr`` act on the entry
     held by an ``O_PATH`` descriptor (``_entry``: the confined walk, O_NOFOLLOW;
-    a symlink or special file has none, by Linux's rule for ``user.``: reading
-    ENODATA, writing EPERM), through its ``/proc/self/fd`` link,
+    a symlink or special file has no ``user.`` ones, by Linux's rule: reading
+    ENODATA, writing EPERM; ``trusted.`` and ``security.`` it may have), through
+    its ``/proc/self/fd`` link,
     as ``setattr`` does: Linux's f*xattr calls refuse an O_PATH descriptor, and
     the link names exactly the inode held, never a path built from a request.
-    Names are checked first (``fedsim.protocol.xattrs``: the ``user.``
-    namespace only, EOPNOTSUPP otherwise), and a listing shows only those
-    namespaces.  A file system without user xattrs answers EOPNOTSUPP; one
+    Names are checked first (``fedsim.protocol.xattrs``: ``user.``,
+    ``trusted.``, ``security.``; EOPNOTSUPP otherwise), and a listing shows only
+    those namespaces (who may see or change which is the home's decision, made
+    before the call: ``xattrs.check_caller``).  A file system without user xattrs answers EOPNOTSUPP; one
     with less room than 64 KiB per file (ext4: about 4 KiB) answers ENOSPC.
 
 Autonomy
@@ -184,8 +187,21 @@ ROOT_LOST_ERRNO = errno.EIO
 # Operations that change the namespace (or read the whole of it, as a summary refresh does): the root
 # is checked before they run, so none of them acts on a root that was moved away.
 _CHECKED_FIRST = frozenset(
-    {"create", "mkdir", "unlink", "rmdir", "rename", "rename_dir", "setattr", "list_dirs", "symlink", "mknod", "link",
-     "setxattr", "removexattr"}
+    {
+        "create",
+        "mkdir",
+        "unlink",
+        "rmdir",
+        "rename",
+        "rename_dir",
+        "setattr",
+        "list_dirs",
+        "symlink",
+        "mknod",
+        "link",
+        "setxattr",
+        "removexattr",
+    }
 )
 
 
@@ -1110,6 +1126,7 @@ class LocalFS:
         try:
             make(name, dfd)
         except OSError as e:
+            self._unmake_parents(created)
             raise fs_error(e.errno or errno.EIO, path) from None
         finally:
             if dfd != self._root:
@@ -1125,12 +1142,28 @@ class LocalFS:
         check_target(path, target)
         return self._make_entry(path, lambda name, dfd: os.symlink(target, name, dir_fd=dfd))
 
-    def mknod(self, path: str, mode: int) -> list[str]:
-        """A fifo or socket at ``path`` (``mknodat``; never opened by the agent)."""
+    def mknod(self, path: str, mode: int, dev: int = 0, uid: int = KEEP, gid: int = KEEP) -> list[str]:
+        """A fifo, socket or device at ``path`` (``mknodat`` on the confined
+        parent's descriptor; never opened by the agent), owned by ``uid``/``gid``
+        where not KEEP (``fchownat`` without following, on the same descriptor;
+        if that fails the node goes again).  A device gets ``dev``; who may make
+        one is the home's decision (``attrs.check_device``), made before this."""
         _check(path)
-        check_mknod(path, mode)
+        check_mknod(path, mode, dev, uid, gid)
         mode = _stat.S_IFMT(mode) | (_stat.S_IMODE(mode) & ~_UMASK)
-        return self._make_entry(path, lambda name, dfd: os.mknod(name, mode, 0, dir_fd=dfd))
+        rdev = dev if is_device(mode) else 0
+
+        def make(name: str, dfd: int) -> None:
+            os.mknod(name, mode, rdev, dir_fd=dfd)
+            if uid != KEEP or gid != KEEP:
+                try:
+                    os.chown(name, uid, gid, dir_fd=dfd, follow_symlinks=False)
+                except OSError:
+                    with contextlib.suppress(OSError):
+                        os.unlink(name, dir_fd=dfd)
+                    raise
+
+        return self._make_entry(path, make)
 
     def link(self, path: str, old: str) -> list[str]:
         """A hard link ``path`` to the entry ``old`` (``linkat`` between the two

@@ -94,8 +94,10 @@ attributes for the cache timeouts above, so ``ls -l``, ``find -ls`` and
 getattr round trip per file in readdir, then a lookup per name).
 
 Extended attributes.  ``getxattr``, ``setxattr`` (XATTR_CREATE, XATTR_REPLACE),
-``listxattr`` and ``removexattr`` of ``user.`` names are the ``Client`` calls of
-the same names (a file's at its home, a directory's at its holders: the
+``listxattr`` and ``removexattr`` (``user.``; ``trusted.`` for root;
+``security.`` where ``protocol.security_xattrs`` serves it) are the ``Client``
+calls of the same names, with the FUSE caller's uid, which the home applies as
+Linux does for an unprivileged caller (a file's at its home, a directory's at its holders: the
 protocol's rules, ``fedsim.protocol.fedfs.extattrs``), with the errnos a local
 file system gives: ENODATA, EEXIST, ERANGE (a name over 255 bytes, or a
 caller's buffer too small: mfusepy compares it with what we return, and a
@@ -153,8 +155,9 @@ waits for, and reopens it by name should the kernel use the handle again (a
 
 Symbolic links and special files (issue 22) are the protocol's
 (``fedsim/protocol/fedfs/links.py``): ``symlink``, ``readlink`` and
-``mknod`` (fifos and sockets; a device is ``EPERM``: the protocol has no
-caller identity) become the client calls of the same names, and getattr
+``mknod`` (fifos and sockets, owned by the caller from their first instant;
+a device for a caller of uid 0 where ``protocol.devices`` allows it, else
+``EPERM``) become the client calls of the same names, and getattr
 gives the entry's own type (``S_IFLNK``, ``S_IFIFO`` ...).  The federation
 never follows a symlink: the kernel does, asking ``readlink`` and looking the
 target's components up as ordinary names.  The I/O of a fifo, socket or
@@ -173,11 +176,11 @@ several names is refused (``EMLINK``) and leaves it in place.  In ``cto``
 mode a write buffered through one name is sent at its close (or fsync), so
 a ``stat`` of another name of the file sees it from then on.
 
-What it does not do (clear errors, not silent surprises): devices (``EPERM``), chmod of a
-symlink (``EOPNOTSUPP``, as on Linux); ``rename`` flags such as
-``RENAME_NOREPLACE`` (``EINVAL``: callers fall back to a plain rename);
-extended attributes outside the ``user.`` namespace (``EOPNOTSUPP``:
-``trusted.``, ``security.``, and ``system.``, POSIX ACLs; see
+What it does not do (clear errors, not silent surprises): devices unless
+``protocol.devices`` (``EPERM``), chmod of a symlink (``EOPNOTSUPP``, as on
+Linux); ``rename`` flags such as ``RENAME_NOREPLACE`` (``EINVAL``: callers
+fall back to a plain rename); extended attributes in ``system.`` (POSIX ACLs)
+and, unless ``protocol.security_xattrs``, in ``security.`` (``EOPNOTSUPP``; see
 ``fedsim.protocol.xattrs`` for why); a file unlinked while open at *another*
 mount is gone for that mount's descriptors (``ENOENT``).  Byte-range locks are the
 kernel's, local to one mount.  Names longer than 255 bytes and paths of 4096 bytes or more are
@@ -530,6 +533,42 @@ class _Dirs:
                     del self._seen[p]
 
 
+class _NoCaps:
+    """The files this mount found without ``security.capability`` in the last
+    ``ttl`` seconds, at most ``size`` (the oldest dropped first): the kernel's
+    question before every write answered with no round trip (the extended
+    attributes' comment in ``FedOps``).  A set or remove of an attribute of a
+    file at this mount drops it, and a change of names (unlink, rename, link)
+    drops them all, so that another file taking a path is asked about; a
+    capability set at another mount is seen within ``ttl``, as attributes are.
+    libfuse's threads share it: a lock."""
+
+    def __init__(self, size: int, ttl: float) -> None:
+        self._size, self._ttl = size, ttl
+        self._seen: collections.OrderedDict[str, float] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def has(self, path: str) -> bool:
+        with self._lock:
+            t = self._seen.get(path)
+            return t is not None and time.monotonic() - t < self._ttl
+
+    def add(self, path: str) -> None:
+        with self._lock:
+            self._seen[path] = time.monotonic()
+            self._seen.move_to_end(path)
+            if len(self._seen) > self._size:
+                self._seen.popitem(last=False)
+
+    def drop(self, path: str | None = None) -> None:
+        """Forget ``path`` (None: every file)."""
+        with self._lock:
+            if path is None:
+                self._seen.clear()
+            else:
+                self._seen.pop(path, None)
+
+
 class _Links:
     """The names of files with more than one (hard links) that the mount told
     the kernel of, by the file's inode number, at most ``size`` names, the
@@ -850,6 +889,10 @@ class FedOps(mfusepy.Operations):
         self._on_ready = on_ready
         #: directories' modes and groups as last given to the kernel: a new name's group (``_new_owner``)
         self.dirs = _Dirs(DIR_ATTRS)
+        #: whether the federation serves ``security.`` (the extended attributes' comment), and the
+        #: files seen without ``security.capability`` lately
+        self._security = cluster.spec.federation().protocol.security_xattrs
+        self._nocaps = _NoCaps(_SEEN_MAX, ATTR_TIMEOUT)
         self._served = False  # set by ``init``: callbacks then come from libfuse, with a caller's context
         if stats is not None:
             stats.install(self)
@@ -1040,28 +1083,51 @@ class FedOps(mfusepy.Operations):
         }
 
     # ------------------------------------------------------------------ extended attributes
-    # ``user.`` only (``fedsim.protocol.xattrs``); a name outside it is EOPNOTSUPP here, with no
-    # call: the kernel asks for ``security.capability`` before writes to a file it has not seen
-    # without one, and that must not cost a round trip to an agent.  Sizes are mfusepy's: size 0
-    # asks for the length, a buffer too small is ERANGE (it compares the value or list we return).
+    # ``fedsim.protocol.xattrs``: each call carries the caller's uid (``_caller``), which decides
+    # ``trusted.`` and ``security.`` at the home.  The kernel asks for ``security.capability``
+    # before every write (FUSE clears SB_NOSEC), which must not cost a round trip to an agent:
+    # while the federation serves no ``security.`` (``protocol.security_xattrs``, the default) a
+    # name there is EOPNOTSUPP here with no call, as any name outside the namespaces; with it on,
+    # a file's *absence* of ``security.capability`` is kept for ``ATTR_TIMEOUT`` (``_NoCaps``), as
+    # the kernel keeps its attributes: one round trip per file per second of writes, and a
+    # capability set at another mount is seen within the coherence bound.  Sizes are mfusepy's:
+    # size 0 asks for the length, a buffer too small is ERANGE (it compares what we return).
     def getxattr(self, path: str, name: str, position: int = 0) -> bytes:
         xattrs.check_name(path, name)
-        with self.entries.client(path) as c:
-            return c.getxattr(path, name)
+        xattrs.check_served(path, name, self._security)
+        caps = name == xattrs.CAPABILITY
+        if caps and self._nocaps.has(path):
+            raise OSError(errno.ENODATA, "no file capabilities", path)
+        uid, _ = self._caller()
+        try:
+            with self.entries.client(path) as c:
+                return c.getxattr(path, name, uid=uid)
+        except OSError as exc:
+            if caps and exc.errno == errno.ENODATA:
+                self._nocaps.add(path)
+            raise
 
     def setxattr(self, path: str, name: str, value: bytes, options: int, position: int = 0) -> None:
         xattrs.check_set(path, name, value, options)
-        with self.entries.client(path) as c:
-            c.setxattr(path, name, value, options)
+        xattrs.check_served(path, name, self._security)
+        uid, _ = self._caller()
+        try:
+            with self.entries.client(path) as c:
+                c.setxattr(path, name, value, options, uid=uid)
+        finally:  # (after the call, even a failed one: a question meanwhile may have kept the absence)
+            self._nocaps.drop(path)
 
     def listxattr(self, path: str) -> list[str]:
+        uid, _ = self._caller()
         with self.entries.client(path) as c:
-            return c.listxattr(path)
+            return c.listxattr(path, uid=uid)
 
     def removexattr(self, path: str, name: str) -> None:
         xattrs.check_name(path, name)
+        xattrs.check_served(path, name, self._security)
+        uid, _ = self._caller()
         with self.entries.client(path) as c:
-            c.removexattr(path, name)
+            c.removexattr(path, name, uid=uid)
 
     # ------------------------------------------------------------------ names
     def opendir(self, path: str) -> int:
@@ -1123,6 +1189,7 @@ class FedOps(mfusepy.Operations):
         with self.entries.client(path) as c:
             c.unlink(path)
         self.entries.forget(path)
+        self._nocaps.drop()
         if self._linked:
             self._relinked(path)
             self._linked.drop(path)
@@ -1163,6 +1230,7 @@ class FedOps(mfusepy.Operations):
                 h.path = new + h.path[len(old) :]  # (a file under a renamed directory keeps its place in it)
         self.entries.forget(old, below=True)
         self.entries.forget(new, below=True)  # what was replaced there; the moved is learnt at its next getattr
+        self._nocaps.drop()
         self.dirs.forget(old, below=True)
         if self._linked:
             self._relinked(old, new)
@@ -1219,9 +1287,9 @@ class FedOps(mfusepy.Operations):
         self._give(target, uid, gid)
 
     def _give(self, path: str, uid: int, gid: int) -> None:
-        """A symlink or special file just made at ``path`` becomes the caller's: the
-        protocol's ``symlink`` and ``mknod`` carry no owner (as ``create`` does), so
-        a chown follows them (a second round trip: until it, the name is the
+        """A symlink just made at ``path`` becomes the caller's: the protocol's
+        ``symlink`` carries no owner (as ``create`` and ``mknod`` do), so a chown
+        follows it (a second round trip: until it, the name is the
         agents' user's); if it fails the name is removed again (no trace)."""
         if (uid, gid) == (os.geteuid(), os.getegid()):  # the agents' user, which made it (they run as we do)
             return
@@ -1247,18 +1315,21 @@ class FedOps(mfusepy.Operations):
         check_name(target)
         with self.entries.client(source) as c:
             c.link(source, target)
+        self._nocaps.drop()
         self._linked.made(source, target)
         self._relinked(source)
 
     def mknod(self, path: str, mode: int, dev: int) -> None:
-        """``mkfifo``, a socket's ``bind``: the protocol's ``mknod`` (a device is
-        EPERM).  The kernel then does the node's I/O itself: a fifo's or
-        socket's open never reaches this file system."""
+        """``mkfifo``, a socket's ``bind``, ``mknod``: the protocol's ``mknod``,
+        owned by the caller from its first instant (one round trip, as
+        ``create``); a device only for a caller of uid 0 where the federation
+        allows devices (``protocol.devices``), else EPERM.  The kernel then
+        does the node's I/O itself: a fifo's, socket's or device's open never
+        reaches this file system (a device's needs the mount's ``-o dev``)."""
         check_name(path)
         perm, uid, gid = self._new_owner(path, mode, is_dir=False)
         with self.entries.client(path) as c:
-            c.mknod(path, stat.S_IFMT(mode) | perm, dev)
-        self._give(path, uid, gid)
+            c.mknod(path, stat.S_IFMT(mode) | perm, dev, uid, gid)
 
     # ------------------------------------------------------------------ files
     def _handle(self, c: fclient.Client, fd: int, path: str) -> int:
@@ -1602,6 +1673,7 @@ def serve_fuse(
     fsname: str,
     snapshot: Callable[[bool], None] | None = None,
     allow_other: bool = False,
+    dev: bool = False,
 ) -> int:
     """Run a FUSE file system from this process until it is unmounted or the
     process gets SIGINT/SIGTERM/SIGHUP; 0 when it ended either way.
@@ -1611,6 +1683,8 @@ def serve_fuse(
     ``allow_other``: every user of the machine may enter the mount, not only
     the mounter (libfuse's ``allow_other``; with ``default_permissions``, on
     always, the kernel checks each caller against the stored modes and owners).
+    ``dev``: the kernel opens device nodes on the mount (libfuse's ``dev``,
+    root's only; a FUSE mount is ``nodev`` otherwise: such an open is EACCES).
 
     Signals.  libfuse's own handlers would end the loop, but make
     ``fuse_main`` report a failure (the loop returns the signal's number), and
@@ -1643,6 +1717,8 @@ def serve_fuse(
     def run() -> None:
         try:
             options = {"allow_other": True} if allow_other else {}  # (mfusepy would pass a False one on)
+            if dev:
+                options["dev"] = True
             _FUSE(make_ops(ready), mp, foreground=True, fsname=fsname, subtype="fedfs",
                   default_permissions=kernel_checks(allow_other),
                   **options)  # fmt: skip
@@ -1746,7 +1822,8 @@ def mount(
     consistency: str | None = None,
 ) -> int:
     """``fednode mount --foreground``: serve until unmounted or signalled; 0 when it ended cleanly.
-    ``consistency``: ``cto`` or ``sync`` (None: ``default_consistency()``)."""
+    ``consistency``: ``cto`` or ``sync`` (None: ``default_consistency()``).  A federation that
+    makes devices (``protocol.devices: true``) is mounted ``dev`` by root (``device_mount``)."""
     cluster = load_cluster(cluster_file)
     cluster.spec.node(node)
     consistency = consistency or default_consistency()
@@ -1754,7 +1831,16 @@ def mount(
     return serve_fuse(lambda ready: FedOps(cluster, node, on_ready=ready, stats=stats, route=route,
                                            consistency=consistency), mountpoint,
                       fsname=f"fedfs:{Path(cluster_file).resolve()}#{node}",
-                      snapshot=None if stats is None else stats.write, allow_other=allow_other)  # fmt: skip
+                      snapshot=None if stats is None else stats.write, allow_other=allow_other,
+                      dev=device_mount(cluster))  # fmt: skip
+
+
+def device_mount(cluster: Cluster) -> bool:
+    """Whether the mount lets the kernel open device nodes (libfuse's ``dev``): where the
+    federation makes them (``protocol.devices: true``, the operator's opt-in to the hazard
+    a device node is to the hosts' users: ``fedsim/protocol/fedfs/links.py``) and the
+    mounter is root (the kernel allows ``dev`` to no one else)."""
+    return cluster.spec.federation().protocol.devices and os.geteuid() == 0
 
 
 def is_mounted(mountpoint: str | Path) -> bool:

@@ -21,8 +21,8 @@ ctime, a change of a directory's entries its mtime and ctime, setattr the
 ctime; a read does not touch atime (as ``noatime``: no real file system's
 relatime heuristic is modelled).
 
-Symlinks and special files (``special``: a symlink's target, or 0 for a fifo
-or socket; their type is their mode's): entries like files, as
+Symlinks and special files (``special``: a symlink's target, 0 for a fifo
+or socket, a device's number for a device; their type is their mode's): entries like files, as
 ``fednode.localfs`` serves them.  Nothing follows or opens one: a path
 through one (as an intermediate "directory") is ELOOP naming it, and so are
 open, read, write, truncate, fsync and listdir of one; stat and getattr
@@ -61,13 +61,14 @@ from fedsim.protocol.attrs import (
     check_new,
     check_setattr,
     check_target,
+    is_device,
     special_entry,
     target_size,
 )
 from fedsim.protocol.effects import LOCAL_OPS
 from fedsim.protocol.messages import fs_error
 from fedsim.protocol.names import ROOT, ancestors, is_reserved, split, under
-from fedsim.protocol.xattrs import XATTR_CREATE, XATTR_REPLACE, check_list, check_name, check_set
+from fedsim.protocol.xattrs import USER, XATTR_CREATE, XATTR_REPLACE, check_list, check_name, check_set
 
 FILE_MODE = _stat.S_IFREG | 0o644
 DIR_MODE = _stat.S_IFDIR | 0o755
@@ -105,7 +106,7 @@ class MemFS:
         self.capacity_bytes, self.capacity_inodes = capacity_bytes, capacity_inodes
         self.dirs: dict[str, dict[str, bool]] = {ROOT: {}}
         self.files: dict[str, Any] = {}
-        #: symlinks (path -> target) and fifos/sockets (path -> 0): see the module docstring
+        #: symlinks (path -> target), fifos/sockets (path -> 0), devices (path -> rdev): see the module docstring
         self.special: dict[str, Any] = {}
         self._next_ino = 1  # the root gets 2, as on ext4
         self.meta: dict[str, list[int]] = {ROOT: self._new_meta(DIR_MODE)}
@@ -478,26 +479,37 @@ class MemFS:
             raise fs_error(errno.EINVAL, path, "not a symlink")
         raise fs_error(errno.ENOENT, path)
 
-    def mknod(self, path: str, mode: int) -> list[str]:
-        """A fifo or socket (``attrs.check_mknod``), its permission bits less ``UMASK``; returns the parents made."""
-        check_mknod(path, mode)
-        return self._new_special(path, _stat.S_IFMT(mode) | (_stat.S_IMODE(mode) & ~UMASK), 0)
+    def mknod(self, path: str, mode: int, dev: int = 0, uid: int = KEEP, gid: int = KEEP) -> list[str]:
+        """A fifo, socket or device (``attrs.check_mknod``; who may make a device
+        is its home's decision), its permission bits less ``UMASK``, owned by
+        ``uid``/``gid`` where not KEEP; a device keeps ``dev`` (its rdev), a fifo
+        or socket 0.  Returns the parents made."""
+        check_mknod(path, mode, dev, uid, gid)
+        value = dev if is_device(mode) else 0
+        created = self._new_special(path, _stat.S_IFMT(mode) | (_stat.S_IMODE(mode) & ~UMASK), value)
+        self._own(path, KEEP, uid, gid)
+        return created
 
     def _special_size(self, path: str) -> int:
         v = self.special[path]
         return target_size(v) if isinstance(v, str) else v
-    def _xattrs(self, path: str, write: bool = False) -> dict[str, bytes]:
+
+    def _xattrs(self, path: str, name: str | None = None, write: bool = False) -> dict[str, bytes]:
+        """``path``'s attributes; on a symlink or special file none in ``user.``
+        (Linux: ``user.`` only on regular files and directories: reading
+        ENODATA, writing EPERM), while ``trusted.`` and ``security.`` are kept."""
         if path not in self.meta:
             raise fs_error(errno.ENOENT, path)
-        if path in self.special:  # Linux: user. attributes only on regular files and directories
+        x = self.xattrs.get(path) or {}
+        if path in self.special and (name is None or name.startswith(USER)):
             if write:
                 raise fs_error(errno.EPERM, path, "no user extended attributes on a symlink or special file")
-            return {}
-        return self.xattrs.get(path) or {}
+            return {n: v for n, v in x.items() if not n.startswith(USER)}
+        return x
 
     def getxattr(self, path: str, name: str) -> bytes:
         check_name(path, name)
-        value = self._xattrs(path).get(name)
+        value = self._xattrs(path, name).get(name)
         if value is None:
             raise fs_error(errno.ENODATA, path)
         return value
@@ -505,7 +517,7 @@ class MemFS:
     def setxattr(self, path: str, name: str, value: bytes, flags: int) -> None:
         """Set ``name``; XATTR_CREATE fails (EEXIST) if it is set, XATTR_REPLACE (ENODATA) if not."""
         check_set(path, name, value, flags)
-        have = name in self._xattrs(path, write=True)
+        have = name in self._xattrs(path, name, write=True)
         if have and flags & XATTR_CREATE:
             raise fs_error(errno.EEXIST, path)
         if not have and flags & XATTR_REPLACE:
@@ -518,7 +530,7 @@ class MemFS:
 
     def removexattr(self, path: str, name: str) -> None:
         check_name(path, name)
-        x = self._xattrs(path, write=True)
+        x = self._xattrs(path, name, write=True)
         if name not in x:
             raise fs_error(errno.ENODATA, path)
         del x[name]
@@ -565,7 +577,6 @@ _ARG_CHECKS: dict[str, Callable[..., None]] = {
 
 def _foreign(path: str) -> OSError:
     return fs_error(FOREIGN_ERRNO, path, "symlink or special file: never followed or opened by the federation")
-
 
 
 def union_tree(trees: Iterable[dict[str, Any]]) -> dict[str, Any]:

@@ -125,6 +125,8 @@ class ProtocolSpec(Strict):
     redistribute_hold: NonNegativeFloat = _P.redistribute_hold
     heartbeat_s: NonNegativeFloat = _P.heartbeat_s
     heartbeat_misses: PositiveInt = _P.heartbeat_misses
+    devices: bool = _P.devices
+    security_xattrs: bool = _P.security_xattrs
 
     @field_validator(*NAME_CHECKS)
     @classmethod

@@ -459,8 +459,8 @@ SCENARIOS.append(
             (1, "listxattr", ("/x/a",)),  # 6: sorted: user.big, user.k
             (3, "getxattr", ("/x/a", "user.none")),  # 7: ENODATA
             (3, "setxattr", ("/x/a", "user.huge", bytes(65537), 0)),  # 8: E2BIG, no message
-            (3, "setxattr", ("/x/a", "trusted.t", b"t", 0)),  # 9: EOPNOTSUPP: not carried
-            (3, "getxattr", ("/x/a", "security.selinux")),  # 10: EOPNOTSUPP
+            (3, "setxattr", ("/x/a", "trusted.t", b"t", 0)),  # 9: EPERM at the home: no caller named, not root
+            (3, "getxattr", ("/x/a", "security.selinux")),  # 10: EOPNOTSUPP: security. is off, no message
             (3, "setxattr", ("/x/a", "system.posix_acl_access", b"", 0)),  # 11: EOPNOTSUPP: no ACLs
             (1, "getxattr", ("/x/a", "user." + "n" * 251)),  # 12: ERANGE: a name over 255 bytes
             (2, "setxattr", ("/x/a", "user.k", b"v", 4)),  # 13: EINVAL: no such flag
@@ -1355,6 +1355,7 @@ SCENARIOS.append(
             (2, "readdir", ("/s",)),  # 30: f, sub
             (1, "symlink", ("f", "/s/l")),  # 31: the name free again: no leftover reservation
             (2, "readlink", ("/s/l",)),  # 32
+            (0, "mknod", ("/s/dev", stat.S_IFCHR | 0o600, 0x0103, 0, 0)),  # 33: EPERM: root, but devices are off
         ],
     )
 )
@@ -2032,6 +2033,101 @@ SCENARIOS.append(
             (0, "readdir", ("/d",)),
             (0, RESTART, (2,)),
             (2, "stat", ("/d/h",)),
+        ],
+    )
+)
+
+
+_NULL, _LOOP0 = os.makedev(1, 3), os.makedev(7, 0)  # /dev/null's and /dev/loop0's numbers
+_ALICE = 4321  # a caller that is not root
+SCENARIOS.append(
+    Scenario(
+        # issue 22: a device is made for a caller of uid 0 where the federation allows devices
+        # (protocol.devices), at its home as a fifo is, owned by its caller from its first instant,
+        # its number carried in getattr's size (attrs.Attr.rdev) and kept in the trees; renamed and
+        # unlinked as any name, never opened (ELOOP).  Anyone else, and a call naming no caller,
+        # is EPERM before any message; a fifo is anyone's, owned by its caller.  (With the setting
+        # off even root is EPERM: the "links" scenario's last call.)
+        "devices: mknod of a character or block device by root; refused for others",
+        3,
+        dirs={0: ["/v"], 2: ["/v"]},
+        protocol={"devices": True},
+        owners=True,
+        ops=[
+            (1, "mknod", ("/v/null", stat.S_IFCHR | 0o666, _NULL, 0, 0)),  # 0
+            (2, "getattr", ("/v/null",)),  # 1: S_IFCHR, size = rdev, at its home
+            (0, "mknod", ("/v/loop", stat.S_IFBLK | 0o660, _LOOP0, 0, 6)),  # 2: a block device, group disk
+            (1, "getattr", ("/v/loop",)),  # 3
+            (2, "readdir_attrs", ("/v",)),  # 4: with their types and numbers
+            (0, "open", ("/v/null",)),  # 5: ELOOP: never opened by an agent
+            (1, "mknod", ("/v/mine", stat.S_IFCHR | 0o600, _NULL, _ALICE, _ALICE)),  # 6: EPERM: not root
+            (2, "mknod", ("/v/mine", stat.S_IFBLK | 0o600, _LOOP0)),  # 7: EPERM: no caller named
+            (0, "mknod", ("/v/fifo", stat.S_IFIFO | 0o640, 99, _ALICE, _ALICE)),  # 8: anyone's; dev ignored
+            (1, "getattr", ("/v/fifo",)),  # 9: owned by its caller, size 0
+            (2, "rename", ("/v/null", "/v/zero")),  # 10: as a file's
+            (0, "getattr", ("/v/zero",)),  # 11: the same node: number, rdev, owner
+            (1, "mknod", ("/v/loop", stat.S_IFCHR | 0o600, _NULL, 0, 0)),  # 12: EEXIST
+            (2, "mknod", ("/v/big", stat.S_IFCHR | 0o600, -1, 0, 0)),  # 13: EINVAL: no such number
+            (0, "unlink", ("/v/zero",)),  # 14
+            (1, "unlink", ("/v/loop",)),  # 15
+            (2, "readdir", ("/v",)),  # 16: fifo only
+            (0, "mknod", ("/v/null", stat.S_IFCHR | 0o666, _NULL, 0, 0)),  # 17: the name free again
+        ],
+        same_ino=[(1, 11)],
+    )
+)
+# a valid file capability (VFS_CAP_REVISION_2: cap_net_bind_service permitted): a real file system checks its form
+_CAPS = (0x02000000).to_bytes(4, "little") + (1 << 10).to_bytes(4, "little") + bytes(12)
+SCENARIOS.append(
+    Scenario(
+        # issue 22: the namespaces a root user may set, at a file's home and a directory's holders,
+        # decided by the caller's uid the requests carry: trusted. is root's alone (ENODATA and
+        # unlisted for others, EPERM to change); security. (served with protocol.security_xattrs)
+        # is read by anyone, changed by root only, except that anyone may remove
+        # security.capability (the kernel does, on a write); system. stays EOPNOTSUPP.  A refusal
+        # is the home's, once the name resolved (ENOENT first), and changes nothing.  A migration
+        # carries them.
+        "extended attributes: trusted. and security. for root; refused for others",
+        3,
+        files={0: [("/t/a", b"aaaa")]},
+        dirs={1: ["/t"], 2: ["/t"]},
+        protocol={"security_xattrs": True},
+        local_xattrs=True,
+        owners=True,
+        ops=[
+            (1, "setxattr", ("/t/a", "trusted.k", b"t1", 0, 0)),  # 0: root, at its home (node 0)
+            (2, "getxattr", ("/t/a", "trusted.k", 0)),  # 1: t1
+            (0, "getxattr", ("/t/a", "trusted.k", _ALICE)),  # 2: ENODATA: invisible to others
+            (1, "getxattr", ("/t/a", "trusted.k")),  # 3: ENODATA: no caller named
+            (2, "setxattr", ("/t/a", "trusted.k", b"x", 0, _ALICE)),  # 4: EPERM at the home
+            (0, "removexattr", ("/t/a", "trusted.k", _ALICE)),  # 5: EPERM
+            (1, "setxattr", ("/t/a", "security.fedfs", b"s", 0, 0)),  # 6: root
+            (2, "getxattr", ("/t/a", "security.fedfs", _ALICE)),  # 7: s: anyone reads security.
+            (0, "setxattr", ("/t/a", "security.fedfs", b"y", 0, _ALICE)),  # 8: EPERM
+            (1, "removexattr", ("/t/a", "security.fedfs", _ALICE)),  # 9: EPERM
+            (2, "setxattr", ("/t/a", "user.u", b"u", 0, _ALICE)),  # 10: user. is anyone's
+            (0, "listxattr", ("/t/a", 0)),  # 11: security.fedfs, trusted.k, user.u
+            (1, "listxattr", ("/t/a", _ALICE)),  # 12: security.fedfs, user.u
+            (2, "listxattr", ("/t/a",)),  # 13: as 12
+            (0, "getxattr", ("/t/a", "trusted.k", _ALICE)),  # 14: still ENODATA; t1 unchanged below
+            (1, "getxattr", ("/t/a", "trusted.k", 0)),  # 15: t1
+            (2, "setxattr", ("/t", "trusted.d", b"d", 0, 0)),  # 16: at every holder
+            (0, "getxattr", ("/t", "trusted.d", 0)),  # 17: d
+            (1, "listxattr", ("/t", _ALICE)),  # 18: none
+            (2, "setxattr", ("/t", "trusted.d", b"e", 0, _ALICE)),  # 19: EPERM at its manager, before any holder
+            (0, "getxattr", ("/t", "trusted.d", 0)),  # 20: d: nothing changed
+            (1, "removexattr", ("/t", "trusted.d", 0)),  # 21: at every holder
+            (2, "listxattr", ("/t", 0)),  # 22: none
+            (0, "setxattr", ("/t/a", "security.capability", _CAPS, 0, 0)),  # 23: root
+            (1, "getxattr", ("/t/a", "security.capability", _ALICE)),  # 24
+            (2, "removexattr", ("/t/a", "security.capability", _ALICE)),  # 25: anyone may remove it
+            (0, "getxattr", ("/t/a", "security.capability", 0)),  # 26: ENODATA
+            (1, "setxattr", ("/t/a", "system.posix_acl_access", b"", 0, 0)),  # 27: EOPNOTSUPP: no ACLs
+            (2, "migrate", ("/t/a", 2)),  # 28: trusted. and security. move with the data
+            (0, "listxattr", ("/t/a", 0)),  # 29: at node 2
+            (1, "getxattr", ("/t/a", "trusted.k", 0)),  # 30: t1
+            (2, "getxattr", ("/t/none", "trusted.k", _ALICE)),  # 31: ENOENT: resolved before the caller's check
+            (0, "setxattr", ("/t/a", "trusted.k", b"v", 0, -2)),  # 32: EINVAL: no such uid
         ],
     )
 )

@@ -7,8 +7,8 @@ result (its value or its errno) and the final trees must agree.
 any user's ``/usr/bin/python3`` runs it (``setpriv`` to the user, as
 ``tests/test_mount.py``'s ``as_user``); it reads the root and the calls as JSON
 on stdin and prints one result per call.  ``snapshot`` reads a tree as root:
-names, types, modes, owners, sizes, link counts, contents, symlink targets,
-``user.`` extended attributes, and the timestamps by class only (an explicit
+names, types, modes, owners, sizes, device numbers, link counts, contents, symlink
+targets, ``user.`` and ``trusted.`` extended attributes, and the timestamps by class only (an explicit
 time a ``utime`` set, or "now": the two file systems run at different times).
 POSIX's timestamp rules are checked call by call instead: the runner reads the
 mtime and ctime of each call's file and parent(s) before and after it (``probes``),
@@ -56,7 +56,12 @@ SYMLINK_TARGETS = ("a", "d", "d/a", "x")  # relative and inside the tree ("x": d
 FLAGS = ("O_RDONLY", "O_WRONLY", "O_RDWR")
 FLAG_BITS = ("O_CREAT", "O_EXCL", "O_TRUNC", "O_APPEND")
 MODES = (0o644, 0o600, 0o755, 0o000, 0o4755, 0o2775, 0o1777)
-XATTR_NAMES = ("user.a", "user.b")
+# user. for everyone, trusted. root's (the federation's protocol.devices and root's namespaces: issue 22)
+XATTR_NAMES = ("user.a", "user.b", "trusted.t")
+XATTR_SHOWN = ("user.", "trusted.")  # what a listing and the snapshot compare (security.: a host's own labels)
+# character devices mknod makes (as root: EPERM for a user): /dev/null's and /dev/zero's numbers, which a
+# local file system's node and the mount's (mounted dev: ``fednode.mount.device_mount``) open alike
+DEVICES = ((1, 3), (1, 5))
 TIMES = (None, (1_000_000_000 * 10**9, 1_100_000_000 * 10**9), (1_200_000_000 * 10**9, 1_300_000_123 * 10**9))
 SLOTS = 3  # descriptors open at once
 
@@ -134,6 +139,8 @@ def run(op, args):
         return os.symlink(args[0], args[1])
     if op == "mkfifo":
         return os.mkfifo(args[0], args[1])
+    if op == "mknod":
+        return os.mknod(args[0], stat.S_IFCHR | args[1], os.makedev(*args[2]))
     if op == "chmod":
         return os.chmod(args[0], args[1])
     if op == "chown":
@@ -145,7 +152,7 @@ def run(op, args):
     if op == "getxattr":
         return os.getxattr(args[0], args[1]).decode()
     if op == "listxattr":
-        return sorted(n for n in os.listxattr(args[0]) if n.startswith("user."))
+        return sorted(n for n in os.listxattr(args[0]) if n.startswith(("user.", "trusted.")))
     if op == "removexattr":
         return os.removexattr(args[0], args[1])
     if op == "unlink":
@@ -160,14 +167,14 @@ def run(op, args):
         st = os.lstat(args[0])
         if stat.S_ISDIR(st.st_mode):  # a directory's size and link count: see snapshot
             return [stat.S_IFDIR, stat.S_IMODE(st.st_mode)]
-        return [stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode), st.st_nlink, st.st_size]
+        return [stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode), st.st_nlink, st.st_size, st.st_rdev]
     if op == "readlink":
         return os.readlink(args[0])
     if op == "access":
         return os.access(args[0], args[1])
     raise ValueError(op)
 PATH_OPS = ("open", "truncate", "chmod", "chown", "utime", "setxattr", "removexattr", "unlink", "mkdir", "rmdir",
-            "mkfifo")
+            "mkfifo", "mknod")
 FD_OPS = ("write", "pwrite", "ftruncate", "fchmod", "close")
 def parent(path):
     return os.path.dirname(path) or "."
@@ -307,8 +314,9 @@ def snapshot(root: Path) -> dict[str, dict[str, Any]]:
         st = os.lstat(path)
         kind = stat.S_IFMT(st.st_mode)
         e: dict[str, Any] = {
-            "type": {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink", stat.S_IFIFO: "fifo"}.get(
-                kind, oct(kind)),
+            "type": {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink", stat.S_IFIFO: "fifo",
+                     stat.S_IFCHR: "chr"}.get(kind, oct(kind)),
+            "rdev": st.st_rdev,
             "mode": oct(stat.S_IMODE(st.st_mode)), "uid": st.st_uid, "gid": st.st_gid,
             # a directory's link count is 1 on the mount (documented: "unknown", as btrfs gives; find copes)
             "nlink": st.st_nlink if kind != stat.S_IFDIR else None,
@@ -324,7 +332,7 @@ def snapshot(root: Path) -> dict[str, dict[str, Any]]:
             e["size"] = st.st_size
             e["target"] = os.readlink(path)
         if kind != stat.S_IFLNK:
-            names = sorted(n for n in os.listxattr(path, follow_symlinks=False) if n.startswith("user."))
+            names = sorted(n for n in os.listxattr(path, follow_symlinks=False) if n.startswith(XATTR_SHOWN))
             e["xattrs"] = {n: os.getxattr(path, n, follow_symlinks=False).decode(errors="replace") for n in names}
         out[rel] = e
         if kind == stat.S_IFDIR:
@@ -424,6 +432,7 @@ def calls_strategy(user: str = "root") -> Any:
         st.tuples(st.just("link"), path, path),
         st.tuples(st.just("symlink"), st.sampled_from(SYMLINK_TARGETS), path),
         st.tuples(st.just("mkfifo"), path, st.sampled_from((0o644, 0o600))),
+        st.tuples(st.just("mknod"), path, st.sampled_from((0o666, 0o600)), st.sampled_from(DEVICES)),
         st.tuples(st.just("chmod"), path, mode),
         st.tuples(st.just("chown"), path, st.sampled_from(OWNER_NAMES), st.sampled_from(GROUP_NAMES)),
         st.tuples(st.just("utime"), path, st.sampled_from(TIMES)),
@@ -449,18 +458,17 @@ def calls_strategy(user: str = "root") -> Any:
 
 # ---------------------------------------------------------------------------- a federation to run on
 @contextmanager
-def federation(
-    base: Path, nodes: int = 4, consistency: str | None = None, allow_other: bool = True
-) -> Iterator[Sides]:
+def federation(base: Path, nodes: int = 4, consistency: str | None = None, allow_other: bool = True) -> Iterator[Sides]:
     """``nodes`` local agents and a mount at node 0 with ``--allow-other``, and a local directory
     on a file system with user xattrs (``tests.conformance.trees_dir``); everything stopped after.
     ``allow_other`` False: a mount only its mounter enters, where root's checks no modes in the
-    kernel (``fednode.mount.kernel_checks``): root's calls only."""
+    kernel (``fednode.mount.kernel_checks``): root's calls only.  The federation makes devices
+    (``protocol.devices: true``), so root's mknod of one is compared too, and the mount is ``dev``."""
     from fednode import mount
     from fednode.cluster import ProcessCluster, write_local
     from tests.conformance import trees_dir
 
-    path = write_local(base / "fed", nodes)
+    path = write_local(base / "fed", nodes, protocol={"devices": True})
     pc = ProcessCluster(path, log_dir=base / "logs", new_session=True)
     top = Path(tempfile.mkdtemp(prefix="fedfs-posixdiff-", dir=trees_dir()))
     mp = None
@@ -471,8 +479,9 @@ def federation(
         mnt = top / "m"
         mnt.mkdir()
         with open(base / "mount.log", "ab") as log:
-            mp = mount.MountProcess.federation(path, 0, mnt, stderr=log, allow_other=allow_other,
-                                                   consistency=consistency)
+            mp = mount.MountProcess.federation(
+                path, 0, mnt, stderr=log, allow_other=allow_other, consistency=consistency
+            )
         mp.wait_ready()
         (mnt / "diff").mkdir()
         (mnt / "diff").chmod(0o755)
@@ -509,8 +518,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--user", action="append", help="root, fedfs-alice (default: both)")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--consistency", choices=("cto", "sync"), default=None)
-    ap.add_argument("--root-only", action="store_true",
-                    help="a mount without --allow-other (as root: no mode checks in the kernel); root's calls only")
+    ap.add_argument(
+        "--root-only",
+        action="store_true",
+        help="a mount without --allow-other (as root: no mode checks in the kernel); root's calls only",
+    )
     args = ap.parse_args(argv)
     users = ["root"] if args.root_only else args.user or ["root", ALICE]
     why = users_missing()

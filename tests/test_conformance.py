@@ -128,3 +128,48 @@ def test_a_directory_a_file_was_renamed_out_of_takes_chmod_and_xattrs_at_every_r
     more = [(2, "setxattr", ("/u", "user.k", b"v", 0)), (4, "getxattr", ("/u", "user.k")), (1, "listxattr", ("/u",))]
     out = run_direct(replace(sc, ops=sc.ops + more))
     assert out.results[len(sc.ops) :] == [None, b"v", ("user.k",)]
+
+
+def _named(part: str):
+    return next(s for s in SCENARIOS if s.name.startswith(part))
+
+
+def test_devices_are_roots_where_allowed_and_refused_otherwise(sim_outcomes):
+    """The devices scenario's promise, not only the worlds' agreement: root makes them (type, rdev,
+    owner), anyone else and a call naming no caller is EPERM, and with the setting off even root."""
+    import errno
+    import os
+    import stat
+
+    sc = _named("devices:")
+    r = sim_outcomes[sc.name].raw
+    assert not isinstance(r[0], BaseException) and not isinstance(r[2], BaseException)
+    for i, kind, rdev, gid in ((1, stat.S_IFCHR, os.makedev(1, 3), 0), (3, stat.S_IFBLK, os.makedev(7, 0), 6)):
+        _, mode, _, uid, g, size, *_ = r[i]
+        assert (stat.S_IFMT(mode), size, uid, g) == (kind, rdev, 0, gid)
+    assert r[11][5] == os.makedev(1, 3) and r[11][9] == r[1][9]  # renamed: the same node
+    for i, want in ((5, errno.ELOOP), (6, errno.EPERM), (7, errno.EPERM), (12, errno.EEXIST), (13, errno.EINVAL)):
+        assert getattr(r[i], "errno", None) == want, i
+    assert r[9][3] == 4321 and r[9][5] == 0  # a fifo: its caller's, no number
+    links = _named("links: symlink")
+    off = sim_outcomes[links.name].raw[-1]
+    assert off.errno == errno.EPERM and "protocol.devices" in str(off)
+
+
+def test_root_namespaces_are_roots_and_invisible_or_refused_for_others(sim_outcomes):
+    import errno
+
+    sc = _named("extended attributes: trusted.")
+    r = sim_outcomes[sc.name].raw
+    err = {i: getattr(v, "errno", None) for i, v in enumerate(r) if isinstance(v, BaseException)}
+    assert err == {
+        2: errno.ENODATA, 3: errno.ENODATA, 4: errno.EPERM, 5: errno.EPERM, 8: errno.EPERM, 9: errno.EPERM,
+        14: errno.ENODATA, 19: errno.EPERM, 26: errno.ENODATA, 27: errno.EOPNOTSUPP, 31: errno.ENOENT,
+        32: errno.EINVAL,
+    }  # fmt: skip
+    assert (r[1], r[7], r[15], r[17], r[20], r[30]) == (b"t1", b"s", b"t1", b"d", b"d", b"t1")
+    assert list(r[11]) == list(r[29]) == ["security.fedfs", "trusted.k", "user.u"]
+    assert list(r[12]) == list(r[13]) == ["security.fedfs", "user.u"] and list(r[18]) == list(r[22]) == []
+    ext = _named("extended attributes: get/set")
+    off = sim_outcomes[ext.name].raw[10]
+    assert off.errno == errno.EOPNOTSUPP and "protocol.security_xattrs" in str(off)

@@ -69,7 +69,7 @@ def test_every_request_type_round_trips_through_bytes():
         ["EntryAttrs", "/a/../b", b"\x90"],
         ["ListHomes", "a", 0],
         ["MakeLink", "/a/../../x", "target", 0],
-        ["MakeNode", "a/p", 0o10644, 0],
+        ["MakeNode", "a/p", 0o10644, 0, 0, -1, -1],
         ["ReadLink", "/a/./l"],
     ],
 )
@@ -96,6 +96,7 @@ def test_a_peers_symlink_target_is_checked_at_the_home(target, code):
     """A MakeLink decodes (its target is a plain string: data, never a path), but the
     home refuses a target no symlink may hold before it touches its local tree."""
     from fedsim.direct import DirectCluster
+    from fedsim.protocol.config import ProtocolConfig
     from fedsim.protocol.fedfs.links import MakeLink, MakeNode
 
     req = decode_request(unpack(pack(encode_request(MakeLink("/d/l", target, 0)))))
@@ -103,10 +104,16 @@ def test_a_peers_symlink_target_is_checked_at_the_home(target, code):
     with pytest.raises(OSError) as info:
         next(c.nodes[1].on_make_link(0, req))
     assert info.value.errno == code
-    with pytest.raises(OSError) as info:
-        next(c.nodes[1].on_make_node(0, MakeNode("/d/c", 0o20600, 0)))  # a character device: never
-    assert info.value.errno == errno.EPERM
-    assert c.fs[1].tree() == {"/": None}
+    for uid in (-1, 0, 1000):  # a character device: devices are off (the default), for root too
+        with pytest.raises(OSError) as info:
+            next(c.nodes[1].on_make_node(0, MakeNode("/d/c", 0o20600, 0, 0x0103, uid, 0)))
+        assert info.value.errno == errno.EPERM
+    on = DirectCluster(2, config=ProtocolConfig(devices=True))
+    for uid in (-1, 1000):  # on: still only for uid 0, whatever a peer sends
+        with pytest.raises(OSError) as info:
+            next(on.nodes[1].on_make_node(0, MakeNode("/d/c", 0o20600, 0, 0x0103, uid, 0)))
+        assert info.value.errno == errno.EPERM
+    assert c.fs[1].tree() == on.fs[1].tree() == {"/": None}
 
 
 @given(st.binary(max_size=64))
@@ -239,14 +246,20 @@ def test_xattr_replies_are_checked_and_a_peers_request_is_checked_as_a_clients()
     c.op(0, "create", "/f")
     home = next(n for n in (0, 1) if "/f" in c.fs[n].tree())
     for req, code in [
-        (SetXattr("/f", "trusted.x", b"v", 0), errno.EOPNOTSUPP),  # a namespace not carried, whoever asks
+        (SetXattr("/f", "trusted.x", b"v", 0), errno.EPERM),  # root's: a request naming no caller is not root
+        (SetXattr("/f", "trusted.x", b"v", 0, 1000), errno.EPERM),
         (SetXattr("/f", "user.x", b"v", 8), errno.EINVAL),  # no such flag
-        (GetXattr("/f", "security.selinux"), errno.EOPNOTSUPP),
+        (GetXattr("/f", "security.selinux", 0), errno.EOPNOTSUPP),  # security. is off (the default)
+        (SetXattr("/f", "system.posix_acl_access", b"", 0, 0), errno.EOPNOTSUPP),  # not carried, whoever asks
     ]:
         with pytest.raises(OSError) as e:
             c.run(home, c.nodes[home].handle(1 - home, req))
         assert e.value.errno == code, req
     assert c.fs[home].listxattr("/f") == []
+    garbled = [["GetXattr", "/f", "trusted.x", -2], ["ListXattr", "/f", 1 << 40]]
+    for obj in [*garbled, ["SetXattr", "/f", "user.x", b"", 0, 2**32]]:
+        with pytest.raises(ProtocolError, match="caller uid"):  # a uid no requester sends: garbled
+            decode_request(obj)
 
 
 @pytest.mark.parametrize(

@@ -400,7 +400,7 @@ def test_inodes_and_refusals(mnt: Path) -> None:
     assert os.stat(mnt / "f").st_ino != os.stat(mnt / "d").st_ino
     with pytest.raises(OSError) as e:
         os.mknod(mnt / "c", stat.S_IFCHR | 0o600, os.makedev(1, 3))
-    assert e.value.errno == errno.EPERM  # devices: the protocol has no caller identity
+    assert e.value.errno == errno.EPERM  # devices are off (protocol.devices, the default), for root too
     with pytest.raises(OSError) as e:
         (mnt / ("n" * 256)).write_bytes(b"")
     assert e.value.errno == errno.ENAMETOOLONG
@@ -1189,8 +1189,11 @@ def test_xattrs_round_trip_with_the_errnos_of_a_local_file_system(mnt: Path) -> 
     assert _errno_of(lambda: os.getxattr(f, "user.none")) == errno.ENODATA
     assert _errno_of(lambda: os.setxattr(f, "user.huge", bytes(65537))) == errno.E2BIG  # the kernel's own limit
     assert _errno_of(lambda: os.getxattr(f, "user." + "n" * 251)) == errno.ERANGE
-    for name in ("trusted.t", "security.x"):  # root may on a local file system; the federation does not
-        assert _errno_of(lambda name=name: os.setxattr(f, name, b"v")) == errno.EOPNOTSUPP, name
+    os.setxattr(f, "trusted.t", b"v")  # root's, as on a local file system
+    assert os.getxattr(f, "trusted.t") == b"v" and "trusted.t" in os.listxattr(f)
+    os.removexattr(f, "trusted.t")
+    # security. is off (protocol.security_xattrs, the default): EOPNOTSUPP, even for root
+    assert _errno_of(lambda: os.setxattr(f, "security.x", b"v")) == errno.EOPNOTSUPP
     # POSIX ACLs: the kernel checks the value first (EINVAL for garbage), then has no ACL support here
     acl = struct.pack("<I", 2) + b"".join(
         struct.pack("<HHI", tag, perm, 0xFFFFFFFF) for tag, perm in ((1, 6), (4, 4), (0x20, 4))
@@ -1206,6 +1209,167 @@ def test_xattrs_round_trip_with_the_errnos_of_a_local_file_system(mnt: Path) -> 
     os.removexattr(d, "user.tag")
     assert os.listxattr(d) == []
     assert (f.read_bytes(), os.stat(f).st_size) == (b"data", 4)  # the data untouched
+
+
+# ---------------------------------------------------------------------------- devices, root's namespaces (issue 22)
+@pytest.fixture(scope="module")
+def hazards(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Federation, Path, Path | None]]:
+    """A 4-agent federation with ``protocol.devices`` and ``protocol.security_xattrs`` on:
+    root's mount at node 0 (``dev``: ``mount.device_mount``), and a mount at node 1 every
+    user may enter (``--allow-other``, at a directory every user reaches; None without the
+    test users)."""
+    mount, _, _ = _mount_modules()
+    f = Federation(tmp_path_factory.mktemp("hazards"), protocol={"devices": True, "security_xattrs": True})
+    top = None
+    try:
+        root = f.mount(0, "mnt")
+        pub = None
+        if _users_missing() is None:
+            top = Path(tempfile.mkdtemp(prefix="fedfs-hazards-"))
+            top.chmod(0o755)
+            (top / "m").mkdir()
+            with open(f.base / "pub.log", "ab") as log:
+                mp = mount.MountProcess.federation(f.path, 1, top / "m", stderr=log, allow_other=True)
+            f.mounts.append(mp)
+            mp.wait_ready()
+            pub = top / "m"
+        yield f, root, pub
+    finally:
+        f.close()
+        if top is not None:
+            shutil.rmtree(top, ignore_errors=True)
+
+
+def test_root_makes_devices_through_the_mount_and_others_may_not(hazards) -> None:
+    """With ``protocol.devices`` on, root's mknod of a character and a block device
+    makes them at their home (type, rdev, owner as ``stat`` and ``ls`` give them),
+    listed, renamed and unlinked as any name; the mount is ``dev``, so the kernel
+    opens the node itself (a /dev/null: writes vanish, reads end at once), never the
+    agent.  An ordinary user gets EPERM (Linux's: no CAP_MKNOD)."""
+    fed, mnt, pub = hazards
+    d = mnt / "dev"
+    d.mkdir(mode=0o777)
+    d.chmod(0o777)
+    os.mknod(d / "null", stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    os.mknod(d / "loop", stat.S_IFBLK | 0o600, os.makedev(7, 0))
+    st = os.lstat(d / "null")
+    assert stat.S_ISCHR(st.st_mode) and st.st_rdev == os.makedev(1, 3) and st.st_size == 0
+    assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (0o644, 0, 0)  # umask 022, made by root
+    b = os.lstat(d / "loop")
+    assert stat.S_ISBLK(b.st_mode) and b.st_rdev == os.makedev(7, 0)
+    homes = [n for n in range(4) if os.path.lexists(fed.base / "fed" / f"n{n}" / "dev" / "null")]
+    assert len(homes) == 1  # made at its home's local tree, as a fifo is
+    local = os.lstat(fed.base / "fed" / f"n{homes[0]}" / "dev" / "null")
+    assert stat.S_ISCHR(local.st_mode) and local.st_rdev == os.makedev(1, 3)
+    assert sorted(os.listdir(d)) == ["loop", "null"]
+    assert sh(["ls", "-l", str(d / "null")]).split()[4:6] == ["1,", "3"]
+    with open(d / "null", "r+b", buffering=0) as dn:  # the kernel's /dev/null: the mount is dev
+        assert dn.write(b"gone") == 4 and dn.read(10) == b""
+    os.rename(d / "null", d / "zero")
+    assert os.lstat(d / "zero").st_rdev == os.makedev(1, 3) and os.lstat(d / "zero").st_ino == st.st_ino
+    os.unlink(d / "zero")
+    os.unlink(d / "loop")
+    assert os.listdir(d) == []
+    if pub is None:
+        pytest.skip(_users_missing() or "")
+    seen = as_user(ALICE, f"""
+out["chr"] = err(os.mknod, {str(pub / d.name / "c")!r}, stat.S_IFCHR | 0o600, os.makedev(1, 3))
+out["blk"] = err(os.mknod, {str(pub / d.name / "b")!r}, stat.S_IFBLK | 0o600, os.makedev(7, 0))
+out["fifo"] = err(os.mkfifo, {str(pub / d.name / "p")!r})
+out["owner"] = owner({str(pub / d.name / "p")!r})
+""")  # fmt: skip
+    assert (seen["chr"], seen["blk"], seen["fifo"]) == (errno.EPERM, errno.EPERM, 0)
+    assert seen["owner"] == list(_ids(ALICE))  # a fifo is anyone's, owned by its caller from the start
+    assert sorted(os.listdir(d)) == ["p"]
+
+
+def test_root_namespaces_through_the_mount(hazards) -> None:
+    """trusted. and security. (``protocol.security_xattrs`` on) for root; an ordinary
+    user does not see trusted. (ENODATA, unlisted), may not set either (EPERM), reads
+    security.  A write removes a file's ``security.capability`` (the kernel's killpriv,
+    which asks the mount before every write: answered from ``_NoCaps`` once absent)."""
+    _, mnt, pub = hazards
+    d = mnt / "x"
+    d.mkdir(mode=0o777)
+    d.chmod(0o777)
+    f = d / "f"
+    f.write_bytes(b"data")
+    f.chmod(0o666)
+    os.setxattr(f, "trusted.t", b"t")
+    os.setxattr(f, "security.fedfs", b"s")
+    os.setxattr(d, "trusted.dir", b"d")
+    assert os.listxattr(f) == ["security.fedfs", "trusted.t"]
+    assert os.getxattr(d, "trusted.dir") == b"d"
+    caps = (0x02000000).to_bytes(4, "little") + (1 << 10).to_bytes(4, "little") + bytes(12)
+    os.setxattr(f, "security.capability", caps)
+    assert os.getxattr(f, "security.capability") == caps
+    with open(f, "ab") as w:  # a write, as on a local file system, drops the capability
+        w.write(b"more")
+    assert _errno_of(lambda: os.getxattr(f, "security.capability")) == errno.ENODATA
+    for _ in range(3):
+        f.write_bytes(b"rewritten")  # writes with the absence known: no capability comes back
+    assert f.read_bytes() == b"rewritten"
+    assert _errno_of(lambda: os.setxattr(f, "system.posix_acl_access", b"")) in (errno.EOPNOTSUPP, errno.EINVAL)
+    if pub is None:
+        pytest.skip(_users_missing() or "")
+    pf = str(pub / d.name / "f")
+    seen = as_user(ALICE, f"""
+out["get_t"] = err(os.getxattr, {pf!r}, "trusted.t")
+out["set_t"] = err(os.setxattr, {pf!r}, "trusted.t", b"x")
+out["set_s"] = err(os.setxattr, {pf!r}, "security.fedfs", b"x")
+out["rm_s"] = err(os.removexattr, {pf!r}, "security.fedfs")
+out["s"] = os.getxattr({pf!r}, "security.fedfs").decode()
+out["list"] = os.listxattr({pf!r})
+out["user"] = err(os.setxattr, {pf!r}, "user.u", b"u")
+""")  # fmt: skip
+    assert (seen["get_t"], seen["set_t"], seen["set_s"], seen["rm_s"]) == (errno.ENODATA, *[errno.EPERM] * 3)
+    assert seen["s"] == "s" and seen["list"] == ["security.fedfs"] and seen["user"] == 0
+    assert os.getxattr(f, "trusted.t") == b"t" and os.getxattr(f, "security.fedfs") == b"s"  # unchanged
+    assert os.listxattr(f) == ["security.fedfs", "trusted.t", "user.u"]
+
+
+def _capability_round_trips(ops: Any, stats: Any, path: str) -> tuple[int | None, int]:
+    """The errno of the kernel's question before a write (None: a value), and its round trips."""
+    before = stats._by.get("getxattr", [0, 0, 0, 0])[2]
+    code = _errno_of(lambda: ops.getxattr(path, "security.capability"))
+    return code, stats._by["getxattr"][2] - before
+
+
+def test_the_capability_question_before_writes_is_answered_without_a_round_trip(
+    hazards, fed: Federation, tmp_path: Path
+) -> None:
+    """With security. served, a file's absence of ``security.capability`` is asked once
+    and then kept (``_NoCaps``, ``ATTR_TIMEOUT``); this mount's set or remove asks again.
+    With it off (the module's federation) the answer is EOPNOTSUPP with no round trip."""
+    mount, _, _ = _mount_modules()
+    on, mnt, _ = hazards
+    (mnt / "caps").write_bytes(b"x")
+    stats = mount.MountStats(tmp_path / "stats.json")
+    ops = mount.FedOps(load_cluster(on.path), 0, stats=stats)
+    off = mount.FedOps(load_cluster(fed.path), 0, stats=stats)
+    caps = (0x02000000).to_bytes(4, "little") + (1 << 10).to_bytes(4, "little") + bytes(12)
+    try:
+        assert _capability_round_trips(ops, stats, "/caps") == (errno.ENODATA, 1)
+        for _ in range(5):
+            assert _capability_round_trips(ops, stats, "/caps") == (errno.ENODATA, 0)
+        ops.setxattr("/caps", "security.capability", caps, 0)
+        assert _capability_round_trips(ops, stats, "/caps") == (None, 1)  # asked again, found
+        assert _capability_round_trips(ops, stats, "/caps") == (None, 1)  # a value is never kept
+        ops.removexattr("/caps", "security.capability")
+        assert _capability_round_trips(ops, stats, "/caps") == (errno.ENODATA, 1)
+        assert _capability_round_trips(off, stats, "/caps") == (errno.EOPNOTSUPP, 0)
+    finally:
+        ops.entries.close()
+        off.entries.close()
+    kept = mount._NoCaps(2, ttl=60.0)
+    for p in ("/a", "/b", "/c"):
+        kept.add(p)
+    assert (kept.has("/a"), kept.has("/b"), kept.has("/c")) == (False, True, True)  # at most 2, oldest out
+    kept.drop()
+    assert not kept.has("/c")
+    stale = mount._NoCaps(2, ttl=0.0)
+    stale.add("/a")
+    assert not stale.has("/a")  # past its ttl: asked again
 
 
 def test_xattr_buffer_too_small_is_erange_and_size_0_asks_the_length(mnt: Path) -> None:

@@ -115,3 +115,19 @@ def test_a_simulated_postmark_runs_on_the_design(design):
     else:
         assert served[0] > 0 and all(s > 0 for s in served[1:]) and m["design.iod_requests"] > 0
         assert served[0] > max(served[1:])  # every operation passes the meta-server
+
+
+@pytest.mark.parametrize("design", ["nfs", "nfsp", "dnfsp1", "mnfs"])
+def test_designs_whose_mknod_names_no_caller_refuse_devices(design):
+    """Only fedfs's mknod carries a caller uid (``fedfs/links.py``): the others make fifos
+    and refuse a device with EPERM, even where the config allows devices, leaving nothing."""
+    import stat
+
+    from fedsim.protocol.config import ProtocolConfig
+
+    c = DirectCluster(3, design=design, config=ProtocolConfig(devices=True))
+    c.op(0, "mknod", "/p", stat.S_IFIFO | 0o644, 0)
+    with pytest.raises(OSError) as e:
+        c.op(1, "mknod", "/c", stat.S_IFCHR | 0o600, 0x0103)
+    assert e.value.errno == errno.EPERM and "no caller uid" in str(e.value)
+    assert not any("/c" in fs.tree() for fs in c.fs)

@@ -36,7 +36,7 @@ FULL = {
     "migration_share": 0.75, "migration_min_hits": 2.0, "migration_batch": 2, "migration_chunk": 4096,
     "block_cache_blocks": 128, "block_size": 8192, "leave_files": "migrate",
     "replicas": 2, "heartbeat_s": 0.5, "heartbeat_misses": 4, "rename": "redistribute", "redistribute_limit": 2,
-    "redistribute_hold": 0.5,
+    "redistribute_hold": 0.5, "devices": True, "security_xattrs": True,
 }  # fmt: skip
 
 
@@ -191,3 +191,17 @@ def test_old_keys_are_errors_that_name_the_new_place(tmp_path):
     msg = str(e.value)
     for key in ("placement", "hashing", "summary_refresh_s"):
         assert f"{old_cluster}: {key}: moved to protocol.{key}" in msg
+
+
+@pytest.mark.parametrize("key", ["devices", "security_xattrs"])
+def test_the_host_hazards_are_off_unless_a_file_says_true_and_a_non_boolean_is_refused(tmp_path, key):
+    """``protocol.devices`` and ``protocol.security_xattrs`` (issue 22): off in both worlds
+    by default, on when a file says so, and anything but a boolean an error naming the key."""
+    assert getattr(ProtocolSpec().config(), key) is False
+    assert getattr(AgentProtocolSpec().config(), key) is False
+    assert getattr(load_cluster(_cluster(tmp_path, {key: True})).spec.federation().protocol, key) is True
+    assert getattr(load(_sim(tmp_path, {key: True})).protocol.config(), key) is True
+    for loader, path in ((load, _sim(tmp_path, {key: "sometimes"})), (load_cluster, _cluster(tmp_path, {key: [1]}))):
+        with pytest.raises(ConfigError) as err:
+            loader(path)
+        assert f"protocol.{key}" in str(err.value) and "bool" in str(err.value), str(err.value)

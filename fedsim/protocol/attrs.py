@@ -57,6 +57,8 @@ def kind(mode: int) -> int:
 
 def is_regular(mode: int) -> bool:
     return mode & S_IFMT == S_IFREG
+
+
 #: ``setattr``'s mode, uid and gid: leave it as it is (chown's -1)
 KEEP = -1
 #: ``setattr``'s times: set to the holder's current time / leave unchanged
@@ -176,8 +178,9 @@ def check_size(path: str, size: int) -> None:
 
 #: a symlink's target, in bytes at most: PATH_MAX (4096) less its NUL, as symlink(2) takes
 TARGET_MAX = 4095
-#: the kinds ``mknod`` makes for anyone; devices (S_IFCHR, S_IFBLK) are EPERM (``fedfs/links.py``)
+#: the kinds ``mknod`` makes for anyone, and the devices it makes for root where allowed (``fedfs/links.py``)
 NODE_TYPES = (S_IFIFO, S_IFSOCK)
+DEVICE_TYPES = (S_IFCHR, S_IFBLK)
 
 
 def check_target(path: str, target: object) -> None:
@@ -215,21 +218,45 @@ def special_entry(mode: int, value: object) -> tuple[object, ...]:
     return ("node", kind(mode), value)
 
 
-def check_mknod(path: str, mode: object) -> None:
-    """``mknod``'s mode: a fifo or socket with permission bits only.  A
-    device is EPERM (the protocol has no caller identity to find root by:
-    ``fedfs/links.py``), a regular file, directory or symlink EINVAL (made by
-    create, mkdir and symlink)."""
+def check_mknod(path: str, mode: object, dev: object = 0, uid: int = KEEP, gid: int = KEEP) -> None:
+    """``mknod``'s mode, device number and owner: a fifo, socket, character or
+    block device with permission bits only (a regular file, directory or
+    symlink is EINVAL: made by create, mkdir and symlink), ``dev`` in
+    0..2**64-1, the owner as ``check_new``'s.  Who may make a device is ``check_device``'s (the requester's and the
+    home's); a local layer makes what its home asks."""
     if type(mode) is not int or mode < 0 or mode & ~(S_IFMT | PERM_BITS):
         raise fs_error(errno.EINVAL, path, f"mknod mode {mode!r} has bits beyond a type and 0o7777")
     what = kind(mode)
-    if what in (S_IFCHR, S_IFBLK):
+    if what not in NODE_TYPES and what not in DEVICE_TYPES:
+        raise fs_error(errno.EINVAL, path, f"mknod makes fifos, sockets and devices, not type {what:#o}")
+    if type(dev) is not int or not 0 <= dev < 1 << 64:
+        raise fs_error(errno.EINVAL, path, f"device number {dev!r} outside 0..2**64-1")
+    check_new(path, KEEP, uid, gid)
+
+
+def check_device(path: str, mode: int, uid: int, allowed: bool) -> None:
+    """EPERM, as Linux gives a caller without CAP_MKNOD, for a character or
+    block device unless the caller's ``uid`` is 0 (KEEP, no caller named,
+    is not root) and the federation allows devices (``protocol.devices``:
+    ``fedfs/links.py``).  Nothing for a fifo or socket."""
+    if kind(mode) not in DEVICE_TYPES:
+        return
+    if not allowed:
         raise fs_error(
             errno.EPERM, path,
-            "device files are refused: the federation cannot tell whether its caller is root",
+            "device files are off in this federation: set protocol.devices: true in the cluster file "
+            "to let root make them",
         )  # fmt: skip
-    if what not in NODE_TYPES:
-        raise fs_error(errno.EINVAL, path, f"mknod makes fifos and sockets, not type {what:#o}")
+    if uid != 0:
+        who = "no caller uid was given" if uid == KEEP else f"the caller's uid is {uid}"
+        raise fs_error(errno.EPERM, path, f"only root (uid 0) may make a device file; {who}")
+
+
+def check_no_device(path: str, mode: int, design: str) -> None:
+    """EPERM for a character or block device in a design whose ``mknod`` carries no
+    caller (every design but fedfs's, ``fedfs/links.py``): it cannot tell root."""
+    if kind(mode) in DEVICE_TYPES:
+        raise fs_error(errno.EPERM, path, f"device files are refused by the {design} design (no caller uid)")
 
 
 def check_setattr(path: str, mode: int, uid: int, gid: int, atime_ns: int, mtime_ns: int) -> None:
@@ -267,8 +294,8 @@ def new_args(mode: int, uid: int, gid: int) -> tuple[int, ...]:
 
 
 __all__ = [
-    "ATTR_WIRE", "KEEP", "NODE_TYPES", "OFF_MAX", "ROOT_INO", "STATFS_WIRE", "TARGET_MAX", "UTIME_NOW", "UTIME_OMIT",
-    "Attr", "StatFS", "check_mknod", "check_new", "check_setattr", "check_size", "check_target", "dir_ino",
-    "federated", "file_ino", "home_of_ino", "is_device", "is_regular", "kind", "new_args", "special_entry",
-    "target_size",
+    "ATTR_WIRE", "DEVICE_TYPES", "KEEP", "NODE_TYPES", "OFF_MAX", "ROOT_INO", "STATFS_WIRE", "TARGET_MAX",
+    "UTIME_NOW", "UTIME_OMIT", "Attr", "StatFS", "check_device", "check_mknod", "check_new", "check_no_device",
+    "check_setattr", "check_size", "check_target", "dir_ino", "federated", "file_ino", "home_of_ino", "is_device",
+    "is_regular", "kind", "new_args", "special_entry", "target_size",
 ]  # fmt: skip

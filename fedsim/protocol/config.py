@@ -109,6 +109,15 @@ class ProtocolConfig:
     # heartbeats (the simulator's default: a crash is then never detected).
     heartbeat_s: float = 0.0
     heartbeat_misses: int = 3
+    # Hazards to the hosts' local users, opt-in (issue 22; ``fedfs/links.py``,
+    # ``fedsim.protocol.xattrs``): ``devices`` lets a caller with uid 0 make
+    # character and block devices (a device node in an agent's tree, say a
+    # world-writable raw disk, is open to that host's users); ``security_xattrs``
+    # serves the ``security.`` extended attributes (``security.capability``
+    # grants capabilities to whoever runs the file on its home's host).  Off:
+    # EPERM for a device, EOPNOTSUPP for ``security.``, each naming its key.
+    devices: bool = False
+    security_xattrs: bool = False
 
     def __post_init__(self) -> None:
         for name in ("dt_entries", "vd_entries", "summary_bits", "summary_hashes"):

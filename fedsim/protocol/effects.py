@@ -212,8 +212,10 @@ LOCAL_OPS: dict[str, str] = {
     "symlink": "(target) -> list[str]: exclusive create of a symlink holding target verbatim, missing "
     "parent directories created (as create); returns them",
     "readlink": "() -> str: a symlink's target (EINVAL for anything else)",
-    "mknod": "(mode) -> list[str]: exclusive create of a fifo or socket (mode: S_IFIFO/S_IFSOCK | permission "
-    "bits), missing parent directories created (as create); returns them",
+    "mknod": "(mode[, dev, uid, gid]) -> list[str]: exclusive create of a fifo, socket or device (mode: "
+    "S_IFIFO/S_IFSOCK/S_IFCHR/S_IFBLK | permission bits; dev: a device's number; uid/gid: its owner, -1 the "
+    "default; who may make a device is the home's decision), missing parent directories created (as create); "
+    "returns them",
     # Hard links (``fedfs/links.py``): one more name of an existing file, symlink or special file
     "link": "(old_path) -> list[str]: a hard link at the path to the entry old_path, never followed (a "
     "symlink is linked itself); missing parent directories of the path created (as create) and returned, "

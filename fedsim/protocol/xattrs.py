@@ -14,32 +14,49 @@ ENOSPC past that; that errno comes back from the home's local file system
 unchanged.  ``fedsim.memfs`` models no such per-file space (a simulated node
 holds values up to the limits above).
 
-Namespaces.  ``user.`` only (``NAMESPACES``); any other name is EOPNOTSUPP,
-as a file system without that handler answers:
+Namespaces (``NAMESPACES``).  Every name is checked twice: its form and
+namespace by ``check_name`` (requester, home or holder, both local layers),
+and what the *caller* may do with it by ``check_caller`` at the home or holder,
+from the caller's uid the request carries (``GetXattr.uid`` ...: the mount's
+FUSE caller, as ``create`` carries a new file's owner; -1, ``attrs.KEEP``,
+names no caller and counts as not root).  The uid is the client's word, the
+trust the README's threat model already gives a client (it may chown any file):
+this is POSIX's behaviour for a mount's users, not an authentication.
 
-* ``trusted.`` is root's alone on a local file system (CAP_SYS_ADMIN to read
-  or write; invisible to others in a listing).  No caller identity travels
-  with a client's call (the agent, running as root, applies it), so carried
-  by the federation it would be readable and writable by every client.
-* ``security.`` belongs to the host's security modules: an SELinux label is
-  meaningful only under the policy of the host that set it, and
-  ``security.capability`` grants file capabilities on the *home's* host, set
-  by a caller the kernel of that host never checked (the mount's kernel
-  checks CAP_SETFCAP for its own host only).
+* ``user.``: everyone, as before (the mode bits are the kernel's check on a
+  mount: ``default_permissions``).  Only on regular files and directories:
+  on a symlink or special file reading is ENODATA, writing EPERM (Linux's rule).
+* ``trusted.``: root's (uid 0) alone, as a local file system has it
+  (CAP_SYS_ADMIN): for anyone else getxattr is ENODATA, setxattr and
+  removexattr EPERM, and listxattr leaves them out (Linux's answers).
+* ``security.``: only where the federation enables it (``protocol.
+  security_xattrs: true``; default off: EOPNOTSUPP naming the key, as before).
+  The namespace belongs to the host's security modules, and
+  ``security.capability`` grants file capabilities on the *home's* host to
+  whoever runs the file there, set by a caller that host's kernel never
+  checked; an SELinux label is meaningful under the policy of the host that
+  set it.  So it is an operator's decision, as ``protocol.devices`` is.  On:
+  everyone reads and lists them, only root sets or removes them (EPERM), except
+  that anyone may remove ``security.capability``: removing a capability grants
+  nothing, and the kernel itself removes it in the writer's name when any
+  caller writes the file (``file_remove_privs``; a mount's kernel checks a
+  direct ``setfattr -x`` by an ordinary user before it reaches the mount).
 * ``system.`` holds POSIX ACLs (``system.posix_acl_access``), which the
-  federation does not implement: the mount's permission checks are the
-  kernel's on the mode bits (``default_permissions``).
+  federation does not implement (the mount's permission checks are the
+  kernel's on the mode bits): EOPNOTSUPP, as is any other namespace.
 
-A listing shows the allowed namespaces only (a local file's ``security.``
-label, say, is not listed), so ``cp --preserve=xattr`` or ``rsync -X`` of a
-federated file never trips over a name it may not set back.  A name must be
-valid UTF-8 (the wire carries names as text): EINVAL otherwise.
+A listing shows what the caller may see of the served namespaces only (a
+local file's ``security.`` label is not listed while they are off), so
+``cp --preserve=xattr`` or ``rsync -X`` of a federated file never trips over
+a name it may not set back.  A name must be valid UTF-8 (the wire carries
+names as text): EINVAL otherwise.
 """
 
 from __future__ import annotations
 
 import errno
 
+from fedsim.protocol.attrs import ID_MAX
 from fedsim.protocol.messages import ProtocolError, fs_error
 
 XATTR_NAME_MAX = 255
@@ -49,13 +66,61 @@ XATTR_LIST_MAX = 1 << 16
 XATTR_CREATE = 1
 XATTR_REPLACE = 2
 XATTR_FLAGS = XATTR_CREATE | XATTR_REPLACE
-#: the namespaces the federation carries (module docstring)
-NAMESPACES: tuple[str, ...] = ("user.",)
+#: the namespaces the federation carries (module docstring): whom each serves is ``check_caller``'s
+USER, TRUSTED, SECURITY = "user.", "trusted.", "security."
+NAMESPACES: tuple[str, ...] = (USER, TRUSTED, SECURITY)
+#: the file capabilities: anyone may remove them (module docstring)
+CAPABILITY = "security.capability"
+#: the setting that serves ``security.`` (``ProtocolConfig.security_xattrs``)
+SECURITY_KEY = "protocol.security_xattrs"
 
 
 def allowed(name: str) -> bool:
-    """Whether ``name`` is in a namespace the federation carries (what a listing shows)."""
+    """Whether ``name`` is in a namespace the federation carries (what a local layer lists)."""
     return name.startswith(NAMESPACES)
+
+
+def served(name: str, security: bool) -> bool:
+    """Whether ``name``'s namespace is served with ``security_xattrs`` = ``security``
+    (what a listing and a migration may carry)."""
+    return name.startswith((USER, TRUSTED)) or (security and name.startswith(SECURITY))
+
+
+def check_served(path: str, name: str, security: bool) -> None:
+    """EOPNOTSUPP for a ``security.`` name while the federation serves none
+    (``protocol.security_xattrs``), naming the key: at the requester before
+    any message, and again at the home or holder."""
+    if not security and name.startswith(SECURITY):
+        raise fs_error(
+            errno.EOPNOTSUPP, path,
+            f"extended attribute {name!r}: the security. namespace is off in this federation "
+            f"(set {SECURITY_KEY}: true in the cluster file to serve it)",
+        )  # fmt: skip
+
+
+def check_caller(path: str, name: str, uid: int, op: str) -> None:
+    """What a caller of ``uid`` may do (``op``: "get", "set" or "remove") with
+    ``name``, as Linux answers an unprivileged one (module docstring): at the
+    home or holder, once the name resolved (so a missing file is ENOENT first)."""
+    if uid == 0 or name.startswith(USER):
+        return
+    if name.startswith(TRUSTED):
+        if op == "get":
+            raise fs_error(errno.ENODATA, path)  # invisible to all but root
+        raise fs_error(errno.EPERM, path, f"extended attribute {name!r}: trusted. is root's alone")
+    if op == "set" or (op == "remove" and name != CAPABILITY):
+        raise fs_error(errno.EPERM, path, f"extended attribute {name!r}: only root sets or removes security.")
+
+
+def visible(names: list[str], uid: int, security: bool) -> list[str]:
+    """The names of a listing a caller of ``uid`` sees (module docstring)."""
+    return [n for n in names if served(n, security) and (uid == 0 or not n.startswith(TRUSTED))]
+
+
+def check_uid(kind: str, uid: object) -> None:
+    """A request from the wire carrying a caller's uid no requester sends: ProtocolError."""
+    if type(uid) is not int or not -1 <= uid <= ID_MAX:
+        raise ProtocolError(f"{kind}: caller uid {uid!r} outside -1..{ID_MAX}")
 
 
 def name_bytes(name: str) -> int:
@@ -81,7 +146,10 @@ def check_name(path: str, name: object) -> None:
         raise fs_error(errno.ERANGE, path, f"extended attribute name of {n} bytes (1..{XATTR_NAME_MAX})")
     if not allowed(name):
         carried = ", ".join(NAMESPACES)
-        raise fs_error(errno.EOPNOTSUPP, path, f"extended attribute {name!r}: only the {carried} namespace is carried")
+        raise fs_error(
+            errno.EOPNOTSUPP, path,
+            f"extended attribute {name!r}: only the {carried} namespaces are carried (no POSIX ACLs, system.)",
+        )  # fmt: skip
     if name in NAMESPACES:
         raise fs_error(errno.EINVAL, path, f"extended attribute name {name!r} has nothing after its namespace")
 
@@ -118,6 +186,7 @@ def wire_check(kind: str, name: str, value: bytes | None = None) -> None:
 
 
 __all__ = [
-    "NAMESPACES", "XATTR_CREATE", "XATTR_FLAGS", "XATTR_LIST_MAX", "XATTR_NAME_MAX", "XATTR_REPLACE",
-    "XATTR_SIZE_MAX", "allowed", "check_list", "check_name", "check_set", "name_bytes", "wire_check",
+    "CAPABILITY", "NAMESPACES", "SECURITY", "SECURITY_KEY", "TRUSTED", "USER", "XATTR_CREATE", "XATTR_FLAGS",
+    "XATTR_LIST_MAX", "XATTR_NAME_MAX", "XATTR_REPLACE", "XATTR_SIZE_MAX", "allowed", "check_caller", "check_list",
+    "check_name", "check_served", "check_set", "check_uid", "name_bytes", "served", "visible", "wire_check",
 ]  # fmt: skip

@@ -67,6 +67,7 @@ from fedsim.protocol.attrs import (
     S_IFREG,
     UTIME_OMIT,
     check_mknod,
+    check_no_device,
     check_target,
     kind,
 )
@@ -313,6 +314,7 @@ class DnfspMeta(NfspMeta):
                 check_target(path, target)
             elif what not in (S_IFDIR, S_IFREG):
                 check_mknod(path, mode)
+                check_no_device(path, mode, "dnfsp")
         local = yield from self._local_meta(path)
         if local is not None and (meta is None or kind(local[0]) != kind(meta[0]) or local[2] != meta[2]):
             try:

@@ -8,8 +8,8 @@ is: placement chooses its home, its manager reserves the name first
 (``Requester._make``, with create's failure semantics: an error the home
 answered drops the reservation, ``Forget``; an unknown outcome is settled
 from the local trees, ``Settle``), the home makes it in its local tree
-(``Local("symlink")``, ``Local("mknod")``: a real symlink, fifo or socket,
-made on the confined parent's descriptor), adds it to the parent's virtual
+(``Local("symlink")``, ``Local("mknod")``: a real symlink, fifo, socket or
+device, made on the confined parent's descriptor), adds it to the parent's virtual
 directory as a file (``AddEntry``, is_dir False) and keeps it in its DT.
 Everything that handles names therefore handles them unchanged: listings
 (``readdir`` says is_dir False; ``readdir_attrs`` gives their attributes,
@@ -35,13 +35,26 @@ agent never opens a fifo, socket or device.  On a mount that costs nothing:
 the kernel does the I/O of a fifo, socket or device node itself and never
 sends their open to the file system.
 
-Devices.  The protocol carries no caller identity (a client proves the
-client key, not a user), so the agent, which runs as root, cannot tell a
-root caller from any other: ``mknod`` of a character or block device is
-EPERM for everyone, and only fifos and sockets are made.  A device a local
-user (root) made in a node's tree is served like any entry (listed, its
-attributes with the device number in ``Attr.rdev``, unlinked, renamed),
-never opened.
+Owners and devices.  ``mknod`` carries the new node's owner (``uid``,
+``gid``: the caller's, as ``create`` carries a file's; KEEP, the home's
+default, names no caller), so a fifo or socket is its caller's from its first
+instant.  A character or block device is made only for a caller of uid 0, and
+only where the federation allows devices (``protocol.devices: true``, off by
+default): anything else is EPERM, Linux's errno for a caller without
+CAP_MKNOD, with a message naming the setting or the uid
+(``attrs.check_device``: at the requester before any message, and again at
+the home, whose own config decides, as a peer's request is untrusted).  The
+uid is the client's word: a client key already lets its holder do anything to
+any file (the README's threat model), and a mount passes its kernel-checked
+caller.  Opt-in, because a device node in an agent's local tree is a device
+*of that host*, open to its local users by its mode (a world-writable raw
+disk).  The home makes it with ``mknodat`` on the confined parent's
+descriptor and gives it its owner with ``fchownat`` (no following) on the
+same descriptor, removing it again if that fails; its number travels in
+``Attr.rdev``.  A device made so, or by a local user in a node's tree, is
+served like any entry (listed, renamed, unlinked, hard linked), never opened:
+``open`` is ELOOP at the agent, and on a mount the kernel opens it itself
+(the mount is ``dev`` where devices are allowed: ``fednode.mount.device_mount``).
 
 Not covered (clear errors): migration of a symlink or special file is
 refused (ELOOP at its home: they stay on their home; a directory's
@@ -100,7 +113,7 @@ import errno
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from fedsim.protocol.attrs import check_mknod, check_target
+from fedsim.protocol.attrs import KEEP, check_device, check_mknod, check_target, is_device
 from fedsim.protocol.effects import Compute, Local
 from fedsim.protocol.fedfs.blockcache import BlockCaching
 from fedsim.protocol.messages import PeerUnavailable, Request, fs_error, register_request
@@ -122,12 +135,18 @@ class MakeLink(Request):
 @register_request
 @dataclass(slots=True, frozen=True)
 class MakeNode(Request):
-    """Make the fifo or socket ``path`` (``mode``: its type and permission bits) at its home."""
+    """Make the fifo, socket or device ``path`` (``mode``: its type and permission
+    bits; ``dev``: a device's number) at its home, owned by ``uid``/``gid`` (the
+    caller's, as ``Create``'s; -1: the home's default).  A device only for uid 0
+    where ``protocol.devices`` allows it: the home checks again (``attrs.check_device``)."""
 
     reply: ClassVar[Any] = None
     path: str
     mode: int
     token: int = 0
+    dev: int = 0
+    uid: int = -1  # attrs.KEEP
+    gid: int = -1
 
 
 @register_request
@@ -177,17 +196,18 @@ class Links(BlockCaching):
         yield Compute("fedfs_op")
         return (yield from self._make_entry(path, lambda p, token: MakeLink(p, target, token)))
 
-    @api(str, int, int)
-    def mknod(self, path: str, mode: int, dev: int) -> Gen:
-        """Make a fifo or socket (``mode``: S_IFIFO or S_IFSOCK and the permission
-        bits; ``dev`` is ignored for them, as by ``mknod(2)``); returns its home.
-        A device is EPERM (no caller identity: module docstring)."""
+    @api(str, int, int, int, int, optional=2)
+    def mknod(self, path: str, mode: int, dev: int, uid: int = KEEP, gid: int = KEEP) -> Gen:
+        """Make a fifo, socket or device (``mode``: S_IFIFO, S_IFSOCK, S_IFCHR or
+        S_IFBLK and the permission bits; ``dev``: a device's number, ignored for
+        the others, as by ``mknod(2)``), owned by ``uid``/``gid`` (the caller's:
+        KEEP, the home's default, names no caller); returns its home.  A device
+        is EPERM unless ``uid`` is 0 and ``protocol.devices`` is on (module docstring)."""
         path = normalize(path)
-        check_mknod(path, mode)
-        if not 0 <= dev < 1 << 64:
-            raise fs_error(errno.EINVAL, path, f"device number {dev} outside 0..2**64-1")
+        check_mknod(path, mode, dev, uid, gid)
+        check_device(path, mode, uid, self.config.devices)
         yield Compute("fedfs_op")
-        return (yield from self._make_entry(path, lambda p, token: MakeNode(p, mode, token)))
+        return (yield from self._make_entry(path, lambda p, token: MakeNode(p, mode, token, dev, uid, gid)))
 
     @api(str, str)
     def link(self, old: str, new: str) -> Gen:
@@ -252,8 +272,12 @@ class Links(BlockCaching):
 
     @handles(MakeNode)
     def on_make_node(self, src: int, req: MakeNode) -> Gen:
-        check_mknod(req.path, req.mode)
-        yield from self._made_here(src, req.token, req.path, Local("mknod", req.path, (req.mode,)))
+        # a peer's request is untrusted: checked again, and the device rule is this home's config
+        check_mknod(req.path, req.mode, req.dev, req.uid, req.gid)
+        check_device(req.path, req.mode, req.uid, self.config.devices)
+        plain = req.dev == 0 and req.uid == KEEP and req.gid == KEEP
+        args = (req.mode,) if plain else (req.mode, req.dev if is_device(req.mode) else 0, req.uid, req.gid)
+        yield from self._made_here(src, req.token, req.path, Local("mknod", req.path, args))
 
     @handles(HardLink)
     def on_hard_link(self, src: int, req: HardLink) -> Gen:

@@ -123,7 +123,7 @@ from fedsim.protocol.names import ROOT, join, normalize, split
 from fedsim.protocol.node import Gen, api, handles
 from fedsim.protocol.policies.migration import FileLoad, LoadView, make_migration_policy
 from fedsim.protocol.tables import LRU, DTEntry
-from fedsim.protocol.xattrs import check_set
+from fedsim.protocol.xattrs import check_served, check_set, served
 
 CLEAN = -1  # no dirty range
 TRACKED_FILES = 4096  # per-file counters a node keeps for its policy (the hottest survive decay)
@@ -468,6 +468,7 @@ class Migration(Renaming):
                 copied += yield from self._copy(source, path, lo, min(hi, size))
             for attr, value in (yield from self.call(source, MigrateXattrs(path))) if xattrs else ():
                 check_set(path, attr, value, 0)  # a peer's names are untrusted
+                check_served(path, attr, self.config.security_xattrs)
                 yield Local("setxattr", path, (attr, value, 0))
             # last, so that the copy's own writes do not stamp the times
             yield Local("setattr", path, (mode, KEEP, KEEP, atime_ns, mtime_ns))
@@ -609,7 +610,7 @@ class Migration(Renaming):
             if not is_regular(a.mode):  # (a symlink with a target was refused by its first MigrateRead already)
                 raise fs_error(errno.ELOOP, path, "symlinks and special files are not migrated: they stay home")
             _single(path, a)  # (linked while it was copied)
-            xattrs = len((yield Local("listxattr", path)))
+            xattrs = len(self._migrated_xattrs((yield Local("listxattr", path))))
         except OSError:
             self.gates.discard(path)
             out.frozen = False
@@ -617,13 +618,19 @@ class Migration(Renaming):
         pins = self.opens.get(path, 0)
         return a.size, out.lo, min(out.hi, INF), pins, a.mode & PERM_BITS, a.atime_ns, a.mtime_ns, xattrs
 
+    def _migrated_xattrs(self, names: list[str]) -> list[str]:
+        """The attributes a move carries: those of the namespaces the federation
+        serves (``trusted.`` too; ``security.`` only with ``protocol.security_xattrs``:
+        a host's own label of a local file does not travel)."""
+        return [n for n in names if served(n, self.config.security_xattrs)]
+
     @handles(MigrateXattrs)
     def on_migrate_xattrs(self, src: int, req: MigrateXattrs) -> Gen:
         path = req.path
         if not self._outgoing(src, path).frozen:
             raise fs_error(errno.EINVAL, path, f"the migration of this file to node {src} is not frozen")
         out = []
-        for attr in (yield Local("listxattr", path)):
+        for attr in self._migrated_xattrs((yield Local("listxattr", path))):
             try:
                 out.append((attr, (yield Local("getxattr", path, (attr,)))))
             except OSError as exc:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import errno
 from typing import Any
 
-from fedsim.protocol.attrs import KEEP, check_mknod, check_new, check_setattr, check_size, check_target
+from fedsim.protocol.attrs import KEEP, check_mknod, check_new, check_no_device, check_setattr, check_size, check_target
 from fedsim.protocol.messages import Request, fs_error
 from fedsim.protocol.names import ROOT, normalize
 from fedsim.protocol.nfs.messages import (
@@ -134,6 +134,7 @@ class ClientEntry(Server):
     def mknod(self, path: str, mode: int, dev: int) -> Gen:
         path = normalize(path)
         check_mknod(path, mode)
+        check_no_device(path, mode, "nfs")
         if not 0 <= dev < 1 << 64:
             raise fs_error(errno.EINVAL, path, f"device number {dev} outside 0..2**64-1")
         yield from self.rpc(NfsMknod(path, mode))

@@ -19,7 +19,16 @@ from __future__ import annotations
 import errno
 from typing import Any
 
-from fedsim.protocol.attrs import check_mknod, check_new, check_setattr, check_size, check_target, federated, new_args
+from fedsim.protocol.attrs import (
+    check_mknod,
+    check_new,
+    check_no_device,
+    check_setattr,
+    check_size,
+    check_target,
+    federated,
+    new_args,
+)
 from fedsim.protocol.effects import Local
 from fedsim.protocol.messages import Request, fs_error
 from fedsim.protocol.names import ROOT, ancestors, join, parent
@@ -230,6 +239,7 @@ class Server(Node):
     def on_mknod(self, src: int, req: NfsMknod) -> Gen:
         self._serving(req.path)
         check_mknod(req.path, req.mode)
+        check_no_device(req.path, req.mode, "nfs")
         yield from self._new_name(req.path)
         yield Local("mknod", req.path, (req.mode,))
 
