@@ -1024,19 +1024,21 @@ class Replication(Membership):
         elif self.adopted.get(req.old) == req.home and req.home not in self.members and self.member:
             try:
                 yield Local("stat", req.new)
-                if len(self.replaced_here) < RENAMED_AHEAD_MAX:
-                    # This node's own file, the rename's target, is replaced now, as the home's local
-                    # rename would have: the drop the target's home is told next must not unlink the
-                    # moved file (found by ``tests.rename_histories_random``: the coordinator, also
-                    # the moved file's home, crashed; its heir, the target's home, renamed the
-                    # promoted file over the target, then dropped it: neither file was left).
-                    self.replaced_here[req.new] = req.home
+                replacing = True
             except FileNotFoundError:
-                pass
+                replacing = False
             if parent(req.old) == parent(req.new):
                 yield Local("rename", req.old, (req.new,))
             else:
                 yield from self._move_here(req.old, req.new)
+            if replacing and len(self.replaced_here) < RENAMED_AHEAD_MAX:
+                # This node's own file, the rename's target, is replaced now, as the home's local
+                # rename would have: the drop the target's home is told next must not unlink the
+                # moved file (found by ``tests.rename_histories_random``: the coordinator, also
+                # the moved file's home, crashed; its heir, the target's home, renamed the
+                # promoted file over the target, then dropped it: neither file was left).  Noted
+                # only once the rename is done: a failed one leaves the target to its drop.
+                self.replaced_here[req.new] = req.home
             self.adopted[req.new] = self.adopted.pop(req.old)
             self.dt.pop(req.old)
             self.dt.put(req.new, DTEntry(False, self.id))
