@@ -1395,8 +1395,8 @@ class Replication(Membership):
         for p in list(dt.keys()):
             e = dt.peek(p)
             if e is not None and not e.is_dir and e.home in gone:
-                s = self.successor(e.home, old)
-                if s is not None and s in view.members:
+                s = self._promoter(e.home, old, view)
+                if s is not None:
                     dt.put(p, DTEntry(False, s))
         # So is a committed rename's decision still in flight here (``RenameFlight.home``): every
         # merge of its directory names the moved file there until its steps are done.  Left naming
@@ -1405,9 +1405,14 @@ class Replication(Membership):
         # (tests/test_rename_histories.py: the moved file's home crashed after the commit point).
         for f in self.renames.values():
             if f.home is not None and f.home in gone:
-                s = self.successor(f.home, old)
-                if s is not None and s in view.members:
+                s = self._promoter(f.home, old, view)
+                if s is not None:
                     f.home = s
+
+    def _promoter(self, home: int, old: View, view: View) -> int | None:
+        """The node promoting departed ``home``'s copies: its successor in ``old``, if ``view`` keeps it."""
+        s = self.successor(home, old)
+        return s if s is not None and s in view.members else None
 
     def _renamed_home_left(self, path: str, home: int) -> None:
         """As ``_repoint`` does at the install: while the view change that
@@ -1418,8 +1423,9 @@ class Replication(Membership):
         target's home (found by the dynamics property: a rename during a
         leave left the name listed and ENOENT for good)."""
         prev = self._prev_view
-        s = self.successor(home, prev) if self.replicating and prev is not None and home in prev.members else None
-        if s is not None and s in self.members:
+        s = self._promoter(home, prev, self.view) if self.replicating and prev is not None and home in prev.members \
+            else None  # fmt: skip
+        if s is not None:
             self.dt.put(path, DTEntry(False, s))
         else:
             super()._renamed_home_left(path, home)
