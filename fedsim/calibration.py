@@ -119,15 +119,16 @@ _FITTED: dict[tuple[str, int], dict[str, float]] = {}
 
 def fitted_contention(path: Path, mach: dict[str, Any]) -> dict[str, float]:
     """The profile's ``cold_us`` and ``cold_cap_us`` fitted by simulating its chain microbenchmark
-    (``fedsim.machine.fit_cold``), then ``oversub_share`` and ``capacity`` by simulating its
-    contention microbenchmark with those refills priced (``fit_contention``: threads calling
+    (``fedsim.machine.fit_cold``), ``poll_us`` and ``wake_us`` by its fan-in one (``fit_poll``),
+    ``gil_us`` by the client program's CPU in both (``fit_gil``), then ``oversub_share`` and
+    ``capacity`` by simulating its contention microbenchmark with those priced (``fit_contention``: threads calling
     agents at once also take turns), once per profile file.  A profile without a microbenchmark
     gets nothing for it (the machine's defaults: none)."""
     key = (str(path.resolve()), path.stat().st_mtime_ns)
     if key not in _FITTED:
-        from fedsim.machine import MachineParams, fit_cold, fit_contention, fit_poll
+        from fedsim.machine import MachineParams, fit_cold, fit_contention, fit_gil, fit_poll
 
-        fitted = ("oversub_share", "capacity", "cold_us", "cold_cap_us", "wake_us", "poll_us")
+        fitted = ("oversub_share", "capacity", "cold_us", "cold_cap_us", "wake_us", "poll_us", "gil_us")
         params = MachineParams.of({k: v for k, v in mach.items() if k not in fitted})
         out: dict[str, float] = {}
         chain = mach.get("chain") or {}
@@ -144,6 +145,10 @@ def fitted_contention(path: Path, mach: dict[str, Any]) -> dict[str, float]:
             )
             params = replace(params, poll_us=out["poll_us"], wake_us=out["wake_us"])
         contention = mach.get("contention") or {}
+        program = _client_column(contention)  # the client program's own CPU per call
+        if program:
+            out["gil_us"] = fit_gil(params, program, _client_column(fan_in))
+            params = replace(params, gil_us=out["gil_us"])
         if contention:
             measured = {int(k): float(v["cpu_per_call_us"]) for k, v in contention.items()}
             rates = {int(k): float(v["calls_per_s"]) for k, v in contention.items() if "calls_per_s" in v}
@@ -151,6 +156,11 @@ def fitted_contention(path: Path, mach: dict[str, Any]) -> dict[str, float]:
             out["oversub_share"], out["capacity"] = fit_contention(params, measured, rates, fan_rates)
         _FITTED[key] = out
     return _FITTED[key]
+
+
+def _client_column(rows: dict[Any, dict[str, float]]) -> dict[int, float]:
+    """A microbenchmark's client program's CPU per call by count (where it was recorded)."""
+    return {int(k): float(v["client_cpu_per_call_us"]) for k, v in rows.items() if "client_cpu_per_call_us" in v}
 
 
 #: the microbenchmarks a profile's contention models are fitted on: the profile's key, what it varies,

@@ -111,6 +111,14 @@ from a ``fednode calibrate`` profile) turns the model on:
   their calls per second are the measured ones (``fit_contention``), and the model spends it
   as slower CPU (its CPU per call is then above the processes' measured CPU:
   the difference is core time nobody ran on);
+* **the GIL's hand-off**: a client program's job for another thread than its
+  last job's costs ``gil_us`` more: the program's threads take turns holding
+  its interpreter, and each change of turn switches a core to a thread whose
+  state the other's turn left cold (``Machine.handover``).  One thread never
+  changes; threads calling agents at once change at nearly every job, and
+  their program's CPU per call grows with them where the model without it
+  fell (``fit_gil`` fits it to the contention and fan-in microbenchmarks'
+  client columns);
 * **local file system**: the storage model's cost of a ``Local`` operation is
   CPU of the node's process (a local file system on a warm page cache is the
   kernel's CPU, not a disk's queue);
@@ -179,6 +187,7 @@ class MachineParams:
     wake_us: float = 0.0  # of a message's receipt, the CPU a process busy when it arrives does not pay (no wake)
     handoff_us: float = 0.0  # CPU added to a receipt that wakes its process (negative: less): placement's correction
     poll_us: float = 0.0  # a receipt at a process idle for less than this pays no wake either (``wake_us`` less)
+    gil_us: float = 0.0  # a client program's job for a thread that waited for another thread's (the GIL hand-off)
 
     @classmethod
     def of(cls, section: Mapping[str, Any]) -> MachineParams:
@@ -195,8 +204,8 @@ class ProcState:
     the processes it books on (``Machine.node``, ``Machine.state``) and books
     on them directly (``Machine.book``): one look-up per process, not one per job."""
 
-    __slots__ = ("active", "busy", "core", "cores", "free", "held", "key", "kids", "last", "listed", "peers", "ran",
-                 "recent", "space", "waiting")  # fmt: skip
+    __slots__ = ("active", "busy", "core", "cores", "free", "held", "key", "kids", "last", "listed", "owner", "peers",
+                 "ran", "recent", "space", "waiting")  # fmt: skip
 
     def __init__(
         self,
@@ -214,6 +223,8 @@ class ProcState:
         self.core = -1  # the core its last job ran on (its next goes back to it when that is free)
         #: a client program's threads (``thread_state``): while one runs, the program is awake
         self.kids: list[ProcState] = []
+        #: for a client program, the thread its last job ran for (``Machine.handover``)
+        self.owner: ProcState | None = None
         #: what reached it while it was busy, to read when it is free (``fedsim.runtime``), or None
         self.waiting: deque[tuple[Any, Any]] | None = None
         self.peers = peers
@@ -243,9 +254,9 @@ class Machine:
 
     __slots__ = ("_G", "_L", "_Lc", "_any_api", "_any_client", "_any_dispatch", "_api", "_byte", "_client",
                  "_client_states", "_clients", "_dispatch", "_o", "_oc", "_threads", "_two", "call_us", "cap",
-                 "cold", "cold_cap", "core_free", "depth", "handoff", "host_active", "host_procs", "host_recent",
-                 "host_states", "kernel_share", "mix_agent", "mix_client", "n", "n_nodes", "nodes", "p", "poll",
-                 "proc_host", "procs", "pruned", "ran", "share", "wake")  # fmt: skip
+                 "cold", "cold_cap", "core_free", "depth", "gil", "handoff", "host_active", "host_procs",
+                 "host_recent", "host_states", "kernel_share", "mix_agent", "mix_client", "n", "n_nodes", "nodes",
+                 "p", "poll", "proc_host", "procs", "pruned", "ran", "share", "wake")  # fmt: skip
 
     def __init__(self, params: MachineParams, n_nodes: int) -> None:
         if params.cores <= 0:
@@ -275,6 +286,7 @@ class Machine:
         self.wake = params.wake_us
         self.poll = params.poll_us
         self.handoff = params.handoff_us
+        self.gil = params.gil_us
         self.call_us = params.call_us
         #: of a client call's CPU, the share its thread of a shared program spends apart (0: none)
         shared = params.clients == "shared" and params.client_user_share < 1.0
@@ -505,6 +517,26 @@ class Machine:
         if last > now:
             return True
         return now - last < self.poll and core >= 0 and st.cores[core] <= mine
+
+    def handover(self, program: ProcState, thread: ProcState) -> float:
+        """The CPU a job of client program ``program`` for its thread ``thread`` costs more because its
+        last job ran for another thread (``gil_us``, or 0); it notes ``thread`` as the last.
+
+        Why: threads of one Python program take turns holding its interpreter (the GIL), and a
+        turn's change is a switch of the core between the program's threads (often from the
+        kernel's work of one to the interpreter's of the other, ``client_user_share``) onto a
+        thread whose interpreter state, stack and socket the other's turn left cold; a thread
+        that finds the lock held sleeps until the holder signals it (CPython's ``take_gil``).
+        One thread never changes turns; threads calling agents at once change at nearly every
+        job.  On this VM the contention microbenchmark's client program spent 53, 66, 55 and 72 us
+        per call at 1 to 4 threads where the model without it gave 45, 38, 55 and 35 (``fit_gil``
+        fits it to that column and the fan-in one's).  Priced on every change, not only on a
+        wait: the simulated threads keep a fixed phase, so a price on waits alone came and went
+        with it (three threads' calls cost 4 us more with ``gil_us`` 4 and none with 6), which no
+        fit can follow."""
+        last = program.owner
+        program.owner = thread
+        return self.gil if last is not None and last is not thread else 0.0
 
     def receive(self, proc: Hashable, now: float, us: float) -> float:
         """``run`` for the receipt of a message (``us``: its CPU, and any work booked with it): a
@@ -795,6 +827,34 @@ def fit_poll(params: MachineParams, measured: dict[int, float], rates: dict[int,
             best = (err, poll, wake)
     assert best is not None
     return best[1], best[2]
+
+
+def fit_gil(params: MachineParams, contention: dict[int, float], fan_in: dict[int, float] | None = None) -> float:
+    """``gil_us`` from the client program's CPU per call in the contention microbenchmark
+    (``contention``: threads -> its CPU per call, us) and the fan-in one (``fan_in``), simulated:
+    the value for which the simulated program's CPU per call follows the measured one's from one
+    thread's (relative to it: one thread never waits for another, so the level is the other
+    microbenchmarks'), by least squared relative error over every count of two threads or more
+    and both benchmarks, by golden-section search on [0, 2 o_us] (a hand-off is a wake and a
+    switch, of the order of a message's receipt); 0 when no price fits better.  Fitted on whole
+    cores and before ``fit_contention``, which then fits what is left of the benchmarks' CPU."""
+    whole = replace(params, capacity=0.0, gil_us=0.0)
+    benches = [(contention_bench, contention), (fan_in_bench, fan_in or {})]
+    cols = []
+    for bench, measured in benches:
+        ks = [k for k in sorted(measured) if k >= 2]
+        if 1 in measured and ks and measured[1] > 0:
+            cols.append((bench, measured, ks, measured[1] / bench(whole, 1).client))
+    if not cols or params.o_us <= 0:
+        return 0.0
+
+    def error(gil: float) -> float:
+        p = replace(whole, gil_us=gil)
+        return sum((bench(p, k).client * level / measured[k] - 1.0) ** 2
+                   for bench, measured, ks, level in cols for k in ks)  # fmt: skip
+
+    best = _golden(error, 0.0, 2.0 * params.o_us)
+    return 0.0 if error(0.0) <= error(best) else round(best, 3)
 
 
 def fit_contention(

@@ -420,6 +420,7 @@ class SimCluster:
         if before is not None:
             hop.src = src
             hop.src_us = src_us
+            hop.by = before
             hop.flight = mach.client_flight_us(size)
             hop.callbacks = hop.held = [self._on_sent]
             heappush(env._queue, (mach.book(before, env._now, before_us), NORMAL, next(env._eid), hop))
@@ -433,7 +434,11 @@ class SimCluster:
         """A ``_Hop``'s ``before`` work is done: its source's CPU is booked now, and it flies when that is done."""
         mach = self.machine
         assert mach is not None
-        _rearm(hop, mach.book(hop.src, hop.env._now, hop.src_us) + hop.flight, self._on_hop)
+        now = hop.env._now
+        us = hop.src_us
+        if mach.gil:  # the program's interpreter changes turns from another thread to this one (the GIL)
+            us += mach.handover(hop.src, hop.by)
+        _rearm(hop, mach.book(hop.src, now, us) + hop.flight, self._on_hop)
 
     def _hop_arrived(self, hop: _Hop) -> None:
         """A ``_Hop`` reached its receiver: its CPU is booked now and the event fires again when it is
@@ -468,6 +473,8 @@ class SimCluster:
                 us += mixed(st, calls[0][0], api(calls[0][0]), mix)  # (the sum below, to the bit)
             else:
                 us += sum(mixed(st, name, api(name), mix) for name, _ in calls)
+        elif hop.then is not None and mach.gil:  # a reply to a thread of a program (``Machine.handover``)
+            us += mach.handover(st, hop.then)
         awake = waited or bool(mach.poll and mach.awake(st, now))  # read by a process that did not sleep: no wake
         if awake and hop.then is not None and us < mach.wake:
             # (a client program's part is small: its thread's kernel work after it saves the rest)
@@ -1164,6 +1171,7 @@ class _Hop(simpy.Event):
     # set by the sender when it has work before (``SimCluster._hop_sent``) or after (``_hop_then``)
     src: Any = None
     src_us: float = 0.0
+    by: Any = None  # the client thread whose work ``src``'s is (``Machine.handover``)
     flight: float = 0.0
     then: Any = None
     then_us: float = 0.0

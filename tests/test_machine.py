@@ -457,3 +457,34 @@ def test_fit_poll_recovers_the_idle_span_and_discount_the_fan_in_was_simulated_w
         assert fan_in_bench(fitted, k).cpu == pytest.approx(r.cpu, rel=0.01)
     flat = {k: fan_in_bench(base, k) for k in (1, 2, 4, 8)}
     assert fit_poll(base, {k: r.cpu for k, r in flat.items()}, {k: r.rate for k, r in flat.items()})[1] == 0.0
+
+
+def test_a_client_programs_job_for_another_thread_than_its_last_costs_the_gils_hand_off() -> None:
+    """``gil_us``: the threads of one client program take turns; a turn's change costs, one thread's
+    calls never do, and a price of 0 changes nothing (the model without it, to the bit)."""
+    from dataclasses import replace
+
+    from fedsim.machine import contention_bench
+
+    base = replace(_contention_params(client_user_share=0.6), client_us={"*": 40.0})
+    m = Machine(replace(base, gil_us=5.0), n_nodes=2)
+    a, b, prog = m.thread_state(0, 0), m.thread_state(1, 0), m.client_state(0, 0)
+    assert [m.handover(prog, t) for t in (a, a, b, b, a)] == [0.0, 0.0, 5.0, 0.0, 5.0]
+    one = contention_bench(replace(base, gil_us=5.0), 1)
+    assert one == contention_bench(base, 1)  # one thread: no change of turn
+    two, plain = contention_bench(replace(base, gil_us=5.0), 2), contention_bench(base, 2)
+    assert two.client == pytest.approx(plain.client + 10.0, abs=0.5)  # both of a call's jobs change turns
+
+
+def test_fit_gil_recovers_the_hand_off_the_benchmarks_were_simulated_with() -> None:
+    from dataclasses import replace
+
+    from fedsim.machine import contention_bench, fan_in_bench, fit_gil
+
+    base = replace(_contention_params(client_user_share=0.6), client_us={"*": 40.0})
+    truth = replace(base, gil_us=6.0)
+    contention = {k: contention_bench(truth, k).client for k in (1, 2, 3, 4)}
+    fan_in = {k: fan_in_bench(truth, k).client for k in (1, 2, 4, 8)}
+    assert fit_gil(base, contention, fan_in) == pytest.approx(6.0, abs=0.3)
+    flat = {k: contention_bench(base, k).client for k in (1, 2, 3, 4)}
+    assert fit_gil(base, flat) == 0.0
