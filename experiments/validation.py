@@ -498,6 +498,8 @@ class Outcome:
     #: the calibration's placement microbenchmark (``fednode calibrate``: one client and its agent pinned to
     #: one core, to two, and free): each point is probed against it (``Point.placed``)
     placed: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: the contention models' values fitted to those microbenchmarks (``fitted_contention``)
+    fitted: dict[str, float] = field(default_factory=dict)
 
 
 def warm_up(cluster: Cluster, rounds: int = 40) -> None:
@@ -559,6 +561,7 @@ def run_points(cfg: Config, params: Params, say: Callable[[str], None]) -> Outco
     mach = dict((yaml.safe_load(profile.read_text()) or {}).get("machine") or {})
     for k, v in fitted_contention(profile, mach).items():  # (a profile written here holds them already)
         mach.setdefault(k, v)
+        out.fitted[k] = mach[k]
     out.bench = microbench_check(mach)
     out.placed = mach.get("placement") or {}
     # (the cores' worth is the profile's, fitted to its contention microbenchmark: CPU-bound processes side
@@ -744,6 +747,8 @@ def report(out: Outcome, summary: dict[str, float]) -> str:
                 for b, k, mc, pc, mr, pr, ml, pl in out.bench]  # fmt: skip
         lines.append(table(["bench", "count", "CPU/call us", "model", "error", "calls/s", "model", "error",
                             "client us", "model"], rows))  # fmt: skip
+    if out.fitted:
+        lines.append("fitted: " + ", ".join(f"{k} {v:g}" for k, v in sorted(out.fitted.items())))
     missed = {p.workload for p in out.points if abs(p.error) > (0.15 if p.workload == "latency" else 0.20)}
     for wl in sorted(missed):
         lines.append(f"misses in {wl}: look first at {SUSPECTS.get(wl, 'the machine model')}")
