@@ -124,7 +124,7 @@ class MachineConfig(Strict):
     wake_us: NonNegativeFloat = 0.0  # of a receipt's CPU, what a process busy when it arrives does not pay
     handoff_us: float = 0.0  # added to a receipt that wakes its process: the placement correction (may be negative)
     poll_us: NonNegativeFloat = 0.0  # a receipt at a process idle less than this on its own core pays no wake either
-    gil_us: NonNegativeFloat = 0.0  # a client program's job for a thread that waited for another's (the GIL)
+    gil_us: NonNegativeFloat = 0.0  # a client program's job for another thread than its last's (the GIL)
     fan_in: dict[int, dict[str, float]] = Field(default_factory=dict)  # the microbenchmark wake_us is fitted to
     contention: dict[int, dict[str, float]] = Field(default_factory=dict)  # the microbenchmark it is fitted to
     chain: dict[int, dict[str, float]] = Field(default_factory=dict)  # the one cold_us, cold_cap_us are fitted to

@@ -187,7 +187,7 @@ class MachineParams:
     wake_us: float = 0.0  # of a message's receipt, the CPU a process busy when it arrives does not pay (no wake)
     handoff_us: float = 0.0  # CPU added to a receipt that wakes its process (negative: less): placement's correction
     poll_us: float = 0.0  # a receipt at a process idle for less than this pays no wake either (``wake_us`` less)
-    gil_us: float = 0.0  # a client program's job for a thread that waited for another thread's (the GIL hand-off)
+    gil_us: float = 0.0  # a client program's job for another thread than its last job's (the GIL's hand-off)
 
     @classmethod
     def of(cls, section: Mapping[str, Any]) -> MachineParams:
@@ -833,7 +833,7 @@ def fit_gil(params: MachineParams, contention: dict[int, float], fan_in: dict[in
     """``gil_us`` from the client program's CPU per call in the contention microbenchmark
     (``contention``: threads -> its CPU per call, us) and the fan-in one (``fan_in``), simulated:
     the value for which the simulated program's CPU per call follows the measured one's from one
-    thread's (relative to it: one thread never waits for another, so the level is the other
+    thread's (relative to it: one thread never changes turns, so the level is the other
     microbenchmarks'), by least squared relative error over every count of two threads or more
     and both benchmarks, by golden-section search on [0, 2 o_us] (a hand-off is a wake and a
     switch, of the order of a message's receipt); 0 when no price fits better.  Fitted on whole

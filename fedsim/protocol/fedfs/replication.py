@@ -1423,8 +1423,9 @@ class Replication(Membership):
         target's home (found by the dynamics property: a rename during a
         leave left the name listed and ENOENT for good)."""
         prev = self._prev_view
-        s = self._promoter(home, prev, self.view) if self.replicating and prev is not None and home in prev.members \
-            else None  # fmt: skip
+        s = None
+        if self.replicating and prev is not None and home in prev.members:
+            s = self._promoter(home, prev, self.view)
         if s is not None:
             self.dt.put(path, DTEntry(False, s))
         else:
